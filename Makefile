@@ -1,0 +1,156 @@
+# poolscope — one Makefile for the whole tree.
+#
+# Every folder is one component and becomes one archive; sources are found by
+# wildcard, so adding a file needs no edit here.
+#
+#   pool/*.c              -> build/lib/libpool.a       (knows nothing of traces)
+#   libtrace/*.c          -> build/lib/libpstrace.a    (format, reader, event API, pool adapter)
+#   libtrace/preload/*.c  -> build/lib/libpoolscope-preload.so (the interposer)
+#   analyzer/*.c          -> build/lib/libanalyzer.a   (the one metrics library)
+#   replay/*.c            -> build/lib/libreplay.a
+#   reference-engine/*.c  -> build/lib/libengine.a + build/bin/refengine (main.c)
+#   cli/*.c               -> build/bin/poolscope       (argument parsing only)
+#   tests/test_*.c        -> build/tests/test_*        (one cmocka suite each)
+#   tests/progs/*.c       -> build/tests/progs/*       (programs run under the interposer)
+#   bench/bench_*.c       -> build/bench/bench_*
+#
+# Variants: `make asan` and `make tsan` build into build/asan, build/tsan and
+# run the unit suites (never the preload library: sanitizers replace malloc).
+
+BUILD   ?= build
+CC      ?= cc
+PREFIX  ?= /usr/local
+SAN     ?=
+WERROR  ?= -Werror
+OPT     ?= -O2
+
+WARN    = -Wall -Wextra -Wshadow -Wstrict-prototypes -Wformat=2 -Wvla $(WERROR)
+# Frame pointers everywhere: `record --stacks fp` walks them.
+CFLAGS_ALL = -std=c11 -D_GNU_SOURCE $(OPT) -g -fno-omit-frame-pointer -pthread $(WARN) \
+             -Ipool -Ilibtrace -Ianalyzer -Ireplay -Ireference-engine -MMD -MP $(CFLAGS)
+ifneq ($(SAN),)
+CFLAGS_ALL += -fsanitize=$(SAN) -fno-sanitize-recover=all
+LDSAN       = -fsanitize=$(SAN)
+endif
+PIE_CFLAGS = $(CFLAGS_ALL) -fPIE
+PIC_CFLAGS = $(CFLAGS_ALL) -fPIC -fvisibility=hidden
+LDLIBS_ALL = -lsqlite3 -ldw -lelf -lm -ldl -pthread
+LDFLAGS_ALL = -pie $(LDSAN) $(LDFLAGS)
+
+srcs = $(sort $(wildcard $(1)/*.c))
+objs = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
+
+POOL_SRC    := $(call srcs,pool)
+TRACE_SRC   := $(call srcs,libtrace)
+PRELOAD_SRC := $(call srcs,libtrace/preload)
+AZ_SRC      := $(call srcs,analyzer)
+RP_SRC      := $(call srcs,replay)
+ENG_SRC     := $(filter-out reference-engine/main.c,$(call srcs,reference-engine))
+CLI_SRC     := $(call srcs,cli)
+TEST_SRC    := $(sort $(wildcard tests/test_*.c))
+PROG_SRC    := $(sort $(wildcard tests/progs/*.c))
+BENCH_SRC   := $(sort $(wildcard bench/bench_*.c))
+
+LIBPOOL   = $(BUILD)/lib/libpool.a
+LIBTRACE  = $(BUILD)/lib/libpstrace.a
+LIBAZ     = $(BUILD)/lib/libanalyzer.a
+LIBRP     = $(BUILD)/lib/libreplay.a
+LIBENG    = $(BUILD)/lib/libengine.a
+PRELOAD   = $(BUILD)/lib/libpoolscope-preload.so
+# Link order: users before what they use.
+LIBS      = $(LIBENG) $(LIBRP) $(LIBAZ) $(LIBTRACE) $(LIBPOOL)
+
+TESTS  = $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
+PROGS  = $(patsubst tests/progs/%.c,$(BUILD)/tests/progs/%,$(PROG_SRC))
+BENCHES = $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
+BINS   = $(if $(CLI_SRC),$(BUILD)/bin/poolscope) \
+         $(if $(wildcard reference-engine/main.c),$(BUILD)/bin/refengine)
+
+.PHONY: all libs deps test check-unit check-integration asan tsan bench fuzz demo install clean
+all: libs $(BINS) $(if $(SAN),,$(if $(PRELOAD_SRC),$(PRELOAD))) $(TESTS) $(PROGS) $(BENCHES)
+libs: $(LIBS)
+
+deps:
+	@sh scripts/deps.sh
+
+# --- objects -----------------------------------------------------------------
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(PIE_CFLAGS) -c $< -o $@
+
+# The preload library is built position-independent with hidden visibility,
+# and never with a sanitizer.
+$(BUILD)/pic/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(filter-out -fsanitize=%,$(PIC_CFLAGS)) -c $< -o $@
+
+define archive
+$(1): $(call objs,$(2))
+	@mkdir -p $$(dir $$@)
+	@rm -f $$@
+	ar rcs $$@ $$^
+endef
+$(eval $(call archive,$(LIBPOOL),$(POOL_SRC)))
+$(eval $(call archive,$(LIBTRACE),$(TRACE_SRC)))
+$(eval $(call archive,$(LIBAZ),$(AZ_SRC)))
+$(eval $(call archive,$(LIBRP),$(RP_SRC)))
+$(eval $(call archive,$(LIBENG),$(ENG_SRC)))
+
+# The interposer carries its own copy of the format encoder (compiled PIC).
+PRELOAD_OBJ = $(patsubst %.c,$(BUILD)/pic/%.o,$(PRELOAD_SRC) libtrace/format.c)
+$(PRELOAD): $(PRELOAD_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) -shared -fPIC -o $@ $^ -Wl,--version-script=libtrace/preload/exports.map \
+	    -Wl,-z,nodelete -lunwind -ldl -pthread
+
+$(BUILD)/bin/poolscope: $(call objs,$(CLI_SRC)) $(LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS_ALL) -o $@ $(call objs,$(CLI_SRC)) $(LIBS) $(LDLIBS_ALL)
+
+$(BUILD)/bin/refengine: $(BUILD)/obj/reference-engine/main.o $(LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS_ALL) -o $@ $< $(LIBS) $(LDLIBS_ALL)
+
+$(BUILD)/tests/test_%: $(BUILD)/obj/tests/test_%.o $(LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS_ALL) -o $@ $< $(LIBS) -lcmocka $(LDLIBS_ALL)
+
+# Programs run under the interposer: no sanitizer (it would own malloc).
+$(BUILD)/tests/progs/%: tests/progs/%.c $(LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(filter-out -fsanitize=%,$(PIE_CFLAGS)) -pie -o $@ $< $(LIBS) $(LDLIBS_ALL)
+
+$(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS_ALL) -o $@ $< $(LIBS) $(LDLIBS_ALL)
+
+# --- running -----------------------------------------------------------------
+# The README's test command. Installs missing packages, builds everything with
+# -Werror, runs every cmocka suite and every integration script.
+test: deps
+	@$(MAKE) --no-print-directory all
+	@BUILD=$(BUILD) sh scripts/run-tests.sh all
+
+check-unit: all
+	@BUILD=$(BUILD) sh scripts/run-tests.sh unit
+
+check-integration: all
+	@BUILD=$(BUILD) sh scripts/run-tests.sh integration
+
+asan: deps
+	@$(MAKE) --no-print-directory BUILD=build/asan SAN=address,undefined check-unit
+
+tsan: deps
+	@$(MAKE) --no-print-directory BUILD=build/tsan SAN=thread check-unit
+
+bench: deps
+	@$(MAKE) --no-print-directory all
+	@BUILD=$(BUILD) sh scripts/bench.sh
+
+fuzz: deps
+	@BUILD=$(BUILD) sh scripts/fuzz.sh
+
+clean:
+	rm -rf build
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -1,0 +1,292 @@
+/* format.h — the poolscope trace format (.pst), shared by every writer and
+ * reader. This header is the contract; libtrace/FORMAT.md explains it for
+ * people. Nothing here allocates or does I/O: the interposer compiles
+ * format.c into the preload library and calls these encoders from inside
+ * malloc.
+ *
+ * Layout of a file
+ *   header   "PSTRACE\0", u16 major, u16 minor, u32 tlv_len, then tlv_len
+ *            bytes of [varint tag][varint len][len bytes] fields (PST_HDR_*).
+ *   chunks   each a 16-byte chunk header (pst_chunk_hdr_t, little-endian)
+ *            followed by `len` payload bytes whose CRC-32C is `crc`.
+ *            A file cut short ends in a partial chunk: readers keep every
+ *            complete chunk before it and report the truncation.
+ *   end      a PST_CHUNK_END chunk written at clean exit. Its absence means
+ *            the process died (SIGKILL) or the disk filled.
+ *
+ * Streams. Every thread writes its own event stream (stream ids are assigned
+ * 1, 2, ... in registration order, never reused, so a recycled kernel tid
+ * cannot be confused with a dead thread). A stream is cut into EVENTS chunks
+ * at event boundaries; each EVENTS payload starts with a varint holding the
+ * stream offset of its first byte, so readers can check continuity. Encoder
+ * state (the address delta base, the timestamp base) carries across the
+ * chunks of a stream: a stream must be decoded from its start.
+ *
+ * Definitions before use. Strings, stacks and module maps are global (META
+ * chunks). A writer emits a definition into the META buffer before any event
+ * that refers to it, and flushes pending META bytes before any EVENTS chunk,
+ * so in file order a definition always precedes its first use.
+ *
+ * Time and order. There is no per-event clock read: a stream carries a
+ * PST_EV_TS record every PST_TS_EVERY events (and when a writer has reason
+ * to: first event, after a long gap). Events between two TS records share
+ * the earlier time. Readers merge streams by time, keep each stream's own
+ * order (per-stream sequence numbers), order pool events of one pool by the
+ * pool's own sequence number, and fix cross-thread ties by causality: the
+ * free (or munmap, or realloc away) of address a precedes the next
+ * allocation returning a.
+ */
+#ifndef POOLSCOPE_FORMAT_H
+#define POOLSCOPE_FORMAT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#define PST_MAGIC        "PSTRACE"   /* 8 bytes with its NUL */
+#define PST_MAJOR        1
+#define PST_MINOR        0
+#define PST_FILE_HDR_FIXED 16        /* magic + major + minor + tlv_len */
+#define PST_CHUNK_HDR    16
+#define PST_MAX_CHUNK    (16u << 20) /* readers reject longer payloads as corrupt */
+#define PST_TS_EVERY     64          /* events between periodic TS records */
+#define PST_MAX_DEPTH    128         /* deepest stack a writer records */
+
+/* ---- file header fields (TLV tags) --------------------------------------- */
+enum pst_hdr_tag {
+    PST_HDR_PID         = 1,  /* varint */
+    PST_HDR_PPID        = 2,  /* varint */
+    PST_HDR_EXE         = 3,  /* bytes: path of the executable */
+    PST_HDR_ARGV        = 4,  /* bytes: arguments, each NUL-terminated */
+    PST_HDR_START_REAL  = 5,  /* varint: CLOCK_REALTIME ns at trace start */
+    PST_HDR_START_MONO  = 6,  /* varint: CLOCK_MONOTONIC ns at trace start; event times are relative to it */
+    PST_HDR_STACKS      = 7,  /* varint: PST_STACKS_* */
+    PST_HDR_DEPTH       = 8,  /* varint: stack depth limit */
+    PST_HDR_PAGE_SIZE   = 9,  /* varint */
+    PST_HDR_PARENT_PID  = 10, /* varint: set in a fork child's trace */
+    PST_HDR_EXEC_GEN    = 11, /* varint: 0 for the first image of a pid, n after n execs */
+    PST_HDR_TOOL        = 12, /* bytes: writer name and version */
+    PST_HDR_HOST        = 13, /* bytes: hostname */
+};
+enum { PST_STACKS_NONE = 0, PST_STACKS_FP = 1, PST_STACKS_DWARF = 2 };
+
+/* ---- chunks -------------------------------------------------------------- */
+enum pst_chunk_kind {
+    PST_CHUNK_META   = 1,  /* definitions: PST_META_* records */
+    PST_CHUNK_EVENTS = 2,  /* a slice of one thread stream: varint stream offset, then events */
+    PST_CHUNK_END    = 3,  /* varint events written, varint events lost, varint streams */
+};
+
+typedef struct pst_chunk_hdr {
+    uint8_t  kind;      /* pst_chunk_kind; unknown kinds are skipped by length */
+    uint8_t  version;   /* 1 */
+    uint16_t flags;     /* 0; readers ignore unknown bits */
+    uint32_t stream;    /* EVENTS: stream id (>= 1); otherwise 0 */
+    uint32_t len;       /* payload bytes */
+    uint32_t crc;       /* CRC-32C (Castagnoli) of the payload */
+} pst_chunk_hdr_t;
+
+/* ---- META records -------------------------------------------------------- */
+enum pst_meta {
+    PST_META_STRING = 1,  /* id, len, bytes                                   */
+    PST_META_STACK  = 2,  /* id, depth, frame[0] raw, frame[i] zigzag(f[i]-f[i-1]); innermost first */
+    PST_META_MODULE = 3,  /* op (1 map, 0 unmap), ts, base, size, path len+bytes, build-id len+bytes */
+};
+/* String and stack ids start at 1; 0 means "none". */
+
+/* ---- events (in EVENTS chunks) ------------------------------------------- */
+/* Each event: one type byte (bits 0-6 the type, bit 7 PST_EV_HAS_STACK: a
+ * varint stack id follows), then its fields in the order of its layout
+ * string (pst_event_layout), one character per field:
+ *   A  an address, coded against the stream's previous address (pst_put_addr);
+ *      every A field moves the base
+ *   u  an unsigned varint
+ *   z  a signed (zigzag) varint
+ *   S  a string id (varint; defined by a META STRING record)
+ *   L  a list of block ids: varint n (<= PST_MAX_IDS), ids[0] raw, then
+ *      zigzag(ids[i] - ids[i-1])
+ *   P  a payload: varint n (<= PST_MAX_PAYLOAD), then n zigzag values
+ * The layouts are the contract; the table in format.c is their one copy.
+ * A failed allocation is recorded with address 0. */
+#define PST_EV_HAS_STACK 0x80u
+#define PST_EV_TYPE_MASK 0x7fu
+
+enum pst_ev {                    /* layout      fields                                  */
+    /* layer 1: heap, from the interposer */
+    PST_EV_MALLOC         = 1,   /* "Au"     ret, size                                  */
+    PST_EV_CALLOC         = 2,   /* "Auu"    ret, nmemb, size                           */
+    PST_EV_REALLOC        = 3,   /* "AAu"    old, ret, size (old 0: a malloc; size 0 with ret 0: a free) */
+    PST_EV_REALLOCARRAY   = 4,   /* "AAuu"   old, ret, nmemb, size                      */
+    PST_EV_FREE           = 5,   /* "A"      ptr (free(NULL) is not recorded)           */
+    PST_EV_POSIX_MEMALIGN = 6,   /* "Auu"    ret, align, size                           */
+    PST_EV_ALIGNED_ALLOC  = 7,   /* "Auu"    ret, align, size                           */
+    PST_EV_MEMALIGN       = 8,   /* "Auu"    ret, align, size                           */
+    PST_EV_VALLOC         = 9,   /* "Au"     ret, size                                  */
+    PST_EV_PVALLOC        = 10,  /* "Au"     ret, size                                  */
+    PST_EV_MMAP           = 11,  /* "Auuuzu" ret, len, prot, flags, fd, offset (file-backed unless MAP_ANONYMOUS in flags) */
+    PST_EV_MUNMAP         = 12,  /* "Au"     addr, len                                  */
+    PST_EV_MREMAP         = 13,  /* "AuAuu"  old, old_len, ret, new_len, flags         */
+    PST_EV_MADVISE        = 14,  /* "Auu"    addr, len, advice (only advices that drop pages) */
+    PST_EV_BRK            = 15,  /* "Az"     requested end, result (0 or -1)           */
+    PST_EV_SBRK           = 16,  /* "zA"     increment, previous break                  */
+    PST_EV_TS             = 17,  /* "u"      ns since the stream's previous TS (first: since trace start) */
+    PST_EV_RSS            = 18,  /* "uuu"    resident bytes, anon resident, file resident */
+    /* layer 2: logical tensors */
+    PST_EV_TENSOR_ACQUIRE = 20,  /* "uuuuu"  tensor id, arm, dtype, n_elems, bytes      */
+    PST_EV_TENSOR_RELEASE = 21,  /* "u"      tensor id                                  */
+    /* layer 3: pool internals (pool_seq: the pool's own order, stamped under its lock) */
+    PST_EV_POOL_CREATE    = 24,  /* "uSuu"   pool id, name, arms, cap bytes             */
+    PST_EV_POOL_ACQUIRE   = 25,  /* "uuuuuuuuu" pool id, pool_seq, arm, buf id, requested, granted, req bytes, granted bytes, hit */
+    PST_EV_POOL_RECLAIM   = 26,  /* "uuuuuu" pool id, pool_seq, arm, buf id, granted bytes, cached (1) or destroyed (0) */
+    PST_EV_POOL_BACKING_ALLOC = 27, /* "uuAu" pool id, pool_seq, ptr, bytes           */
+    PST_EV_POOL_BACKING_FREE  = 28, /* "uuAu" pool id, pool_seq, ptr, bytes           */
+    PST_EV_POOL_DESTROY   = 29,  /* "u"      pool id                                    */
+    PST_EV_KVB_CREATE     = 32,  /* "uSuuuuuu" pool id, name, block_size, n_blocks, separate_kv, grow, max_blocks, slot bytes */
+    PST_EV_KVB_ALLOC      = 33,  /* "uuuzuuL" pool id, pool_seq, stream, owner, format, n_tokens, ids */
+    PST_EV_KVB_TOKENS     = 34,  /* "uuuu"   pool id, pool_seq, block id, n_used        */
+    PST_EV_KVB_FREE       = 35,  /* "uuL"    pool id, pool_seq, ids                     */
+    PST_EV_KVB_GROW       = 36,  /* "uuuu"   pool id, pool_seq, stream, n added         */
+    PST_EV_KVB_SHRINK     = 37,  /* "uuuL"   pool id, pool_seq, stream, retired ids     */
+    PST_EV_KVB_EXHAUSTED  = 38,  /* "uuuzu"  pool id, pool_seq, stream, owner, n_tokens */
+    PST_EV_KVB_OWNER      = 39,  /* "uuzu"   pool id, pool_seq, owner, op (1 register, 0 release) */
+    PST_EV_KVB_DESTROY    = 40,  /* "u"      pool id                                    */
+    /* layer 4: markers */
+    PST_EV_MARK_POINT     = 44,  /* "SP"     name, payload                              */
+    PST_EV_MARK_BEGIN     = 45,  /* "SuP"    name, instance id, payload                 */
+    PST_EV_MARK_END       = 46,  /* "Su"     name, instance id                          */
+    /* layer 5: process */
+    PST_EV_THREAD_START   = 50,  /* "uu"     kernel tid, parent stream (0 unknown)      */
+    PST_EV_THREAD_END     = 51,  /* ""                                                  */
+    PST_EV_THREAD_NAME    = 52,  /* "S"      name                                       */
+    PST_EV_FORK           = 53,  /* "u"      child pid                                  */
+    PST_EV_EXEC           = 54,  /* "S"      path (written just before the exec)        */
+    PST_EV_LOST           = 55,  /* "uu"     events lost, reason (PST_LOST_*)           */
+    PST_EV_TRACE_ON       = 56,  /* ""       selective tracing resumed                  */
+    PST_EV_TRACE_OFF      = 57,  /* ""       selective tracing paused                   */
+    PST_EV_MAX            = 64
+};
+#define PST_MAX_FIELDS  10
+#define PST_MAX_PAYLOAD 8
+#define PST_MAX_IDS     4096     /* block ids in one event; longer lists are split */
+
+enum { PST_LOST_WRITE = 1, PST_LOST_NOBUF = 2, PST_LOST_BOOTSTRAP = 3 };
+
+/* ---- encoding primitives -------------------------------------------------- */
+/* Longest encodings, for sizing buffers. PST_EVENT_MAX covers every event
+ * but its L list; an event with ids needs PST_VARINT_MAX more per id. */
+#define PST_VARINT_MAX 10
+#define PST_EVENT_MAX  (2 + PST_VARINT_MAX * (2 + PST_MAX_FIELDS + PST_MAX_PAYLOAD))
+
+static inline uint8_t *pst_put_varint(uint8_t *p, uint64_t v)
+{
+    while (v >= 0x80) { *p++ = (uint8_t)(v | 0x80); v >>= 7; }
+    *p++ = (uint8_t)v;
+    return p;
+}
+
+static inline uint64_t pst_zigzag(int64_t v) { return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63); }
+static inline int64_t  pst_unzigzag(uint64_t v) { return (int64_t)(v >> 1) ^ -(int64_t)(v & 1); }
+
+static inline uint8_t *pst_put_zigzag(uint8_t *p, int64_t v) { return pst_put_varint(p, pst_zigzag(v)); }
+
+/* Address coding: the delta to the previous address of the stream. When both
+ * are 16-byte aligned (malloc's usual case) the delta is stored divided by 16
+ * and the low bit of the code says so: code = zigzag(delta/16) << 1 | 1;
+ * otherwise code = zigzag(delta) << 1. Exact either way. */
+static inline uint8_t *pst_put_addr(uint8_t *p, uint64_t *base, uint64_t addr)
+{
+    int64_t d = (int64_t)(addr - *base);
+    uint64_t code;
+    if (((addr | *base) & 15) == 0)
+        code = (pst_zigzag(d / 16) << 1) | 1;   /* d is a multiple of 16: exact */
+    else
+        code = pst_zigzag(d) << 1;
+    *base = addr;
+    return pst_put_varint(p, code);
+}
+
+/* Decoding. Each returns the position after the value, or NULL when the
+ * value runs past `end` or is longer than 10 bytes (corrupt). */
+static inline const uint8_t *pst_get_varint(const uint8_t *p, const uint8_t *end, uint64_t *v)
+{
+    uint64_t r = 0;
+    for (unsigned shift = 0; shift < 70; shift += 7) {
+        if (p >= end) return NULL;
+        uint8_t b = *p++;
+        r |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80)) { *v = r; return p; }
+    }
+    return NULL;
+}
+
+static inline const uint8_t *pst_get_addr(const uint8_t *p, const uint8_t *end,
+                                          uint64_t *base, uint64_t *addr)
+{
+    uint64_t code;
+    if (!(p = pst_get_varint(p, end, &code))) return NULL;
+    int64_t d = pst_unzigzag(code >> 1);
+    *addr = *base + (uint64_t)((code & 1) ? d * 16 : d);
+    *base = *addr;
+    return p;
+}
+
+/* Per-stream encoder state (one per thread in the interposer). */
+typedef struct pst_enc {
+    uint64_t last_addr;   /* base for A fields */
+    uint64_t last_ts;     /* ns of the stream's previous TS record */
+    uint32_t since_ts;    /* events since that TS record */
+} pst_enc_t;
+
+/* ---- one event, as writers give it and readers hand it out ---------------- */
+typedef struct pst_event {
+    uint8_t  type;        /* pst_ev */
+    uint32_t stream;      /* reader: the writer's stream id */
+    uint32_t tid;         /* reader: kernel tid of the stream (its THREAD_START) */
+    uint64_t seq;         /* reader: index of the event in its stream, from 0 (TS records not counted) */
+    uint64_t ts;          /* reader: ns since trace start */
+    uint32_t stack;       /* stack id, 0 = none */
+    uint64_t f[PST_MAX_FIELDS]; /* the fields in layout order: A and u as is, z as
+                                   (uint64_t)(int64_t), S the string id, L and P
+                                   their counts */
+    const uint32_t *ids;  /* L: the ids (reader: valid until the next read) */
+    uint32_t n_ids;
+    int64_t  payload[PST_MAX_PAYLOAD]; /* P */
+    uint32_t n_payload;
+    const char *str;      /* reader: the resolved S field, or NULL */
+} pst_event_t;
+
+/* Layout string of an event type (see above), or NULL for an unknown type. */
+const char *pst_event_layout(unsigned type);
+/* Name of an event type ("malloc", "pool_acquire", ...), or NULL if unknown. */
+const char *pst_event_name(unsigned type);
+
+/* CRC-32C of a buffer (hardware instruction when the CPU has it). */
+uint32_t pst_crc32c(uint32_t crc, const void *buf, size_t len);
+
+/* Encode a TS record; `now` is ns since trace start. The writer decides when
+ * (first event of a stream, then every PST_TS_EVERY events). Returns the end
+ * position. */
+static inline uint8_t *pst_put_ts(pst_enc_t *enc, uint8_t *p, uint64_t now)
+{
+    *p++ = PST_EV_TS;
+    p = pst_put_varint(p, now - enc->last_ts);
+    enc->last_ts = now;
+    enc->since_ts = 0;
+    return p;
+}
+
+/* Encode one event by its layout: type byte, optional stack id, fields from
+ * ev->f / ev->ids / ev->payload. Writes at most PST_EVENT_MAX bytes, returns
+ * the end position, or NULL for an unknown type or a count over its limit.
+ * Does not write TS records (the caller decides when time is read). */
+uint8_t *pst_encode_event(pst_enc_t *enc, uint8_t *p, const pst_event_t *ev);
+
+/* Decode one record from [p, end) with the stream's decoder state. A TS
+ * record updates dec->last_ts and comes back as an event of type PST_EV_TS.
+ * ids go into `idbuf` (PST_MAX_IDS entries). Returns the position after the
+ * record, or NULL on corrupt input (unknown type, truncated field, over-long
+ * list). Never reads outside [p, end). */
+const uint8_t *pst_decode_event(pst_enc_t *dec, const uint8_t *p, const uint8_t *end,
+                                pst_event_t *ev, uint32_t *idbuf);
+
+#endif

@@ -1,0 +1,133 @@
+/* poolscope.h — the event API: how a pool, an engine or any program
+ * describes its own memory to poolscope.
+ *
+ * Link with -lpstrace (or the installed libpoolscope-api). Every call costs
+ * one predictable branch when the program is not running under
+ * `poolscope record`: the table of entry points lives in the preload library
+ * and is looked up once, at load time, with dlsym(RTLD_DEFAULT) — which works
+ * in PIE and non-PIE executables alike (a weak reference would be resolved to
+ * 0 at link time in a non-PIE executable).
+ *
+ * Numbers are the trace format's (libtrace/format.h): an event is its type
+ * and its fields in the order of its layout. Strings are copied (interned) by
+ * the tracer; block-id and payload arrays are read during the call only.
+ */
+#ifndef POOLSCOPE_H
+#define POOLSCOPE_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PS_API_VERSION 1
+
+/* What crosses from the program to the tracer: one event. */
+typedef struct ps_event {
+    uint32_t type;             /* a PST_EV_* number (format.h), e.g. PS_TENSOR_ACQUIRE */
+    uint32_t n_fields;         /* entries used in f[] */
+    uint64_t f[10];            /* fields in layout order (S fields: ignored, use name) */
+    const char *name;          /* the S field, if the layout has one */
+    const uint32_t *ids;       /* the L field */
+    uint32_t n_ids;
+    const int64_t *payload;    /* the P field */
+    uint32_t n_payload;
+} ps_event_t;
+
+/* The table the preload library exports under the symbol "poolscope_api". */
+typedef struct ps_api {
+    uint32_t version;                      /* PS_API_VERSION */
+    uint32_t size;                         /* sizeof(ps_api_t) of the tracer */
+    void (*emit)(const ps_event_t *ev);    /* record one event in the calling thread's stream */
+    void (*enable)(int on);                /* selective tracing: 0 pause, 1 resume (whole process) */
+    int  (*enabled)(void);                 /* 1 while recording */
+} ps_api_t;
+
+/* NULL unless the preload library is loaded. Resolved once by a constructor
+ * in libtrace/api.c; read-only afterwards. */
+extern const ps_api_t *ps__api;
+
+/* Event numbers used by the helpers below (the same as format.h's). */
+enum {
+    PS_TENSOR_ACQUIRE = 20, PS_TENSOR_RELEASE = 21,
+    PS_POOL_CREATE = 24, PS_POOL_ACQUIRE = 25, PS_POOL_RECLAIM = 26,
+    PS_POOL_BACKING_ALLOC = 27, PS_POOL_BACKING_FREE = 28, PS_POOL_DESTROY = 29,
+    PS_KVB_CREATE = 32, PS_KVB_ALLOC = 33, PS_KVB_TOKENS = 34, PS_KVB_FREE = 35,
+    PS_KVB_GROW = 36, PS_KVB_SHRINK = 37, PS_KVB_EXHAUSTED = 38, PS_KVB_OWNER = 39,
+    PS_KVB_DESTROY = 40,
+    PS_MARK_POINT = 44, PS_MARK_BEGIN = 45, PS_MARK_END = 46,
+    PS_THREAD_NAME = 52,
+};
+
+/* True when a tracer is present: one load and one predictable branch. */
+static inline int ps_active(void) { return __builtin_expect(ps__api != 0, 0); }
+
+static inline void ps_emit(const ps_event_t *ev)
+{
+    if (ps_active()) ps__api->emit(ev);
+}
+
+/* Markers. Scopes may overlap (batched requests): begin and end carry the
+ * instance id. The payload is up to 8 signed values, e.g. for "request":
+ * prompt length and max tokens. */
+static inline void ps_mark(const char *name, const int64_t *payload, uint32_t n)
+{
+    if (ps_active()) {
+        ps_event_t ev = { .type = PS_MARK_POINT, .name = name, .payload = payload, .n_payload = n };
+        ps__api->emit(&ev);
+    }
+}
+static inline void ps_begin(const char *name, uint64_t instance, const int64_t *payload, uint32_t n)
+{
+    if (ps_active()) {
+        ps_event_t ev = { .type = PS_MARK_BEGIN, .n_fields = 2, .f = { 0, instance },
+                          .name = name, .payload = payload, .n_payload = n };
+        ps__api->emit(&ev);
+    }
+}
+static inline void ps_end(const char *name, uint64_t instance)
+{
+    if (ps_active()) {
+        ps_event_t ev = { .type = PS_MARK_END, .n_fields = 2, .f = { 0, instance }, .name = name };
+        ps__api->emit(&ev);
+    }
+}
+
+/* Logical tensors: the engine's allocation layer, the same in every
+ * allocation mode. `arm` 0 = f32 arm, 1 = byte-slab arm; dtype as in
+ * bufpool.h. Release when the last reference goes, not per view. */
+static inline void ps_tensor_acquire(uint64_t id, uint32_t arm, uint32_t dtype,
+                                     uint64_t n_elems, uint64_t bytes)
+{
+    if (ps_active()) {
+        ps_event_t ev = { .type = PS_TENSOR_ACQUIRE, .n_fields = 5,
+                          .f = { id, arm, dtype, n_elems, bytes } };
+        ps__api->emit(&ev);
+    }
+}
+static inline void ps_tensor_release(uint64_t id)
+{
+    if (ps_active()) {
+        ps_event_t ev = { .type = PS_TENSOR_RELEASE, .n_fields = 1, .f = { id } };
+        ps__api->emit(&ev);
+    }
+}
+
+/* Name the calling thread in the trace. */
+static inline void ps_thread_name(const char *name)
+{
+    if (ps_active()) {
+        ps_event_t ev = { .type = PS_THREAD_NAME, .name = name };
+        ps__api->emit(&ev);
+    }
+}
+
+/* Selective tracing: pause and resume recording of the whole process (also
+ * possible from outside with the signal that `poolscope record` documents). */
+static inline void ps_trace_enable(int on) { if (ps_active()) ps__api->enable(on); }
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,50 @@
+#!/bin/sh
+# Runs the cmocka suites (build/tests/test_*) and the shell integration tests
+# (tests/integration/*.sh), then prints one closing line "N passed, N failed".
+# Usage: run-tests.sh all|unit|integration
+# Under a sanitizer build only the unit suites run (the interposer is tested
+# plainly and under valgrind, never under ASan/TSan).
+set -u
+BUILD=${BUILD:-build}
+what=${1:-all}
+passed=0; failed=0; failed_names=""
+log=$(mktemp); trap 'rm -f "$log"' EXIT
+
+count() { # $1 = number passed, $2 = number failed, $3 = name
+    passed=$((passed + $1)); failed=$((failed + $2))
+    [ "$2" -gt 0 ] && failed_names="$failed_names $3"
+    return 0
+}
+
+if [ "$what" != integration ]; then
+    for t in "$BUILD"/tests/test_*; do
+        [ -x "$t" ] || continue
+        name=$(basename "$t")
+        "$t" >"$log" 2>&1; rc=$?
+        cat "$log"
+        p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test(s)\./\1/p' "$log" | tail -1)
+        f=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test(s), listed below:/\1/p' "$log" | tail -1)
+        p=${p:-0}; f=${f:-0}
+        # A suite that crashed or printed no summary counts as one failure.
+        if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
+        count "$p" "$f" "$name"
+    done
+fi
+
+if [ "$what" != unit ]; then
+    for s in tests/integration/*.sh; do
+        [ -f "$s" ] || continue
+        name=$(basename "$s" .sh)
+        echo "== integration: $name"
+        BUILD="$BUILD" sh "$s" >"$log" 2>&1; rc=$?
+        cat "$log"
+        p=$(grep -c '^ok ' "$log"); f=$(grep -c '^not ok ' "$log")
+        if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
+        if [ "$p" -eq 0 ] && [ "$f" -eq 0 ]; then f=1; fi  # a script that checked nothing fails
+        count "$p" "$f" "$name"
+    done
+fi
+
+[ -n "$failed_names" ] && echo "failing:$failed_names"
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]
