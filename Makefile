@@ -150,6 +150,24 @@ bench: deps
 fuzz: deps
 	@BUILD=$(BUILD) sh scripts/fuzz.sh
 
+# Installs the CLIs, the preload library, the event API and reader headers,
+# the trace library (format, reader, writer, event API client, pool adapter)
+# and the pool library, with pkg-config files:
+#   pkg-config --cflags --libs poolscope       # event API + reader
+#   pkg-config --cflags --libs poolscope-pool  # buffer pool + block pool
+DESTDIR ?=
+INC_HDRS = libtrace/poolscope.h libtrace/format.h libtrace/reader.h libtrace/writer.h \
+           libtrace/pool_adapter.h pool/bufpool.h pool/blockpool.h pool/pserr.h
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/poolscope \
+	    $(DESTDIR)$(PREFIX)/include/poolscope $(DESTDIR)$(PREFIX)/lib/pkgconfig
+	install -m 755 $(BINS) $(DESTDIR)$(PREFIX)/bin/
+	install -m 755 $(PRELOAD) $(DESTDIR)$(PREFIX)/lib/poolscope/
+	install -m 644 $(LIBTRACE) $(LIBPOOL) $(DESTDIR)$(PREFIX)/lib/
+	install -m 644 $(INC_HDRS) $(DESTDIR)$(PREFIX)/include/poolscope/
+	sed 's|@PREFIX@|$(PREFIX)|' scripts/poolscope.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/poolscope.pc
+	sed 's|@PREFIX@|$(PREFIX)|' scripts/poolscope-pool.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/poolscope-pool.pc
+
 clean:
 	rm -rf build
 
