@@ -196,13 +196,23 @@ static inline uint8_t *pst_put_zigzag(uint8_t *p, int64_t v) { return pst_put_va
 static inline uint8_t *pst_put_addr(uint8_t *p, uint64_t *base, uint64_t addr)
 {
     int64_t d = (int64_t)(addr - *base);
-    uint64_t code;
-    if (((addr | *base) & 15) == 0)
-        code = (pst_zigzag(d / 16) << 1) | 1;   /* d is a multiple of 16: exact */
-    else
-        code = pst_zigzag(d) << 1;
+    uint64_t zz, flag;
+    if (((addr | *base) & 15) == 0) {
+        zz = pst_zigzag(d / 16); flag = 1;      /* d is a multiple of 16: exact */
+    } else {
+        zz = pst_zigzag(d); flag = 0;
+    }
     *base = addr;
-    return pst_put_varint(p, code);
+    /* code = zz << 1 | flag has 65 bits when |d| >= 2^62 (only possible for
+     * unaligned deltas, e.g. from or to (void *)-1). Such a code takes the
+     * full 10 bytes and the last byte carries bit 64 in its bit 1. Every
+     * code below 2^64 is the plain varint, as before. */
+    if (!(zz >> 63))
+        return pst_put_varint(p, zz << 1 | flag);
+    uint64_t lo = zz << 1 | flag;
+    for (int i = 0; i < 9; i++) { *p++ = (uint8_t)(lo | 0x80); lo >>= 7; }
+    *p++ = (uint8_t)(lo | 2);                   /* lo is bit 63 of the code */
+    return p;
 }
 
 /* Decoding. Each returns the position after the value, or NULL when the
@@ -222,10 +232,17 @@ static inline const uint8_t *pst_get_varint(const uint8_t *p, const uint8_t *end
 static inline const uint8_t *pst_get_addr(const uint8_t *p, const uint8_t *end,
                                           uint64_t *base, uint64_t *addr)
 {
-    uint64_t code;
-    if (!(p = pst_get_varint(p, end, &code))) return NULL;
-    int64_t d = pst_unzigzag(code >> 1);
-    *addr = *base + (uint64_t)((code & 1) ? d * 16 : d);
+    uint64_t code = 0, top = 0;
+    for (unsigned shift = 0;; shift += 7) {
+        if (p >= end || shift > 63) return NULL;
+        uint8_t b = *p++;
+        code |= (uint64_t)(b & 0x7f) << shift;
+        if (shift == 63) top = (uint64_t)(b >> 1 & 1) << 63;   /* bit 64 of the code */
+        if (!(b & 0x80)) break;
+    }
+    int64_t d = pst_unzigzag(code >> 1 | top);
+    /* unsigned arithmetic: a corrupt code must not overflow a signed multiply */
+    *addr = *base + ((code & 1) ? (uint64_t)d << 4 : (uint64_t)d);
     *base = *addr;
     return p;
 }
@@ -288,5 +305,51 @@ uint8_t *pst_encode_event(pst_enc_t *enc, uint8_t *p, const pst_event_t *ev);
  * list). Never reads outside [p, end). */
 const uint8_t *pst_decode_event(pst_enc_t *dec, const uint8_t *p, const uint8_t *end,
                                 pst_event_t *ev, uint32_t *idbuf);
+
+
+/* ---- helpers for writers (added with format.c; no allocation, no I/O) ---- */
+/* pst_encode_event counts the event in enc->since_ts; pst_put_ts resets it,
+ * so a writer emits a TS record when enc->since_ts >= PST_TS_EVERY. */
+
+/* Header fields for pst_put_file_header. Strings may be NULL (field left
+ * out); `argv` is `argv_len` bytes of NUL-terminated arguments (the shape of
+ * /proc/self/cmdline). parent_pid 0 is left out. */
+typedef struct pst_file_info {
+    uint64_t pid, ppid, parent_pid, exec_gen;
+    uint64_t start_real_ns, start_mono_ns;
+    uint32_t stacks;           /* PST_STACKS_* */
+    uint32_t depth;
+    uint64_t page_size;
+    const char *exe;           /* NUL-terminated */
+    const char *argv;
+    size_t   argv_len;
+    const char *tool;          /* NUL-terminated */
+    const char *host;          /* NUL-terminated */
+} pst_file_info_t;
+
+/* Write the file header (fixed part and TLV fields) into buf. Returns the
+ * bytes written, or PS_ERANGE (-6) if `cap` is too small. */
+int pst_put_file_header(uint8_t *buf, size_t cap, const pst_file_info_t *info);
+
+/* Write the 16-byte chunk header for `len` payload bytes at `payload` (CRC
+ * computed here). The header may sit right before the payload. */
+void pst_put_chunk_hdr(uint8_t out[PST_CHUNK_HDR], unsigned kind, uint32_t stream,
+                       const void *payload, uint32_t len);
+/* Parse a 16-byte chunk header (no checks beyond byte order). */
+void pst_get_chunk_hdr(const uint8_t in[PST_CHUNK_HDR], pst_chunk_hdr_t *h);
+
+/* META records, appended at p; return the end position. Space needed:
+ * string 1+2*PST_VARINT_MAX+len, stack 1+PST_VARINT_MAX*(2+depth),
+ * module 1+PST_VARINT_MAX*6+path_len+bid_len. */
+uint8_t *pst_put_meta_string(uint8_t *p, uint32_t id, const char *s, size_t len);
+uint8_t *pst_put_meta_stack(uint8_t *p, uint32_t id, const uint64_t *frames, uint32_t depth);
+uint8_t *pst_put_meta_module(uint8_t *p, int map, uint64_t ts, uint64_t base, uint64_t size,
+                             const char *path, size_t path_len,
+                             const uint8_t *build_id, size_t bid_len);
+/* The END chunk's payload (at most 3*PST_VARINT_MAX bytes). */
+uint8_t *pst_put_end(uint8_t *p, uint64_t events, uint64_t lost, uint64_t streams);
+/* The start of an EVENTS payload: the stream offset of its first event byte
+ * (bytes of this stream's event data written before this chunk). */
+static inline uint8_t *pst_put_stream_offset(uint8_t *p, uint64_t off) { return pst_put_varint(p, off); }
 
 #endif

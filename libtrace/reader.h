@@ -1,0 +1,136 @@
+/* reader.h — the streaming .pst reader shared by every tool (prefix pst_,
+ * pst_reader_).
+ *
+ *   int err;
+ *   pst_reader_t *r = pst_open("run.pst", &err);
+ *   if (!r) { fprintf(stderr, "run.pst: %s\n", ps_strerror(err)); ... }
+ *   pst_event_t ev;
+ *   int rc;
+ *   while ((rc = pst_next(r, &ev)) > 0) { ... ev.type, ev.ts, ev.f[], ev.str ... }
+ *   const pst_status_t *st = pst_status(r);   // truncated? corrupt? lost?
+ *   pst_close(r);
+ *
+ * Events come out in one merged order over all streams (threads): by time,
+ * ties by stream id, with pool events of one pool in pool_seq order and an
+ * allocation of an address after the free of that address in another
+ * thread (FORMAT.md, "Merge order", has the algorithm). TS records are
+ * consumed: they set ev.ts. ev.tid comes from the stream's THREAD_START;
+ * ev.str is the resolved S field (NULL if the layout has none or the id is
+ * undefined). ev.ids and ev.str stay valid until the next pst_next (str:
+ * until pst_close).
+ *
+ * A damaged file is not an error of pst_next: a file cut short (partial
+ * chunk, or no END chunk) or a corrupt chunk (CRC mismatch, stream offset
+ * gap, undecodable event) ends the iteration normally after every event
+ * from the good chunks before it; pst_status() says what happened. pst_next
+ * returns a negative code only for I/O errors and allocation failures.
+ *
+ * Memory is bounded by the merge window (queued events), live addresses and
+ * the distinct strings, stacks, modules and streams — never by the length of
+ * the trace. Reading is through one buffer of read() blocks (at most one
+ * chunk, <= PST_MAX_CHUNK, plus a block), or straight from memory.
+ */
+#ifndef POOLSCOPE_READER_H
+#define POOLSCOPE_READER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "format.h"
+
+typedef struct pst_reader pst_reader_t;
+
+/* Open a trace file / a trace in memory (not copied: keep buf alive until
+ * pst_close). Reads and checks the header. NULL on failure with *err:
+ * PS_EIO (open/read failed; errno kept), PS_ETRUNC (header cut short),
+ * PS_ECORRUPT (not a trace: wrong magic, malformed header), PS_EVERSION
+ * (a major version this build does not read), PS_ENOMEM. */
+pst_reader_t *pst_open(const char *path, int *err);
+pst_reader_t *pst_open_mem(const void *buf, size_t len, int *err);
+/* Accepts NULL. */
+void pst_close(pst_reader_t *r);
+
+/* ---- header ------------------------------------------------------------- */
+typedef struct pst_header {
+    uint16_t major, minor;
+    uint64_t pid, ppid;
+    uint64_t parent_pid;           /* fork child: the parent's pid, else 0 */
+    uint64_t exec_gen;
+    uint64_t start_real_ns;        /* CLOCK_REALTIME at trace start */
+    uint64_t start_mono_ns;        /* CLOCK_MONOTONIC at trace start (event times are relative) */
+    uint32_t stacks;               /* PST_STACKS_* */
+    uint32_t depth;
+    uint64_t page_size;
+    const char *exe;               /* "" when absent; all strings NUL-terminated */
+    const char *tool;
+    const char *host;
+    const char *argv_raw;          /* the NUL-separated arguments as recorded */
+    size_t      argv_len;
+    uint32_t    argc;
+    const char *const *argv;       /* argc entries, then NULL */
+} pst_header_t;
+
+const pst_header_t *pst_header(const pst_reader_t *r);
+
+/* ---- iteration ------------------------------------------------------------ */
+
+/* Next event in merged order: 1 with *ev filled, 0 at the end, negative
+ * PS_EIO / PS_ENOMEM. ev->f holds the layout's fields only; n_ids and
+ * n_payload are 0 for layouts without L/P. */
+int pst_next(pst_reader_t *r, pst_event_t *ev);
+
+/* Merge window, ns of trace time (default 1 s; set before the first
+ * pst_next): an event this much older than the newest time read is handed
+ * out even if a quiet stream could still deliver an earlier one. */
+#define PST_DEFAULT_WINDOW_NS 1000000000ull
+void pst_reader_set_window(pst_reader_t *r, uint64_t ns);
+
+/* ---- definitions (as far as read so far; all of them after the end) ----- */
+const char *pst_string(const pst_reader_t *r, uint32_t id);            /* NULL if undefined */
+const uint64_t *pst_stack(const pst_reader_t *r, uint32_t id, uint32_t *depth); /* innermost first */
+
+typedef struct pst_module {
+    const char *path;
+    uint64_t base, size;
+    const uint8_t *build_id;
+    uint32_t build_id_len;
+    uint64_t load_ts;              /* ns since trace start */
+    uint64_t unload_ts;            /* UINT64_MAX while still mapped */
+} pst_module_t;
+/* Every map seen so far, in file order (an unmap sets unload_ts of the
+ * latest mapped module at that base). */
+const pst_module_t *pst_modules(const pst_reader_t *r, size_t *n);
+
+/* ---- status -------------------------------------------------------------- */
+typedef struct pst_status {
+    int      complete;             /* END chunk seen and nothing wrong */
+    int      end_seen;
+    int      truncated;            /* no END chunk, or the file ends in a partial chunk */
+    uint64_t unread_bytes;         /* bytes after the last complete chunk */
+    int      corrupt;              /* reading stopped at a bad chunk */
+    uint64_t corrupt_offset;       /* file offset of that chunk's header */
+    const char *corrupt_reason;    /* "crc mismatch", "stream offset gap", ... */
+    int      error;                /* 0, or PS_ETRUNC / PS_ECORRUPT matching the above */
+
+    uint64_t events;               /* handed out so far */
+    uint64_t lost;                 /* sum of LOST records + the END chunk's lost count */
+    uint64_t streams;              /* distinct streams seen */
+    uint64_t end_events, end_lost, end_streams;   /* the END chunk's numbers */
+    uint64_t chunks;               /* complete chunks read */
+    uint64_t skipped_chunks;       /* chunks of unknown kind */
+    uint64_t bytes;                /* bytes consumed (header + complete chunks) */
+
+    /* merge */
+    uint64_t causal_reordered;     /* events handed out early so a free precedes a reuse */
+    uint64_t pool_reordered;       /* events handed out early to keep pool_seq order */
+    uint64_t unordered;            /* allocations of a live address with no pending free */
+    uint64_t pool_unordered;       /* pool events whose pool_seq is below one already out */
+    uint64_t late;                 /* events with ts below an event already handed out */
+    uint64_t queued;               /* events decoded, not yet handed out */
+    uint64_t peak_queued;
+    uint64_t live;                 /* addresses live in the reader's view */
+} pst_status_t;
+
+const pst_status_t *pst_status(const pst_reader_t *r);
+
+#endif

@@ -1,0 +1,907 @@
+/* test_reader.c — the writer and the streaming reader together: round trips
+ * of synthetic multi-stream traces, damaged input (truncation at every byte,
+ * every byte flipped, random bytes, wrong magic/version), unknown chunk
+ * kinds, the merge order (time, causality, pool_seq), bounded memory, and
+ * the golden trace in tests/golden/.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "format.h"
+#include "pserr.h"
+#include "reader.h"
+#include "writer.h"
+
+/* ---- helpers ------------------------------------------------------------- */
+
+typedef struct membuf { char *p; size_t len; FILE *fp; } membuf_t;
+
+static pst_writer_t *mem_writer(membuf_t *m, const pst_writer_cfg_t *cfg)
+{
+    m->p = NULL;
+    m->len = 0;
+    m->fp = open_memstream(&m->p, &m->len);
+    assert_non_null(m->fp);
+    int err = 0;
+    pst_writer_t *w = pst_writer_open_fp(m->fp, cfg, &err);
+    assert_non_null(w);
+    return w;
+}
+
+static void mem_done(membuf_t *m) { fclose(m->fp); }   /* p/len final after this */
+
+/* One line per event, the form of the tests/golden listings. */
+static void format_event(char *out, size_t cap, const pst_event_t *ev)
+{
+    const char *lay = pst_event_layout(ev->type);
+    int n = snprintf(out, cap, "%u %u %llu %llu %s", ev->stream, ev->tid,
+                     (unsigned long long)ev->seq, (unsigned long long)ev->ts, pst_event_name(ev->type));
+    if (ev->stack) n += snprintf(out + n, cap - (size_t)n, " stack=%u", ev->stack);
+    for (unsigned i = 0; lay[i] && (size_t)n < cap; i++) {
+        if (lay[i] == 'A') n += snprintf(out + n, cap - (size_t)n, " 0x%llx", (unsigned long long)ev->f[i]);
+        else if (lay[i] == 'z') n += snprintf(out + n, cap - (size_t)n, " %lld", (long long)ev->f[i]);
+        else if (lay[i] == 'S') n += snprintf(out + n, cap - (size_t)n, " \"%s\"", ev->str ? ev->str : "?");
+        else if (lay[i] == 'L') {
+            n += snprintf(out + n, cap - (size_t)n, " [");
+            for (uint32_t k = 0; k < ev->n_ids; k++)
+                n += snprintf(out + n, cap - (size_t)n, k ? ",%u" : "%u", ev->ids[k]);
+            n += snprintf(out + n, cap - (size_t)n, "]");
+        } else if (lay[i] == 'P') {
+            n += snprintf(out + n, cap - (size_t)n, " (");
+            for (uint32_t k = 0; k < ev->n_payload; k++)
+                n += snprintf(out + n, cap - (size_t)n, k ? ",%lld" : "%lld", (long long)ev->payload[k]);
+            n += snprintf(out + n, cap - (size_t)n, ")");
+        } else n += snprintf(out + n, cap - (size_t)n, " %llu", (unsigned long long)ev->f[i]);
+    }
+}
+
+/* Read every event of a trace in memory into a listing (malloc'd). */
+static char *listing(const void *buf, size_t len, pst_status_t *st_out)
+{
+    int err = 0;
+    pst_reader_t *r = pst_open_mem(buf, len, &err);
+    assert_non_null(r);
+    size_t cap = 4096, used = 0;
+    char *out = malloc(cap);
+    out[0] = 0;
+    pst_event_t ev;
+    int rc;
+    while ((rc = pst_next(r, &ev)) > 0) {
+        char line[1024];
+        format_event(line, sizeof line, &ev);
+        size_t l = strlen(line);
+        while (used + l + 2 > cap) out = realloc(out, cap *= 2);
+        memcpy(out + used, line, l);
+        used += l;
+        out[used++] = '\n';
+        out[used] = 0;
+    }
+    assert_int_equal(rc, 0);
+    if (st_out) *st_out = *pst_status(r);
+    pst_close(r);
+    return out;
+}
+
+static const pst_writer_cfg_t base_cfg = {
+    .pid = 4242, .ppid = 1, .start_real_ns = 1700000000000000000ull, .start_mono_ns = 123456789,
+    .stacks = PST_STACKS_FP, .depth = 32, .page_size = 4096, .exe = "/usr/bin/demo",
+    .argv = (const char *const[]){ "demo", "--x", "", "y", NULL }, .tool = "test_reader", .host = "h",
+};
+
+/* ---- round trip ---------------------------------------------------------- */
+
+static void build_multi(membuf_t *m, uint32_t chunk_bytes)
+{
+    pst_writer_cfg_t cfg = base_cfg;
+    cfg.chunk_bytes = chunk_bytes;
+    pst_writer_t *w = mem_writer(m, &cfg);
+    const uint64_t fr[3] = { 0x401234, 0x401000, 0x7f1234567890 };
+    uint32_t st = pst_writer_stack(w, fr, 3);
+    assert_int_equal(st, 1);
+    assert_int_equal(pst_writer_stack(w, fr, 3), 1);          /* deduplicated */
+    assert_int_equal(pst_writer_stack(w, fr, 2), 2);
+    assert_int_equal(pst_writer_module(w, 1, 0x400000, 0x2000, "/usr/bin/demo",
+                                       (const uint8_t *)"\x01\x02\x03", 3), 0);
+    assert_int_equal(pst_writer_thread(w, 2, 5000, 1), 0);
+    pst_writer_time(w, 1000);
+    pst_event_t ev = { .type = PST_EV_MALLOC, .stack = st, .f = { 0x7f0000001000, 64 } };
+    assert_int_equal(pst_writer_event(w, 1, &ev), 0);
+    pst_writer_time(w, 1500);
+    PST_EMIT(w, 2, PST_EV_CALLOC, 0x7f0000002000, 4, 8);
+    pst_writer_time(w, 2000);
+    uint32_t nm = pst_writer_string(w, "request");
+    assert_int_equal(pst_writer_string(w, "request"), nm);
+    int64_t pl[2] = { 128, -7 };
+    pst_event_t mb = { .type = PST_EV_MARK_BEGIN, .f = { nm, 9 }, .payload = { 128, -7 }, .n_payload = 2 };
+    (void)pl;
+    assert_int_equal(pst_writer_event(w, 1, &mb), 0);
+    pst_writer_time(w, 2500);
+    uint32_t ids[3] = { 7, 8, 3 };
+    pst_event_t ka = { .type = PST_EV_KVB_ALLOC, .f = { 1, 1, 0, (uint64_t)-1, 2, 48 }, .ids = ids, .n_ids = 3 };
+    assert_int_equal(pst_writer_event(w, 2, &ka), 0);
+    pst_writer_time(w, 3000);
+    PST_EMIT(w, 1, PST_EV_FREE, 0x7f0000001000);
+    pst_event_t tn = { .type = PST_EV_THREAD_NAME, .str = "worker" };   /* S from ev->str */
+    assert_int_equal(pst_writer_event(w, 2, &tn), 0);
+    PST_EMIT(w, 3, PST_EV_MMAP, 0x7f5000000000, 1 << 20, 3, 0x22, (uint64_t)-1, 0);
+    PST_EMIT(w, 1, PST_EV_LOST, 5, PST_LOST_NOBUF);
+    pst_writer_time(w, 4000);
+    PST_EMIT(w, 1, PST_EV_MARK_END, nm, 9);
+    PST_EMIT0(w, 2, PST_EV_THREAD_END);
+    pst_writer_add_lost(w, 2);
+    assert_int_equal(pst_writer_close(w), 0);
+    mem_done(m);
+}
+
+static const char multi_expected[] =
+    "1 4242 0 1000 thread_start 4242 0\n"
+    "1 4242 1 1000 malloc stack=1 0x7f0000001000 64\n"
+    "2 5000 0 1500 thread_start 5000 1\n"
+    "2 5000 1 1500 calloc 0x7f0000002000 4 8\n"
+    "1 4242 2 2000 mark_begin \"request\" 9 (128,-7)\n"
+    "2 5000 2 2500 kvb_alloc 1 1 0 -1 2 48 [7,8,3]\n"
+    "1 4242 3 3000 free 0x7f0000001000\n"
+    "1 4242 4 3000 lost 5 2\n"
+    "2 5000 3 3000 thread_name \"worker\"\n"
+    "3 4244 0 3000 thread_start 4244 0\n"
+    "3 4244 1 3000 mmap 0x7f5000000000 1048576 3 34 -1 0\n"
+    "1 4242 5 4000 mark_end \"request\" 9\n"
+    "2 5000 4 4000 thread_end\n";
+
+static void test_multi_stream_round_trip_gives_exact_events(void **state)
+{
+    (void)state;
+    uint32_t sizes[] = { 0, 1, 24 };   /* one chunk per stream at close; a chunk per event; in between */
+    for (size_t i = 0; i < 3; i++) {
+        membuf_t m;
+        build_multi(&m, sizes[i]);
+        pst_status_t st;
+        char *got = listing(m.p, m.len, &st);
+        assert_string_equal(got, multi_expected);
+        assert_true(st.complete || (st.end_seen && !st.truncated && !st.corrupt));
+        assert_int_equal(st.events, 13);
+        assert_int_equal(st.end_events, 13);
+        assert_int_equal(st.lost, 7);
+        assert_int_equal(st.streams, 3);
+        assert_int_equal(st.end_streams, 3);
+        assert_int_equal(st.unordered + st.causal_reordered + st.pool_reordered + st.late, 0);
+        assert_int_equal(st.queued, 0);
+        free(got);
+        free(m.p);
+    }
+}
+
+static void test_header_strings_stacks_modules_are_readable(void **state)
+{
+    (void)state;
+    membuf_t m;
+    build_multi(&m, 0);
+    int err = 0;
+    pst_reader_t *r = pst_open_mem(m.p, m.len, &err);
+    assert_non_null(r);
+    const pst_header_t *h = pst_header(r);
+    assert_int_equal(h->major, PST_MAJOR);
+    assert_int_equal(h->pid, 4242);
+    assert_int_equal(h->ppid, 1);
+    assert_int_equal(h->start_real_ns, 1700000000000000000ull);
+    assert_int_equal(h->start_mono_ns, 123456789);
+    assert_int_equal(h->stacks, PST_STACKS_FP);
+    assert_int_equal(h->depth, 32);
+    assert_int_equal(h->parent_pid, 0);
+    assert_int_equal(h->exec_gen, 0);
+    assert_string_equal(h->exe, "/usr/bin/demo");
+    assert_string_equal(h->tool, "test_reader");
+    assert_int_equal(h->argc, 4);
+    assert_string_equal(h->argv[0], "demo");
+    assert_string_equal(h->argv[1], "--x");
+    assert_string_equal(h->argv[2], "");
+    assert_string_equal(h->argv[3], "y");
+    assert_null(h->argv[4]);
+    pst_event_t ev;
+    while (pst_next(r, &ev) > 0) {}
+    assert_string_equal(pst_string(r, 1), "request");
+    assert_string_equal(pst_string(r, 2), "worker");
+    assert_null(pst_string(r, 3));
+    uint32_t depth = 0;
+    const uint64_t *f = pst_stack(r, 1, &depth);
+    assert_int_equal(depth, 3);
+    assert_int_equal(f[0], 0x401234);
+    assert_int_equal(f[2], 0x7f1234567890);
+    assert_non_null(pst_stack(r, 2, &depth));
+    assert_int_equal(depth, 2);
+    assert_null(pst_stack(r, 9, &depth));
+    size_t nm = 0;
+    const pst_module_t *mods = pst_modules(r, &nm);
+    assert_int_equal(nm, 1);
+    assert_string_equal(mods[0].path, "/usr/bin/demo");
+    assert_int_equal(mods[0].base, 0x400000);
+    assert_int_equal(mods[0].size, 0x2000);
+    assert_int_equal(mods[0].build_id_len, 3);
+    assert_memory_equal(mods[0].build_id, "\x01\x02\x03", 3);
+    assert_int_equal(mods[0].unload_ts, UINT64_MAX);
+    pst_close(r);
+    free(m.p);
+}
+
+static void test_file_reader_matches_memory_reader_across_read_blocks(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/pst_test_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    int err = 0;
+    pst_writer_cfg_t cfg = base_cfg;
+    cfg.chunk_bytes = 100000;   /* chunks straddle the reader's 1 MiB read blocks */
+    pst_writer_t *w = pst_writer_open(path, &cfg, &err);
+    assert_non_null(w);
+    for (uint64_t i = 0; i < 400000; i++) {
+        pst_writer_time(w, i * 100);
+        uint32_t s = (uint32_t)(i % 3) + 1;
+        PST_EMIT(w, s, PST_EV_MALLOC, 0x10000000 + i * 16 + (i & 1) * 3, i);
+        PST_EMIT(w, s, PST_EV_FREE, 0x10000000 + i * 16 + (i & 1) * 3);
+    }
+    assert_int_equal(pst_writer_close(w), 0);
+    FILE *f = fopen(path, "rb");
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc((size_t)len);
+    assert_int_equal(fread(buf, 1, (size_t)len, f), (size_t)len);
+    fclose(f);
+    assert_true(len > 3 * (1 << 20));
+    pst_reader_t *a = pst_open(path, &err), *b = pst_open_mem(buf, (size_t)len, &err);
+    assert_non_null(a);
+    assert_non_null(b);
+    pst_event_t ea, eb;
+    uint64_t n = 0;
+    for (;;) {
+        int ra = pst_next(a, &ea), rb = pst_next(b, &eb);
+        assert_int_equal(ra, rb);
+        if (ra <= 0) break;
+        assert_int_equal(ea.type, eb.type);
+        assert_int_equal(ea.stream, eb.stream);
+        assert_int_equal(ea.seq, eb.seq);
+        assert_int_equal(ea.ts, eb.ts);
+        assert_int_equal(ea.f[0], eb.f[0]);
+        n++;
+    }
+    assert_int_equal(n, 800003);
+    assert_true(pst_status(a)->end_seen && !pst_status(a)->truncated && !pst_status(a)->corrupt);
+    assert_int_equal(pst_status(a)->unordered, 0);
+    pst_close(a);
+    pst_close(b);
+    free(buf);
+    unlink(path);
+    assert_null(pst_open("/nonexistent/x.pst", &err));
+    assert_int_equal(err, PS_EIO);
+}
+
+/* ---- damaged input --------------------------------------------------------- */
+
+typedef struct chunk_pos { size_t start, end; } chunk_pos_t;
+
+/* Offsets of the chunks of a well-formed trace. */
+static size_t walk_chunks(const uint8_t *b, size_t len, chunk_pos_t *out, size_t max, size_t *hdr_end)
+{
+    uint32_t tlv = (uint32_t)b[12] | (uint32_t)b[13] << 8 | (uint32_t)b[14] << 16 | (uint32_t)b[15] << 24;
+    size_t p = PST_FILE_HDR_FIXED + tlv, n = 0;
+    *hdr_end = p;
+    while (p < len && n < max) {
+        pst_chunk_hdr_t h;
+        pst_get_chunk_hdr(b + p, &h);
+        out[n].start = p;
+        out[n].end = p + PST_CHUNK_HDR + h.len;
+        p = out[n++].end;
+    }
+    assert_int_equal(p, len);
+    return n;
+}
+
+static void test_truncation_at_every_offset_keeps_complete_chunks(void **state)
+{
+    (void)state;
+    membuf_t m;
+    build_multi(&m, 24);
+    const uint8_t *b = (const uint8_t *)m.p;
+    chunk_pos_t ch[64];
+    size_t hdr_end, nch = walk_chunks(b, m.len, ch, 64, &hdr_end);
+    assert_true(nch > 8);
+    char *full = listing(m.p, m.len, NULL);
+    for (size_t len = 0; len < m.len; len++) {
+        uint8_t *copy = malloc(len ? len : 1);   /* exact size: ASan sees any overread */
+        memcpy(copy, b, len);
+        int err = 0;
+        pst_reader_t *r = pst_open_mem(copy, len, &err);
+        if (len < hdr_end) {
+            assert_null(r);
+            assert_int_equal(err, PS_ETRUNC);
+            free(copy);
+            continue;
+        }
+        assert_non_null(r);
+        pst_event_t ev;
+        int rc;
+        uint64_t n = 0;
+        while ((rc = pst_next(r, &ev)) > 0) {
+            char line[1024];
+            format_event(line, sizeof line, &ev);
+            assert_non_null(strstr(full, line));     /* every event is one of the full trace's */
+            n++;
+        }
+        assert_int_equal(rc, 0);
+        const pst_status_t *st = pst_status(r);
+        size_t complete_end = hdr_end;
+        for (size_t i = 0; i < nch; i++) if (ch[i].end <= len) complete_end = ch[i].end;
+        assert_true(st->truncated);
+        assert_false(st->corrupt);
+        assert_int_equal(st->error, PS_ETRUNC);
+        assert_int_equal(st->unread_bytes, len - complete_end);
+        assert_int_equal(st->bytes, complete_end);
+        assert_int_equal(st->queued, 0);
+        pst_close(r);
+        free(copy);
+    }
+    free(full);
+    free(m.p);
+}
+
+static void test_every_flipped_byte_is_caught_or_harmless(void **state)
+{
+    (void)state;
+    membuf_t m;
+    build_multi(&m, 24);
+    uint8_t *b = (uint8_t *)m.p;
+    chunk_pos_t ch[64];
+    size_t hdr_end, nch = walk_chunks(b, m.len, ch, 64, &hdr_end);
+    char *full = listing(m.p, m.len, NULL);
+    size_t undetected_hdr = 0;
+    for (size_t i = 0; i < m.len; i++) {
+        b[i] ^= 0xff;
+        int err = 0;
+        pst_reader_t *r = pst_open_mem(b, m.len, &err);
+        if (i < 10) {                        /* magic, major: a clear refusal */
+            assert_null(r);
+            assert_int_equal(err, i < 8 ? PS_ECORRUPT : PS_EVERSION);
+        }
+        if (r) {
+            pst_event_t ev;
+            int rc;
+            while ((rc = pst_next(r, &ev)) > 0) {}
+            assert_int_equal(rc, 0);
+            const pst_status_t *st = pst_status(r);
+            size_t c = 0;
+            while (c < nch && !(ch[c].start <= i && i < ch[c].end)) c++;
+            if (c < nch && i >= ch[c].start + PST_CHUNK_HDR) {
+                /* payload byte: the CRC catches it, at that chunk */
+                assert_true(st->corrupt);
+                assert_string_equal(st->corrupt_reason, "crc mismatch");
+                assert_int_equal(st->corrupt_offset, ch[c].start);
+            } else if (c < nch) {
+                size_t o = i - ch[c].start;
+                if (o == 2 || o == 3) {
+                    /* flags: unknown bits are ignored by design, nothing changes */
+                    pst_close(r);
+                    r = NULL;
+                    b[i] ^= 0xff;
+                    char *l = listing(b, m.len, NULL);
+                    assert_string_equal(l, full);
+                    free(l);
+                    b[i] ^= 0xff;
+                } else if (!(st->corrupt || st->truncated)) {
+                    print_message("undetected flip at chunk %zu offset %zu\n", c, o);
+                    undetected_hdr++;
+                }
+            }
+        }
+        pst_close(r);
+        b[i] ^= 0xff;
+    }
+    /* kind, version, stream, len, crc flips all end in a reported problem here */
+    assert_int_equal(undetected_hdr, 0);
+    free(full);
+    free(m.p);
+}
+
+static void test_random_bytes_never_crash(void **state)
+{
+    (void)state;
+    membuf_t m;
+    build_multi(&m, 24);
+    uint64_t x = 0x9E3779B97F4A7C15ull;
+    uint8_t *buf = malloc(m.len);
+    for (int round = 0; round < 3000; round++) {
+        size_t len = (size_t)(x % m.len) + 1;
+        /* keep a valid header half the time so the chunk layer sees the noise */
+        size_t keep = (round & 1) ? (size_t)(x >> 20) % m.len : 0;
+        if (keep > len) keep = len;
+        memcpy(buf, m.p, keep);
+        for (size_t i = keep; i < len; i++) {
+            x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+            buf[i] = (round & 2) ? (uint8_t)x : (uint8_t)(m.p[i] ^ ((x & 15) == 0 ? (uint8_t)x : 0));
+        }
+        int err = 0;
+        pst_reader_t *r = pst_open_mem(buf, len, &err);
+        if (!r) { assert_true(err < 0); continue; }
+        pst_event_t ev;
+        int rc;
+        while ((rc = pst_next(r, &ev)) > 0) {}
+        assert_int_equal(rc, 0);
+        pst_close(r);
+    }
+    free(buf);
+    free(m.p);
+}
+
+static void test_wrong_magic_and_version_are_refused(void **state)
+{
+    (void)state;
+    membuf_t m;
+    build_multi(&m, 0);
+    uint8_t *b = (uint8_t *)m.p;
+    int err = 0;
+    b[0] = 'X';
+    assert_null(pst_open_mem(b, m.len, &err));
+    assert_int_equal(err, PS_ECORRUPT);
+    b[0] = 'P';
+    b[8] = PST_MAJOR + 1;
+    assert_null(pst_open_mem(b, m.len, &err));
+    assert_int_equal(err, PS_EVERSION);
+    b[8] = PST_MAJOR;
+    b[10] = 7;                 /* a newer minor version is read */
+    pst_reader_t *r = pst_open_mem(b, m.len, &err);
+    assert_non_null(r);
+    assert_int_equal(pst_header(r)->minor, 7);
+    pst_close(r);
+    assert_null(pst_open_mem("PSTR", 4, &err));
+    assert_int_equal(err, PS_ETRUNC);
+    assert_null(pst_open_mem("", 0, &err));
+    assert_int_equal(err, PS_ETRUNC);
+    assert_null(pst_open_mem("#!/bin/sh\necho hello\n", 21, &err));
+    assert_int_equal(err, PS_ECORRUPT);
+    free(m.p);
+}
+
+static void test_unknown_header_tag_is_skipped(void **state)
+{
+    (void)state;
+    membuf_t m;
+    build_multi(&m, 0);
+    uint8_t *b = (uint8_t *)m.p;
+    uint32_t tlv = (uint32_t)b[12] | (uint32_t)b[13] << 8;
+    /* insert tag 99 with 3 bytes at the end of the TLVs */
+    size_t at = PST_FILE_HDR_FIXED + tlv;
+    uint8_t *nb = malloc(m.len + 5);
+    memcpy(nb, b, at);
+    memcpy(nb + at, "\x63\x03xyz", 5);
+    memcpy(nb + at + 5, b + at, m.len - at);
+    nb[12] = (uint8_t)(tlv + 5);
+    nb[13] = (uint8_t)((tlv + 5) >> 8);
+    pst_status_t st;
+    char *l = listing(nb, m.len + 5, &st);
+    assert_string_equal(l, multi_expected);
+    assert_true(st.end_seen);
+    free(l);
+    free(nb);
+    free(m.p);
+}
+
+static void test_unknown_chunk_kind_is_skipped(void **state)
+{
+    (void)state;
+    membuf_t m;
+    pst_writer_t *w = mem_writer(&m, &base_cfg);
+    pst_writer_time(w, 10);
+    PST_EMIT(w, 1, PST_EV_MALLOC, 0x1000, 1);
+    pst_writer_flush(w);
+    assert_int_equal(pst_writer_raw_chunk(w, 9, 0, "future stuff", 12), 0);
+    assert_int_equal(pst_writer_raw_chunk(w, 200, 7, "", 0), 0);
+    pst_writer_time(w, 20);
+    PST_EMIT(w, 1, PST_EV_FREE, 0x1000);
+    pst_writer_close(w);
+    mem_done(&m);
+    pst_status_t st;
+    char *l = listing(m.p, m.len, &st);
+    assert_string_equal(l, "1 4242 0 10 thread_start 4242 0\n"
+                           "1 4242 1 10 malloc 0x1000 1\n"
+                           "1 4242 2 20 free 0x1000\n");
+    assert_int_equal(st.skipped_chunks, 2);
+    assert_true(st.end_seen && !st.corrupt && !st.truncated);
+    free(l);
+    free(m.p);
+}
+
+static void test_missing_end_chunk_is_reported_as_truncated(void **state)
+{
+    (void)state;
+    membuf_t m;
+    pst_writer_t *w = mem_writer(&m, &base_cfg);
+    PST_EMIT(w, 1, PST_EV_MALLOC, 0x1000, 1);
+    assert_int_equal(pst_writer_abandon(w), 0);
+    mem_done(&m);
+    pst_status_t st;
+    char *l = listing(m.p, m.len, &st);
+    assert_string_equal(l, "1 4242 0 0 thread_start 4242 0\n1 4242 1 0 malloc 0x1000 1\n");
+    assert_true(st.truncated);
+    assert_false(st.end_seen);
+    assert_int_equal(st.unread_bytes, 0);
+    assert_int_equal(st.error, PS_ETRUNC);
+    free(l);
+    free(m.p);
+}
+
+static void test_stream_offset_gap_stops_at_that_chunk(void **state)
+{
+    (void)state;
+    membuf_t m;
+    pst_writer_cfg_t cfg = base_cfg;
+    pst_writer_t *w = mem_writer(&m, &cfg);
+    for (int i = 0; i < 3; i++) {
+        pst_writer_time(w, (uint64_t)i * 10);
+        PST_EMIT(w, 1, PST_EV_MALLOC, 0x1000 + (uint64_t)i * 16, 1);
+        pst_writer_flush_stream(w, 1);
+    }
+    pst_writer_close(w);
+    mem_done(&m);
+    chunk_pos_t ch[16];
+    size_t hdr_end, n = walk_chunks((uint8_t *)m.p, m.len, ch, 16, &hdr_end);
+    assert_int_equal(n, 4);   /* 3 EVENTS + END */
+    /* drop the second chunk */
+    size_t l1 = ch[1].end - ch[1].start;
+    memmove(m.p + ch[1].start, m.p + ch[1].end, m.len - ch[1].end);
+    pst_status_t st;
+    char *l = listing(m.p, m.len - l1, &st);
+    assert_string_equal(l, "1 4242 0 0 thread_start 4242 0\n1 4242 1 0 malloc 0x1000 1\n");
+    assert_true(st.corrupt);
+    assert_string_equal(st.corrupt_reason, "stream offset gap");
+    assert_int_equal(st.corrupt_offset, ch[1].start);
+    assert_int_equal(st.error, PS_ECORRUPT);
+    free(l);
+    free(m.p);
+}
+
+static void test_unknown_event_type_makes_the_chunk_corrupt(void **state)
+{
+    (void)state;
+    membuf_t m;
+    pst_writer_t *w = mem_writer(&m, &base_cfg);
+    PST_EMIT(w, 1, PST_EV_MALLOC, 0x1000, 1);
+    pst_writer_flush(w);
+    uint8_t payload[4] = { 0, 19, 0, 0 };   /* offset 0 (new stream 2), type 19 is not defined */
+    pst_writer_raw_chunk(w, PST_CHUNK_EVENTS, 2, payload, 4);
+    PST_EMIT(w, 1, PST_EV_FREE, 0x1000);
+    pst_writer_close(w);
+    mem_done(&m);
+    pst_status_t st;
+    char *l = listing(m.p, m.len, &st);
+    assert_string_equal(l, "1 4242 0 0 thread_start 4242 0\n1 4242 1 0 malloc 0x1000 1\n");
+    assert_true(st.corrupt);
+    assert_string_equal(st.corrupt_reason, "undecodable event");
+    free(l);
+    free(m.p);
+}
+
+/* ---- merge order ------------------------------------------------------------- */
+
+static void test_two_streams_with_interleaved_times_come_out_by_time(void **state)
+{
+    (void)state;
+    membuf_t m;
+    pst_writer_t *w = mem_writer(&m, &base_cfg);
+    /* stream 1 at 10, 30, 50; stream 2 at 20, 40, 60 (and a tie at 50) */
+    uint64_t t1[] = { 10, 30, 50 }, t2[] = { 20, 40, 50, 60 };
+    for (int i = 0; i < 3; i++) { pst_writer_time(w, t1[i]); PST_EMIT(w, 1, PST_EV_TENSOR_RELEASE, (uint64_t)i); }
+    for (int i = 0; i < 4; i++) { pst_writer_time(w, t2[i]); PST_EMIT(w, 2, PST_EV_TENSOR_RELEASE, 10 + (uint64_t)i); }
+    pst_writer_flush_stream(w, 2);           /* stream 2's chunk first in the file */
+    pst_writer_close(w);
+    mem_done(&m);
+    pst_status_t st;
+    char *l = listing(m.p, m.len, &st);
+    assert_string_equal(l,
+        "1 4242 0 10 thread_start 4242 0\n"
+        "1 4242 1 10 tensor_release 0\n"
+        "2 4243 0 20 thread_start 4243 0\n"
+        "2 4243 1 20 tensor_release 10\n"
+        "1 4242 2 30 tensor_release 1\n"
+        "2 4243 2 40 tensor_release 11\n"
+        "1 4242 3 50 tensor_release 2\n"
+        "2 4243 3 50 tensor_release 12\n"
+        "2 4243 4 60 tensor_release 13\n");
+    assert_int_equal(st.late, 0);
+    free(l);
+    free(m.p);
+}
+
+static void test_free_in_other_stream_comes_before_reuse_of_its_address(void **state)
+{
+    (void)state;
+    membuf_t m;
+    pst_writer_t *w = mem_writer(&m, &base_cfg);
+    const uint64_t a = 0x7f00000a0000;
+    pst_writer_time(w, 50);
+    PST_EMIT(w, 2, PST_EV_MALLOC, a, 32);          /* stream 2 owns a */
+    pst_writer_flush_stream(w, 2);
+    pst_writer_time(w, 60);
+    PST_EMIT(w, 1, PST_EV_TENSOR_RELEASE, 1);      /* stream 1 is known, at 60 */
+    pst_writer_flush_stream(w, 1);
+    pst_writer_time(w, 100);
+    PST_EMIT(w, 1, PST_EV_MALLOC, a, 32);          /* stream 1 reuses a at 100 ... */
+    pst_writer_flush_stream(w, 1);                 /* ... and its chunk comes first */
+    PST_EMIT(w, 2, PST_EV_FREE, a);                /* stream 2 frees a at 100 */
+    pst_writer_flush_stream(w, 2);
+    pst_writer_close(w);
+    mem_done(&m);
+    pst_status_t st;
+    char *l = listing(m.p, m.len, &st);
+    /* by (ts, stream) the malloc of stream 1 would go first: causality puts the free first */
+    assert_string_equal(l,
+        "2 4243 0 50 thread_start 4243 0\n"
+        "2 4243 1 50 malloc 0x7f00000a0000 32\n"
+        "1 4242 0 60 thread_start 4242 0\n"
+        "1 4242 1 60 tensor_release 1\n"
+        "2 4243 2 100 free 0x7f00000a0000\n"
+        "1 4242 2 100 malloc 0x7f00000a0000 32\n");
+    assert_int_equal(st.causal_reordered, 1);
+    assert_int_equal(st.unordered, 0);
+    free(l);
+    free(m.p);
+}
+
+static void test_causality_drains_the_freeing_stream_up_to_the_free(void **state)
+{
+    (void)state;
+    /* coarse times: stream 2's free of a carries ts 120 (its last TS), stream
+     * 1's malloc of a carries 90 — later in reality, earlier by the clock. */
+    membuf_t m;
+    pst_writer_t *w = mem_writer(&m, &base_cfg);
+    const uint64_t a = 0x5000, b = 0x6000;
+    pst_writer_time(w, 10);
+    PST_EMIT(w, 2, PST_EV_MALLOC, a, 8);
+    PST_EMIT(w, 1, PST_EV_MALLOC, b, 8);
+    pst_writer_flush(w);
+    pst_writer_time(w, 120);
+    PST_EMIT(w, 2, PST_EV_TENSOR_RELEASE, 7);
+    PST_EMIT(w, 2, PST_EV_FREE, a);
+    PST_EMIT(w, 2, PST_EV_TENSOR_RELEASE, 8);
+    pst_writer_time(w, 90);
+    PST_EMIT(w, 1, PST_EV_MALLOC, a, 16);
+    pst_writer_time(w, 95);
+    PST_EMIT(w, 1, PST_EV_MALLOC, b, 16);          /* b is live, nobody frees it: unordered */
+    pst_writer_flush_stream(w, 1);
+    pst_writer_close(w);
+    mem_done(&m);
+    pst_status_t st;
+    char *l = listing(m.p, m.len, &st);
+    assert_string_equal(l,
+        "1 4242 0 10 thread_start 4242 0\n"
+        "1 4242 1 10 malloc 0x6000 8\n"
+        "2 4243 0 10 thread_start 4243 0\n"
+        "2 4243 1 10 malloc 0x5000 8\n"
+        "2 4243 2 120 tensor_release 7\n"
+        "2 4243 3 120 free 0x5000\n"
+        "1 4242 2 90 malloc 0x5000 16\n"
+        "1 4242 3 95 malloc 0x6000 16\n"
+        "2 4243 4 120 tensor_release 8\n");
+    assert_int_equal(st.causal_reordered, 1);
+    assert_int_equal(st.unordered, 1);
+    assert_int_equal(st.late, 2);
+    free(l);
+    free(m.p);
+}
+
+static void test_pool_events_come_out_in_pool_seq_order_across_streams(void **state)
+{
+    (void)state;
+    membuf_t m;
+    pst_writer_t *w = mem_writer(&m, &base_cfg);
+    /* pool 1: seq 1 on stream 2 (stamped 150), seq 2 on stream 1 (stamped 100),
+     * seq 3 on stream 2 (150). Pool 2 is independent. */
+    pst_writer_time(w, 100);
+    PST_EMIT(w, 1, PST_EV_POOL_ACQUIRE, 1, 2, 0, 11, 4, 4, 16, 16, 1);
+    PST_EMIT(w, 1, PST_EV_POOL_RECLAIM, 2, 5, 0, 12, 16, 1);
+    pst_writer_time(w, 150);
+    PST_EMIT(w, 2, PST_EV_TENSOR_ACQUIRE, 1, 0, 0, 4, 16);
+    PST_EMIT(w, 2, PST_EV_POOL_ACQUIRE, 1, 1, 0, 10, 4, 4, 16, 16, 0);
+    PST_EMIT(w, 2, PST_EV_POOL_RECLAIM, 1, 3, 0, 10, 16, 1);
+    pst_writer_close(w);
+    mem_done(&m);
+    pst_status_t st;
+    char *l = listing(m.p, m.len, &st);
+    assert_string_equal(l,
+        "1 4242 0 100 thread_start 4242 0\n"
+        "2 4243 0 150 thread_start 4243 0\n"
+        "2 4243 1 150 tensor_acquire 1 0 0 4 16\n"
+        "2 4243 2 150 pool_acquire 1 1 0 10 4 4 16 16 0\n"
+        "1 4242 1 100 pool_acquire 1 2 0 11 4 4 16 16 1\n"
+        "1 4242 2 100 pool_reclaim 2 5 0 12 16 1\n"
+        "2 4243 3 150 pool_reclaim 1 3 0 10 16 1\n");
+    assert_int_equal(st.pool_reordered, 1);
+    assert_int_equal(st.pool_unordered, 0);
+    free(l);
+    free(m.p);
+}
+
+static void test_long_trace_with_few_live_objects_keeps_the_queue_small(void **state)
+{
+    (void)state;
+    membuf_t m;
+    pst_writer_cfg_t cfg = base_cfg;
+    cfg.chunk_bytes = 16384;
+    pst_writer_t *w = mem_writer(&m, &cfg);
+    const uint64_t n = 1000000;
+    PST_EMIT(w, 3, PST_EV_THREAD_NAME, 0);          /* a stream that goes quiet for good */
+    for (uint64_t i = 0; i < n; i++) {
+        pst_writer_time(w, i * 10000);            /* 10 us apart: 10 s in all */
+        uint32_t s = 1 + (uint32_t)(i & 1);
+        uint64_t a = 0x7f0000000000 + ((i * 7) % 32) * 64;
+        if ((i / 2) % 2) PST_EMIT(w, s, PST_EV_FREE, a);
+        else PST_EMIT(w, s, PST_EV_MALLOC, a, 64);
+    }
+    pst_writer_close(w);
+    mem_done(&m);
+    int err = 0;
+    pst_reader_t *r = pst_open_mem(m.p, m.len, &err);
+    assert_non_null(r);
+    pst_reader_set_window(r, 100000000);             /* 100 ms */
+    pst_event_t ev;
+    uint64_t k = 0, peak_live = 0;
+    while (pst_next(r, &ev) > 0) {
+        k++;
+        if (pst_status(r)->live > peak_live) peak_live = pst_status(r)->live;
+    }
+    const pst_status_t *st = pst_status(r);
+    assert_int_equal(k, n + 4);
+    /* 100 ms of 10 us events is 10000; chunks add at most a few thousand */
+    print_message("peak queued %llu, peak live %llu\n", (unsigned long long)st->peak_queued,
+                  (unsigned long long)peak_live);
+    assert_true(st->peak_queued < 20000);
+    assert_true(peak_live <= 64);
+    pst_close(r);
+    free(m.p);
+}
+
+/* ---- golden ------------------------------------------------------------------- */
+
+/* The deterministic program that made tests/golden/small_v1.pstg. Changing
+ * it changes the golden bytes: do so only with a format change, and rerun
+ * with PST_GOLDEN_UPDATE=1 (see tests/golden/README.md). */
+static void make_golden(membuf_t *m)
+{
+    pst_writer_cfg_t cfg = {
+        .pid = 1000, .ppid = 999, .exec_gen = 0, .start_real_ns = 1700000000123456789ull,
+        .start_mono_ns = 5000000000ull, .stacks = PST_STACKS_FP, .depth = 16, .page_size = 4096,
+        .exe = "/opt/golden/app", .argv = (const char *const[]){ "app", "--steps", "2", NULL },
+        .tool = "poolscope-golden 1", .host = "golden", .chunk_bytes = 96,
+    };
+    pst_writer_t *w = mem_writer(m, &cfg);
+    const uint64_t st1[] = { 0x401a20, 0x401900, 0x402000 };
+    uint32_t s1 = pst_writer_stack(w, st1, 3);
+    pst_writer_module(w, 1, 0x400000, 0x10000, "/opt/golden/app", (const uint8_t *)"\xab\xcd\xef\x01", 4);
+    pst_writer_time(w, 1000);
+    PST_EMIT(w, 1, PST_EV_MMAP, 0x7f0000000000, 1 << 21, 3, 0x22, (uint64_t)-1, 0);
+    pst_event_t ev = { .type = PST_EV_MALLOC, .stack = s1, .f = { 0x55550000a010, 100 } };
+    pst_writer_event(w, 1, &ev);
+    uint32_t acts = pst_writer_string(w, "acts");
+    PST_EMIT(w, 1, PST_EV_POOL_CREATE, 1, acts, 3, 1 << 20);
+    uint32_t kv = pst_writer_string(w, "kv");
+    PST_EMIT(w, 1, PST_EV_KVB_CREATE, 2, kv, 16, 64, 1, 0, 64, 4096);
+    pst_writer_thread(w, 2, 1001, 1);
+    pst_writer_time(w, 2000);
+    PST_EMIT(w, 2, PST_EV_THREAD_NAME, pst_writer_string(w, "decoder"));
+    uint32_t req = pst_writer_string(w, "request");
+    pst_event_t rb = { .type = PST_EV_MARK_BEGIN, .f = { req, 1 }, .payload = { 12, 32 }, .n_payload = 2 };
+    pst_writer_event(w, 2, &rb);
+    PST_EMIT(w, 2, PST_EV_TENSOR_ACQUIRE, 1, 0, 0, 256, 1024);
+    PST_EMIT(w, 2, PST_EV_POOL_ACQUIRE, 1, 1, 0, 1, 256, 256, 1024, 1024, 0);
+    uint32_t ids[4] = { 0, 1, 2, 5 };
+    pst_event_t ka = { .type = PST_EV_KVB_ALLOC, .f = { 2, 1, 0, 1, 0, 12 }, .ids = ids, .n_ids = 4 };
+    pst_writer_event(w, 2, &ka);
+    pst_writer_time(w, 2500);
+    PST_EMIT(w, 1, PST_EV_REALLOC, 0x55550000a010, 0x55550000b020, 200);
+    PST_EMIT(w, 1, PST_EV_RSS, 3 << 20, 2 << 20, 1 << 20);
+    pst_writer_time(w, 3000);
+    PST_EMIT(w, 2, PST_EV_KVB_TOKENS, 2, 2, 5, 7);
+    PST_EMIT(w, 2, PST_EV_POOL_RECLAIM, 1, 2, 0, 1, 1024, 1);
+    PST_EMIT(w, 2, PST_EV_TENSOR_RELEASE, 1);
+    pst_event_t kf = { .type = PST_EV_KVB_FREE, .f = { 2, 3 }, .ids = ids, .n_ids = 4 };
+    pst_writer_event(w, 2, &kf);
+    PST_EMIT(w, 2, PST_EV_MARK_END, req, 1);
+    PST_EMIT0(w, 2, PST_EV_THREAD_END);
+    pst_writer_time(w, 4000);
+    PST_EMIT(w, 1, PST_EV_FREE, 0x55550000b020);
+    PST_EMIT(w, 1, PST_EV_MUNMAP, 0x7f0000000000, 1 << 21);
+    PST_EMIT(w, 1, PST_EV_LOST, 3, PST_LOST_NOBUF);
+    pst_writer_module(w, 0, 0x400000, 0x10000, NULL, NULL, 0);
+    assert_int_equal(pst_writer_close(w), 0);
+    mem_done(m);
+}
+
+static char *read_file(const char *name, size_t *len)
+{
+    const char *dirs[] = { "tests/golden/", "../tests/golden/", "../../tests/golden/" };
+    for (size_t i = 0; i < 3; i++) {
+        char path[256];
+        snprintf(path, sizeof path, "%s%s", dirs[i], name);
+        FILE *f = fopen(path, "rb");
+        if (!f) continue;
+        fseek(f, 0, SEEK_END);
+        long n = ftell(f);
+        fseek(f, 0, SEEK_SET);
+        char *b = malloc((size_t)n + 1);
+        size_t got = fread(b, 1, (size_t)n, f);
+        fclose(f);
+        b[got] = 0;
+        *len = got;
+        return b;
+    }
+    return NULL;
+}
+
+static void test_golden_trace_decodes_to_expected_listing_and_writer_reproduces_it(void **state)
+{
+    (void)state;
+    membuf_t m;
+    make_golden(&m);
+    if (getenv("PST_GOLDEN_UPDATE")) {
+        FILE *f = fopen("tests/golden/small_v1.pstg", "wb");
+        assert_non_null(f);
+        fwrite(m.p, 1, m.len, f);
+        fclose(f);
+        char *l = listing(m.p, m.len, NULL);
+        f = fopen("tests/golden/small_v1.txt", "w");
+        assert_non_null(f);
+        fputs(l, f);
+        fclose(f);
+        free(l);
+    }
+    size_t glen = 0, tlen = 0;
+    char *golden = read_file("small_v1.pstg", &glen);
+    char *text = read_file("small_v1.txt", &tlen);
+    assert_non_null(golden);
+    assert_non_null(text);
+    /* the reader decodes the committed bytes to the committed listing */
+    pst_status_t st;
+    char *l = listing(golden, glen, &st);
+    assert_string_equal(l, text);
+    assert_true(st.end_seen && !st.truncated && !st.corrupt);
+    assert_int_equal(st.lost, 3);
+    /* and today's writer produces the same bytes */
+    assert_int_equal(m.len, glen);
+    assert_memory_equal(m.p, golden, glen);
+    free(l);
+    free(golden);
+    free(text);
+    free(m.p);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_multi_stream_round_trip_gives_exact_events),
+        cmocka_unit_test(test_header_strings_stacks_modules_are_readable),
+        cmocka_unit_test(test_file_reader_matches_memory_reader_across_read_blocks),
+        cmocka_unit_test(test_truncation_at_every_offset_keeps_complete_chunks),
+        cmocka_unit_test(test_every_flipped_byte_is_caught_or_harmless),
+        cmocka_unit_test(test_random_bytes_never_crash),
+        cmocka_unit_test(test_wrong_magic_and_version_are_refused),
+        cmocka_unit_test(test_unknown_header_tag_is_skipped),
+        cmocka_unit_test(test_unknown_chunk_kind_is_skipped),
+        cmocka_unit_test(test_missing_end_chunk_is_reported_as_truncated),
+        cmocka_unit_test(test_stream_offset_gap_stops_at_that_chunk),
+        cmocka_unit_test(test_unknown_event_type_makes_the_chunk_corrupt),
+        cmocka_unit_test(test_two_streams_with_interleaved_times_come_out_by_time),
+        cmocka_unit_test(test_free_in_other_stream_comes_before_reuse_of_its_address),
+        cmocka_unit_test(test_causality_drains_the_freeing_stream_up_to_the_free),
+        cmocka_unit_test(test_pool_events_come_out_in_pool_seq_order_across_streams),
+        cmocka_unit_test(test_long_trace_with_few_live_objects_keeps_the_queue_small),
+        cmocka_unit_test(test_golden_trace_decodes_to_expected_listing_and_writer_reproduces_it),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
