@@ -1,0 +1,996 @@
+/* core.c — the interposer's engine: state, trace file, rings, flusher.
+ *
+ * Data path. Each thread encodes its events into its own ring (ps_thr_t,
+ * 256 KiB, mapped with a raw mmap on the thread's first event) and publishes
+ * the new head with a release store: no lock, no atomic RMW per event. A
+ * consumer (the flusher thread every 50 ms, or the thread itself when its
+ * ring is half full, at thread exit, exit, _exit and exec) takes the ring's
+ * consumer lock, reads [tail, head) and writes it as one EVENTS chunk:
+ * writev(header + stream offset, up to two ring segments). Every file write
+ * holds the writer lock and first writes the pending META bytes, so a
+ * definition always precedes its first use in the file.
+ *
+ * Nothing is lost silently: a write that fails is truncated away and its
+ * bytes stay in the ring (the stream stays decodable); when a ring cannot
+ * drain, new events are counted (not encoded) and a LOST record is written
+ * into the stream as soon as there is room. Totals go into the END chunk.
+ *
+ * Lock order: tlock (thread list) < a ring's clock < wlock (file) <
+ * table locks (stacks.c) < mlock (META buffer).
+ */
+#include "preload.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <fnmatch.h>
+#include <link.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <sys/utsname.h>
+#include <time.h>
+#include <unistd.h>
+
+__thread ps_tls_t ps_tls __attribute__((tls_model("initial-exec")));
+ps_global_t ps_g = {
+    .wlock = PTHREAD_MUTEX_INITIALIZER,
+    .tlock = PTHREAD_MUTEX_INITIALIZER,
+    .mlock = PTHREAD_MUTEX_INITIALIZER,
+    .fd = -1,
+};
+static pthread_mutex_t child_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t retry_after;   /* ps_now() before which a failed file is not retried */
+static long page_size = 4096;
+
+extern void *__libc_stack_end;
+void ps_resolve_real(void);     /* hooks_alloc.c */
+void ps_install_signal(void);   /* hooks_proc.c */
+
+/* ---- small system helpers (no libc allocation, never our own hooks) ----- */
+
+void *ps_sys_mmap(size_t len)
+{
+    void *p = (void *)syscall(SYS_mmap, NULL, len, PROT_READ | PROT_WRITE,
+                              MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+void ps_sys_munmap(void *p, size_t len) { if (p) syscall(SYS_munmap, p, len); }
+
+int ps_real_close(int fd) { return (int)syscall(SYS_close, fd); }
+
+static pid_t ps_gettid(void) { return (pid_t)syscall(SYS_gettid); }
+
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t ps_now(void) { return mono_ns() - ps_g.start_mono; }
+
+void ps_recompute_on(void)
+{
+    ps_g.on = ps_g.active && !ps_g.paused && !ps_g.closed && !ps_g.child_pending && !ps_g.stopping;
+}
+
+static void add_lost(uint64_t n) { __atomic_add_fetch(&ps_g.lost_total, n, __ATOMIC_RELAXED); }
+
+/* ---- writing the file ----------------------------------------------------- */
+
+static int move_fd_high(int fd, int avoid_lo, int avoid_hi)
+{
+    struct rlimit rl;
+    long base = 1000;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+        (long)rl.rlim_cur < 1100)
+        base = (long)rl.rlim_cur - 24;
+    if (base < 10) base = 10;
+    if (base >= avoid_lo && base <= avoid_hi) base = (long)avoid_hi + 1;
+    int nfd = fcntl(fd, F_DUPFD_CLOEXEC, (int)base);
+    if (nfd < 0 && (avoid_lo > 0 || avoid_hi < 0))
+        nfd = -1;
+    if (nfd < 0) return fd;
+    if (nfd >= avoid_lo && nfd <= avoid_hi) { ps_real_close(nfd); return fd; }
+    ps_real_close(fd);
+    return nfd;
+}
+
+/* Is the trace fd still our file? Re-open it by path if not. wlock held. */
+static int check_fd_locked(void)
+{
+    struct stat st;
+    if (ps_g.fd >= 0 && fstat(ps_g.fd, &st) == 0 && st.st_dev == ps_g.dev && st.st_ino == ps_g.ino)
+        return 0;
+    /* Closed under us (raw syscall) or the number now belongs to the
+     * program: never touch that number again, open our file anew. */
+    int fd = open(ps_g.path, O_WRONLY | O_APPEND | O_CLOEXEC);
+    if (fd < 0) { ps_g.fd = -1; return -1; }
+    if (fstat(fd, &st) != 0 || st.st_dev != ps_g.dev || st.st_ino != ps_g.ino) {
+        ps_real_close(fd);
+        ps_g.fd = -1;
+        ps_g.write_broken = 1;
+        return -1;
+    }
+    ps_g.fd = move_fd_high(fd, 0, -1);
+    return 0;
+}
+
+/* Write all of iov or nothing (a partial write is truncated away). */
+static int write_all_locked(struct iovec *iov, int n, size_t total)
+{
+    if (ps_g.write_broken || ps_g.closed) return -1;
+    if (retry_after && ps_now() < retry_after) return -1;
+    if (check_fd_locked() != 0) return -1;
+    size_t done = 0;
+    while (done < total) {
+        ssize_t w = writev(ps_g.fd, iov, n);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            goto fail;
+        }
+        if (w == 0) goto fail;
+        done += (size_t)w;
+        while (n > 0 && (size_t)w >= iov->iov_len) { w -= (ssize_t)iov->iov_len; iov++; n--; }
+        if (n > 0) { iov->iov_base = (char *)iov->iov_base + w; iov->iov_len -= (size_t)w; }
+    }
+    ps_g.file_off += total;
+    retry_after = 0;
+    return 0;
+fail:
+    if (done && ftruncate(ps_g.fd, (off_t)ps_g.file_off) != 0) ps_g.write_broken = 1;
+    retry_after = ps_now() + 100000000u;
+    return -1;
+}
+
+static void put_le32(uint8_t *p, uint32_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); p[2] = (uint8_t)(v >> 16); p[3] = (uint8_t)(v >> 24); }
+
+/* One chunk: header + payload pieces iov[1..n-1] (iov[0] is filled here). */
+static int write_chunk_raw_locked(uint8_t kind, uint32_t stream, struct iovec *iov, int n)
+{
+    uint8_t hdr[PST_CHUNK_HDR];
+    size_t len = 0;
+    uint32_t crc = 0;
+    for (int i = 1; i < n; i++) {
+        len += iov[i].iov_len;
+        crc = pst_crc32c(crc, iov[i].iov_base, iov[i].iov_len);
+    }
+    hdr[0] = kind; hdr[1] = 1; hdr[2] = 0; hdr[3] = 0;
+    put_le32(hdr + 4, stream);
+    put_le32(hdr + 8, (uint32_t)len);
+    put_le32(hdr + 12, crc);
+    iov[0].iov_base = hdr;
+    iov[0].iov_len = PST_CHUNK_HDR;
+    return write_all_locked(iov, n, len + PST_CHUNK_HDR);
+}
+
+/* Write pending META bytes as one chunk (or several, at most 8 MiB each is
+ * never needed in practice: inserts flush at 1 MiB). wlock held. */
+static int meta_flush_locked(void)
+{
+    int rc = 0;
+    pthread_mutex_lock(&ps_g.mlock);
+    if (ps_g.meta_len) {
+        struct iovec iov[2] = { { 0, 0 }, { ps_g.meta, ps_g.meta_len } };
+        rc = write_chunk_raw_locked(PST_CHUNK_META, 0, iov, 2);
+        if (rc == 0) ps_g.meta_len = 0;
+    }
+    pthread_mutex_unlock(&ps_g.mlock);
+    return rc;
+}
+
+static int write_chunk_locked(uint8_t kind, uint32_t stream, struct iovec *iov, int n)
+{
+    if (meta_flush_locked() != 0) return -1;
+    return write_chunk_raw_locked(kind, stream, iov, n);
+}
+
+void ps_meta_lock(void) { pthread_mutex_lock(&ps_g.mlock); }
+void ps_meta_unlock(void) { pthread_mutex_unlock(&ps_g.mlock); }
+
+void ps_meta_append(const void *p, size_t n)
+{
+    if (ps_g.meta_len + n > ps_g.meta_cap) {
+        size_t cap = ps_g.meta_cap ? ps_g.meta_cap * 2 : (256u << 10);
+        while (cap < ps_g.meta_len + n) cap *= 2;
+        uint8_t *m = ps_sys_mmap(cap);
+        if (!m) return;   /* definitions cannot be lost silently: see below */
+        if (ps_g.meta_len) memcpy(m, ps_g.meta, ps_g.meta_len);
+        ps_sys_munmap(ps_g.meta, ps_g.meta_cap);
+        ps_g.meta = m;
+        ps_g.meta_cap = cap;
+    }
+    memcpy(ps_g.meta + ps_g.meta_len, p, n);
+    ps_g.meta_len += n;
+}
+
+uint64_t ps_file_off_locked(void) { return ps_g.file_off; }
+
+void ps_truncate_locked(uint64_t off)
+{
+    if (ps_g.fd >= 0 && ftruncate(ps_g.fd, (off_t)off) == 0) ps_g.file_off = off;
+}
+
+int ps_write_end_locked(void)
+{
+    uint8_t buf[3 * PST_VARINT_MAX];
+    /* END's lost count: what no LOST record in a stream reports (readers
+     * add both). */
+    uint64_t lost = __atomic_load_n(&ps_g.lost_total, __ATOMIC_RELAXED);
+    uint64_t rep = __atomic_load_n(&ps_g.lost_reported, __ATOMIC_RELAXED);
+    uint8_t *p = pst_put_end(buf, ps_g.ev_written, lost > rep ? lost - rep : 0,
+                             __atomic_load_n(&ps_g.next_stream, __ATOMIC_RELAXED));
+    struct iovec iov[2] = { { 0, 0 }, { buf, (size_t)(p - buf) } };
+    return write_chunk_locked(PST_CHUNK_END, 0, iov, 2);
+}
+
+/* ---- rings ----------------------------------------------------------------- */
+
+static int flush_thr_locked(ps_thr_t *t)
+{
+    uint64_t h = __atomic_load_n(&t->head, __ATOMIC_ACQUIRE);
+    uint64_t nev = __atomic_load_n(&t->nev, __ATOMIC_RELAXED);
+    uint64_t tl = t->tail;
+    if (h == tl) return 0;
+    uint8_t off[PST_VARINT_MAX];
+    uint64_t start = tl & PS_RING_MASK, len = h - tl;
+    uint64_t seg1 = len < PS_RING_SIZE - start ? len : PS_RING_SIZE - start;
+    struct iovec iov[4] = {
+        { 0, 0 },
+        { off, (size_t)(pst_put_varint(off, tl) - off) },
+        { t->ring + start, (size_t)seg1 },
+        { t->ring, (size_t)(len - seg1) },
+    };
+    pthread_mutex_lock(&ps_g.wlock);
+    int rc = write_chunk_locked(PST_CHUNK_EVENTS, t->stream, iov, len > seg1 ? 4 : 3);
+    if (rc == 0) ps_g.ev_written += nev - t->nev_done;
+    pthread_mutex_unlock(&ps_g.wlock);
+    if (rc == 0) {
+        t->nev_done = nev;
+        __atomic_store_n(&t->tail, h, __ATOMIC_RELEASE);
+    }
+    return rc;
+}
+
+void ps_flush_thr(ps_thr_t *t)
+{
+    pthread_mutex_lock(&t->clock);
+    flush_thr_locked(t);
+    pthread_mutex_unlock(&t->clock);
+}
+
+static void put_lost(ps_thr_t *t, uint64_t n, unsigned reason)
+{
+    uint8_t *p = t->ring + (t->head & PS_RING_MASK);
+    if (t->enc.since_ts >= PST_TS_EVERY || t->ts_kick) {
+        t->ts_kick = 0;
+        p = pst_put_ts(&t->enc, p, ps_now());
+    }
+    t->enc.since_ts++;
+    __atomic_add_fetch(&ps_g.lost_reported, n, __ATOMIC_RELAXED);
+    *p++ = PST_EV_LOST;
+    p = pst_put_varint(p, n);
+    p = pst_put_varint(p, reason);
+    ps_rec_end(t, p);
+}
+
+/* Slow part of ps_rec_begin: the ring is half full, or a LOST record is due. */
+int ps_make_room(ps_thr_t *t)
+{
+    uint64_t tail = __atomic_load_n(&t->tail, __ATOMIC_ACQUIRE);
+    if (t->head - tail >= PS_SOFT_FILL) {
+        ps_flush_thr(t);
+        tail = __atomic_load_n(&t->tail, __ATOMIC_ACQUIRE);
+    }
+    if (t->head - tail > PS_RING_SIZE - PS_REC_MAX) {
+        /* Cannot drain (the file does not take our writes): count it. */
+        t->lost++;
+        add_lost(1);
+        t->soft = t->head;
+        return -1;
+    }
+    t->soft = tail + PS_SOFT_FILL;
+    if (t->lost) {
+        uint64_t n = t->lost;
+        t->lost = 0;
+        put_lost(t, n, PST_LOST_WRITE);
+    }
+    return 0;
+}
+
+static void thr_start_stream(ps_thr_t *t, uint32_t parent)
+{
+    t->stream = __atomic_add_fetch(&ps_g.next_stream, 1, __ATOMIC_RELAXED);
+    t->tid = ps_gettid();
+    t->ts_kick = 1;
+    pst_event_t ev = { .type = PST_EV_THREAD_START, .f = { (uint64_t)t->tid, parent } };
+    ps_emit_generic(t, &ev);
+    if (ps_tls.nobuf) {
+        add_lost(0);
+        put_lost(t, ps_tls.nobuf, PST_LOST_NOBUF);
+        ps_tls.nobuf = 0;
+    }
+}
+
+/* Bounds for the fp walk. A walk reads only inside [sp, hi) and only when
+ * the stack pointer lies in [lo, hi): then every byte read is on the
+ * thread's own, mapped stack, whatever garbage a frame-pointer-less frame
+ * left in rbp. On another stack (sigaltstack, coroutines) we record no
+ * frames rather than guess. */
+static void stack_bounds(ps_thr_t *t, pid_t tid)
+{
+    if (tid == ps_g.pid) {
+        struct rlimit rl;
+        uintptr_t max = 8u << 20;
+        if (getrlimit(RLIMIT_STACK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < max)
+            max = rl.rlim_cur;
+        t->stk_hi = ps_g.main_stk_hi;
+        t->stk_lo = t->stk_hi > max ? t->stk_hi - max : 0;
+        return;
+    }
+    /* pthread_getattr_np may allocate (the cpuset): we are inside the
+     * reentrancy guard, so those calls are the tracer's own and pass
+     * through unrecorded, paired. Once per thread, fp mode only. */
+    pthread_attr_t a;
+    void *addr; size_t size;
+    if (pthread_getattr_np(pthread_self(), &a) == 0) {
+        if (pthread_attr_getstack(&a, &addr, &size) == 0) {
+            t->stk_lo = (uintptr_t)addr;
+            t->stk_hi = (uintptr_t)addr + size;
+        }
+        pthread_attr_destroy(&a);
+    }
+}
+
+static ps_thr_t *thr_register(void)
+{
+    size_t hdr = (sizeof(ps_thr_t) + 4095) & ~(size_t)4095;
+    size_t len = hdr + PS_RING_SIZE + PS_RING_SLACK;
+    ps_thr_t *t = ps_sys_mmap(len);
+    if (!t) return NULL;
+    t->ring = (uint8_t *)t + hdr;
+    t->map_len = len;
+    t->soft = PS_SOFT_FILL;
+    pthread_mutex_init(&t->clock, NULL);
+    pid_t tid = ps_gettid();
+    if (ps_g.stacks == PST_STACKS_FP) stack_bounds(t, tid);
+    /* Id, list entry and THREAD_START under tlock: a final flush (which
+     * holds tlock) sees every counted stream with its first event. */
+    pthread_mutex_lock(&ps_g.tlock);
+    t->next = ps_g.threads;
+    __atomic_store_n(&ps_g.threads, t, __ATOMIC_RELEASE);
+    ps_tls.thr = t;
+    thr_start_stream(t, ps_tls.parent_stream);
+    pthread_mutex_unlock(&ps_g.tlock);
+    if (ps_g.key_ok) pthread_setspecific(ps_g.key, t);
+    return t;
+}
+
+/* Thread exit (pthread key destructor): THREAD_END, flush, hand the ring to
+ * the flusher, which unmaps it. Later calls of this thread pass through and
+ * are counted as lost. */
+void ps_thread_exit(ps_thr_t *t)
+{
+    if (!t || t == PS_THR_DEAD || ps_tls.thr != t) return;
+    ps_tls.busy++;
+    PS_SIGFENCE();
+    if (!ps_g.closed) {
+        pst_event_t ev = { .type = PST_EV_THREAD_END };
+        ps_emit_generic(t, &ev);
+        ps_flush_thr(t);
+    }
+    ps_tls.thr = PS_THR_DEAD;
+    __atomic_store_n(&t->dead, 1, __ATOMIC_RELEASE);
+    PS_SIGFENCE();
+    ps_tls.busy--;
+}
+
+static void key_dtor(void *v) { ps_thread_exit(v); }
+
+/* Called by a hook when the fast check failed. Returns the thread's record
+ * with the guard taken, or NULL: pass the call through. */
+ps_thr_t *ps_enter_slow(void)
+{
+    if (ps_tls.busy) return NULL;
+    if (PS_UNLIKELY(!ps_g.inited)) {
+        __atomic_add_fetch(&ps_g.boot_lost, 1, __ATOMIC_RELAXED);
+        return NULL;
+    }
+    if (ps_g.child_pending) ps_ensure_child();
+    if (!ps_g.on) return NULL;
+    ps_thr_t *t = ps_tls.thr;
+    if (t == PS_THR_DEAD) { add_lost(1); return NULL; }
+    ps_tls.busy = 1;
+    PS_SIGFENCE();
+    if (!t) {
+        t = thr_register();
+        if (!t) {
+            ps_tls.nobuf++;
+            add_lost(1);
+            PS_SIGFENCE();
+            ps_tls.busy = 0;
+            return NULL;
+        }
+    }
+    return t;
+}
+
+void ps_leave(void)
+{
+    PS_SIGFENCE();
+    ps_tls.busy = 0;
+}
+
+/* Events of other types than the hand-coded ones. */
+void ps_emit_generic(ps_thr_t *t, const pst_event_t *ev)
+{
+    uint8_t *p = ps_rec_begin(t);
+    if (!p) return;
+    uint8_t *e = pst_encode_event(&t->enc, p, ev);
+    if (!e) {   /* invalid event (the API checks first): keep a TS record written */
+        if (p != t->ring + (t->head & PS_RING_MASK)) {
+            ps_rec_end(t, p);
+            __atomic_store_n(&t->nev, t->nev - 1, __ATOMIC_RELAXED);
+        }
+        return;
+    }
+    ps_rec_end(t, e);
+}
+
+/* ---- flushing everything ---------------------------------------------------- */
+
+void ps_flush_all(void)
+{
+    ps_thr_t *t = __atomic_load_n(&ps_g.threads, __ATOMIC_ACQUIRE);
+    for (; t; t = t->next) ps_flush_thr(t);
+    pthread_mutex_lock(&ps_g.wlock);
+    meta_flush_locked();
+    pthread_mutex_unlock(&ps_g.wlock);
+}
+
+/* Stop recording and give hooks already running in other threads a moment
+ * to publish their event, so END counts exactly what the streams hold. */
+static void ps_quiesce(void)
+{
+    ps_g.stopping = 1;
+    ps_recompute_on();
+    int others = 0;
+    ps_thr_t *t = __atomic_load_n(&ps_g.threads, __ATOMIC_ACQUIRE);
+    for (; t; t = t->next)
+        if (t != ps_tls.thr && !t->dead && !t->is_flusher) others = 1;
+    if (others) {
+        struct timespec d = { 0, 1000 * 1000 };
+        nanosleep(&d, NULL);
+    }
+}
+
+void ps_final(void)
+{
+    if (ps_g.child_pending) ps_ensure_child();
+    if (!ps_g.active || ps_g.closed) return;
+    ps_tls.busy++;
+    PS_SIGFENCE();
+    ps_quiesce();
+    pthread_mutex_lock(&ps_g.tlock);
+    ps_flush_all();
+    pthread_mutex_lock(&ps_g.wlock);
+    if (!ps_g.closed) {
+        ps_write_end_locked();
+        ps_g.closed = 1;
+        ps_recompute_on();
+    }
+    pthread_mutex_unlock(&ps_g.wlock);
+    pthread_mutex_unlock(&ps_g.tlock);
+    PS_SIGFENCE();
+    ps_tls.busy--;
+}
+
+/* ---- the flusher thread --------------------------------------------------- */
+
+static void sample_rss(ps_thr_t *t)
+{
+    char buf[128];
+    int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    ps_real_close(fd);
+    if (n <= 0) return;
+    buf[n] = 0;
+    unsigned long long size, res, shared;
+    char *q = buf;
+    size = strtoull(q, &q, 10);
+    res = strtoull(q, &q, 10);
+    shared = strtoull(q, &q, 10);
+    (void)size;
+    t->ts_kick = 1;
+    pst_event_t ev = { .type = PST_EV_RSS, .f = { res * (uint64_t)page_size,
+        (res > shared ? res - shared : 0) * (uint64_t)page_size, shared * (uint64_t)page_size } };
+    ps_emit_generic(t, &ev);
+}
+
+static void retire_dead(void)
+{
+    pthread_mutex_lock(&ps_g.tlock);
+    ps_thr_t **pp = &ps_g.threads;
+    while (*pp) {
+        ps_thr_t *t = *pp;
+        if (__atomic_load_n(&t->dead, __ATOMIC_ACQUIRE) && t->tail == t->head) {
+            *pp = t->next;
+            ps_sys_munmap(t, t->map_len);
+        } else {
+            pp = &t->next;
+        }
+    }
+    pthread_mutex_unlock(&ps_g.tlock);
+}
+
+static void *flusher_main(void *arg)
+{
+    (void)arg;
+    ps_tls.busy = 1;             /* everything this thread does is the tracer's own */
+    ps_thr_t *self = thr_register();
+    if (self) self->is_flusher = 1;
+    for (unsigned tick = 1;; tick++) {
+        struct timespec d = { 0, 10 * 1000 * 1000 };
+        clock_nanosleep(CLOCK_MONOTONIC, 0, &d, NULL);
+        if (ps_g.closed || !ps_g.active) continue;
+        pthread_mutex_lock(&ps_g.tlock);   /* not while a final flush runs */
+        if (ps_g.closed || ps_g.stopping) { pthread_mutex_unlock(&ps_g.tlock); continue; }
+        if (self && ps_g.toggle_req) {     /* the toggle signal arrived */
+            ps_g.toggle_req = 0;
+            pst_event_t ev = { .type = ps_g.paused ? PST_EV_TRACE_OFF : PST_EV_TRACE_ON };
+            ps_emit_generic(self, &ev);
+        }
+        if (self && ps_g.on) sample_rss(self);
+        pthread_mutex_unlock(&ps_g.tlock);
+        if (tick % 5 == 0) {
+            ps_modules_poll();
+            ps_thr_t *t = __atomic_load_n(&ps_g.threads, __ATOMIC_ACQUIRE);
+            for (; t; t = t->next) {
+                if (__atomic_load_n(&t->head, __ATOMIC_ACQUIRE) != t->tail) ps_flush_thr(t);
+                t->ts_kick = 1;
+            }
+            pthread_mutex_lock(&ps_g.wlock);
+            meta_flush_locked();
+            pthread_mutex_unlock(&ps_g.wlock);
+            retire_dead();
+        }
+    }
+    return NULL;
+}
+
+void ps_start_flusher(void)
+{
+    if (ps_g.flusher_on || !ps_g.active) return;
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    ps_tls.busy++;
+    if (pthread_create(&ps_g.flusher, NULL, flusher_main, NULL) == 0) ps_g.flusher_on = 1;
+    ps_tls.busy--;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+/* ---- the file: name, header, manifest -------------------------------------- */
+
+static ssize_t read_file(const char *path, char *buf, size_t cap)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    size_t n = 0;
+    while (n < cap) {
+        ssize_t r = read(fd, buf + n, cap - n);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        n += (size_t)r;
+    }
+    ps_real_close(fd);
+    return (ssize_t)n;
+}
+
+static int write_header(int fd)
+{
+    size_t cap = 80u << 10;
+    uint8_t *buf = ps_sys_mmap(cap);
+    if (!buf) return -1;
+    char *exe = (char *)buf + (40u << 10), *args = (char *)buf + (44u << 10);
+    ssize_t n = readlink("/proc/self/exe", exe, 4095);
+    exe[n > 0 ? n : 0] = 0;
+    ssize_t an = read_file("/proc/self/cmdline", args, 32u << 10);
+    if (an < 0 || an >= (ssize_t)(32u << 10)) an = 0;
+    struct utsname u;
+    int have_u = uname(&u) == 0;
+    pst_file_info_t fi = {
+        .pid = (uint64_t)ps_g.pid, .ppid = (uint64_t)getppid(),
+        .parent_pid = (uint64_t)ps_g.parent_pid, .exec_gen = ps_g.gen,
+        .start_real_ns = ps_g.start_real, .start_mono_ns = ps_g.start_mono,
+        .stacks = (uint32_t)ps_g.stacks, .depth = (uint32_t)ps_g.depth,
+        .page_size = (uint64_t)page_size,
+        .exe = exe, .argv = an ? args : NULL, .argv_len = (size_t)an,
+        .tool = "poolscope-preload 1.0", .host = have_u ? u.nodename : NULL,
+    };
+    int len = pst_put_file_header(buf, 40u << 10, &fi);
+    int rc = len > 0 ? 0 : -1;
+    size_t done = 0;
+    while (rc == 0 && done < (size_t)len) {
+        ssize_t w = write(fd, buf + done, (size_t)len - done);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) { rc = -1; break; }
+        done += (size_t)w;
+    }
+    ps_sys_munmap(buf, cap);
+    if (rc == 0) ps_g.file_off = (uint64_t)len;
+    return rc;
+}
+
+static void fmt_u(char *p, unsigned long v)
+{
+    char t[24]; int n = 0;
+    do { t[n++] = (char)('0' + v % 10); v /= 10; } while (v);
+    while (n) *p++ = t[--n];
+    *p = 0;
+}
+
+/* <dir>/<stem>.<pid>[.k]<ext> */
+static void pid_name(char *out, size_t cap, unsigned k)
+{
+    const char *base = strrchr(ps_g.out, '/');
+    base = base ? base + 1 : ps_g.out;
+    const char *dot = strrchr(base, '.');
+    if (!dot || dot == base) dot = base + strlen(base);
+    size_t stem = (size_t)(dot - ps_g.out);
+    char num[48];
+    fmt_u(num, (unsigned long)ps_g.pid);
+    if (k) { size_t l = strlen(num); num[l] = '.'; fmt_u(num + l + 1, k); }
+    if (stem + strlen(num) + strlen(dot) + 2 > cap) { out[0] = 0; return; }
+    memcpy(out, ps_g.out, stem);
+    out[stem] = '.';
+    strcpy(out + stem + 1, num);
+    strcat(out, dot);
+}
+
+static int open_trace(int first_image)
+{
+    int fd = -1;
+    const int fl = O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC;
+    if (first_image) {
+        fd = open(ps_g.out, fl, 0644);
+        if (fd >= 0) strcpy(ps_g.path, ps_g.out);
+        else if (errno == EEXIST && ps_g.gen == 0) ps_g.gen = 1;  /* see README */
+    }
+    for (unsigned k = 0; fd < 0 && k < 1000; k++) {
+        pid_name(ps_g.path, sizeof ps_g.path, k);
+        if (!ps_g.path[0]) return -1;
+        fd = open(ps_g.path, fl, 0644);
+        if (fd < 0 && errno != EEXIST) return -1;
+    }
+    if (fd < 0) return -1;
+    fd = move_fd_high(fd, 0, -1);
+    struct stat st;
+    if (fstat(fd, &st) != 0 || write_header(fd) != 0) {
+        ps_real_close(fd);
+        return -1;
+    }
+    ps_g.dev = st.st_dev;
+    ps_g.ino = st.st_ino;
+    ps_g.fd = fd;
+    ps_g.write_broken = 0;
+    if (ps_g.manifest[0]) {
+        int m = open(ps_g.manifest, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+        if (m >= 0) {
+            char line[4200];
+            fmt_u(line, (unsigned long)ps_g.pid);
+            size_t l = strlen(line);
+            line[l++] = '\t';
+            size_t pl = strlen(ps_g.path);
+            if (l + pl + 1 < sizeof line) {
+                memcpy(line + l, ps_g.path, pl);
+                l += pl;
+                line[l++] = '\n';
+                if (write(m, line, l) < 0) { /* nothing to do */ }
+            }
+            ps_real_close(m);
+        }
+    }
+    return 0;
+}
+
+int ps_is_trace_fd(int fd)
+{
+    if (!ps_g.active || fd < 0 || fd != ps_g.fd) return 0;
+    struct stat st;
+    return fstat(fd, &st) == 0 && st.st_dev == ps_g.dev && st.st_ino == ps_g.ino;
+}
+
+/* The program is about to close or overwrite the fds [lo, hi]: move ours. */
+int ps_move_trace_fd_from(int lo, int hi)
+{
+    if (!ps_g.active) return 0;
+    pthread_mutex_lock(&ps_g.wlock);
+    if (ps_g.fd >= lo && ps_g.fd <= hi && ps_is_trace_fd(ps_g.fd)) {
+        int nfd = move_fd_high(ps_g.fd, lo, hi);
+        if (nfd >= lo && nfd <= hi) {   /* nowhere to go: the fd check re-opens */
+            pthread_mutex_unlock(&ps_g.wlock);
+            return -1;
+        }
+        ps_g.fd = nfd;
+    }
+    pthread_mutex_unlock(&ps_g.wlock);
+    return 0;
+}
+
+/* ---- init -------------------------------------------------------------------- */
+
+static const char *env(const char *k) { const char *v = getenv(k); return v && *v ? v : NULL; }
+
+static void copy_str(char *dst, size_t cap, const char *src)
+{
+    size_t n = strlen(src);
+    if (n >= cap) n = cap - 1;
+    memcpy(dst, src, n);
+    dst[n] = 0;
+}
+
+static int follow_match(const char *pat, const char *path)
+{
+    if (!path || !*path) return 0;
+    if (fnmatch(pat, path, 0) == 0) return 1;
+    const char *b = strrchr(path, '/');
+    return b && fnmatch(pat, b + 1, 0) == 0;
+}
+
+static int self_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    (void)size;
+    uintptr_t me = (uintptr_t)arg;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_LOAD) continue;
+        uintptr_t lo = info->dlpi_addr + ph->p_vaddr, hi = lo + ph->p_memsz;
+        if (me >= lo && me < hi) {
+            ps_g.self_lo = lo;
+            ps_g.self_hi = hi;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static int common_open(int first_image)
+{
+    ps_g.start_mono = mono_ns();
+    struct timespec rt;
+    clock_gettime(CLOCK_REALTIME, &rt);
+    ps_g.start_real = (uint64_t)rt.tv_sec * 1000000000u + (uint64_t)rt.tv_nsec;
+    if (open_trace(first_image) != 0) return -1;
+    ps_g.active = 1;
+    ps_modules_scan(1);
+    return 0;
+}
+
+__attribute__((constructor)) static void ps_ctor(void)
+{
+    ps_tls.busy++;
+    ps_resolve_real();
+    page_size = sysconf(_SC_PAGESIZE);
+    ps_g.pid = getpid();
+    const char *out = env("POOLSCOPE_OUT");
+    if (!out) goto done;
+
+    const char *s = env("POOLSCOPE_STACKS");
+    ps_g.stacks = !s ? PST_STACKS_NONE : !strcmp(s, "fp") ? PST_STACKS_FP
+                : !strcmp(s, "dwarf") ? PST_STACKS_DWARF : PST_STACKS_NONE;
+    ps_g.depth = 32;
+    if ((s = env("POOLSCOPE_DEPTH"))) ps_g.depth = atoi(s);
+    if (ps_g.depth < 1) ps_g.depth = 1;
+    if (ps_g.depth > PST_MAX_DEPTH) ps_g.depth = PST_MAX_DEPTH;
+    if ((s = env("POOLSCOPE_MANIFEST"))) copy_str(ps_g.manifest, sizeof ps_g.manifest, s);
+    if ((s = env("POOLSCOPE_FOLLOW_EXEC"))) copy_str(ps_g.follow, sizeof ps_g.follow, s);
+    if ((s = env("POOLSCOPE_SIGNAL"))) ps_g.sig = atoi(s);
+    if ((s = env("POOLSCOPE_PAUSED"))) ps_g.paused = s[0] == '1';
+
+    int first_image = 1;
+    if ((s = env("POOLSCOPE_GEN"))) {
+        char *e;
+        long gpid = strtol(s, &e, 10);
+        first_image = 0;
+        ps_g.gen = 1;
+        if (*e == ':' && gpid == ps_g.pid) ps_g.gen = strtoull(e + 1, NULL, 10);
+        if (ps_g.follow[0]) {
+            char exe[4096];
+            ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+            exe[n > 0 ? n : 0] = 0;
+            if (!follow_match(ps_g.follow, env("POOLSCOPE_EXEC_PATH")) &&
+                !follow_match(ps_g.follow, exe))
+                goto done;   /* untraced image: pure pass-through */
+        }
+    }
+    if (out[0] == '/') {
+        copy_str(ps_g.out, sizeof ps_g.out, out);
+    } else {
+        if (!getcwd(ps_g.out, sizeof ps_g.out - 2)) goto done;
+        size_t l = strlen(ps_g.out);
+        if (l + strlen(out) + 2 > sizeof ps_g.out) goto done;
+        ps_g.out[l] = '/';
+        strcpy(ps_g.out + l + 1, out);
+    }
+
+    dl_iterate_phdr(self_cb, (void *)(uintptr_t)&ps_ctor);
+    ps_g.main_stk_hi = (uintptr_t)__libc_stack_end;
+    ps_stacks_init();
+    ps_g.key_ok = pthread_key_create(&ps_g.key, key_dtor) == 0;
+    if (common_open(first_image) != 0) goto done;
+    pthread_atfork(ps_prepare_fork, ps_parent_after_fork, ps_child_after_fork);
+    ps_thr_t *t = thr_register();
+    uint64_t boot = __atomic_exchange_n(&ps_g.boot_lost, 0, __ATOMIC_RELAXED);
+    if (t && boot) {
+        add_lost(boot);
+        put_lost(t, boot, PST_LOST_BOOTSTRAP);
+    }
+    if (ps_g.sig > 0) ps_install_signal();
+    ps_recompute_on();
+    ps_start_flusher();
+done:
+    ps_g.inited = 1;
+    ps_tls.busy--;
+}
+
+__attribute__((destructor)) static void ps_dtor(void)
+{
+    ps_final();
+}
+
+/* ---- exec ---------------------------------------------------------------------- */
+
+static uint64_t exec_end_off;
+static int exec_locked;
+
+/* Before an exec: record EXEC, flush every ring, write END, and keep the
+ * thread list and the file locked so nothing is written after END. */
+void ps_exec_begin(const char *path)
+{
+    if (ps_g.child_pending) ps_ensure_child();
+    exec_locked = 0;
+    if (!ps_g.active || ps_g.closed) return;
+    ps_thr_t *t = ps_enter();
+    if (t) {
+        pst_event_t ev = { .type = PST_EV_EXEC };
+        ev.f[0] = ps_string_id(path);
+        ps_emit_generic(t, &ev);
+        ps_leave();
+    }
+    ps_tls.busy++;
+    ps_quiesce();
+    pthread_mutex_lock(&ps_g.tlock);
+    ps_flush_all();
+    pthread_mutex_lock(&ps_g.wlock);
+    exec_end_off = ps_g.file_off;
+    ps_write_end_locked();
+    ps_g.closed = 1;
+    ps_recompute_on();
+    exec_locked = 1;
+}
+
+void ps_exec_failed(void)
+{
+    if (!exec_locked) return;
+    exec_locked = 0;
+    ps_truncate_locked(exec_end_off);
+    ps_g.closed = 0;
+    ps_g.stopping = 0;
+    ps_recompute_on();
+    pthread_mutex_unlock(&ps_g.wlock);
+    pthread_mutex_unlock(&ps_g.tlock);
+    ps_tls.busy--;
+}
+
+/* ---- fork ---------------------------------------------------------------------- */
+
+void ps_tables_lock_all(void);    /* stacks.c */
+void ps_tables_unlock_all(void);
+
+void ps_prepare_fork(void)
+{
+    ps_tls.busy++;
+    if (!ps_g.active) return;
+    pthread_mutex_lock(&child_lock);
+    pthread_mutex_lock(&ps_g.tlock);
+    pthread_mutex_lock(&ps_g.wlock);
+    ps_tables_lock_all();
+    pthread_mutex_lock(&ps_g.mlock);
+}
+
+void ps_parent_after_fork(void)
+{
+    if (ps_g.active) {
+        pthread_mutex_unlock(&ps_g.mlock);
+        ps_tables_unlock_all();
+        pthread_mutex_unlock(&ps_g.wlock);
+        pthread_mutex_unlock(&ps_g.tlock);
+        pthread_mutex_unlock(&child_lock);
+    }
+    ps_tls.busy--;
+}
+
+/* Child: everything of the parent's is dropped (its rings, its unflushed
+ * bytes, its definitions: the child's file must define everything again);
+ * the file is opened lazily by ps_ensure_child at the next event, exit, exec. */
+void ps_child_after_fork(void)
+{
+    if (!ps_g.active && !ps_g.child_pending) { ps_tls.busy--; return; }
+    pthread_mutex_t init = PTHREAD_MUTEX_INITIALIZER;
+    ps_g.mlock = init; ps_g.wlock = init; ps_g.tlock = init; child_lock = init;
+    ps_tables_reset();   /* re-inits the table locks too */
+    ps_thr_t *self = ps_tls.thr;
+    if (self == PS_THR_DEAD) self = NULL;
+    ps_thr_t *t = ps_g.threads;
+    while (t) {
+        ps_thr_t *n = t->next;
+        if (t != self) ps_sys_munmap(t, t->map_len);
+        t = n;
+    }
+    ps_g.threads = self;
+    if (self) {
+        size_t len = self->map_len;
+        uint8_t *ring = self->ring;
+        uintptr_t hi = self->stk_hi, lo = self->stk_lo;
+        memset(self, 0, sizeof *self);
+        self->map_len = len;
+        self->ring = ring;
+        self->stk_hi = hi;
+        self->stk_lo = lo;
+        self->soft = PS_SOFT_FILL;
+        pthread_mutex_init(&self->clock, NULL);
+    }
+    ps_g.meta_len = 0;
+    if (ps_g.fd >= 0) ps_real_close(ps_g.fd);
+    ps_g.fd = -1;
+    ps_g.parent_pid = ps_g.pid;
+    ps_g.pid = getpid();
+    ps_g.gen = 0;
+    ps_g.flusher_on = 0;
+    ps_g.next_stream = 0;
+    ps_g.ev_written = 0;
+    ps_g.lost_total = 0;
+    ps_g.file_off = 0;
+    ps_g.closed = 0;
+    ps_g.stopping = 0;
+    ps_g.lost_reported = 0;
+    ps_g.active = 0;
+    retry_after = 0;
+    ps_g.child_pending = 1;
+    ps_recompute_on();
+    ps_tls.busy--;
+}
+
+void ps_ensure_child(void)
+{
+    if (!ps_g.child_pending) return;
+    ps_tls.busy++;
+    PS_SIGFENCE();
+    pthread_mutex_lock(&child_lock);
+    if (ps_g.child_pending) {
+        if (common_open(0) == 0) {
+            ps_thr_t *self = ps_g.threads;
+            pthread_mutex_lock(&ps_g.tlock);
+            if (self) thr_start_stream(self, 0);
+            pthread_mutex_unlock(&ps_g.tlock);
+            ps_g.child_pending = 0;
+            ps_recompute_on();
+            ps_start_flusher();
+        } else {
+            ps_g.child_pending = 0;   /* untraced from here on */
+            ps_recompute_on();
+        }
+    }
+    pthread_mutex_unlock(&child_lock);
+    PS_SIGFENCE();
+    ps_tls.busy--;
+}

@@ -1,0 +1,437 @@
+/* hooks_alloc.c — the malloc and mmap families: the hot path.
+ *
+ * Per call: one TLS block (ps_tls), a check of the global `on` flag, the
+ * real call, the hand-coded encoder into the thread's ring and a release
+ * store of the ring head. No lock, no atomic RMW, no clock read (a TS record
+ * every PST_TS_EVERY events, or when the flusher asks for one).
+ *
+ * Frees (free, munmap) are recorded BEFORE the real call, so the address
+ * cannot be handed to another thread before the free is in our stream;
+ * allocations after the real call returns. realloc's implicit free cannot
+ * be recorded first (one event carries both addresses): readers order it by
+ * causality, as format.h says.
+ *
+ * Real functions: resolved on the first call (or in the constructor) with
+ * dlsym(RTLD_NEXT), so an allocator preloaded before us (jemalloc, mimalloc)
+ * is the one we call; glibc's __libc_* entry points are the fallback. While
+ * dlsym runs, its own allocations come from a static bootstrap arena whose
+ * frees are recognised by address and ignored.
+ */
+#include "preload.h"
+#include "enc_inline.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#define EXPORT __attribute__((visibility("default")))
+
+ps_real_t ps_real;
+volatile int ps_real_ready;
+
+extern void *__libc_malloc(size_t);
+extern void  __libc_free(void *);
+extern void *__libc_calloc(size_t, size_t);
+extern void *__libc_realloc(void *, size_t);
+extern void *__libc_memalign(size_t, size_t);
+extern void *__libc_valloc(size_t);
+extern void *__libc_pvalloc(size_t);
+
+/* ---- bootstrap arena ------------------------------------------------------ */
+
+static _Alignas(64) char boot_arena[256u << 10];
+static size_t boot_used;
+
+static int in_boot(const void *p)
+{
+    return (const char *)p >= boot_arena && (const char *)p < boot_arena + sizeof boot_arena;
+}
+
+static void *boot_alloc(size_t n, size_t align)
+{
+    if (align < 16) align = 16;
+    size_t off = (boot_used + 16 + align - 1) & ~(align - 1);   /* 16: room for the size */
+    if (off + n > sizeof boot_arena || n > sizeof boot_arena) return NULL;
+    ((size_t *)(boot_arena + off))[-1] = n;
+    boot_used = off + n;
+    return boot_arena + off;   /* .bss: already zero, never reused */
+}
+
+static size_t boot_size(const void *p) { return ((const size_t *)p)[-1]; }
+
+/* ---- fallbacks when the next object lacks a function ---------------------- */
+
+static int fb_posix_memalign(void **out, size_t align, size_t n)
+{
+    if (align % sizeof(void *) || (align & (align - 1))) return EINVAL;
+    void *p = ps_real.memalign(align, n);
+    if (!p) return ENOMEM;
+    *out = p;
+    return 0;
+}
+static void *fb_aligned_alloc(size_t align, size_t n) { return ps_real.memalign(align, n); }
+static void *fb_reallocarray(void *p, size_t a, size_t b)
+{
+    size_t n;
+    if (__builtin_mul_overflow(a, b, &n)) { errno = ENOMEM; return NULL; }
+    return ps_real.realloc(p, n);
+}
+static size_t fb_usable(void *p) { (void)p; return 0; }
+
+static int resolving;
+
+#define NEXT(name, fb) do { void *f_ = dlsym(RTLD_NEXT, #name); \
+    r.name = f_ ? (__typeof__(r.name))f_ : (fb); } while (0)
+
+void ps_proc_resolve(void);   /* hooks_proc.c */
+
+void ps_resolve_real(void)
+{
+    if (ps_real_ready || resolving) return;
+    resolving = 1;
+    ps_tls.busy++;
+    ps_real_t r;
+    NEXT(malloc, __libc_malloc);
+    NEXT(free, __libc_free);
+    NEXT(calloc, __libc_calloc);
+    NEXT(realloc, __libc_realloc);
+    NEXT(memalign, __libc_memalign);
+    NEXT(valloc, __libc_valloc);
+    NEXT(pvalloc, __libc_pvalloc);
+    NEXT(posix_memalign, fb_posix_memalign);
+    NEXT(aligned_alloc, fb_aligned_alloc);
+    NEXT(reallocarray, fb_reallocarray);
+    NEXT(malloc_usable_size, fb_usable);
+    ps_real = r;
+    __atomic_store_n(&ps_real_ready, 1, __ATOMIC_RELEASE);
+    ps_proc_resolve();
+    ps_tls.busy--;
+    resolving = 0;
+}
+
+#define ENSURE_REAL() do { if (PS_UNLIKELY(!ps_real_ready)) ps_resolve_real(); } while (0)
+
+static inline uint32_t stack_of(ps_thr_t *t)
+{
+    return PS_UNLIKELY(ps_g.stacks != PST_STACKS_NONE) ? ps_stack_id(t) : 0;
+}
+
+/* ---- malloc family ------------------------------------------------------------ */
+
+EXPORT void *malloc(size_t n)
+{
+    if (PS_UNLIKELY(!ps_real_ready)) {
+        if (resolving) return boot_alloc(n, 16);
+        ps_resolve_real();
+    }
+    ps_thr_t *t = ps_enter();
+    if (!t) return ps_real.malloc(n);
+    void *r = ps_real.malloc(n);
+    uint32_t sid = stack_of(t);
+    uint8_t *p = ps_rec_begin(t);
+    if (p) ps_rec_end(t, ps_enc_Au(&t->enc, p, PST_EV_MALLOC, sid, (uintptr_t)r, n));
+    ps_leave();
+    return r;
+}
+
+EXPORT void free(void *ptr)
+{
+    if (!ptr || PS_UNLIKELY(in_boot(ptr))) return;
+    ENSURE_REAL();
+    ps_thr_t *t = ps_enter();
+    if (!t) { ps_real.free(ptr); return; }
+    uint8_t *p = ps_rec_begin(t);
+    if (p) ps_rec_end(t, ps_enc_A(&t->enc, p, PST_EV_FREE, 0, (uintptr_t)ptr));
+    ps_real.free(ptr);
+    ps_leave();
+}
+
+EXPORT void *calloc(size_t a, size_t b)
+{
+    if (PS_UNLIKELY(!ps_real_ready)) {
+        if (resolving) {
+            size_t n;
+            return __builtin_mul_overflow(a, b, &n) ? NULL : boot_alloc(n, 16);
+        }
+        ps_resolve_real();
+    }
+    ps_thr_t *t = ps_enter();
+    if (!t) return ps_real.calloc(a, b);
+    void *r = ps_real.calloc(a, b);
+    uint32_t sid = stack_of(t);
+    uint8_t *p = ps_rec_begin(t);
+    if (p) ps_rec_end(t, ps_enc_Auu(&t->enc, p, PST_EV_CALLOC, sid, (uintptr_t)r, a, b));
+    ps_leave();
+    return r;
+}
+
+EXPORT void *realloc(void *old, size_t n)
+{
+    if (PS_UNLIKELY(!ps_real_ready)) {
+        if (resolving) {
+            void *r = boot_alloc(n, 16);
+            if (r && old) memcpy(r, old, boot_size(old) < n ? boot_size(old) : n);
+            return r;
+        }
+        ps_resolve_real();
+    }
+    int from_boot = old && in_boot(old);
+    ps_thr_t *t = ps_enter();
+    if (!t) {
+        if (!from_boot) return ps_real.realloc(old, n);
+        void *r = ps_real.malloc(n);
+        if (r) memcpy(r, old, boot_size(old) < n ? boot_size(old) : n);
+        return r;
+    }
+    void *r;
+    if (from_boot) {   /* the tracer's bootstrap memory: a plain allocation */
+        r = ps_real.malloc(n);
+        if (r) memcpy(r, old, boot_size(old) < n ? boot_size(old) : n);
+        old = NULL;
+    } else {
+        r = ps_real.realloc(old, n);
+    }
+    uint32_t sid = stack_of(t);
+    uint8_t *p = ps_rec_begin(t);
+    if (p) ps_rec_end(t, ps_enc_AAu(&t->enc, p, PST_EV_REALLOC, sid, (uintptr_t)old, (uintptr_t)r, n));
+    ps_leave();
+    return r;
+}
+
+EXPORT void *reallocarray(void *old, size_t a, size_t b)
+{
+    ENSURE_REAL();
+    if (old && in_boot(old)) {
+        size_t n;
+        if (__builtin_mul_overflow(a, b, &n)) { errno = ENOMEM; return NULL; }
+        return realloc(old, n);
+    }
+    ps_thr_t *t = ps_enter();
+    if (!t) return ps_real.reallocarray(old, a, b);
+    void *r = ps_real.reallocarray(old, a, b);
+    pst_event_t ev = { .type = PST_EV_REALLOCARRAY, .stack = stack_of(t),
+                       .f = { (uintptr_t)old, (uintptr_t)r, a, b } };
+    ps_emit_generic(t, &ev);
+    ps_leave();
+    return r;
+}
+
+static void *aligned_common(unsigned type, size_t align, size_t n, void *r, ps_thr_t *t)
+{
+    uint32_t sid = stack_of(t);
+    uint8_t *p = ps_rec_begin(t);
+    if (p) ps_rec_end(t, ps_enc_Auu(&t->enc, p, type, sid, (uintptr_t)r, align, n));
+    ps_leave();
+    return r;
+}
+
+EXPORT int posix_memalign(void **out, size_t align, size_t n)
+{
+    ENSURE_REAL();
+    ps_thr_t *t = ps_enter();
+    if (!t) return ps_real.posix_memalign(out, align, n);
+    int rc = ps_real.posix_memalign(out, align, n);
+    aligned_common(PST_EV_POSIX_MEMALIGN, align, n, rc == 0 ? *out : NULL, t);
+    return rc;
+}
+
+EXPORT void *aligned_alloc(size_t align, size_t n)
+{
+    ENSURE_REAL();
+    ps_thr_t *t = ps_enter();
+    if (!t) return ps_real.aligned_alloc(align, n);
+    return aligned_common(PST_EV_ALIGNED_ALLOC, align, n, ps_real.aligned_alloc(align, n), t);
+}
+
+EXPORT void *memalign(size_t align, size_t n)
+{
+    if (PS_UNLIKELY(!ps_real_ready)) {
+        if (resolving) return boot_alloc(n, align);
+        ps_resolve_real();
+    }
+    ps_thr_t *t = ps_enter();
+    if (!t) return ps_real.memalign(align, n);
+    return aligned_common(PST_EV_MEMALIGN, align, n, ps_real.memalign(align, n), t);
+}
+
+static void *page_common(unsigned type, size_t n, void *r, ps_thr_t *t)
+{
+    uint32_t sid = stack_of(t);
+    uint8_t *p = ps_rec_begin(t);
+    if (p) ps_rec_end(t, ps_enc_Au(&t->enc, p, type, sid, (uintptr_t)r, n));
+    ps_leave();
+    return r;
+}
+
+EXPORT void *valloc(size_t n)
+{
+    ENSURE_REAL();
+    ps_thr_t *t = ps_enter();
+    if (!t) return ps_real.valloc(n);
+    return page_common(PST_EV_VALLOC, n, ps_real.valloc(n), t);
+}
+
+EXPORT void *pvalloc(size_t n)
+{
+    ENSURE_REAL();
+    ps_thr_t *t = ps_enter();
+    if (!t) return ps_real.pvalloc(n);
+    return page_common(PST_EV_PVALLOC, n, ps_real.pvalloc(n), t);
+}
+
+EXPORT size_t malloc_usable_size(void *p)
+{
+    if (p && in_boot(p)) return boot_size(p);
+    ENSURE_REAL();
+    return ps_real.malloc_usable_size(p);
+}
+
+/* ---- mmap family ----------------------------------------------------------------- */
+
+static void *(*real_mmap)(void *, size_t, int, int, int, off_t);
+static int (*real_munmap)(void *, size_t);
+static void *(*real_mremap)(void *, size_t, size_t, int, ...);
+static int (*real_madvise)(void *, size_t, int);
+static int (*real_brk)(void *);
+static void *(*real_sbrk)(intptr_t);
+
+void ps_alloc_resolve_mm(void)
+{
+    real_mmap = (__typeof__(real_mmap))dlsym(RTLD_NEXT, "mmap");
+    real_munmap = (__typeof__(real_munmap))dlsym(RTLD_NEXT, "munmap");
+    real_mremap = (__typeof__(real_mremap))dlsym(RTLD_NEXT, "mremap");
+    real_madvise = (__typeof__(real_madvise))dlsym(RTLD_NEXT, "madvise");
+    real_brk = (__typeof__(real_brk))dlsym(RTLD_NEXT, "brk");
+    real_sbrk = (__typeof__(real_sbrk))dlsym(RTLD_NEXT, "sbrk");
+}
+
+static void *do_mmap(void *a, size_t len, int prot, int flags, int fd, off_t off)
+{
+    if (real_mmap) return real_mmap(a, len, prot, flags, fd, off);
+    long r = syscall(SYS_mmap, a, len, prot, flags, fd, off);
+    return (void *)r;
+}
+
+EXPORT void *mmap(void *a, size_t len, int prot, int flags, int fd, off_t off)
+{
+    ENSURE_REAL();
+    ps_thr_t *t = ps_enter();
+    if (!t) return do_mmap(a, len, prot, flags, fd, off);
+    void *r = do_mmap(a, len, prot, flags, fd, off);
+    pst_event_t ev = { .type = PST_EV_MMAP, .stack = stack_of(t),
+                       .f = { r == MAP_FAILED ? 0 : (uintptr_t)r, len, (unsigned)prot,
+                              (unsigned)flags, (uint64_t)(int64_t)fd, (uint64_t)off } };
+    int e = errno;
+    ps_emit_generic(t, &ev);
+    ps_leave();
+    errno = e;
+    return r;
+}
+
+EXPORT void *mmap64(void *a, size_t len, int prot, int flags, int fd, off_t off)
+{
+    return mmap(a, len, prot, flags, fd, off);
+}
+
+EXPORT int munmap(void *a, size_t len)
+{
+    ENSURE_REAL();
+    ps_thr_t *t = ps_enter();
+    if (!t) return real_munmap ? real_munmap(a, len) : (int)syscall(SYS_munmap, a, len);
+    pst_event_t ev = { .type = PST_EV_MUNMAP, .f = { (uintptr_t)a, len } };
+    ps_emit_generic(t, &ev);
+    int r = real_munmap ? real_munmap(a, len) : (int)syscall(SYS_munmap, a, len);
+    ps_leave();
+    return r;
+}
+
+EXPORT void *mremap(void *old, size_t old_len, size_t new_len, int flags, ...)
+{
+    void *na = NULL;
+    if (flags & MREMAP_FIXED) {
+        __builtin_va_list ap;
+        __builtin_va_start(ap, flags);
+        na = __builtin_va_arg(ap, void *);
+        __builtin_va_end(ap);
+    }
+    ENSURE_REAL();
+    ps_thr_t *t = ps_enter();
+    void *r = real_mremap ? real_mremap(old, old_len, new_len, flags, na)
+                          : (void *)syscall(SYS_mremap, old, old_len, new_len, flags, na);
+    if (!t) return r;
+    int e = errno;
+    pst_event_t ev = { .type = PST_EV_MREMAP, .stack = stack_of(t),
+                       .f = { (uintptr_t)old, old_len, r == MAP_FAILED ? 0 : (uintptr_t)r,
+                              new_len, (unsigned)flags } };
+    ps_emit_generic(t, &ev);
+    ps_leave();
+    errno = e;
+    return r;
+}
+
+static int drops_pages(int advice)
+{
+    switch (advice) {
+    case MADV_DONTNEED: case MADV_FREE: case MADV_REMOVE:
+#ifdef MADV_PAGEOUT
+    case MADV_PAGEOUT:
+#endif
+    case 24: /* MADV_DONTNEED_LOCKED */
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+EXPORT int madvise(void *a, size_t len, int advice)
+{
+    ENSURE_REAL();
+    if (!drops_pages(advice))
+        return real_madvise ? real_madvise(a, len, advice) : (int)syscall(SYS_madvise, a, len, advice);
+    ps_thr_t *t = ps_enter();
+    int r = real_madvise ? real_madvise(a, len, advice) : (int)syscall(SYS_madvise, a, len, advice);
+    if (!t) return r;
+    int e = errno;
+    if (r == 0) {
+        pst_event_t ev = { .type = PST_EV_MADVISE, .f = { (uintptr_t)a, len, (unsigned)advice } };
+        ps_emit_generic(t, &ev);
+    }
+    ps_leave();
+    errno = e;
+    return r;
+}
+
+EXPORT int brk(void *end)
+{
+    ENSURE_REAL();
+    if (!real_brk) { errno = ENOMEM; return -1; }
+    ps_thr_t *t = ps_enter();
+    int r = real_brk(end);
+    if (!t) return r;
+    int e = errno;
+    pst_event_t ev = { .type = PST_EV_BRK, .f = { (uintptr_t)end, (uint64_t)(int64_t)r } };
+    ps_emit_generic(t, &ev);
+    ps_leave();
+    errno = e;
+    return r;
+}
+
+EXPORT void *sbrk(intptr_t inc)
+{
+    ENSURE_REAL();
+    if (!real_sbrk) { errno = ENOMEM; return (void *)-1; }
+    ps_thr_t *t = ps_enter();
+    void *r = real_sbrk(inc);
+    if (!t) return r;
+    int e = errno;
+    pst_event_t ev = { .type = PST_EV_SBRK, .f = { (uint64_t)(int64_t)inc,
+                                                   r == (void *)-1 ? 0 : (uintptr_t)r } };
+    ps_emit_generic(t, &ev);
+    ps_leave();
+    errno = e;
+    return r;
+}

@@ -1,0 +1,537 @@
+/* hooks_proc.c — process-level hooks and the event API table.
+ *
+ *   fork/vfork     the pthread_atfork handlers (core.c) do the work; the
+ *                  hook records PST_EV_FORK with the child pid. vfork is a
+ *                  fork: a wrapper cannot return twice into a shared stack.
+ *   exec*          the envp handed on gets POOLSCOPE_GEN and
+ *                  POOLSCOPE_EXEC_PATH; EXEC is recorded, everything flushed
+ *                  and END written; if the exec returns, END is cut off again.
+ *   posix_spawn*   the same environment rewrite (glibc's child calls the
+ *                  internal execve, which no hook sees); FORK with the pid.
+ *   _exit/_Exit    final flush and END.
+ *   dlclose        module maps updated at once (dlopen is NOT wrapped: glibc
+ *                  takes the caller's return address to pick RUNPATH,
+ *                  $ORIGIN and the namespace, so a wrapper would change what
+ *                  the program loads. New modules are found by the flusher's
+ *                  poll of the loader's counters and before any new stack
+ *                  is defined, see stacks.c).
+ *   close*, dup2/3 protect the trace fd.
+ *   pthread_create passes the parent's stream id to the child's THREAD_START.
+ */
+#include "preload.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "poolscope.h"
+
+#define EXPORT __attribute__((visibility("default")))
+
+extern char **environ;
+
+static struct {
+    pid_t (*fork)(void);
+    int (*execve)(const char *, char *const[], char *const[]);
+    int (*execvpe)(const char *, char *const[], char *const[]);
+    int (*fexecve)(int, char *const[], char *const[]);
+    int (*posix_spawn)(pid_t *, const char *, const posix_spawn_file_actions_t *,
+                       const posix_spawnattr_t *, char *const[], char *const[]);
+    int (*posix_spawnp)(pid_t *, const char *, const posix_spawn_file_actions_t *,
+                        const posix_spawnattr_t *, char *const[], char *const[]);
+    void (*_exit)(int);
+    void (*_Exit)(int);
+    int (*dlclose)(void *);
+    int (*close)(int);
+    int (*close_range)(unsigned, unsigned, int);
+    void (*closefrom)(int);
+    int (*dup2)(int, int);
+    int (*dup3)(int, int, int);
+    int (*pthread_create)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
+} real;
+
+void ps_alloc_resolve_mm(void);
+void ps_resolve_real(void);
+
+#define R(name) real.name = (__typeof__(real.name))dlsym(RTLD_NEXT, #name)
+void ps_proc_resolve(void)
+{
+    ps_alloc_resolve_mm();
+    R(fork); R(execve); R(execvpe); R(fexecve); R(posix_spawn); R(posix_spawnp);
+    R(_exit); R(_Exit); R(dlclose); R(close); R(close_range); R(closefrom);
+    R(dup2); R(dup3); R(pthread_create);
+}
+#define ENSURE_REAL() do { if (PS_UNLIKELY(!ps_real_ready)) ps_resolve_real(); } while (0)
+
+/* ---- environment handed to a new image ------------------------------------- */
+
+typedef struct env_rw {
+    char **envp;    /* what to pass on */
+    void *map;
+    size_t map_len;
+} env_rw_t;
+
+static int has_prefix(const char *s, const char *p) { return strncmp(s, p, strlen(p)) == 0; }
+
+static void fmt_num(char **p, unsigned long long v)
+{
+    char t[24]; int n = 0;
+    do { t[n++] = (char)('0' + v % 10); v /= 10; } while (v);
+    while (n) *(*p)++ = t[--n];
+}
+
+/* Copy envp with POOLSCOPE_GEN=<pid>:<gen> and POOLSCOPE_EXEC_PATH=<path>,
+ * only when it still carries POOLSCOPE_OUT. Raw mmap: no allocation. */
+static void env_rewrite(env_rw_t *rw, char *const envp[], const char *path, pid_t pid, uint64_t gen)
+{
+    rw->envp = (char **)envp;
+    rw->map = NULL;
+    if (!envp) return;
+    size_t n = 0;
+    int ours = 0;
+    for (; envp[n]; n++) if (has_prefix(envp[n], "POOLSCOPE_OUT=")) ours = 1;
+    if (!ours) return;
+    size_t plen = path ? strlen(path) : 0;
+    size_t len = (n + 3) * sizeof(char *) + 64 + plen + 32;
+    len = (len + 4095) & ~(size_t)4095;
+    char **v = ps_sys_mmap(len);
+    if (!v) return;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!has_prefix(envp[i], "POOLSCOPE_GEN=") && !has_prefix(envp[i], "POOLSCOPE_EXEC_PATH="))
+            v[k++] = envp[i];
+    char *s = (char *)(v + n + 3);
+    v[k++] = s;
+    memcpy(s, "POOLSCOPE_GEN=", 14); s += 14;
+    fmt_num(&s, (unsigned long long)pid);
+    *s++ = ':';
+    fmt_num(&s, gen);
+    *s++ = 0;
+    v[k++] = s;
+    memcpy(s, "POOLSCOPE_EXEC_PATH=", 20); s += 20;
+    if (plen) memcpy(s, path, plen);
+    s[plen] = 0;
+    v[k] = NULL;
+    rw->envp = v;
+    rw->map = v;
+    rw->map_len = len;
+}
+
+static void env_free(env_rw_t *rw) { ps_sys_munmap(rw->map, rw->map_len); }
+
+/* ---- exec ---------------------------------------------------------------------- */
+
+static void exec_prepare(env_rw_t *rw, const char *path, char *const envp[])
+{
+    ENSURE_REAL();
+    if (ps_g.child_pending) ps_ensure_child();
+    env_rewrite(rw, envp, path, getpid(), ps_g.gen + 1);
+    ps_exec_begin(path);
+}
+
+static int exec_done(env_rw_t *rw, int rc)
+{
+    int e = errno;
+    ps_exec_failed();
+    env_free(rw);
+    errno = e;
+    return rc;
+}
+
+EXPORT int execve(const char *path, char *const argv[], char *const envp[])
+{
+    env_rw_t rw;
+    if (ps_tls.busy) { ENSURE_REAL(); return real.execve(path, argv, envp); }
+    exec_prepare(&rw, path, envp);
+    return exec_done(&rw, real.execve(path, argv, rw.envp));
+}
+
+EXPORT int execv(const char *path, char *const argv[])
+{
+    return execve(path, argv, environ);
+}
+
+EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
+{
+    env_rw_t rw;
+    if (ps_tls.busy) { ENSURE_REAL(); return real.execvpe(file, argv, envp); }
+    exec_prepare(&rw, file, envp);
+    return exec_done(&rw, real.execvpe(file, argv, rw.envp));
+}
+
+EXPORT int execvp(const char *file, char *const argv[])
+{
+    return execvpe(file, argv, environ);
+}
+
+EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
+{
+    env_rw_t rw;
+    char link[64], path[4096];
+    char *p = link;
+    memcpy(p, "/proc/self/fd/", 14); p += 14;
+    fmt_num(&p, (unsigned long long)(fd < 0 ? 0 : fd));
+    *p = 0;
+    ssize_t n = readlink(link, path, sizeof path - 1);
+    path[n > 0 ? n : 0] = 0;
+    if (ps_tls.busy) { ENSURE_REAL(); return real.fexecve(fd, argv, envp); }
+    exec_prepare(&rw, path, envp);
+    return exec_done(&rw, real.fexecve(fd, argv, rw.envp));
+}
+
+/* execl*: gather the variadic arguments into an array (raw mmap: no VLA, no
+ * malloc between the program's last event and the exec). */
+static char **gather(const char *arg0, va_list ap, char ***envp_out, size_t *map_len)
+{
+    va_list cp;
+    va_copy(cp, ap);
+    size_t n = 1;
+    while (va_arg(cp, char *)) n++;
+    va_end(cp);
+    size_t len = ((n + 1) * sizeof(char *) + 4095) & ~(size_t)4095;
+    char **v = ps_sys_mmap(len);
+    if (!v) return NULL;
+    v[0] = (char *)arg0;
+    for (size_t i = 1; i < n; i++) v[i] = va_arg(ap, char *);
+    v[n] = NULL;
+    (void)va_arg(ap, char *);
+    if (envp_out) *envp_out = va_arg(ap, char **);
+    *map_len = len;
+    return v;
+}
+
+EXPORT int execl(const char *path, const char *arg, ...)
+{
+    va_list ap; size_t len; va_start(ap, arg);
+    char **v = gather(arg, ap, NULL, &len);
+    va_end(ap);
+    if (!v) { errno = ENOMEM; return -1; }
+    int rc = execve(path, v, environ);
+    ps_sys_munmap(v, len);
+    return rc;
+}
+
+EXPORT int execlp(const char *file, const char *arg, ...)
+{
+    va_list ap; size_t len; va_start(ap, arg);
+    char **v = gather(arg, ap, NULL, &len);
+    va_end(ap);
+    if (!v) { errno = ENOMEM; return -1; }
+    int rc = execvpe(file, v, environ);
+    ps_sys_munmap(v, len);
+    return rc;
+}
+
+EXPORT int execle(const char *path, const char *arg, ...)
+{
+    va_list ap; size_t len; char **envp = NULL; va_start(ap, arg);
+    char **v = gather(arg, ap, &envp, &len);
+    va_end(ap);
+    if (!v) { errno = ENOMEM; return -1; }
+    int rc = execve(path, v, envp);
+    ps_sys_munmap(v, len);
+    return rc;
+}
+
+/* ---- fork, spawn ------------------------------------------------------------------ */
+
+static void record_fork(pid_t child)
+{
+    ps_thr_t *t = ps_enter();
+    if (!t) return;
+    pst_event_t ev = { .type = PST_EV_FORK, .f = { (uint64_t)child } };
+    ps_emit_generic(t, &ev);
+    ps_leave();
+}
+
+EXPORT pid_t fork(void)
+{
+    ENSURE_REAL();
+    pid_t pid = real.fork();
+    if (pid > 0) {
+        int e = errno;
+        record_fork(pid);
+        errno = e;
+    }
+    return pid;
+}
+
+EXPORT pid_t vfork(void)
+{
+    return fork();
+}
+
+static int spawn_common(int p, pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,
+                        const posix_spawnattr_t *at, char *const argv[], char *const envp[])
+{
+    ENSURE_REAL();
+    env_rw_t rw;
+    pid_t child = 0;
+    env_rewrite(&rw, envp, path, 0, 1);   /* pid 0: "another pid", generation 1 */
+    int rc = p ? real.posix_spawnp(&child, path, fa, at, argv, rw.envp)
+               : real.posix_spawn(&child, path, fa, at, argv, rw.envp);
+    env_free(&rw);
+    if (rc == 0) {
+        if (pid) *pid = child;
+        if (!ps_tls.busy) record_fork(child);
+    }
+    return rc;
+}
+
+EXPORT int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,
+                       const posix_spawnattr_t *at, char *const argv[], char *const envp[])
+{
+    return spawn_common(0, pid, path, fa, at, argv, envp);
+}
+
+EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t *fa,
+                        const posix_spawnattr_t *at, char *const argv[], char *const envp[])
+{
+    return spawn_common(1, pid, file, fa, at, argv, envp);
+}
+
+/* ---- exit ------------------------------------------------------------------------- */
+
+EXPORT __attribute__((noreturn)) void _exit(int status)
+{
+    ENSURE_REAL();
+    if (!ps_tls.busy) ps_final();
+    if (real._exit) real._exit(status);
+    for (;;) syscall(SYS_exit_group, status);
+}
+
+EXPORT __attribute__((noreturn)) void _Exit(int status)
+{
+    ENSURE_REAL();
+    if (!ps_tls.busy) ps_final();
+    if (real._Exit) real._Exit(status);
+    for (;;) syscall(SYS_exit_group, status);
+}
+
+/* ---- modules ---------------------------------------------------------------------- */
+
+EXPORT int dlclose(void *h)
+{
+    ENSURE_REAL();
+    int rc = real.dlclose(h);
+    if (rc == 0 && ps_g.active && !ps_tls.busy) {
+        int e = errno;
+        ps_tls.busy++;
+        ps_modules_scan(0);
+        ps_tls.busy--;
+        errno = e;
+    }
+    return rc;
+}
+
+/* ---- the trace fd ------------------------------------------------------------------- */
+
+EXPORT int close(int fd)
+{
+    ENSURE_REAL();
+    if (PS_UNLIKELY(fd == ps_g.fd) && !ps_tls.busy && ps_is_trace_fd(fd))
+        return 0;   /* ours: pretend success, keep it */
+    return real.close ? real.close(fd) : (int)syscall(SYS_close, fd);
+}
+
+static int sys_close_range(unsigned lo, unsigned hi, int flags)
+{
+    if (real.close_range) return real.close_range(lo, hi, flags);
+    return (int)syscall(SYS_close_range, lo, hi, flags);
+}
+
+EXPORT int close_range(unsigned lo, unsigned hi, int flags)
+{
+    ENSURE_REAL();
+    int fd = ps_g.fd;
+    if (ps_tls.busy || fd < 0 || (unsigned)fd < lo || (unsigned)fd > hi ||
+        (flags & CLOSE_RANGE_CLOEXEC) || !ps_is_trace_fd(fd))
+        return sys_close_range(lo, hi, flags);
+    /* Split the range around our fd. */
+    int rc = 0, first = 1;
+    if ((unsigned)fd > lo) {
+        rc = sys_close_range(lo, (unsigned)fd - 1, flags);
+        first = 0;
+    }
+    if (rc == 0 && (unsigned)fd < hi)
+        rc = sys_close_range((unsigned)fd + 1, hi, first ? flags : (int)(flags & ~(int)CLOSE_RANGE_UNSHARE));
+    return rc;
+}
+
+EXPORT void closefrom(int lo)
+{
+    ENSURE_REAL();
+    int fd = ps_g.fd;
+    if (ps_tls.busy || fd < 0 || fd < lo || !ps_is_trace_fd(fd)) {
+        if (real.closefrom) real.closefrom(lo);
+        else syscall(SYS_close_range, lo, ~0U, 0);
+        return;
+    }
+    long rc = 0;
+    if (fd > lo) rc = syscall(SYS_close_range, (unsigned)lo, (unsigned)fd - 1, 0);
+    if (rc == 0) rc = syscall(SYS_close_range, (unsigned)fd + 1, ~0U, 0);
+    if (rc != 0 && real.closefrom)
+        real.closefrom(lo);   /* no close_range: our fd goes too; re-opened by path */
+}
+
+EXPORT int dup2(int old, int nfd)
+{
+    ENSURE_REAL();
+    if (nfd == ps_g.fd && old != nfd && !ps_tls.busy) ps_move_trace_fd_from(nfd, nfd);
+    return real.dup2 ? real.dup2(old, nfd) : (int)syscall(SYS_dup2, old, nfd);
+}
+
+EXPORT int dup3(int old, int nfd, int flags)
+{
+    ENSURE_REAL();
+    if (nfd == ps_g.fd && old != nfd && !ps_tls.busy) ps_move_trace_fd_from(nfd, nfd);
+    return real.dup3 ? real.dup3(old, nfd, flags) : (int)syscall(SYS_dup3, old, nfd, flags);
+}
+
+/* ---- threads ----------------------------------------------------------------------- */
+
+typedef struct tramp {
+    void *(*fn)(void *);
+    void *arg;
+    uint32_t parent;
+} tramp_t;
+
+static void *tramp_main(void *a)
+{
+    tramp_t tr = *(tramp_t *)a;
+    ps_tls.busy++;
+    ps_real.free(a);
+    ps_tls.busy--;
+    ps_tls.parent_stream = tr.parent;
+    return tr.fn(tr.arg);
+}
+
+EXPORT int pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *), void *arg)
+{
+    ENSURE_REAL();
+    ps_thr_t *t = ps_tls.thr;
+    if (ps_tls.busy || !ps_g.active) return real.pthread_create(th, attr, fn, arg);
+    ps_tls.busy++;
+    tramp_t *tr = ps_real.malloc(sizeof *tr);
+    ps_tls.busy--;
+    if (!tr) return real.pthread_create(th, attr, fn, arg);
+    tr->fn = fn;
+    tr->arg = arg;
+    tr->parent = (uintptr_t)t > 1 ? t->stream : 0;
+    int rc = real.pthread_create(th, attr, tramp_main, tr);
+    if (rc != 0) {
+        ps_tls.busy++;
+        ps_real.free(tr);
+        ps_tls.busy--;
+    }
+    return rc;
+}
+
+/* ---- selective tracing --------------------------------------------------------------- */
+
+static void on_toggle(int sig)
+{
+    (void)sig;
+    ps_g.paused = !ps_g.paused;
+    ps_recompute_on();
+    ps_g.toggle_req = 1;   /* the flusher writes TRACE_ON/OFF into its stream */
+}
+
+void ps_install_signal(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_toggle;
+    sa.sa_flags = SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    sigaction(ps_g.sig, &sa, NULL);
+}
+
+static void api_marker(unsigned type)
+{
+    ps_thr_t *t = ps_enter();
+    if (!t) return;
+    pst_event_t ev = { .type = (uint8_t)type };
+    ps_emit_generic(t, &ev);
+    ps_leave();
+}
+
+static void api_enable(int on)
+{
+    if (!ps_g.active) return;
+    if (!on && !ps_g.paused) {
+        api_marker(PST_EV_TRACE_OFF);
+        ps_g.paused = 1;
+        ps_recompute_on();
+    } else if (on && ps_g.paused) {
+        ps_g.paused = 0;
+        ps_recompute_on();
+        api_marker(PST_EV_TRACE_ON);
+    }
+}
+
+static int api_enabled(void) { return ps_g.on; }
+
+static int api_type_ok(unsigned type)
+{
+    return (type >= PST_EV_TENSOR_ACQUIRE && type <= PST_EV_MARK_END) || type == PST_EV_THREAD_NAME;
+}
+
+static void api_emit(const ps_event_t *in)
+{
+    if (!in || !api_type_ok(in->type)) return;
+    const char *lay = pst_event_layout(in->type);
+    if (!lay) return;
+    int e = errno;
+    ps_thr_t *t = ps_enter();
+    if (!t) { errno = e; return; }
+    pst_event_t ev;
+    memset(&ev, 0, sizeof ev);
+    ev.type = (uint8_t)in->type;
+    int li = -1, pi = -1;
+    for (int i = 0; lay[i] && i < PST_MAX_FIELDS; i++) {
+        switch (lay[i]) {
+        case 'S': ev.f[i] = ps_string_id(in->name); break;
+        case 'L': li = i; break;
+        case 'P': pi = i; break;
+        default: ev.f[i] = in->f[i]; break;
+        }
+    }
+    if (pi >= 0) {
+        uint32_t n = in->payload ? in->n_payload : 0;
+        if (n > PST_MAX_PAYLOAD) n = PST_MAX_PAYLOAD;
+        if (n) memcpy(ev.payload, in->payload, n * sizeof *ev.payload);
+        ev.n_payload = n;
+        ev.f[pi] = n;
+    }
+    if (li < 0) {
+        ps_emit_generic(t, &ev);
+    } else {   /* lists longer than PST_MAX_IDS are split (format.h) */
+        uint32_t total = in->ids ? in->n_ids : 0, off = 0;
+        do {
+            uint32_t n = total - off > PST_MAX_IDS ? PST_MAX_IDS : total - off;
+            ev.ids = in->ids ? in->ids + off : NULL;
+            ev.n_ids = n;
+            ev.f[li] = n;
+            ps_emit_generic(t, &ev);
+            off += n;
+        } while (off < total);
+    }
+    ps_leave();
+    errno = e;
+}
+
+EXPORT const ps_api_t poolscope_api = {
+    .version = PS_API_VERSION,
+    .size = sizeof(ps_api_t),
+    .emit = api_emit,
+    .enable = api_enable,
+    .enabled = api_enabled,
+};

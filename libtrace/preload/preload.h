@@ -1,0 +1,233 @@
+/* preload.h — internal declarations shared by the interposer's files.
+ *
+ *   core.c        globals, init from the environment, the trace file (header,
+ *                 chunks, CRC, fd protection), META buffer, per-thread rings,
+ *                 the flusher thread (flush every 50 ms, RSS every 10 ms),
+ *                 final flush, fork child re-initialisation.
+ *   hooks_alloc.c the malloc and mmap families (the hot path).
+ *   hooks_proc.c  fork, exec, _exit, dlopen, close*, dup2/3, pthread_create,
+ *                 posix_spawn, the toggle signal and the poolscope_api table.
+ *   stacks.c      fp and dwarf stack capture, the stack and string tables,
+ *                 module maps (META records).
+ *   enc_inline.h  hand-coded encoders for the hottest events.
+ *
+ * Nothing here is exported: the library is built -fvisibility=hidden and
+ * exports.map names the few symbols that are.
+ */
+#ifndef PS_PRELOAD_H
+#define PS_PRELOAD_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "format.h"
+
+#define PS_LIKELY(x)   __builtin_expect(!!(x), 1)
+#define PS_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define PS_SIGFENCE()  __atomic_signal_fence(__ATOMIC_SEQ_CST)
+
+/* Ring of one thread: a power of two. The record is mapped with PS_RING_SLACK
+ * bytes after the ring so an event is always encoded contiguously and the
+ * part past the end is copied to the start (rare). */
+#define PS_RING_SIZE   (256u << 10)
+#define PS_RING_MASK   (PS_RING_SIZE - 1)
+#define PS_RING_SLACK  4096u
+#define PS_REC_MAX     (2 * PST_EVENT_MAX + 64)   /* LOST + TS + one event */
+#define PS_SOFT_FILL   (PS_RING_SIZE / 2)         /* producer flushes itself above this */
+#define PS_SCACHE      512                        /* per-thread stack cache slots */
+
+typedef struct ps_scache_ent { uint64_t hash; uint32_t id; uint32_t pad; } ps_scache_ent_t;
+
+/* One thread stream. Mapped (raw mmap) on the thread's first event; the
+ * producer (the thread) owns the first cache line, the consumer (flusher or
+ * the thread itself) the second. Freed by the flusher once `dead`. */
+typedef struct ps_thr {
+    /* producer */
+    uint64_t head;          /* stream bytes published (release store) */
+    uint64_t soft;          /* head at which the producer looks at tail again */
+    pst_enc_t enc;          /* address base, TS state */
+    uint64_t nev;           /* events encoded (TS not counted) */
+    uint64_t lost;          /* events dropped, not yet reported by a LOST record */
+    uintptr_t stk_lo;       /* fp walk: the stack pointer must lie above this */
+    uintptr_t stk_hi;       /* fp walk: frames must lie below this (0: unknown) */
+    uint8_t *ring;
+    char pad0[64];
+    /* consumer */
+    pthread_mutex_t clock;  /* serialises flushes of this ring */
+    uint64_t tail;          /* stream bytes written to the file */
+    uint64_t nev_done;      /* nev at the last successful flush */
+    volatile uint8_t ts_kick; /* flusher asks for a fresh TS record */
+    volatile uint8_t dead;  /* owner exited: flusher flushes and unmaps */
+    uint8_t is_flusher;
+    uint32_t stream;
+    int tid;
+    struct ps_thr *next;    /* global list, pushed at the head */
+    size_t map_len;
+    ps_scache_ent_t scache[PS_SCACHE];
+} ps_thr_t;
+
+#define PS_THR_DEAD ((ps_thr_t *)1)
+
+typedef struct ps_tls {
+    ps_thr_t *thr;          /* NULL unregistered, PS_THR_DEAD after THREAD_END */
+    int busy;               /* reentrancy guard: the tracer itself is running */
+    uint32_t parent_stream; /* set by the pthread_create trampoline */
+    uint32_t nobuf;         /* events lost because no ring could be mapped */
+} ps_tls_t;
+
+extern __thread ps_tls_t ps_tls __attribute__((tls_model("initial-exec")));
+
+/* Real functions. */
+typedef struct ps_real {
+    void *(*malloc)(size_t);
+    void  (*free)(void *);
+    void *(*calloc)(size_t, size_t);
+    void *(*realloc)(void *, size_t);
+    void *(*reallocarray)(void *, size_t, size_t);
+    int   (*posix_memalign)(void **, size_t, size_t);
+    void *(*aligned_alloc)(size_t, size_t);
+    void *(*memalign)(size_t, size_t);
+    void *(*valloc)(size_t);
+    void *(*pvalloc)(size_t);
+    size_t (*malloc_usable_size)(void *);
+} ps_real_t;
+extern ps_real_t ps_real;
+extern volatile int ps_real_ready;   /* malloc family resolved */
+
+/* Global state of the interposer (the one struct of globals). */
+typedef struct ps_global {
+    volatile int on;         /* hot flag: recording and file usable */
+    volatile int active;     /* POOLSCOPE_OUT set and the file is open */
+    volatile int inited;     /* constructor done */
+    volatile int closed;     /* END written: nothing more */
+    volatile int paused;     /* selective tracing off */
+    volatile int child_pending; /* fork child: open own file at next chance */
+    volatile int toggle_req; /* signal asked for a toggle */
+    volatile int stopping;   /* final flush or exec under way */
+    int stacks;              /* PST_STACKS_* */
+    int depth;
+    int sig;                 /* POOLSCOPE_SIGNAL or 0 */
+    pid_t pid;
+    pid_t parent_pid;        /* fork child: the parent; else 0 */
+    uint64_t gen;            /* exec generation of this image */
+    uint64_t start_mono;     /* ns */
+    uint64_t start_real;
+    uintptr_t self_lo, self_hi; /* our own text, skipped in stacks */
+    uintptr_t main_stk_hi;   /* __libc_stack_end */
+    char out[4096];          /* POOLSCOPE_OUT, absolute */
+    char path[4096];         /* this image's trace file */
+    char manifest[4096];
+    char follow[1024];
+    /* file */
+    pthread_mutex_t wlock;
+    int fd;
+    dev_t dev;
+    ino_t ino;
+    uint64_t file_off;       /* bytes written successfully */
+    int write_broken;        /* the file is gone: count, don't write */
+    /* threads */
+    pthread_mutex_t tlock;
+    ps_thr_t *threads;
+    uint32_t next_stream;    /* atomic */
+    pthread_key_t key;
+    int key_ok;
+    /* counters (atomic adds, rare paths only) */
+    uint64_t lost_total;     /* every event lost, for the END chunk */
+    uint64_t lost_reported;  /* of those, reported by LOST records in streams */
+    uint64_t ev_written;     /* under wlock */
+    uint64_t boot_lost;      /* calls seen before the constructor */
+    /* flusher */
+    volatile int flusher_on;
+    pthread_t flusher;
+    /* META */
+    pthread_mutex_t mlock;
+    uint8_t *meta;
+    size_t meta_len, meta_cap;
+} ps_global_t;
+extern ps_global_t ps_g;
+
+/* ---- core.c ---- */
+uint64_t ps_now(void);                  /* ns since trace start */
+void ps_init_if_needed(void);
+ps_thr_t *ps_enter_slow(void);          /* registers the thread; NULL: pass through */
+void ps_leave(void);
+int ps_make_room(ps_thr_t *t);          /* 0 ok, -1: drop this event */
+void ps_flush_thr(ps_thr_t *t);
+void ps_flush_all(void);
+void ps_final(void);                    /* flush everything, write END */
+int ps_write_end_locked(void);          /* wlock held */
+uint64_t ps_file_off_locked(void);
+void ps_truncate_locked(uint64_t off);
+void ps_meta_append(const void *p, size_t n); /* mlock held by caller */
+void ps_meta_lock(void);
+void ps_meta_unlock(void);
+void ps_child_after_fork(void);
+void ps_prepare_fork(void);
+void ps_parent_after_fork(void);
+void ps_ensure_child(void);             /* fork child: open its file now */
+void ps_emit_generic(ps_thr_t *t, const pst_event_t *ev);
+void *ps_sys_mmap(size_t len);
+void ps_sys_munmap(void *p, size_t len);
+int ps_real_close(int fd);
+void ps_start_flusher(void);
+int ps_is_trace_fd(int fd);
+int ps_move_trace_fd_from(int lo, int hi); /* moves the trace fd out of [lo,hi] */
+void ps_thread_exit(ps_thr_t *t);
+void ps_recompute_on(void);
+void ps_exec_begin(const char *path);   /* EXEC event, flush, END; keeps the file locked */
+void ps_exec_failed(void);              /* the exec returned: undo END, unlock */
+void ps_tables_lock_all(void);
+void ps_tables_unlock_all(void);
+
+/* Hook entry: the thread's record with the reentrancy guard taken, or NULL
+ * (pass the call through). One TLS block, two plain loads, no atomics. */
+static inline ps_thr_t *ps_enter(void)
+{
+    ps_thr_t *t = ps_tls.thr;
+    if (PS_LIKELY(ps_g.on)) {
+        if (PS_LIKELY(!ps_tls.busy && (uintptr_t)t > 1)) {
+            ps_tls.busy = 1;
+            PS_SIGFENCE();
+            return t;
+        }
+    } else if (PS_LIKELY(ps_g.inited && !ps_g.child_pending)) {
+        return NULL;   /* not recording: pass through without a call */
+    }
+    return ps_enter_slow();
+}
+
+/* Begin/end of one record in the calling thread's ring. */
+static inline uint8_t *ps_rec_begin(ps_thr_t *t)
+{
+    if (PS_UNLIKELY(t->head >= t->soft) && ps_make_room(t) != 0)
+        return NULL;
+    uint8_t *p = t->ring + (t->head & PS_RING_MASK);
+    if (PS_UNLIKELY(t->enc.since_ts >= PST_TS_EVERY || t->ts_kick)) {
+        t->ts_kick = 0;
+        p = pst_put_ts(&t->enc, p, ps_now());
+    }
+    return p;   /* the encoder counts the event in enc.since_ts */
+}
+
+static inline void ps_rec_end(ps_thr_t *t, uint8_t *p)
+{
+    uint64_t start = t->head & PS_RING_MASK;
+    uint64_t len = (uint64_t)(p - (t->ring + start));
+    if (PS_UNLIKELY(start + len > PS_RING_SIZE))
+        memcpy(t->ring, t->ring + PS_RING_SIZE, start + len - PS_RING_SIZE);
+    t->nev++;
+    __atomic_store_n(&t->head, t->head + len, __ATOMIC_RELEASE);
+}
+
+/* ---- stacks.c ---- */
+uint32_t ps_stack_id(ps_thr_t *t);      /* 0: none; captures the caller's stack */
+uint32_t ps_string_id(const char *s);   /* 0 for NULL */
+void ps_modules_scan(int emit_all);     /* META MODULE for new/removed modules */
+void ps_modules_reset(void);
+void ps_tables_reset(void);
+void ps_stacks_init(void);
+void ps_modules_poll(void);             /* flusher: rescan if the loader changed */
+
+#endif
