@@ -27,6 +27,13 @@
  * that refers to it, and flushes pending META bytes before any EVENTS chunk,
  * so in file order a definition always precedes its first use.
  *
+ * Watermarks. A writer that has flushed every stream writes a SYNC chunk
+ * with the time it started that flush round: no later chunk holds an event
+ * stamped earlier (but for the rare event being encoded while the round
+ * read its stream, which readers count as late). It lets readers hand
+ * events out without waiting for quiet threads, so their memory is bounded
+ * by one flush period of events. Readers of minor 0 skip it by length.
+ *
  * Time and order. There is no per-event clock read: a stream carries a
  * PST_EV_TS record every PST_TS_EVERY events (and when a writer has reason
  * to: first event, after a long gap). Events between two TS records share
@@ -45,7 +52,7 @@
 
 #define PST_MAGIC        "PSTRACE"   /* 8 bytes with its NUL */
 #define PST_MAJOR        1
-#define PST_MINOR        0
+#define PST_MINOR        1   /* 1: SYNC chunks */
 #define PST_FILE_HDR_FIXED 16        /* magic + major + minor + tlv_len */
 #define PST_CHUNK_HDR    16
 #define PST_MAX_CHUNK    (16u << 20) /* readers reject longer payloads as corrupt */
@@ -75,6 +82,8 @@ enum pst_chunk_kind {
     PST_CHUNK_META   = 1,  /* definitions: PST_META_* records */
     PST_CHUNK_EVENTS = 2,  /* a slice of one thread stream: varint stream offset, then events */
     PST_CHUNK_END    = 3,  /* varint events written, varint events lost, varint streams */
+    PST_CHUNK_SYNC   = 4,  /* varint watermark: every event stamped earlier than this
+                              (ns since trace start) is in the chunks before this one */
 };
 
 typedef struct pst_chunk_hdr {
@@ -348,6 +357,8 @@ uint8_t *pst_put_meta_module(uint8_t *p, int map, uint64_t ts, uint64_t base, ui
                              const uint8_t *build_id, size_t bid_len);
 /* The END chunk's payload (at most 3*PST_VARINT_MAX bytes). */
 uint8_t *pst_put_end(uint8_t *p, uint64_t events, uint64_t lost, uint64_t streams);
+/* SYNC payload: the watermark (ns since trace start). */
+static inline uint8_t *pst_put_sync(uint8_t *p, uint64_t watermark) { return pst_put_varint(p, watermark); }
 /* The start of an EVENTS payload: the stream offset of its first event byte
  * (bytes of this stream's event data written before this chunk). */
 static inline uint8_t *pst_put_stream_offset(uint8_t *p, uint64_t off) { return pst_put_varint(p, off); }

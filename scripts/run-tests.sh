@@ -35,6 +35,7 @@ if [ "$what" != unit ]; then
     for s in tests/integration/*.sh; do
         [ -f "$s" ] || continue
         name=$(basename "$s" .sh)
+        [ "$name" = lib ] && continue   # sourced by the others, not a test
         echo "== integration: $name"
         BUILD="$BUILD" sh "$s" >"$log" 2>&1; rc=$?
         cat "$log"

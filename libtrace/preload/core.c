@@ -396,12 +396,23 @@ static void key_dtor(void *v) { ps_thread_exit(v); }
 
 /* Called by a hook when the fast check failed. Returns the thread's record
  * with the guard taken, or NULL: pass the call through. */
+static void ps_init(void);
+
 ps_thr_t *ps_enter_slow(void)
 {
     if (ps_tls.busy) return NULL;
     if (PS_UNLIKELY(!ps_g.inited)) {
-        __atomic_add_fetch(&ps_g.boot_lost, 1, __ATOMIC_RELAXED);
-        return NULL;
+        /* A hook ran before our constructor: another preloaded library's
+         * constructor (libstdc++'s emergency pool is the usual one) or the
+         * loader. Initialize now so that call is recorded like any other;
+         * only a second thread racing the first initialization is counted
+         * as lost. */
+        ps_init();
+        if (!ps_g.inited) {
+            __atomic_add_fetch(&ps_g.boot_lost, 1, __ATOMIC_RELAXED);
+            return NULL;
+        }
+        if (!ps_g.on) return NULL;
     }
     if (ps_g.child_pending) ps_ensure_child();
     if (!ps_g.on) return NULL;
@@ -552,13 +563,22 @@ static void *flusher_main(void *arg)
         pthread_mutex_unlock(&ps_g.tlock);
         if (tick % 5 == 0) {
             ps_modules_poll();
+            /* The watermark is read before any ring: an event stamped
+             * earlier is published by now (or is being encoded this very
+             * moment: readers count that rare one as late). Kicking the TS
+             * before reading a head makes the owner's next event carry a
+             * fresh time, so such stragglers stay rare. */
+            uint64_t mark = ps_now();
             ps_thr_t *t = __atomic_load_n(&ps_g.threads, __ATOMIC_ACQUIRE);
             for (; t; t = t->next) {
-                if (__atomic_load_n(&t->head, __ATOMIC_ACQUIRE) != t->tail) ps_flush_thr(t);
                 t->ts_kick = 1;
+                if (__atomic_load_n(&t->head, __ATOMIC_ACQUIRE) != t->tail) ps_flush_thr(t);
             }
+            uint8_t sync[PST_VARINT_MAX];
+            struct iovec iov[2] = { { 0, 0 }, { sync, (size_t)(pst_put_sync(sync, mark) - sync) } };
             pthread_mutex_lock(&ps_g.wlock);
             meta_flush_locked();
+            write_chunk_locked(PST_CHUNK_SYNC, 0, iov, 2);
             pthread_mutex_unlock(&ps_g.wlock);
             retire_dead();
         }
@@ -775,8 +795,14 @@ static int common_open(int first_image)
     return 0;
 }
 
-__attribute__((constructor)) static void ps_ctor(void)
+/* Runs once: from the constructor, or from the first hooked call if that
+ * comes earlier. */
+static void ps_init(void)
 {
+    static int state;   /* 0 not started, 1 running, 2 done */
+    int expect = 0;
+    if (!__atomic_compare_exchange_n(&state, &expect, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+        return;
     ps_tls.busy++;
     ps_resolve_real();
     page_size = sysconf(_SC_PAGESIZE);
@@ -822,7 +848,7 @@ __attribute__((constructor)) static void ps_ctor(void)
         strcpy(ps_g.out + l + 1, out);
     }
 
-    dl_iterate_phdr(self_cb, (void *)(uintptr_t)&ps_ctor);
+    dl_iterate_phdr(self_cb, (void *)(uintptr_t)&ps_init);
     ps_g.main_stk_hi = (uintptr_t)__libc_stack_end;
     ps_stacks_init();
     ps_g.key_ok = pthread_key_create(&ps_g.key, key_dtor) == 0;
@@ -839,7 +865,13 @@ __attribute__((constructor)) static void ps_ctor(void)
     ps_start_flusher();
 done:
     ps_g.inited = 1;
+    __atomic_store_n(&state, 2, __ATOMIC_RELEASE);
     ps_tls.busy--;
+}
+
+__attribute__((constructor)) static void ps_ctor(void)
+{
+    ps_init();
 }
 
 __attribute__((destructor)) static void ps_dtor(void)

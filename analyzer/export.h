@@ -1,0 +1,29 @@
+/* export.h — trace exports for other viewers (prefix az_export_).
+ *
+ * chrome  Chrome trace-event JSON (Perfetto, chrome://tracing): counter
+ *         tracks ("C") for live heap bytes, mmap'd bytes, RSS, each pool's
+ *         outstanding and cached bytes and KV blocks in use; instant events
+ *         ("i") for point markers; async slices ("b"/"e" with the instance
+ *         id, since scopes of one name overlap under batching) for scopes;
+ *         thread names as metadata. Counters are written at most once per
+ *         microsecond of trace time per track (the format's unit), plus
+ *         their final value, so the file stays proportional to activity.
+ * folded  one line per call stack: "outer;...;inner WEIGHT", frames
+ *         symbolized with libdw, allocator frames dropped, weight the
+ *         bytes requested or the number of allocations (flamegraph.pl,
+ *         speedscope, inferno).
+ */
+#ifndef POOLSCOPE_EXPORT_H
+#define POOLSCOPE_EXPORT_H
+
+#include <stddef.h>
+
+enum { AZ_EXPORT_CHROME, AZ_EXPORT_FOLDED };
+enum { AZ_WEIGHT_BYTES, AZ_WEIGHT_CALLS };
+
+/* 0, or a negative PS_E* code with a message. *warning 1 for a damaged
+ * trace exported up to the damage. */
+int az_export(const char *trace, int format, int weight, const char *out_path, int *warning,
+              char *msg, size_t msglen);
+
+#endif

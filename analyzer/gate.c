@@ -1,0 +1,289 @@
+/* gate.c — gate and diff over report JSON (see gate.h).
+ *
+ * Leaves are collected by walking the document and joining keys with '.';
+ * the two documents are matched by path (a metric on one side only is
+ * reported as added/removed by diff, and is bad input for the gate).
+ */
+#include "gate.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pserr.h"
+#include "report.h"
+#include "scan.h"
+#include "units.h"
+
+az_jdoc_t *az_metrics_doc(const char *path, int *err, char *msg, size_t msglen)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) { *err = PS_EIO; snprintf(msg, msglen, "cannot open: %s", strerror(errno)); return NULL; }
+    int c;
+    while ((c = fgetc(f)) == ' ' || c == '\n' || c == '\t' || c == '\r') {}
+    fclose(f);
+    if (c == '{') {
+        char eb[200];
+        az_jdoc_t *d = az_json_parse_file(path, err, eb, sizeof eb);
+        if (!d) snprintf(msg, msglen, "not valid JSON: %s", eb);
+        return d;
+    }
+    az_scan_t *s;
+    int rc = az_scan_file(path, NULL, &s, msg, msglen);
+    if (rc) { *err = rc; return NULL; }
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&buf, &len);
+    if (!m) { az_scan_free(s); *err = PS_ENOMEM; snprintf(msg, msglen, "out of memory"); return NULL; }
+    az_report_opts_t o = { .top = 1000000 };
+    az_report_json(s, &o, m);
+    fclose(m);
+    az_scan_free(s);
+    char eb[200];
+    az_jdoc_t *d = az_json_parse(buf, len, err, eb, sizeof eb);
+    if (!d) snprintf(msg, msglen, "internal: report JSON does not parse: %s", eb);
+    free(buf);
+    return d;
+}
+
+int az_gate_higher_is_better(const char *path)
+{
+    const char *last = strrchr(path, '.');
+    last = last ? last + 1 : path;
+    return !strcmp(last, "hit_rate") || !strcmp(last, "same_address_reuse") ||
+           !strcmp(last, "kv_utilization") || !strcmp(last, "kv_utilization_at_peak");
+}
+
+int az_gate_rule_parse(int kind, const char *arg, az_gate_rule_t *rule, char *msg, size_t msglen)
+{
+    const char *eq = strrchr(arg, '=');
+    const char *opt = kind == AZ_RULE_TOL ? "--tol" : kind == AZ_RULE_MAX ? "--max" : "--min";
+    if (!eq || eq == arg || (size_t)(eq - arg) >= sizeof rule->metric) {
+        snprintf(msg, msglen, "%s '%s': expected METRIC=VALUE", opt, arg);
+        return PS_EINVAL;
+    }
+    memset(rule, 0, sizeof *rule);
+    rule->kind = kind;
+    memcpy(rule->metric, arg, (size_t)(eq - arg));
+    char val[64];
+    snprintf(val, sizeof val, "%s", eq + 1);
+    size_t n = strlen(val);
+    if (kind == AZ_RULE_TOL && n && val[n - 1] == '%') val[n - 1] = 0;
+    if (az_parse_bytes(val, &rule->value) || rule->value < 0) {
+        snprintf(msg, msglen, "%s '%s': '%s' is not a %s", opt, arg, eq + 1,
+                 kind == AZ_RULE_TOL ? "percentage" : "value (e.g. 64MiB, 0.9, 0)");
+        return PS_EINVAL;
+    }
+    return 0;
+}
+
+/* ---- leaves --------------------------------------------------------------------- */
+
+typedef struct leaf { char path[256]; double v; } leaf_t;
+typedef struct leaves { leaf_t *a; size_t n, cap; } leaves_t;
+
+static void collect(const az_jv_t *v, const char *prefix, leaves_t *out)
+{
+    for (const az_jv_t *c = v->child; c; c = c->next) {
+        if (!c->key) continue;
+        char p[256];
+        snprintf(p, sizeof p, "%s%s%s", prefix, *prefix ? "." : "", c->key);
+        if (c->type == AZ_JV_OBJ) {
+            if (!*prefix && !strcmp(c->key, "sites")) continue;
+            collect(c, p, out);
+        } else if (c->type == AZ_JV_NUM || c->type == AZ_JV_BOOL) {
+            if (out->n == out->cap) {
+                size_t n = out->cap ? out->cap * 2 : 64;
+                leaf_t *a = realloc(out->a, n * sizeof *a);
+                if (!a) return;
+                out->a = a; out->cap = n;
+            }
+            snprintf(out->a[out->n].path, sizeof out->a[out->n].path, "%s", p);
+            out->a[out->n].v = c->num;
+            out->n++;
+        }
+    }
+}
+
+static const az_jv_t *num_at(const az_jv_t *doc, const char *path)
+{
+    const az_jv_t *v = az_json_path(doc, path);
+    return v && (v->type == AZ_JV_NUM || v->type == AZ_JV_BOOL) ? v : NULL;
+}
+
+static int is_bytes(const char *path)
+{
+    return strstr(path, "bytes") != NULL;
+}
+
+static void fmt_val(const char *path, double v, char *buf, size_t len)
+{
+    if (is_bytes(path) && v >= 0 && v == floor(v)) az_fmt_bytes((uint64_t)v, buf, len);
+    else if (v == floor(v) && fabs(v) < 1e15) snprintf(buf, len, "%.0f", v);
+    else snprintf(buf, len, "%.4g", v);
+}
+
+static const char *const headline[] = {
+    "peak_live_bytes", "total_allocated_bytes", "leaked_bytes", "lost_events",
+    "pool.hit_rate", "pool.peak_cached_bytes", "pool.peak_outstanding_bytes", "pool.backing_allocs",
+    "reuse.same_address_reuse", "kv.kv_utilization", "allocs_per_decode_step",
+};
+
+int az_gate_check(const az_jv_t *cur, const az_jv_t *base, const az_gate_rule_t *rules,
+                  size_t n_rules, double default_tol, FILE *out, char *msg, size_t msglen)
+{
+    az_gate_rule_t *dflt = NULL;
+    if (!n_rules) {
+        size_t n = sizeof headline / sizeof headline[0], k = 0;
+        dflt = calloc(n, sizeof *dflt);
+        if (!dflt) { snprintf(msg, msglen, "out of memory"); return 2; }
+        for (size_t i = 0; i < n; i++)
+            if (base && num_at(base, headline[i]) && num_at(cur, headline[i])) {
+                dflt[k].kind = AZ_RULE_TOL;
+                snprintf(dflt[k].metric, sizeof dflt[k].metric, "%s", headline[i]);
+                dflt[k].value = default_tol;
+                k++;
+            }
+        rules = dflt;
+        n_rules = k;
+    }
+    int failed = 0;
+    for (size_t i = 0; i < n_rules; i++) {
+        const az_gate_rule_t *r = &rules[i];
+        const az_jv_t *c = num_at(cur, r->metric);
+        if (!c) {
+            snprintf(msg, msglen, "no metric '%s' in the trace's report (see report --json for names)", r->metric);
+            free(dflt);
+            return 2;
+        }
+        char cb[64], bb[64], lb[64];
+        fmt_val(r->metric, c->num, cb, sizeof cb);
+        if (r->kind == AZ_RULE_MAX || r->kind == AZ_RULE_MIN) {
+            int bad = r->kind == AZ_RULE_MAX ? c->num > r->value : c->num < r->value;
+            fmt_val(r->metric, r->value, lb, sizeof lb);
+            fprintf(out, "%-9s %s = %s (limit %s %s)\n", bad ? "REGRESSED" : "ok", r->metric, cb,
+                    r->kind == AZ_RULE_MAX ? "<=" : ">=", lb);
+            failed |= bad;
+            continue;
+        }
+        const az_jv_t *b = base ? num_at(base, r->metric) : NULL;
+        if (!b) {
+            snprintf(msg, msglen, "no metric '%s' in the baseline", r->metric);
+            free(dflt);
+            return 2;
+        }
+        fmt_val(r->metric, b->num, bb, sizeof bb);
+        int higher = az_gate_higher_is_better(r->metric);
+        double worse = higher ? b->num - c->num : c->num - b->num;   /* > 0: worse */
+        double allowed = b->num != 0 ? fabs(b->num) * r->value / 100.0 : r->value;
+        int bad = worse > allowed * (1 + 1e-12);
+        char delta[64];
+        if (b->num != 0) snprintf(delta, sizeof delta, "%+.2f%%", 100.0 * (c->num - b->num) / fabs(b->num));
+        else snprintf(delta, sizeof delta, "baseline 0, absolute");
+        if (b->num != 0) snprintf(lb, sizeof lb, "%g%%", r->value);
+        else fmt_val(r->metric, r->value, lb, sizeof lb);
+        fprintf(out, "%-9s %s: %s -> %s (%s; %s allowed, %s is better)\n", bad ? "REGRESSED" : "ok",
+                r->metric, bb, cb, delta, lb, higher ? "higher" : "lower");
+        failed |= bad;
+    }
+    free(dflt);
+    return failed ? 1 : 0;
+}
+
+size_t az_diff_docs(const az_jv_t *a, const az_jv_t *b, int json, FILE *out)
+{
+    leaves_t la = { 0 }, lb = { 0 };
+    collect(a, "", &la);
+    collect(b, "", &lb);
+    size_t ndiff = 0;
+    az_json_t j;
+    if (json) {
+        az_json_init(&j, out, 1);
+        az_json_begin(&j, NULL, '{');
+        az_json_begin(&j, "metrics", '[');
+    }
+    /* metrics in A (changed or removed), then metrics only in B */
+    for (int pass = 0; pass < 2; pass++) {
+        leaves_t *x = pass ? &lb : &la, *y = pass ? &la : &lb;
+        for (size_t i = 0; i < x->n; i++) {
+            const char *p = x->a[i].path;
+            if (!strcmp(p, "duration_ns") || !strcmp(p, "peak_live_t_ns") || !strcmp(p, "events_total"))
+                continue;                        /* timing and file facts, not behaviour */
+            const leaf_t *o = NULL;
+            for (size_t k = 0; k < y->n; k++) if (!strcmp(y->a[k].path, p)) { o = &y->a[k]; break; }
+            if (pass && o) continue;
+            double va = pass ? NAN : x->a[i].v, vb = pass ? x->a[i].v : (o ? o->v : NAN);
+            if (o && va == vb) continue;
+            ndiff++;
+            char sa[64], sb[64];
+            if (!isnan(va)) fmt_val(p, va, sa, sizeof sa); else snprintf(sa, sizeof sa, "-");
+            if (!isnan(vb)) fmt_val(p, vb, sb, sizeof sb); else snprintf(sb, sizeof sb, "-");
+            int higher = az_gate_higher_is_better(p);
+            const char *verdict = isnan(va) ? "added" : isnan(vb) ? "removed" :
+                                  (higher ? vb > va : vb < va) ? "better" : "worse";
+            if (json) {
+                az_json_begin(&j, NULL, '{');
+                az_json_str(&j, "metric", p);
+                if (isnan(va)) az_json_null(&j, "a"); else az_json_f64(&j, "a", va);
+                if (isnan(vb)) az_json_null(&j, "b"); else az_json_f64(&j, "b", vb);
+                if (!isnan(va) && !isnan(vb)) az_json_f64(&j, "delta", vb - va);
+                az_json_str(&j, "verdict", verdict);
+                az_json_end(&j);
+            } else {
+                char pc[32] = "";
+                if (!isnan(va) && !isnan(vb) && va != 0) snprintf(pc, sizeof pc, "%+.1f%%", 100 * (vb - va) / fabs(va));
+                if (ndiff == 1) fprintf(out, "  %-40s %14s    %-14s %9s\n", "metric", "A", "B", "change");
+                fprintf(out, "  %-40s %14s -> %-14s %9s  %s\n", p, sa, sb, pc, verdict);
+            }
+        }
+    }
+    if (json) az_json_end(&j);
+    free(la.a);
+    free(lb.a);
+    /* sites that changed most: matched by name, compared by bytes */
+    const az_jv_t *sa = az_json_path(a, "sites.by_bytes"), *sb = az_json_path(b, "sites.by_bytes");
+    size_t nsite = 0;
+    if (json) az_json_begin(&j, "sites", '[');
+    typedef struct { const char *name; double a, b, ca, cb; } sd_t;
+    size_t cap = (sa ? sa->n : 0) + (sb ? sb->n : 0);
+    sd_t *sd = cap ? calloc(cap, sizeof *sd) : NULL;
+    for (int side = 0; side < 2 && sd; side++) {
+        const az_jv_t *arr = side ? sb : sa;
+        if (!arr) continue;
+        for (const az_jv_t *e = arr->child; e; e = e->next) {
+            const az_jv_t *nm = az_json_get(e, "site"), *by = az_json_get(e, "bytes"), *ca = az_json_get(e, "calls");
+            if (!nm || !nm->str || !by) continue;
+            sd_t *x = NULL;
+            for (size_t k = 0; k < nsite; k++) if (!strcmp(sd[k].name, nm->str)) { x = &sd[k]; break; }
+            if (!x) { x = &sd[nsite++]; x->name = nm->str; }
+            if (side) { x->b += by->num; x->cb += ca ? ca->num : 0; }
+            else { x->a += by->num; x->ca += ca ? ca->num : 0; }
+        }
+    }
+    /* order by |delta bytes| */
+    for (size_t i = 0; i < nsite; i++)
+        for (size_t k = i + 1; k < nsite; k++)
+            if (fabs(sd[k].b - sd[k].a) > fabs(sd[i].b - sd[i].a)) { sd_t t = sd[i]; sd[i] = sd[k]; sd[k] = t; }
+    size_t shown = 0;
+    for (size_t i = 0; i < nsite && shown < 10; i++) {
+        if (sd[i].a == sd[i].b && sd[i].ca == sd[i].cb) continue;
+        if (!shown && !json) fputs("\nAllocation sites that changed most (bytes allocated)\n", out);
+        shown++;
+        ndiff++;
+        if (json) {
+            az_json_begin(&j, NULL, '{');
+            az_json_str(&j, "site", sd[i].name);
+            az_json_f64(&j, "bytes_a", sd[i].a); az_json_f64(&j, "bytes_b", sd[i].b);
+            az_json_f64(&j, "calls_a", sd[i].ca); az_json_f64(&j, "calls_b", sd[i].cb);
+            az_json_end(&j);
+        } else {
+            char x1[32], x2[32];
+            fprintf(out, "  %12s -> %-12s calls %.0f -> %.0f  %s\n", az_fmt_bytes((uint64_t)sd[i].a, x1, sizeof x1),
+                    az_fmt_bytes((uint64_t)sd[i].b, x2, sizeof x2), sd[i].ca, sd[i].cb, sd[i].name);
+        }
+    }
+    free(sd);
+    if (json) { az_json_end(&j); az_json_end(&j); }
+    return ndiff;
+}

@@ -1,0 +1,799 @@
+/* metrics.c — streaming accumulators for the metrics of DESIGN.md.
+ *
+ * State, all bounded by what is live or distinct, never by stream length:
+ *   live    open-addressing table addr -> object (req, rnd, size key, time,
+ *           stack), linear probing with backward-shift deletion (no
+ *           tombstones, so a churny stream never degrades the table);
+ *   reuse   table addr -> time stamp of its last allocation, and a Fenwick
+ *           tree over those stamps holding 1 at each address's latest stamp.
+ *           Mattson's stack distance of an allocation at a is then the number
+ *           of ones after a's previous stamp: O(log D). The stamps are
+ *           renumbered 1..D (keeping order) when the clock reaches the end of
+ *           the tree, so the tree stays within 2-4x the distinct addresses;
+ *   lastfree table size key -> the address most recently freed with that key
+ *           (same_address_reuse);
+ *   sites   array indexed by stack id; the live bytes of each site at the
+ *           moment of the global peak are kept lazily: a site not touched
+ *           since the latest peak still has its value at the peak, so it is
+ *           copied the next time the site changes (O(1) per event instead of
+ *           a snapshot per new peak);
+ *   phases  one entry per marker name, with the cumulative call counters at
+ *           the moment its phase opened.
+ */
+#include "metrics.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pserr.h"
+
+/* ---- hash tables ------------------------------------------------------------ */
+
+static inline uint64_t hash64(uint64_t k)
+{
+    k ^= k >> 33;
+    k *= 0xff51afd7ed558ccdull;
+    k ^= k >> 33;
+    return k;
+}
+
+typedef struct live_obj {
+    uint64_t addr, req, rnd, key, t;
+    uint32_t stack;
+    uint32_t used;
+} live_obj_t;
+
+typedef struct live_tab {
+    live_obj_t *e;
+    size_t mask, n;
+} live_tab_t;
+
+typedef struct kv_ent { uint64_t k, v; } kv_ent_t;   /* v == 0: empty (values stored +1) */
+
+typedef struct kv_tab {
+    kv_ent_t *e;
+    size_t mask, n;
+} kv_tab_t;
+
+static int live_init(live_tab_t *t, size_t cap)
+{
+    t->e = calloc(cap, sizeof *t->e);
+    t->mask = cap - 1;
+    t->n = 0;
+    return t->e ? 0 : PS_ENOMEM;
+}
+
+static live_obj_t *live_find(const live_tab_t *t, uint64_t addr)
+{
+    size_t i = hash64(addr) & t->mask;
+    for (;;) {
+        live_obj_t *o = &t->e[i];
+        if (!o->used) return NULL;
+        if (o->addr == addr) return o;
+        i = (i + 1) & t->mask;
+    }
+}
+
+static int live_grow(live_tab_t *t)
+{
+    live_tab_t nt;
+    if (live_init(&nt, (t->mask + 1) * 2)) return PS_ENOMEM;
+    for (size_t i = 0; i <= t->mask; i++) {
+        if (!t->e[i].used) continue;
+        size_t j = hash64(t->e[i].addr) & nt.mask;
+        while (nt.e[j].used) j = (j + 1) & nt.mask;
+        nt.e[j] = t->e[i];
+    }
+    nt.n = t->n;
+    free(t->e);
+    *t = nt;
+    return 0;
+}
+
+/* Insert (addr must not be present). */
+static live_obj_t *live_insert(live_tab_t *t, uint64_t addr)
+{
+    if ((t->n + 1) * 4 > (t->mask + 1) * 3 && live_grow(t)) return NULL;
+    size_t i = hash64(addr) & t->mask;
+    while (t->e[i].used) i = (i + 1) & t->mask;
+    t->e[i].used = 1;
+    t->e[i].addr = addr;
+    t->n++;
+    return &t->e[i];
+}
+
+/* Remove the entry at o (backward-shift deletion). */
+static void live_remove(live_tab_t *t, live_obj_t *o)
+{
+    size_t i = (size_t)(o - t->e);
+    size_t j = i;
+    for (;;) {
+        j = (j + 1) & t->mask;
+        if (!t->e[j].used) break;
+        size_t home = hash64(t->e[j].addr) & t->mask;
+        /* can entry j move to i? yes if home is not in (i, j] cyclically */
+        if ((j > i && (home <= i || home > j)) || (j < i && home <= i && home > j)) {
+            t->e[i] = t->e[j];
+            i = j;
+        }
+    }
+    t->e[i].used = 0;
+    t->n--;
+}
+
+static int kv_init(kv_tab_t *t, size_t cap)
+{
+    t->e = calloc(cap, sizeof *t->e);
+    t->mask = cap - 1;
+    t->n = 0;
+    return t->e ? 0 : PS_ENOMEM;
+}
+
+static kv_ent_t *kv_find(const kv_tab_t *t, uint64_t k)
+{
+    size_t i = hash64(k) & t->mask;
+    for (;;) {
+        kv_ent_t *e = &t->e[i];
+        if (!e->v) return NULL;
+        if (e->k == k) return e;
+        i = (i + 1) & t->mask;
+    }
+}
+
+/* Find or insert k (value 0 meaning "new" is returned as v == 1 placeholder
+ * set by the caller). NULL on allocation failure. */
+static kv_ent_t *kv_upsert(kv_tab_t *t, uint64_t k, int *is_new)
+{
+    size_t i = hash64(k) & t->mask;
+    for (;;) {
+        kv_ent_t *e = &t->e[i];
+        if (!e->v) break;
+        if (e->k == k) { *is_new = 0; return e; }
+        i = (i + 1) & t->mask;
+    }
+    if ((t->n + 1) * 4 > (t->mask + 1) * 3) {
+        kv_tab_t nt;
+        if (kv_init(&nt, (t->mask + 1) * 2)) return NULL;
+        for (size_t a = 0; a <= t->mask; a++) {
+            if (!t->e[a].v) continue;
+            size_t j = hash64(t->e[a].k) & nt.mask;
+            while (nt.e[j].v) j = (j + 1) & nt.mask;
+            nt.e[j] = t->e[a];
+        }
+        nt.n = t->n;
+        free(t->e);
+        *t = nt;
+        i = hash64(k) & t->mask;
+        while (t->e[i].v) i = (i + 1) & t->mask;
+    }
+    t->e[i].k = k;
+    t->e[i].v = 1;
+    t->n++;
+    *is_new = 1;
+    return &t->e[i];
+}
+
+/* ---- the accumulator ---------------------------------------------------------- */
+
+typedef struct site {
+    az_site_t s;
+    uint64_t stamp;     /* peak_id when s.peak_bytes was last brought up to date */
+} site_t;
+
+typedef struct phase {
+    az_phase_t p;
+    uint64_t open;          /* open instances (scopes) */
+    int      point_open;    /* a point phase is running */
+    uint64_t c0, b0, t0;    /* calls, bytes, time when it opened */
+} phase_t;
+
+#define EXACT_DIST 4096
+
+struct az_metrics {
+    az_cfg_t cfg;
+    char *step_marker;
+    int counting;
+    int finished;
+    az_state_t st;
+    az_result_t r;
+
+    live_tab_t live;
+
+    /* reuse */
+    kv_tab_t reuse;           /* addr -> stamp + 1 */
+    uint32_t *fen;            /* Fenwick tree, 1-based, fen_cap entries */
+    uint64_t fen_cap, clock;
+    kv_tab_t lastfree;        /* size key -> addr + 1 */
+    uint64_t dist_exact[EXACT_DIST];
+    uint64_t dist_fine[64][16];
+
+    /* last allocation, for "temporary" */
+    uint64_t last_alloc_addr;
+    int      last_alloc_valid;
+
+    /* time integrals */
+    uint64_t t_prev;
+    double   frag_int, frag_w;
+    double   kv_int, kv_w;
+    int      has_reserved;
+
+    /* sites */
+    site_t  *sites;
+    size_t   n_sites;         /* array length (max stack id + 1) */
+    uint64_t peak_id;
+    az_site_t *site_out;
+
+    /* phases */
+    phase_t *phases;
+    az_phase_t *phase_out;
+    size_t   n_phases, cap_phases;
+    phase_t *last_phase;
+    phase_t *step;            /* the decode-step phase, once seen */
+    uint64_t steady_calls, steady_steps, steady_c0;
+    int      steady_open;
+};
+
+az_metrics_t *az_create(const az_cfg_t *cfg, int *err)
+{
+    int e = PS_ENOMEM;
+    az_metrics_t *m = calloc(1, sizeof *m);
+    if (!m) goto fail;
+    if (cfg) m->cfg = *cfg;
+    if (!m->cfg.reuse_cap) m->cfg.reuse_cap = 1u << 20;
+    if (!m->cfg.steady_after) m->cfg.steady_after = 4;
+    m->step_marker = strdup(m->cfg.step_marker ? m->cfg.step_marker : "decode");
+    m->cfg.step_marker = m->step_marker;
+    if (!m->step_marker) goto fail;
+    m->counting = 1;
+    m->st.last_reuse_distance = -2;
+    if (live_init(&m->live, 1024)) goto fail;
+    if (!m->cfg.no_reuse) {
+        if (kv_init(&m->reuse, 1024) || kv_init(&m->lastfree, 256)) goto fail;
+        m->fen_cap = 4096;
+        m->fen = calloc(m->fen_cap + 1, sizeof *m->fen);
+        if (!m->fen) goto fail;
+    }
+    m->r.t_first = UINT64_MAX;
+    return m;
+fail:
+    az_destroy(m);
+    if (err) *err = e;
+    return NULL;
+}
+
+void az_destroy(az_metrics_t *m)
+{
+    if (!m) return;
+    free(m->live.e);
+    free(m->reuse.e);
+    free(m->lastfree.e);
+    free(m->fen);
+    free(m->sites);
+    free(m->site_out);
+    for (size_t i = 0; i < m->n_phases; i++) free((char *)m->phases[i].p.name);
+    free(m->phases);
+    free(m->phase_out);
+    free(m->step_marker);
+    free(m);
+}
+
+/* Advance time to t: integrate the time-weighted means over [t_prev, t). */
+static void advance(az_metrics_t *m, uint64_t t)
+{
+    if (t < m->st.t) t = m->st.t;                  /* never go back */
+    if (m->r.t_first == UINT64_MAX) { m->r.t_first = t; m->t_prev = t; }
+    if (t > m->t_prev && m->counting) {
+        double dt = (double)(t - m->t_prev);
+        if (m->st.live_rnd_bytes) {
+            m->frag_int += dt * (double)(m->st.live_rnd_bytes - m->st.live_bytes) /
+                           (double)m->st.live_rnd_bytes;
+            m->frag_w += dt;
+        }
+        if (m->st.kv_capacity) {
+            m->kv_int += dt * (double)m->st.kv_tokens / (double)m->st.kv_capacity;
+            m->kv_w += dt;
+        }
+    }
+    m->t_prev = t;
+    m->st.t = t;
+    m->r.t_last = t;
+}
+
+static site_t *site_get(az_metrics_t *m, uint32_t stack)
+{
+    if (m->cfg.no_sites) return NULL;
+    if (stack >= m->n_sites) {
+        size_t n = m->n_sites ? m->n_sites : 64;
+        while (n <= stack) n *= 2;
+        site_t *s = realloc(m->sites, n * sizeof *s);
+        if (!s) return NULL;
+        memset(s + m->n_sites, 0, (n - m->n_sites) * sizeof *s);
+        for (size_t i = m->n_sites; i < n; i++) s[i].s.stack = (uint32_t)i;
+        m->sites = s;
+        m->n_sites = n;
+    }
+    site_t *s = &m->sites[stack];
+    if (s->stamp != m->peak_id) {          /* untouched since the latest peak */
+        s->s.peak_bytes = s->s.live_bytes;
+        s->stamp = m->peak_id;
+    }
+    return s;
+}
+
+static void check_live_peak(az_metrics_t *m)
+{
+    if (!m->counting) return;
+    if (m->st.live_bytes > m->r.peak_live_bytes ||
+        (m->r.peak_live_bytes == 0 && m->st.live_count && m->r.peak_live_count == 0)) {
+        m->r.peak_live_bytes = m->st.live_bytes;
+        m->r.peak_live_t = m->st.t;
+        m->r.peak_live_count = m->st.live_count;
+        m->r.peak_live_rnd_bytes = m->st.live_rnd_bytes;
+        m->peak_id++;
+    }
+    if (!m->has_reserved && m->st.live_rnd_bytes > m->r.peak_reserved_bytes) {
+        m->r.peak_reserved_bytes = m->st.live_rnd_bytes;
+        m->r.peak_reserved_t = m->st.t;
+        if (m->st.live_rnd_bytes > m->r.peak_outstanding_bytes)
+            m->r.peak_outstanding_bytes = m->st.live_rnd_bytes;
+    }
+}
+
+static void dist_record(az_metrics_t *m, uint64_t d)
+{
+    m->r.reuse_samples++;
+    m->r.distance_hist[az_log2_bucket(d)]++;
+    if (d > m->r.distance_max) m->r.distance_max = d;
+    if (d < EXACT_DIST) {
+        m->dist_exact[d]++;
+    } else {
+        unsigned o = 63u - (unsigned)__builtin_clzll(d);      /* >= 12 */
+        m->dist_fine[o][(d >> (o - 4)) & 15]++;
+    }
+}
+
+static uint64_t fen_prefix(const az_metrics_t *m, uint64_t i)
+{
+    uint64_t s = 0;
+    for (; i > 0; i &= i - 1) s += m->fen[i];
+    return s;
+}
+
+static void fen_add(az_metrics_t *m, uint64_t i, int d)
+{
+    for (; i <= m->fen_cap; i += i & (~i + 1)) m->fen[i] += (uint32_t)d;
+}
+
+typedef struct stamp_ref { uint64_t stamp; kv_ent_t *e; } stamp_ref_t;
+
+static int cmp_stamp(const void *a, const void *b)
+{
+    uint64_t x = ((const stamp_ref_t *)a)->stamp, y = ((const stamp_ref_t *)b)->stamp;
+    return (x > y) - (x < y);
+}
+
+/* Renumber the stamps 1..D keeping their order and size the tree to 4*D
+ * (at least 4096), all ones in 1..D. */
+static int fen_compact(az_metrics_t *m)
+{
+    size_t d = m->reuse.n, k = 0;
+    stamp_ref_t *refs = malloc((d ? d : 1) * sizeof *refs);
+    uint64_t cap = d * 4 < 4096 ? 4096 : d * 4;
+    uint32_t *fen = calloc(cap + 1, sizeof *fen);
+    if (!refs || !fen) { free(refs); free(fen); return PS_ENOMEM; }
+    for (size_t i = 0; i <= m->reuse.mask; i++)
+        if (m->reuse.e[i].v) refs[k++] = (stamp_ref_t){ m->reuse.e[i].v - 1, &m->reuse.e[i] };
+    qsort(refs, k, sizeof *refs, cmp_stamp);
+    for (size_t i = 0; i < k; i++) refs[i].e->v = (uint64_t)i + 2;   /* stamp i+1, stored +1 */
+    /* a Fenwick tree of all ones over 1..k: node i covers (i - lowbit(i), i] */
+    for (uint64_t i = 1; i <= cap; i++) {
+        uint64_t lo = i - (i & (~i + 1));
+        fen[i] = (uint32_t)(i <= k ? i - lo : (lo < k ? k - lo : 0));
+    }
+    free(refs);
+    free(m->fen);
+    m->fen = fen;
+    m->fen_cap = cap;
+    m->clock = k;
+    return 0;
+}
+
+/* Reuse bookkeeping for an allocation at addr. */
+static void reuse_alloc(az_metrics_t *m, uint64_t addr, uint64_t key)
+{
+    int is_new = 0;
+    kv_ent_t *e = NULL;
+    /* renumber before a new entry exists (its placeholder has no stamp) */
+    if (m->clock >= m->fen_cap && fen_compact(m)) {
+        m->st.last_reuse_distance = -2;
+        return;
+    }
+    if (m->reuse.n < m->cfg.reuse_cap) {
+        e = kv_upsert(&m->reuse, addr, &is_new);
+    } else {
+        e = kv_find(&m->reuse, addr);
+        if (!e) m->r.reuse_capped = 1;
+    }
+    if (m->counting) {
+        kv_ent_t *lf = kv_find(&m->lastfree, key);
+        if (lf && lf->v - 1 == addr) m->r.same_address_hits++;
+    }
+    if (!e) {                         /* untracked (cap or ENOMEM): count as fresh */
+        if (m->counting) m->r.fresh_addresses++;
+        m->st.last_reuse_distance = -2;
+        return;
+    }
+    if (is_new) {
+        if (m->counting) m->r.fresh_addresses++;
+        m->st.last_reuse_distance = -1;
+    } else {
+        /* every tracked address has one 1, at its latest stamp: the ones
+         * after a's previous stamp are the distinct addresses since */
+        uint64_t prev = e->v - 1;
+        uint64_t d = m->reuse.n - fen_prefix(m, prev);
+        fen_add(m, prev, -1);
+        if (m->counting) dist_record(m, d);
+        m->st.last_reuse_distance = (int64_t)d;
+    }
+    uint64_t now = ++m->clock;
+    fen_add(m, now, +1);
+    e->v = now + 1;
+}
+
+int az_alloc(az_metrics_t *m, uint64_t t, uint64_t addr, uint64_t req, uint64_t rnd,
+             uint64_t size_key, uint32_t stack)
+{
+    advance(m, t);
+    if (rnd < req) rnd = req;
+    live_obj_t *o = live_find(&m->live, addr);
+    if (o) {
+        m->r.double_allocs++;
+        az_free(m, t, addr);
+    }
+    o = live_insert(&m->live, addr);
+    if (!o) return PS_ENOMEM;
+    o->req = req; o->rnd = rnd; o->key = size_key; o->t = m->st.t; o->stack = stack;
+    m->st.live_bytes += req;
+    m->st.live_rnd_bytes += rnd;
+    m->st.live_count++;
+    if (m->counting) {
+        m->r.allocs++;
+        m->r.total_allocated_bytes += req;
+        m->r.size_hist[az_log2_bucket(req)]++;
+    }
+    if (!m->cfg.no_reuse) reuse_alloc(m, addr, size_key);
+    site_t *s = site_get(m, stack);
+    if (s) {
+        s->s.live_bytes += req;
+        s->s.live_count++;
+        if (m->counting) { s->s.calls++; s->s.bytes += req; }
+    }
+    m->last_alloc_addr = addr;
+    m->last_alloc_valid = 1;
+    check_live_peak(m);
+    return 0;
+}
+
+int az_free(az_metrics_t *m, uint64_t t, uint64_t addr)
+{
+    advance(m, t);
+    live_obj_t *o = live_find(&m->live, addr);
+    if (!o) {
+        m->r.unmatched_frees++;
+        return PS_ENOENT;
+    }
+    uint64_t req = o->req, rnd = o->rnd, key = o->key, t0 = o->t;
+    uint32_t stack = o->stack;
+    live_remove(&m->live, o);
+    m->st.live_bytes -= req;
+    m->st.live_rnd_bytes -= rnd;
+    m->st.live_count--;
+    m->st.last_lifetime = m->st.t - t0;
+    int temp = m->last_alloc_valid && m->last_alloc_addr == addr;
+    m->last_alloc_valid = 0;
+    if (m->counting) {
+        m->r.frees++;
+        m->r.lifetime_hist[az_log2_bucket(m->st.last_lifetime)]++;
+        if (temp) m->r.temporary++;
+    }
+    if (!m->cfg.no_reuse) {
+        int is_new;
+        kv_ent_t *lf = (m->lastfree.n < m->cfg.reuse_cap) ? kv_upsert(&m->lastfree, key, &is_new)
+                                                          : kv_find(&m->lastfree, key);
+        if (lf) lf->v = addr + 1;
+    }
+    site_t *s = site_get(m, stack);
+    if (s) {
+        s->s.live_bytes -= req;
+        s->s.live_count--;
+        if (temp && m->counting) s->s.temporary++;
+    }
+    return 0;
+}
+
+void az_calls(az_metrics_t *m, uint64_t n, uint64_t bytes)
+{
+    if (!m->counting) return;
+    m->r.calls += n;
+    m->r.call_bytes += bytes;
+}
+
+void az_reserved(az_metrics_t *m, uint64_t t, uint64_t outstanding, uint64_t cached)
+{
+    advance(m, t);
+    m->has_reserved = 1;
+    m->st.outstanding = outstanding;
+    m->st.cached = cached;
+    if (!m->counting) return;
+    if (outstanding + cached > m->r.peak_reserved_bytes) {
+        m->r.peak_reserved_bytes = outstanding + cached;
+        m->r.peak_reserved_t = m->st.t;
+    }
+    if (outstanding > m->r.peak_outstanding_bytes) m->r.peak_outstanding_bytes = outstanding;
+    if (cached > m->r.peak_cached_bytes) m->r.peak_cached_bytes = cached;
+}
+
+void az_acquire(az_metrics_t *m, int hit)
+{
+    if (!m->counting) return;
+    m->r.acquires++;
+    if (hit) m->r.hits++; else m->r.misses++;
+}
+
+void az_backing(az_metrics_t *m, uint64_t n_allocs, uint64_t n_frees)
+{
+    if (!m->counting) return;
+    m->r.backing_allocs += n_allocs;
+    m->r.backing_frees += n_frees;
+}
+
+void az_kv(az_metrics_t *m, uint64_t t, uint64_t tokens, uint64_t blocks_held,
+           uint64_t block_size)
+{
+    advance(m, t);
+    m->st.kv_tokens = tokens;
+    m->st.kv_blocks = blocks_held;
+    m->st.kv_capacity = blocks_held * block_size;
+    if (!m->counting) return;
+    m->r.has_kv = 1;
+    if (blocks_held > m->r.peak_kv_blocks) {
+        m->r.peak_kv_blocks = blocks_held;
+        m->r.peak_kv_t = m->st.t;
+        m->r.kv_utilization_at_peak = m->st.kv_capacity ?
+            (double)tokens / (double)m->st.kv_capacity : 0;
+    } else if (blocks_held == m->r.peak_kv_blocks && m->r.peak_kv_t == m->st.t && m->st.kv_capacity) {
+        /* same instant as the peak: the last state of that instant wins */
+        m->r.kv_utilization_at_peak = (double)tokens / (double)m->st.kv_capacity;
+    }
+}
+
+/* ---- phases ----------------------------------------------------------------- */
+
+static phase_t *phase_get(az_metrics_t *m, const char *name)
+{
+    if (m->last_phase && strcmp(m->last_phase->p.name, name) == 0) return m->last_phase;
+    for (size_t i = 0; i < m->n_phases; i++)
+        if (strcmp(m->phases[i].p.name, name) == 0) return m->last_phase = &m->phases[i];
+    if (m->n_phases == m->cap_phases) {
+        size_t n = m->cap_phases ? m->cap_phases * 2 : 16;
+        phase_t *p = realloc(m->phases, n * sizeof *p);
+        if (!p) return NULL;
+        /* pointers into the array move: re-aim them */
+        int step_idx = m->step ? (int)(m->step - m->phases) : -1;
+        m->phases = p;
+        m->cap_phases = n;
+        m->step = step_idx >= 0 ? &m->phases[step_idx] : NULL;
+    }
+    char *copy = strdup(name);
+    if (!copy) return NULL;
+    phase_t *p = &m->phases[m->n_phases++];
+    memset(p, 0, sizeof *p);
+    p->p.name = copy;
+    if (strcmp(name, m->step_marker) == 0) m->step = p;
+    return m->last_phase = p;
+}
+
+static void phase_open(az_metrics_t *m, phase_t *p)
+{
+    p->c0 = m->r.calls; p->b0 = m->r.call_bytes; p->t0 = m->st.t;
+    if (p == m->step) {
+        m->steady_open = p->p.count > m->cfg.steady_after;   /* count already includes this step */
+        if (m->steady_open) { m->steady_c0 = m->r.calls; m->steady_steps++; }
+    }
+}
+
+static void phase_close(az_metrics_t *m, phase_t *p)
+{
+    p->p.heap_calls += m->r.calls - p->c0;
+    p->p.heap_bytes += m->r.call_bytes - p->b0;
+    p->p.time_ns += m->st.t - p->t0;
+    if (p == m->step && m->steady_open) {
+        m->steady_calls += m->r.calls - m->steady_c0;
+        m->steady_open = 0;
+    }
+}
+
+int az_mark(az_metrics_t *m, uint64_t t, int kind, const char *name, uint64_t instance)
+{
+    (void)instance;
+    advance(m, t);
+    if (!name) return PS_EINVAL;
+    phase_t *p = phase_get(m, name);
+    if (!p) return PS_ENOMEM;
+    switch (kind) {
+    case AZ_MARK_POINT:
+        if (p->point_open) phase_close(m, p);
+        if (m->counting) p->p.count++;
+        p->point_open = 1;
+        phase_open(m, p);
+        break;
+    case AZ_MARK_BEGIN:
+        if (m->counting) p->p.count++;
+        if (p->open++ == 0) {
+            phase_open(m, p);
+        } else if (p == m->step && p->p.count > m->cfg.steady_after) {
+            /* overlapping steps: another steady step while the phase is open */
+            if (!m->steady_open) { m->steady_open = 1; m->steady_c0 = m->r.calls; }
+            m->steady_steps++;
+        }
+        break;
+    case AZ_MARK_END:
+        if (p->open == 0) return PS_ENOENT;           /* end without begin: ignored */
+        if (--p->open == 0) phase_close(m, p);
+        break;
+    default:
+        return PS_EINVAL;
+    }
+    return 0;
+}
+
+void az_set_counting(az_metrics_t *m, int on)
+{
+    on = !!on;
+    if (on == m->counting) return;
+    m->counting = on;
+    if (on) {
+        m->t_prev = m->st.t;
+        check_live_peak(m);
+        if (m->has_reserved) az_reserved(m, m->st.t, m->st.outstanding, m->st.cached);
+        if (m->st.kv_blocks) az_kv(m, m->st.t, m->st.kv_tokens, m->st.kv_blocks,
+                                   m->st.kv_blocks ? m->st.kv_capacity / m->st.kv_blocks : 0);
+    }
+}
+
+void az_finish(az_metrics_t *m, uint64_t t)
+{
+    if (m->finished) return;
+    advance(m, t);
+    for (size_t i = 0; i < m->n_phases; i++) {
+        phase_t *p = &m->phases[i];
+        if (p->open || p->point_open) { phase_close(m, p); p->open = 0; p->point_open = 0; }
+    }
+    m->r.leaked_bytes = m->st.live_bytes;
+    m->r.leaked_count = m->st.live_count;
+    m->finished = 1;
+}
+
+const az_state_t *az_state(const az_metrics_t *m) { return &m->st; }
+
+uint64_t az_reuse_percentile(const az_metrics_t *m, double q)
+{
+    uint64_t n = m->r.reuse_samples;
+    if (!n) return 0;
+    /* the smallest d with at least ceil(q * n) samples <= d (nearest rank) */
+    uint64_t rank = (uint64_t)ceil(q * (double)n);
+    if (rank < 1) rank = 1;
+    uint64_t c = 0;
+    for (uint64_t d = 0; d < EXACT_DIST; d++) {
+        c += m->dist_exact[d];
+        if (c >= rank) return d;
+    }
+    for (unsigned o = 12; o < 64; o++)
+        for (unsigned s = 0; s < 16; s++) {
+            c += m->dist_fine[o][s];
+            if (c >= rank) {
+                uint64_t hi = ((uint64_t)(16 + s + 1) << (o - 4)) - 1;
+                return hi > m->r.distance_max ? m->r.distance_max : hi;
+            }
+        }
+    return m->r.distance_max;
+}
+
+void az_result(const az_metrics_t *m, az_result_t *r)
+{
+    *r = m->r;
+    if (r->t_first == UINT64_MAX) r->t_first = 0;
+    r->reserved_over_live = r->peak_live_bytes ?
+        (double)r->peak_reserved_bytes / (double)r->peak_live_bytes : 0;
+    r->internal_frag = r->peak_live_rnd_bytes ?
+        (double)(r->peak_live_rnd_bytes - r->peak_live_bytes) / (double)r->peak_live_rnd_bytes : 0;
+    r->internal_frag_avg = m->frag_w > 0 ? m->frag_int / m->frag_w : r->internal_frag;
+    r->hit_rate = r->acquires ? (double)r->hits / (double)r->acquires : 0;
+    r->fresh_address_ratio = r->allocs ? (double)r->fresh_addresses / (double)r->allocs : 0;
+    r->same_address_reuse = r->allocs ? (double)r->same_address_hits / (double)r->allocs : 0;
+    r->distance_p50 = az_reuse_percentile(m, 0.5);
+    r->distance_p90 = az_reuse_percentile(m, 0.9);
+    r->reuse_tracked = m->reuse.n;
+    if (r->has_kv) {
+        r->kv_utilization = m->kv_w > 0 ? m->kv_int / m->kv_w : r->kv_utilization_at_peak;
+        r->kv_waste_ratio = r->peak_kv_blocks ? 1.0 - r->kv_utilization : 0;
+    }
+    r->phases = m->phase_out;
+    r->n_phases = 0;
+    if (m->n_phases) {
+        /* phase_out mirrors phases[].p; refreshed here (const m: the buffer is ours) */
+        az_metrics_t *mm = (az_metrics_t *)m;
+        az_phase_t *out = realloc(mm->phase_out, m->n_phases * sizeof *out);
+        if (out) {
+            mm->phase_out = out;
+            for (size_t i = 0; i < m->n_phases; i++) out[i] = m->phases[i].p;
+            r->phases = out;
+            r->n_phases = m->n_phases;
+        }
+    }
+    if (m->step) {
+        r->decode_steps = m->step->p.count;
+        if (m->steady_steps)
+            r->allocs_per_decode_step = (double)m->steady_calls / (double)m->steady_steps;
+        else if (m->step->p.count)   /* too few steps for a steady state: all of them */
+            r->allocs_per_decode_step = (double)m->step->p.heap_calls / (double)m->step->p.count;
+    }
+}
+
+const az_site_t *az_sites(az_metrics_t *m, size_t *n)
+{
+    size_t k = 0;
+    *n = 0;
+    if (!m->n_sites) return NULL;
+    az_site_t *out = realloc(m->site_out, m->n_sites * sizeof *out);
+    if (!out) return NULL;
+    m->site_out = out;
+    for (size_t i = 0; i < m->n_sites; i++) {
+        site_t *s = &m->sites[i];
+        if (!s->s.calls && !s->s.live_bytes) continue;
+        if (s->stamp != m->peak_id) { s->s.peak_bytes = s->s.live_bytes; s->stamp = m->peak_id; }
+        out[k++] = s->s;
+    }
+    *n = k;
+    return out;
+}
+
+void az_result_json(const az_result_t *r, az_json_t *j)
+{
+    az_json_u64(j, "peak_live_bytes", r->peak_live_bytes);
+    az_json_u64(j, "peak_reserved_bytes", r->peak_reserved_bytes);
+    az_json_f64(j, "reserved_over_live", r->reserved_over_live);
+    az_json_f64(j, "internal_frag", r->internal_frag);
+    az_json_f64(j, "internal_frag_avg", r->internal_frag_avg);
+    az_json_u64(j, "total_allocated_bytes", r->total_allocated_bytes);
+    az_json_u64(j, "leaked_bytes", r->leaked_bytes);
+    az_json_u64(j, "allocs", r->allocs);
+    az_json_u64(j, "frees", r->frees);
+    az_json_u64(j, "hits", r->hits);
+    az_json_u64(j, "misses", r->misses);
+    az_json_f64(j, "hit_rate", r->hit_rate);
+    az_json_u64(j, "backing_allocs", r->backing_allocs);
+    az_json_u64(j, "peak_cached_bytes", r->peak_cached_bytes);
+    az_json_u64(j, "peak_outstanding_bytes", r->peak_outstanding_bytes);
+    az_json_f64(j, "same_address_reuse", r->same_address_reuse);
+    az_json_f64(j, "fresh_address_ratio", r->fresh_address_ratio);
+    az_json_u64(j, "distance_p50", r->distance_p50);
+    az_json_u64(j, "distance_p90", r->distance_p90);
+    if (r->has_kv) {
+        az_json_u64(j, "peak_blocks_in_use", r->peak_kv_blocks);
+        az_json_f64(j, "kv_utilization", r->kv_utilization);
+        az_json_f64(j, "kv_waste_ratio", r->kv_waste_ratio);
+    }
+}
+
+uint64_t az_glibc_usable(uint64_t req)
+{
+    if (req >= 128 * 1024) {                       /* mmap'd chunk: 16-byte header, page rounding */
+        uint64_t c = (req + 16 + 4095) & ~(uint64_t)4095;
+        return c - 16;
+    }
+    uint64_t c = (req + 8 + 15) & ~(uint64_t)15;   /* size field + 16-byte alignment */
+    if (c < 32) c = 32;
+    return c - 8;
+}

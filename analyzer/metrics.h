@@ -1,0 +1,228 @@
+/* metrics.h — the one metrics library of poolscope (prefix az_).
+ *
+ * Streaming accumulators over an allocation-level stream, independent of
+ * where the stream comes from: `poolscope report` feeds heap events of a
+ * trace (and, in a second accumulator, the pool's acquire/reclaim events);
+ * `poolscope replay` feeds the simulated streams of each policy. Every
+ * metric is computed exactly as DESIGN.md ("Metric definitions") defines it,
+ * so the report's peak_live_bytes and replay's `ideal` row agree.
+ *
+ *   az_metrics_t *m = az_create(NULL, &err);        // defaults
+ *   az_alloc(m, t, addr, req, rnd, size_key, stack); // one per allocation
+ *   az_calls(m, 1, req);                             // one per heap call (phases)
+ *   az_free(m, t, addr);
+ *   az_mark(m, t, AZ_MARK_BEGIN, "decode", 7);
+ *   ...
+ *   az_finish(m, t_end);
+ *   az_result_t r; az_result(m, &r);
+ *   az_destroy(m);
+ *
+ * Times are ns (any origin, non-decreasing; an earlier time is taken as the
+ * latest one seen). `addr` is whatever names a live object and its place:
+ * a heap address, a pool buffer address, a simulated offset. A realloc is
+ * az_free(old) + az_alloc(new). Heap calls (az_calls) are counted apart from
+ * allocations because one call may be a free and an allocation (realloc) or
+ * neither (mmap).
+ *
+ * Memory is bounded by the live set, the distinct stack ids, the distinct
+ * marker names, and the reuse tracker (at most cfg.reuse_cap distinct
+ * addresses and size keys; beyond that reuse metrics cover the first
+ * reuse_cap addresses only and r.reuse_capped says so). Never by the length
+ * of the stream. All updates are O(1) except the reuse distance, O(log D)
+ * with D the distinct addresses tracked.
+ *
+ * Errors follow pool/pserr.h: az_alloc returns PS_ENOMEM when a table
+ * cannot grow (the accumulator stays usable; that allocation is not
+ * counted).
+ */
+#ifndef POOLSCOPE_METRICS_H
+#define POOLSCOPE_METRICS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "json.h"
+
+typedef struct az_metrics az_metrics_t;
+
+typedef struct az_cfg {
+    uint32_t reuse_cap;      /* distinct addresses tracked for reuse metrics; 0: 1 << 20 */
+    int      no_reuse;       /* 1: skip reuse distance / fresh / same-address tracking */
+    int      no_sites;       /* 1: skip per-stack-id accounting */
+    uint32_t steady_after;   /* decode steps skipped before steady state; 0: 4 */
+    const char *step_marker; /* marker whose scopes/points are decode steps; NULL: "decode" */
+} az_cfg_t;
+
+/* NULL cfg = defaults. NULL on failure with *err (PS_ENOMEM, PS_EINVAL). */
+az_metrics_t *az_create(const az_cfg_t *cfg, int *err);
+void az_destroy(az_metrics_t *m);                 /* accepts NULL */
+
+/* ---- the stream ------------------------------------------------------------ */
+
+/* An allocation of `req` requested bytes granted as `rnd` (>= req; pass req
+ * when unknown) at `addr`. size_key groups allocations "of the same size"
+ * for same_address_reuse (heap: req; pool: granted length). stack: a site id
+ * (trace stack id), 0 none. An allocation at an address already live first
+ * frees the old object (counted in r.double_allocs). */
+int az_alloc(az_metrics_t *m, uint64_t t, uint64_t addr, uint64_t req, uint64_t rnd,
+             uint64_t size_key, uint32_t stack);
+/* Free of a live object. Returns 0, or PS_ENOENT for an address not live
+ * (counted in r.unmatched_frees, otherwise ignored). */
+int az_free(az_metrics_t *m, uint64_t t, uint64_t addr);
+/* Heap calls for phases and allocs_per_decode_step: n calls that requested
+ * `bytes` (0 for frees). Also counted in r.calls / r.call_bytes. */
+void az_calls(az_metrics_t *m, uint64_t n, uint64_t bytes);
+
+/* What the policy holds from its backing store, as of time t:
+ * outstanding (handed out) + cached (kept for reuse). Pool: buffers out and
+ * buffers on its free list; arena: chunk capacity as outstanding, 0 cached;
+ * malloc: the allocator's figure. Peaks of each and of the sum
+ * (peak_reserved_bytes). Without any call, reserved = the live rnd bytes. */
+void az_reserved(az_metrics_t *m, uint64_t t, uint64_t outstanding, uint64_t cached);
+/* Pool counters: one acquire served from the cache (hit = 1) or not; n
+ * allocations from / frees to the backing store. */
+void az_acquire(az_metrics_t *m, int hit);
+void az_backing(az_metrics_t *m, uint64_t n_allocs, uint64_t n_frees);
+
+/* KV block state as of time t, summed over block pools: tokens stored
+ * (sum of n_used of held blocks), blocks held, block_size in tokens
+ * (capacity = blocks_held * block_size). */
+void az_kv(az_metrics_t *m, uint64_t t, uint64_t tokens, uint64_t blocks_held,
+           uint64_t block_size);
+
+/* Markers. BEGIN/END scopes of one name may overlap (instance ids); the
+ * phase of a name is open while any of its instances is. A POINT marker
+ * opens a phase of its name that lasts until the next point of that name
+ * (or az_finish). Names are copied. */
+enum { AZ_MARK_POINT = 0, AZ_MARK_BEGIN = 1, AZ_MARK_END = 2 };
+int az_mark(az_metrics_t *m, uint64_t t, int kind, const char *name, uint64_t instance);
+
+/* Counting switch for --phase / --from/--to: while off, the live set and
+ * the trackers stay exact but nothing is counted (calls, allocations,
+ * histograms, peaks, time integrals). Default on. */
+void az_set_counting(az_metrics_t *m, int on);
+
+/* End of the stream at time t: closes time integrals and open phases,
+ * takes the live set as leaked. Call once, before az_result. */
+void az_finish(az_metrics_t *m, uint64_t t);
+
+/* ---- what it knows now (cheap; for plots and exports) -------------------- */
+typedef struct az_state {
+    uint64_t t;                  /* latest time seen */
+    uint64_t live_bytes;         /* sum req over the live set */
+    uint64_t live_rnd_bytes;     /* sum rnd over the live set */
+    uint64_t live_count;
+    uint64_t outstanding, cached;/* last az_reserved (or live rnd, 0) */
+    uint64_t kv_tokens, kv_blocks, kv_capacity;
+    int64_t  last_reuse_distance;/* of the latest az_alloc: -1 first use (cold), -2 untracked */
+    uint64_t last_lifetime;      /* ns, of the latest az_free */
+} az_state_t;
+const az_state_t *az_state(const az_metrics_t *m);
+
+/* ---- results -------------------------------------------------------------- */
+#define AZ_HIST_BUCKETS 65       /* log2 buckets: [0] value 0, [i] values in [2^(i-1), 2^i) */
+
+typedef struct az_phase {
+    const char *name;            /* valid until az_destroy */
+    uint64_t count;              /* begins (scopes) or points */
+    uint64_t heap_calls;         /* az_calls n while the phase was open */
+    uint64_t heap_bytes;         /* az_calls bytes while the phase was open */
+    uint64_t time_ns;            /* time the phase was open */
+} az_phase_t;
+
+typedef struct az_result {
+    /* volume */
+    uint64_t allocs, frees, calls, call_bytes;
+    uint64_t total_allocated_bytes;      /* sum req of all allocations */
+    uint64_t unmatched_frees, double_allocs;
+    uint64_t t_first, t_last;            /* times of the first and last update */
+
+    /* peaks */
+    uint64_t peak_live_bytes;            /* max_t sum req over L(t) */
+    uint64_t peak_live_t;                /* when it happened (first time reached) */
+    uint64_t peak_live_count;            /* objects live at that peak */
+    uint64_t peak_live_rnd_bytes;        /* sum rnd at that peak */
+    uint64_t peak_reserved_bytes;        /* max outstanding + cached */
+    uint64_t peak_reserved_t;
+    uint64_t peak_outstanding_bytes, peak_cached_bytes;
+    double   reserved_over_live;         /* peak_reserved / peak_live; 0 when no live */
+    double   internal_frag;              /* (rnd - req) / rnd at the live peak */
+    double   internal_frag_avg;          /* time-weighted over time with a non-empty live set */
+
+    /* exit */
+    uint64_t leaked_bytes, leaked_count; /* live at az_finish */
+
+    /* pool counters */
+    uint64_t acquires, hits, misses, backing_allocs, backing_frees;
+    double   hit_rate;                   /* hits / acquires; 0 when none */
+
+    /* address reuse */
+    double   fresh_address_ratio;        /* allocations at a never-seen address / allocations */
+    double   same_address_reuse;         /* at the latest freed address of its size key / allocations */
+    uint64_t fresh_addresses, same_address_hits;
+    uint64_t reuse_samples;              /* allocations with a distance (re-used, tracked) */
+    uint64_t distance_p50, distance_p90; /* exact below 4096, else upper bound of a 1/16-octave bucket */
+    uint64_t distance_max;
+    uint64_t distance_hist[AZ_HIST_BUCKETS];   /* log2 of distance */
+    int      reuse_capped;               /* 1: more distinct addresses than reuse_cap */
+    uint64_t reuse_tracked;              /* distinct addresses tracked */
+
+    /* histograms (log2) */
+    uint64_t size_hist[AZ_HIST_BUCKETS];       /* req bytes of allocations */
+    uint64_t lifetime_hist[AZ_HIST_BUCKETS];   /* ns from alloc to free */
+    uint64_t temporary;                  /* freed before any other allocation happened */
+
+    /* KV */
+    uint64_t peak_kv_blocks;             /* blocks held at their peak */
+    uint64_t peak_kv_t;
+    double   kv_utilization;             /* time-weighted tokens / capacity while capacity > 0 */
+    double   kv_utilization_at_peak;     /* at the peak of blocks held */
+    double   kv_waste_ratio;             /* 1 - kv_utilization (0 with no KV data) */
+    int      has_kv;
+
+    /* phases */
+    const az_phase_t *phases;            /* n_phases, in order of first appearance; valid until az_destroy */
+    size_t   n_phases;
+    double   allocs_per_decode_step;     /* heap calls per step, mean over steps after the first steady_after */
+    uint64_t decode_steps;
+} az_result_t;
+
+/* Fill *r (after az_finish; before it, a snapshot without leaks). */
+void az_result(const az_metrics_t *m, az_result_t *r);
+
+/* Percentile q in [0,1] of the reuse distances seen (same rule as p50/p90). */
+uint64_t az_reuse_percentile(const az_metrics_t *m, double q);
+
+/* ---- allocation sites (per stack id) ---------------------------------------- */
+typedef struct az_site {
+    uint32_t stack;              /* the id given to az_alloc */
+    uint64_t calls;              /* allocations */
+    uint64_t bytes;              /* sum req */
+    uint64_t live_bytes;         /* now (after az_finish: leaked) */
+    uint64_t live_count;
+    uint64_t peak_bytes;         /* live from this site at the moment of peak_live_bytes */
+    uint64_t temporary;
+} az_site_t;
+/* Every site seen (entries with calls == 0 skipped), unordered. *n set.
+ * The array is owned by m and valid until the next update. */
+const az_site_t *az_sites(az_metrics_t *m, size_t *n);
+
+/* ---- JSON ---------------------------------------------------------------- */
+/* Write the metric keys of one stream as members of the current JSON
+ * object (peak_live_bytes, peak_reserved_bytes, reserved_over_live,
+ * internal_frag, internal_frag_avg, total_allocated_bytes, leaked_bytes,
+ * hits, misses, hit_rate, backing_allocs, peak_cached_bytes,
+ * peak_outstanding_bytes, kv_utilization, kv_waste_ratio, ...) — for
+ * replay's `policies` entries. */
+void az_result_json(const az_result_t *r, az_json_t *j);
+
+/* glibc's malloc rounding on 64-bit: usable bytes of a malloc(req) chunk
+ * (24 minimum, 16-byte steps, page-rounded mmap chunks from 128 KiB). Used
+ * as rnd for heap allocations. */
+uint64_t az_glibc_usable(uint64_t req);
+
+/* log2 bucket of a value, as in the histograms above. */
+static inline unsigned az_log2_bucket(uint64_t v) { return v ? 64u - (unsigned)__builtin_clzll(v) : 0u; }
+
+#endif

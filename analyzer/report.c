@@ -1,0 +1,437 @@
+/* report.c — text and JSON reports over a scanned trace (see report.h).
+ *
+ * The text is for a person reading a terminal: sections with aligned
+ * columns, binary units, times in s/ms/us, histograms as bars. The JSON is
+ * the contract of DESIGN.md ("JSON that CI jobs can rely on"); extra keys
+ * are added beside the promised ones, never instead of them.
+ */
+#include "report.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *az_fmt_bytes(uint64_t v, char *buf, size_t len)
+{
+    static const char *const u[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB" };
+    if (v < 1024) { snprintf(buf, len, "%" PRIu64 " B", v); return buf; }
+    double d = (double)v;
+    int i = 0;
+    while (d >= 1024 && i < 5) { d /= 1024; i++; }
+    snprintf(buf, len, d < 10 ? "%.2f %s" : d < 100 ? "%.1f %s" : "%.0f %s", d, u[i]);
+    return buf;
+}
+
+const char *az_fmt_ns(uint64_t ns, char *buf, size_t len)
+{
+    if (ns < 1000) snprintf(buf, len, "%" PRIu64 " ns", ns);
+    else if (ns < 1000000) snprintf(buf, len, "%.1f us", (double)ns / 1e3);
+    else if (ns < 1000000000) snprintf(buf, len, "%.1f ms", (double)ns / 1e6);
+    else snprintf(buf, len, "%.3f s", (double)ns / 1e9);
+    return buf;
+}
+
+const char *az_fmt_count(uint64_t v, char *buf, size_t len)
+{
+    char tmp[32];
+    int n = snprintf(tmp, sizeof tmp, "%" PRIu64, v), o = 0;
+    for (int i = 0; i < n && (size_t)o + 2 < len; i++) {
+        if (i && (n - i) % 3 == 0) buf[o++] = ',';
+        buf[o++] = tmp[i];
+    }
+    buf[o] = 0;
+    return buf;
+}
+
+const char *az_site_name(const az_scan_t *s, az_sym_t *sym, uint32_t stack, char *buf, size_t len)
+{
+    uint32_t depth = 0;
+    const uint64_t *fr = stack ? pst_stack(s->r, stack, &depth) : NULL;
+    if (!fr || !depth) { snprintf(buf, len, "%s", stack ? "(stack undefined)" : "(no stack)"); return buf; }
+    if (!sym) { snprintf(buf, len, "0x%" PRIx64, fr[0]); return buf; }
+    az_frame_t f;
+    uint32_t i = 0;
+    for (; i < depth; i++) {
+        az_sym_lookup(sym, fr[i], i > 0, &f);
+        if (!az_sym_is_allocator(&f)) break;
+    }
+    if (i == depth) i = 0, az_sym_lookup(sym, fr[0], 0, &f);
+    char a[512], b[512];
+    az_sym_format(&f, fr[i], a, sizeof a);
+    if (i + 1 < depth) {
+        az_frame_t g;
+        az_sym_lookup(sym, fr[i + 1], 1, &g);
+        snprintf(buf, len, "%s < %s", a, g.function ? g.function : az_sym_format(&g, fr[i + 1], b, sizeof b));
+    } else {
+        snprintf(buf, len, "%s", a);
+    }
+    return buf;
+}
+
+/* ---- site tables -------------------------------------------------------------- */
+
+static int by_peak(const void *a, const void *b)
+{
+    const az_site_t *x = a, *y = b;
+    return (x->peak_bytes < y->peak_bytes) - (x->peak_bytes > y->peak_bytes);
+}
+static int by_calls(const void *a, const void *b)
+{
+    const az_site_t *x = a, *y = b;
+    return (x->calls < y->calls) - (x->calls > y->calls);
+}
+static int by_bytes(const void *a, const void *b)
+{
+    const az_site_t *x = a, *y = b;
+    return (x->bytes < y->bytes) - (x->bytes > y->bytes);
+}
+static int by_live(const void *a, const void *b)
+{
+    const az_site_t *x = a, *y = b;
+    return (x->live_bytes < y->live_bytes) - (x->live_bytes > y->live_bytes);
+}
+
+static az_site_t *sorted_sites(const az_scan_t *s, int (*cmp)(const void *, const void *), size_t *n)
+{
+    const az_site_t *src = az_sites(s->heap, n);
+    if (!*n) return NULL;
+    az_site_t *a = malloc(*n * sizeof *a);
+    if (!a) { *n = 0; return NULL; }
+    memcpy(a, src, *n * sizeof *a);
+    qsort(a, *n, sizeof *a, cmp);
+    return a;
+}
+
+static void hist_text(FILE *out, const char *title, const uint64_t *h, int bytes)
+{
+    int lo = -1, hi = -1;
+    uint64_t mx = 0, total = 0;
+    for (int i = 0; i < AZ_HIST_BUCKETS; i++)
+        if (h[i]) { if (lo < 0) lo = i; hi = i; if (h[i] > mx) mx = h[i]; total += h[i]; }
+    fprintf(out, "\n%s\n", title);
+    if (lo < 0) { fputs("  (none)\n", out); return; }
+    for (int i = lo; i <= hi; i++) {
+        char a[32], b[32], c[32];
+        uint64_t from = i ? 1ull << (i - 1) : 0, to = i ? (i < 64 ? (1ull << i) : UINT64_MAX) : 1;
+        if (bytes) { az_fmt_bytes(from, a, sizeof a); az_fmt_bytes(to, b, sizeof b); }
+        else { az_fmt_ns(from, a, sizeof a); az_fmt_ns(to, b, sizeof b); }
+        int bar = (int)((double)h[i] * 40.0 / (double)mx + 0.5);
+        fprintf(out, "  %10s .. <%-10s %12s %5.1f%%  ", a, b, az_fmt_count(h[i], c, sizeof c),
+                100.0 * (double)h[i] / (double)total);
+        for (int k = 0; k < bar; k++) fputc('#', out);
+        fputc('\n', out);
+    }
+}
+
+static void sites_text(FILE *out, const az_scan_t *s, az_sym_t *sym, const char *title,
+                       int (*cmp)(const void *, const void *), unsigned top, int what)
+{
+    size_t n = 0;
+    az_site_t *a = sorted_sites(s, cmp, &n);
+    fprintf(out, "\n%s\n", title);
+    size_t shown = 0;
+    if (n) fprintf(out, "  %12s %12s %12s  %s\n", what == 0 ? "at peak" : what == 3 ? "leaked" : "bytes",
+                   what == 3 ? "objects" : "calls", what == 0 ? "share" : "avg size", "site");
+    for (size_t i = 0; i < n && shown < top; i++) {
+        const az_site_t *x = &a[i];
+        uint64_t v = what == 0 ? x->peak_bytes : what == 3 ? x->live_bytes : x->bytes;
+        if ((what == 0 || what == 3) && v == 0) break;
+        char b1[32], b2[32], b3[32], name[1200];
+        az_site_name(s, sym, x->stack, name, sizeof name);
+        if (what == 0)
+            snprintf(b3, sizeof b3, "%.1f%%", s->heap_r.peak_live_bytes ?
+                     100.0 * (double)v / (double)s->heap_r.peak_live_bytes : 0.0);
+        else if (what == 3)
+            az_fmt_count(x->live_count, b3, sizeof b3);
+        else
+            az_fmt_bytes(x->calls ? x->bytes / x->calls : 0, b3, sizeof b3);
+        fprintf(out, "  %12s %12s %12s  %s\n", az_fmt_bytes(v, b1, sizeof b1),
+                what == 3 ? b3 : az_fmt_count(x->calls, b2, sizeof b2),
+                what == 3 ? "" : b3, name);
+        shown++;
+    }
+    if (!shown) fputs("  (none)\n", out);
+    free(a);
+}
+
+static double pct(uint64_t a, uint64_t b) { return b ? 100.0 * (double)a / (double)b : 0.0; }
+
+void az_report_text(const az_scan_t *s, const az_report_opts_t *o, FILE *out)
+{
+    unsigned top = o && o->top ? o->top : 10;
+    const az_result_t *h = &s->heap_r, *p = &s->pool_r;
+    const pst_header_t *hd = s->hdr;
+    char a[64], b[64], c[64], d[64], e[64];
+    az_sym_t *sym = NULL;
+    if (!(o && o->no_symbols)) {
+        size_t nm = 0;
+        const pst_module_t *mods = pst_modules(s->r, &nm);
+        sym = az_sym_create(mods, nm);
+    }
+
+    fprintf(out, "poolscope report: %s\n", s->path);
+    fprintf(out, "  program     %s (pid %" PRIu64 ")%s\n", hd->exe && hd->exe[0] ? hd->exe : "?", hd->pid,
+            hd->parent_pid ? " — fork child" : "");
+    fprintf(out, "  duration    %s, %" PRIu64 " thread%s, %" PRIu64 " fork%s, %" PRIu64 " exec%s\n",
+            az_fmt_ns(s->t_last - s->t_first, a, sizeof a), s->threads, s->threads == 1 ? "" : "s",
+            s->forks, s->forks == 1 ? "" : "s", s->execs, s->execs == 1 ? "" : "s");
+    fprintf(out, "  events      %s", az_fmt_count(s->events, a, sizeof a));
+    if (s->events_counted != s->events) fprintf(out, " (%s in the selected window)", az_fmt_count(s->events_counted, b, sizeof b));
+    fprintf(out, ", lost %s%s\n", az_fmt_count(s->lost, c, sizeof c), s->lost ? "  <-- the tracer dropped events" : "");
+    /* events by kind, in rows of four */
+    int col = 0;
+    for (unsigned t = 0; t < PST_EV_MAX; t++) {
+        if (!s->by_type[t] || t == PST_EV_THREAD_START) continue;
+        const char *nm = pst_event_name(t);
+        if (!col) fputs("             ", out);
+        fprintf(out, " %-15s %11s", nm ? nm : "?", az_fmt_count(s->by_type[t], a, sizeof a));
+        if (++col == 3) { fputc('\n', out); col = 0; }
+    }
+    if (col) fputc('\n', out);
+
+    fputs("\nMemory\n", out);
+    fprintf(out, "  peak live heap    %12s  at %s, %s objects (sum of requested bytes)\n",
+            az_fmt_bytes(h->peak_live_bytes, a, sizeof a), az_fmt_ns(h->peak_live_t - s->t_first, b, sizeof b),
+            az_fmt_count(h->peak_live_count, c, sizeof c));
+    fprintf(out, "  peak RSS          %12s  at %s (%s samples)\n", az_fmt_bytes(s->peak_rss, a, sizeof a),
+            s->rss_samples ? az_fmt_ns(s->peak_rss_t - s->t_first, b, sizeof b) : "-",
+            az_fmt_count(s->rss_samples, c, sizeof c));
+    fprintf(out, "  peak mmap         %12s  anonymous %s, file-backed %s\n",
+            az_fmt_bytes(s->peak_mmap_total, a, sizeof a), az_fmt_bytes(s->peak_mmap_anon, b, sizeof b),
+            az_fmt_bytes(s->peak_mmap_file, c, sizeof c));
+    fprintf(out, "  total allocated   %12s  in %s allocations (%s calls)\n",
+            az_fmt_bytes(h->total_allocated_bytes, a, sizeof a), az_fmt_count(h->allocs, b, sizeof b),
+            az_fmt_count(h->calls, c, sizeof c));
+    fprintf(out, "  temporary         %12s  allocations freed before the next one (%.1f%%)\n",
+            az_fmt_count(h->temporary, a, sizeof a), pct(h->temporary, h->allocs));
+    fprintf(out, "  leaked at exit    %12s  in %s objects\n", az_fmt_bytes(h->leaked_bytes, a, sizeof a),
+            az_fmt_count(h->leaked_count, b, sizeof b));
+    fprintf(out, "  internal frag     %11.1f%%  at the peak (glibc rounding); %.1f%% time-weighted\n",
+            100 * h->internal_frag, 100 * h->internal_frag_avg);
+    if (s->failed_allocs || h->unmatched_frees)
+        fprintf(out, "  anomalies         %s failed allocations, %s frees of unknown addresses\n",
+                az_fmt_count(s->failed_allocs, a, sizeof a), az_fmt_count(h->unmatched_frees, b, sizeof b));
+
+    /* over time: at most 16 rows, each the maximum over its slice */
+    if (s->tl_used) {
+        size_t rows = s->tl_used < 16 ? s->tl_used : 16;
+        size_t per = (s->tl_used + rows - 1) / rows;
+        int kv = h->has_kv;
+        fprintf(out, "\nOver time (maximum in each slice)\n  %10s %11s %11s %11s %11s%s\n",
+                "time", "heap live", "mmap anon", "mmap file", "RSS", kv ? "   KV blocks  KV util" : "");
+        for (size_t i = 0; i < s->tl_used; i += per) {
+            az_tl_bucket_t m = { 0 };
+            for (size_t k = i; k < i + per && k < s->tl_used; k++) {
+                const az_tl_bucket_t *x = &s->tl[k];
+                if (x->heap > m.heap) m.heap = x->heap;
+                if (x->mmap_anon > m.mmap_anon) m.mmap_anon = x->mmap_anon;
+                if (x->mmap_file > m.mmap_file) m.mmap_file = x->mmap_file;
+                if (x->rss > m.rss) m.rss = x->rss;
+                if (x->kv_blocks >= m.kv_blocks) { m.kv_blocks = x->kv_blocks; m.kv_tokens = x->kv_tokens; m.kv_capacity = x->kv_capacity; }
+            }
+            uint64_t t = (s->tl_t0 - s->t_first) + ((uint64_t)i << s->tl_shift);
+            fprintf(out, "  %10s %11s %11s %11s %11s", az_fmt_ns(t, a, sizeof a), az_fmt_bytes(m.heap, b, sizeof b),
+                    az_fmt_bytes(m.mmap_anon, c, sizeof c), az_fmt_bytes(m.mmap_file, d, sizeof d),
+                    az_fmt_bytes(m.rss, e, sizeof e));
+            if (kv) fprintf(out, " %11" PRIu64 " %7.1f%%", m.kv_blocks, m.kv_capacity ? 100.0 * (double)m.kv_tokens / (double)m.kv_capacity : 0.0);
+            fputc('\n', out);
+        }
+    }
+
+    hist_text(out, "Allocation sizes (requested)", h->size_hist, 1);
+    hist_text(out, "Lifetimes (allocation to free)", h->lifetime_hist, 0);
+
+    fputs("\nPools\n", out);
+    if (!p->acquires && !s->n_pools) {
+        fputs("  (no pool events in this trace)\n", out);
+    } else {
+        fprintf(out, "  acquires %s, hits %s, misses %s: hit rate %.1f%%; backing allocations %s\n",
+                az_fmt_count(p->acquires, a, sizeof a), az_fmt_count(p->hits, b, sizeof b),
+                az_fmt_count(p->misses, c, sizeof c), 100 * p->hit_rate, az_fmt_count(p->backing_allocs, d, sizeof d));
+        fprintf(out, "  peak outstanding %s, peak cached %s, peak reserved %s (%.2fx the peak live %s)\n",
+                az_fmt_bytes(p->peak_outstanding_bytes, a, sizeof a), az_fmt_bytes(p->peak_cached_bytes, b, sizeof b),
+                az_fmt_bytes(p->peak_reserved_bytes, c, sizeof c), p->reserved_over_live,
+                az_fmt_bytes(p->peak_live_bytes, d, sizeof d));
+        fprintf(out, "  internal fragmentation %.1f%% at the peak, %.1f%% time-weighted\n",
+                100 * p->internal_frag, 100 * p->internal_frag_avg);
+        fprintf(out, "  %-16s %6s %12s %12s %12s %12s\n", "pool", "kind", "acquires", "hit rate", "peak out", "peak cached");
+        for (size_t i = 0; i < s->n_pools; i++) {
+            const az_pool_info_t *x = &s->pools[i];
+            if (x->kv) {
+                fprintf(out, "  %-16s %6s %12s %12s %12s %12s  block %" PRIu64 " tokens\n", x->name, "kv", "-", "-", "-", "-", x->block_size);
+                continue;
+            }
+            fprintf(out, "  %-16s %6s %12s %11.1f%% %12s %12s\n", x->name, "buffer", az_fmt_count(x->acquires, a, sizeof a),
+                    pct(x->hits, x->acquires), az_fmt_bytes(x->peak_out, b, sizeof b),
+                    az_fmt_bytes(x->peak_cached, c, sizeof c));
+        }
+    }
+
+    fputs("\nAddress reuse (heap)\n", out);
+    fprintf(out, "  same address as the last free of that size  %5.1f%%\n", 100 * h->same_address_reuse);
+    fprintf(out, "  fresh addresses (never handed out before)   %5.1f%%\n", 100 * h->fresh_address_ratio);
+    fprintf(out, "  reuse distance (distinct addresses between uses): p50 %" PRIu64 ", p90 %" PRIu64 ", max %" PRIu64 " over %s re-uses%s\n",
+            h->distance_p50, h->distance_p90, h->distance_max, az_fmt_count(h->reuse_samples, a, sizeof a),
+            h->reuse_capped ? " (capped: more distinct addresses than tracked)" : "");
+    {
+        int lo = -1, hi = -1;
+        for (int i = 0; i < AZ_HIST_BUCKETS; i++) if (h->distance_hist[i]) { if (lo < 0) lo = i; hi = i; }
+        if (lo >= 0) {
+            fputs("  distance  ", out);
+            for (int i = lo; i <= hi && i < lo + 12; i++)
+                fprintf(out, " %s%" PRIu64 ":%.0f%%", i ? "<" : "", (uint64_t)(i ? (1ull << i) : 1ull),
+                        pct(h->distance_hist[i], h->reuse_samples));
+            fputc('\n', out);
+        }
+    }
+
+    fputs("\nKV cache\n", out);
+    if (!h->has_kv) {
+        fputs("  (no KV block events in this trace)\n", out);
+    } else {
+        fprintf(out, "  peak blocks in use %" PRIu64 " at %s; utilization %.1f%% time-weighted, %.1f%% at the peak; waste %.1f%%\n",
+                h->peak_kv_blocks, az_fmt_ns(h->peak_kv_t - s->t_first, a, sizeof a), 100 * h->kv_utilization,
+                100 * h->kv_utilization_at_peak, 100 * h->kv_waste_ratio);
+    }
+
+    fputs("\nPhases (heap calls while a marker's scope is open)\n", out);
+    if (!h->n_phases) fputs("  (no markers)\n", out);
+    else fprintf(out, "  %-16s %10s %12s %12s %12s %10s\n", "marker", "count", "heap calls", "heap bytes", "calls/each", "time");
+    for (size_t i = 0; i < h->n_phases; i++) {
+        const az_phase_t *x = &h->phases[i];
+        fprintf(out, "  %-16s %10s %12s %12s %12.1f %10s\n", x->name, az_fmt_count(x->count, a, sizeof a),
+                az_fmt_count(x->heap_calls, b, sizeof b), az_fmt_bytes(x->heap_bytes, c, sizeof c),
+                x->count ? (double)x->heap_calls / (double)x->count : 0.0, az_fmt_ns(x->time_ns, d, sizeof d));
+    }
+    if (h->decode_steps)
+        fprintf(out, "  allocs per decode step: %.2f (%s steps; steady state = steps after the first 4)\n",
+                h->allocs_per_decode_step, az_fmt_count(h->decode_steps, a, sizeof a));
+
+    sites_text(out, s, sym, "Sites live at the peak", by_peak, top, 0);
+    sites_text(out, s, sym, "Top sites by calls", by_calls, top, 1);
+    sites_text(out, s, sym, "Top sites by bytes", by_bytes, top, 2);
+    if (h->leaked_bytes) sites_text(out, s, sym, "Leaks at exit by site", by_live, top, 3);
+    az_sym_destroy(sym);
+}
+
+static void sites_json(az_json_t *j, const char *key, const az_scan_t *s, az_sym_t *sym,
+                       int (*cmp)(const void *, const void *), unsigned top)
+{
+    size_t n = 0;
+    az_site_t *a = sorted_sites(s, cmp, &n);
+    az_json_begin(j, key, '[');
+    for (size_t i = 0; i < n && i < top; i++) {
+        char name[1200];
+        if (cmp == by_live && !a[i].live_bytes) break;
+        if (cmp == by_peak && !a[i].peak_bytes) break;
+        az_json_begin(j, NULL, '{');
+        az_json_u64(j, "stack", a[i].stack);
+        az_json_str(j, "site", az_site_name(s, sym, a[i].stack, name, sizeof name));
+        az_json_u64(j, "calls", a[i].calls);
+        az_json_u64(j, "bytes", a[i].bytes);
+        az_json_u64(j, "peak_bytes", a[i].peak_bytes);
+        az_json_u64(j, "leaked_bytes", a[i].live_bytes);
+        az_json_end(j);
+    }
+    az_json_end(j);
+    free(a);
+}
+
+void az_report_json(const az_scan_t *s, const az_report_opts_t *o, FILE *out)
+{
+    unsigned top = o && o->top ? o->top : 10;
+    const az_result_t *h = &s->heap_r, *p = &s->pool_r;
+    az_sym_t *sym = NULL;
+    if (!(o && o->no_symbols)) {
+        size_t nm = 0;
+        const pst_module_t *mods = pst_modules(s->r, &nm);
+        sym = az_sym_create(mods, nm);
+    }
+    az_json_t j;
+    az_json_init(&j, out, 1);
+    az_json_begin(&j, NULL, '{');
+    az_json_str(&j, "trace", s->path);
+    az_json_u64(&j, "events", s->events_counted);
+    az_json_u64(&j, "events_total", s->events);
+    az_json_begin(&j, "calls", '{');
+    for (int i = 0; i < AZ_F_COUNT; i++) az_json_u64(&j, az_func_names[i], s->calls[i]);
+    az_json_end(&j);
+    az_json_u64(&j, "peak_live_bytes", h->peak_live_bytes);
+    az_json_u64(&j, "peak_live_t_ns", h->peak_live_t - s->t_first);
+    az_json_u64(&j, "peak_rss_bytes", s->peak_rss);
+    az_json_u64(&j, "peak_mmap_anon_bytes", s->peak_mmap_anon);
+    az_json_u64(&j, "peak_mmap_file_bytes", s->peak_mmap_file);
+    az_json_u64(&j, "total_allocated_bytes", h->total_allocated_bytes);
+    az_json_u64(&j, "allocations", h->allocs);
+    az_json_u64(&j, "temporary_allocations", h->temporary);
+    az_json_u64(&j, "leaked_bytes", h->leaked_bytes);
+    az_json_u64(&j, "leaked_objects", h->leaked_count);
+    az_json_u64(&j, "lost_events", s->lost);
+    az_json_f64(&j, "internal_frag", h->internal_frag);
+    az_json_f64(&j, "internal_frag_avg", h->internal_frag_avg);
+    az_json_u64(&j, "duration_ns", s->t_last - s->t_first);
+    az_json_u64(&j, "threads", s->threads);
+    az_json_bool(&j, "complete", s->status && s->status->complete);
+
+    az_json_begin(&j, "pool", '{');
+    az_json_u64(&j, "acquires", p->acquires);
+    az_json_u64(&j, "hits", p->hits);
+    az_json_u64(&j, "misses", p->misses);
+    az_json_f64(&j, "hit_rate", p->hit_rate);
+    az_json_u64(&j, "backing_allocs", p->backing_allocs);
+    az_json_u64(&j, "peak_cached_bytes", p->peak_cached_bytes);
+    az_json_u64(&j, "peak_outstanding_bytes", p->peak_outstanding_bytes);
+    az_json_u64(&j, "peak_reserved_bytes", p->peak_reserved_bytes);
+    az_json_f64(&j, "internal_frag", p->internal_frag);
+    az_json_f64(&j, "internal_frag_avg", p->internal_frag_avg);
+    az_json_f64(&j, "same_address_reuse", p->same_address_reuse);
+    az_json_end(&j);
+
+    az_json_begin(&j, "reuse", '{');
+    az_json_f64(&j, "same_address_reuse", h->same_address_reuse);
+    az_json_f64(&j, "fresh_address_ratio", h->fresh_address_ratio);
+    az_json_u64(&j, "distance_p50", h->distance_p50);
+    az_json_u64(&j, "distance_p90", h->distance_p90);
+    az_json_u64(&j, "distance_max", h->distance_max);
+    az_json_u64(&j, "samples", h->reuse_samples);
+    az_json_bool(&j, "capped", h->reuse_capped);
+    az_json_begin(&j, "distance_log2_hist", '[');
+    int hi = 0;
+    for (int i = 0; i < AZ_HIST_BUCKETS; i++) if (h->distance_hist[i]) hi = i;
+    for (int i = 0; i <= hi; i++) az_json_u64(&j, NULL, h->distance_hist[i]);
+    az_json_end(&j);
+    az_json_end(&j);
+
+    az_json_begin(&j, "kv", '{');
+    az_json_u64(&j, "peak_blocks_in_use", h->peak_kv_blocks);
+    az_json_f64(&j, "kv_utilization", h->kv_utilization);
+    az_json_f64(&j, "kv_utilization_at_peak", h->kv_utilization_at_peak);
+    az_json_f64(&j, "kv_waste_ratio", h->kv_waste_ratio);
+    az_json_end(&j);
+
+    az_json_begin(&j, "phases", '{');
+    for (size_t i = 0; i < h->n_phases; i++) {
+        az_json_begin(&j, h->phases[i].name, '{');
+        az_json_u64(&j, "count", h->phases[i].count);
+        az_json_u64(&j, "heap_calls", h->phases[i].heap_calls);
+        az_json_u64(&j, "heap_bytes", h->phases[i].heap_bytes);
+        az_json_u64(&j, "time_ns", h->phases[i].time_ns);
+        az_json_end(&j);
+    }
+    az_json_end(&j);
+    az_json_f64(&j, "allocs_per_decode_step", h->allocs_per_decode_step);
+
+    az_json_begin(&j, "size_log2_hist", '[');
+    hi = 0;
+    for (int i = 0; i < AZ_HIST_BUCKETS; i++) if (h->size_hist[i]) hi = i;
+    for (int i = 0; i <= hi; i++) az_json_u64(&j, NULL, h->size_hist[i]);
+    az_json_end(&j);
+    az_json_begin(&j, "sites", '{');
+    sites_json(&j, "by_peak", s, sym, by_peak, top);
+    sites_json(&j, "by_calls", s, sym, by_calls, top);
+    sites_json(&j, "by_bytes", s, sym, by_bytes, top);
+    sites_json(&j, "leaks", s, sym, by_live, top);
+    az_json_end(&j);
+    az_json_end(&j);
+    az_sym_destroy(sym);
+}

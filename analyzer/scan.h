@@ -1,0 +1,116 @@
+/* scan.h — one pass over a trace into the metrics library (prefix az_scan_).
+ *
+ * The driver behind report, plot, export, diff and gate: it reads a .pst
+ * with the streaming reader and turns its events into allocation streams:
+ *   heap  malloc family -> az_alloc/az_free of the `heap` accumulator
+ *         (realloc = free old + alloc new; rnd = glibc's usable size),
+ *         every hooked call -> az_calls, markers -> az_mark, KV block state
+ *         -> az_kv (tokens = sum of n_used over held blocks);
+ *   pool  POOL_ACQUIRE/RECLAIM -> az_alloc/az_free of the `pool` accumulator
+ *         (address = pool id, buffer id; rnd = granted bytes; size key =
+ *         granted bytes), outstanding/cached bytes -> az_reserved, hits,
+ *         backing allocations;
+ *   mmap  anonymous and file-backed mapped bytes apart (munmap may cut a
+ *         mapping; mremap moves it); RSS samples.
+ * and keeps a timeline of fixed-width buckets (the width doubles as the
+ * trace grows, so memory is bounded) for plots and the text report.
+ *
+ * --phase NAME / --from T --to T become az_set_counting() on both
+ * accumulators: the live set stays exact, only the window is counted.
+ */
+#ifndef POOLSCOPE_SCAN_H
+#define POOLSCOPE_SCAN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "metrics.h"
+#include "reader.h"
+
+enum {   /* the hooked functions, in the order of the JSON `calls` object */
+    AZ_F_MALLOC, AZ_F_CALLOC, AZ_F_REALLOC, AZ_F_REALLOCARRAY, AZ_F_FREE,
+    AZ_F_POSIX_MEMALIGN, AZ_F_ALIGNED_ALLOC, AZ_F_MEMALIGN, AZ_F_VALLOC, AZ_F_PVALLOC,
+    AZ_F_MMAP, AZ_F_MUNMAP, AZ_F_MREMAP, AZ_F_COUNT
+};
+extern const char *const az_func_names[AZ_F_COUNT];
+
+typedef struct az_scan az_scan_t;
+
+typedef struct az_scan_opts {
+    const char *phase;           /* count only while a scope of this marker is open */
+    uint64_t from, to;           /* count only events with from <= ts <= to (ns) when window */
+    int      window;
+    size_t   timeline_buckets;   /* 0: 64 */
+    size_t   keep_markers;       /* keep up to this many marker events (plots, exports) */
+    /* Called for every event after the accumulators took it (NULL = none). */
+    void   (*hook)(void *ctx, const pst_event_t *ev, const az_scan_t *s);
+    void    *hook_ctx;
+} az_scan_opts_t;
+
+typedef struct az_tl_bucket {    /* maxima over the bucket's time span */
+    uint64_t heap, mmap_anon, mmap_file, rss, pool_out, pool_cached, kv_blocks, kv_tokens, kv_capacity;
+    int      set;
+} az_tl_bucket_t;
+
+typedef struct az_marker_rec {
+    uint64_t t, instance;
+    uint32_t name;               /* string id (pst_string) */
+    uint8_t  kind;               /* AZ_MARK_* */
+} az_marker_rec_t;
+
+typedef struct az_pool_info {
+    uint64_t id, cap, acquires, hits, outstanding, cached, peak_out, peak_cached;
+    char name[64];
+    int kv;                      /* 1: a KV block pool */
+    uint64_t block_size, n_blocks;
+} az_pool_info_t;
+
+struct az_scan {
+    const char *path;
+    pst_reader_t *r;             /* kept open: strings, stacks and modules stay readable */
+    const pst_header_t *hdr;
+    const pst_status_t *status;
+    az_metrics_t *heap, *pool;
+    az_result_t heap_r, pool_r;  /* after the scan */
+
+    uint64_t events, events_counted;
+    uint64_t by_type[PST_EV_MAX];
+    uint64_t calls[AZ_F_COUNT];
+    uint64_t t_first, t_last;
+    uint64_t threads, forks, execs, lost;
+    uint64_t failed_allocs;
+
+    /* now and peaks */
+    uint64_t mmap_anon, mmap_file, peak_mmap_anon, peak_mmap_file, peak_mmap_total;
+    uint64_t rss, peak_rss, peak_rss_t, rss_samples;
+    uint64_t pool_out, pool_cached;
+
+    az_pool_info_t *pools;
+    size_t n_pools;
+
+    /* timeline: n buckets of 2^shift ns from t0 */
+    az_tl_bucket_t *tl;
+    size_t tl_n, tl_used;
+    unsigned tl_shift;
+    uint64_t tl_t0;
+
+    az_marker_rec_t *markers;
+    size_t n_markers, markers_dropped;
+
+    void *priv;                  /* scan.c's own tables */
+};
+
+/* Scan `path`. Returns 0 and *out, or a negative PS_E* code with a message
+ * for the user in msg ("not a poolscope trace", "cut short: ..."). A trace
+ * cut short or with a corrupt chunk is scanned up to the damage and
+ * returns 0; s->status says what happened (az_scan_warning gives the line). */
+int az_scan_file(const char *path, const az_scan_opts_t *opts, az_scan_t **out,
+                 char *msg, size_t msglen);
+void az_scan_free(az_scan_t *s);                    /* accepts NULL */
+
+/* A one-line warning about a damaged trace, or NULL when it is complete. */
+const char *az_scan_warning(const az_scan_t *s, char *buf, size_t len);
+/* Name of a marker string id, "?" when undefined. */
+const char *az_scan_string(const az_scan_t *s, uint32_t id);
+
+#endif

@@ -1,0 +1,373 @@
+/* sqlite.c — trace -> SQLite (see sqlite.h and SCHEMA.md).
+ *
+ * One pass: the scan driver computes the metrics while its hook inserts
+ * each event (and its pool / block / marker / rss detail rows) through
+ * prepared statements inside one transaction, with journal and sync off
+ * during the load. Stacks, frames (symbolized with libdw), modules and the
+ * metrics table are written after the pass; indexes last, so the inserts
+ * never maintain a b-tree besides the table's own.
+ */
+#include "sqlite.h"
+
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gate.h"
+#include "pserr.h"
+#include "report.h"
+#include "scan.h"
+#include "symbolize.h"
+
+static const char *const schema =
+    "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT);\n"
+    "CREATE TABLE event_types(type INTEGER PRIMARY KEY, name TEXT);\n"
+    "CREATE TABLE events(id INTEGER PRIMARY KEY, ts INTEGER, tid INTEGER, stream INTEGER,\n"
+    "  type INTEGER, stack INTEGER, addr INTEGER, old_addr INTEGER, size INTEGER, arg INTEGER);\n"
+    "CREATE TABLE modules(id INTEGER PRIMARY KEY, path TEXT, base INTEGER, size INTEGER,\n"
+    "  build_id TEXT, load_ts INTEGER, unload_ts INTEGER);\n"
+    "CREATE TABLE stacks(id INTEGER PRIMARY KEY, depth INTEGER, site TEXT);\n"
+    "CREATE TABLE frames(stack_id INTEGER, level INTEGER, pc INTEGER, function TEXT, file TEXT,\n"
+    "  line INTEGER, module TEXT, PRIMARY KEY(stack_id, level)) WITHOUT ROWID;\n"
+    "CREATE TABLE markers(event_id INTEGER PRIMARY KEY, ts INTEGER, tid INTEGER, name TEXT,\n"
+    "  kind TEXT, instance INTEGER, payload TEXT);\n"
+    "CREATE TABLE pools(event_id INTEGER PRIMARY KEY, ts INTEGER, pool_id INTEGER, kind TEXT,\n"
+    "  pool_seq INTEGER, arm INTEGER, buf_id INTEGER, req_bytes INTEGER, granted_bytes INTEGER,\n"
+    "  hit INTEGER, cached INTEGER, ptr INTEGER, name TEXT);\n"
+    "CREATE TABLE blocks(event_id INTEGER, ts INTEGER, pool_id INTEGER, kind TEXT,\n"
+    "  pool_seq INTEGER, block_id INTEGER, n_used INTEGER, owner INTEGER, stream INTEGER);\n"
+    "CREATE TABLE rss(event_id INTEGER PRIMARY KEY, ts INTEGER, rss INTEGER, anon INTEGER, file INTEGER);\n"
+    "CREATE TABLE metrics(name TEXT PRIMARY KEY, value REAL);\n";
+
+static const char *const indexes =
+    "CREATE INDEX events_type_ts ON events(type, ts);\n"
+    "CREATE INDEX events_addr ON events(addr);\n"
+    "CREATE INDEX events_stack ON events(stack);\n"
+    "CREATE INDEX markers_name_ts ON markers(name, ts);\n"
+    "CREATE INDEX pools_pool_ts ON pools(pool_id, ts);\n"
+    "CREATE INDEX blocks_pool_block ON blocks(pool_id, block_id, ts);\n"
+    "CREATE INDEX frames_function ON frames(function);\n";
+
+enum { ST_EV, ST_MARK, ST_POOL, ST_BLOCK, ST_RSS, ST_N };
+static const char *const stmt_sql[ST_N] = {
+    "INSERT INTO events VALUES(?,?,?,?,?,?,?,?,?,?)",
+    "INSERT INTO markers VALUES(?,?,?,?,?,?,?)",
+    "INSERT INTO pools VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)",
+    "INSERT INTO blocks VALUES(?,?,?,?,?,?,?,?,?)",
+    "INSERT INTO rss VALUES(?,?,?,?,?)",
+};
+
+typedef struct loader {
+    sqlite3 *db;
+    sqlite3_stmt *st[ST_N];
+    az_sql_stats_t *stats;
+    int rc;                      /* first SQLite error */
+    uint64_t id;
+} loader_t;
+
+static void bind_u64(sqlite3_stmt *s, int i, uint64_t v) { sqlite3_bind_int64(s, i, (sqlite3_int64)v); }
+
+static void step(loader_t *L, sqlite3_stmt *s)
+{
+    int rc = sqlite3_step(s);
+    if (rc != SQLITE_DONE && !L->rc) L->rc = rc;
+    sqlite3_reset(s);
+}
+
+static void hook(void *ctx, const pst_event_t *ev, const az_scan_t *scan)
+{
+    (void)scan;
+    loader_t *L = ctx;
+    if (L->rc) return;
+    uint64_t id = ++L->id;
+    const uint64_t *f = ev->f;
+    uint64_t addr = 0, old = 0, size = 0, arg = 0;
+    int has_addr = 1, has_old = 0, has_size = 1, has_arg = 0;
+    switch (ev->type) {
+    case PST_EV_MALLOC: case PST_EV_VALLOC: case PST_EV_PVALLOC: addr = f[0]; size = f[1]; break;
+    case PST_EV_CALLOC: addr = f[0]; size = f[1] * f[2]; arg = f[1]; has_arg = 1; break;
+    case PST_EV_REALLOC: old = f[0]; addr = f[1]; size = f[2]; has_old = 1; break;
+    case PST_EV_REALLOCARRAY: old = f[0]; addr = f[1]; size = f[2] * f[3]; arg = f[2]; has_old = has_arg = 1; break;
+    case PST_EV_FREE: addr = f[0]; has_size = 0; break;
+    case PST_EV_POSIX_MEMALIGN: case PST_EV_ALIGNED_ALLOC: case PST_EV_MEMALIGN:
+        addr = f[0]; size = f[2]; arg = f[1]; has_arg = 1; break;
+    case PST_EV_MMAP: addr = f[0]; size = f[1]; arg = f[3]; has_arg = 1; break;
+    case PST_EV_MUNMAP: case PST_EV_MADVISE: addr = f[0]; size = f[1]; break;
+    case PST_EV_MREMAP: old = f[0]; addr = f[2]; size = f[3]; arg = f[1]; has_old = has_arg = 1; break;
+    case PST_EV_TENSOR_ACQUIRE: addr = f[0]; size = f[4]; arg = f[1]; has_arg = 1; break;
+    case PST_EV_TENSOR_RELEASE: addr = f[0]; has_size = 0; break;
+    default: has_addr = 0; has_size = 0; break;
+    }
+    sqlite3_stmt *s = L->st[ST_EV];
+    bind_u64(s, 1, id);
+    bind_u64(s, 2, ev->ts);
+    bind_u64(s, 3, ev->tid);
+    bind_u64(s, 4, ev->stream);
+    sqlite3_bind_int(s, 5, ev->type);
+    if (ev->stack) bind_u64(s, 6, ev->stack); else sqlite3_bind_null(s, 6);
+    if (has_addr) bind_u64(s, 7, addr); else sqlite3_bind_null(s, 7);
+    if (has_old) bind_u64(s, 8, old); else sqlite3_bind_null(s, 8);
+    if (has_size) bind_u64(s, 9, size); else sqlite3_bind_null(s, 9);
+    if (has_arg) bind_u64(s, 10, arg); else sqlite3_bind_null(s, 10);
+    step(L, s);
+    L->stats->events++;
+
+    switch (ev->type) {
+    case PST_EV_MARK_POINT: case PST_EV_MARK_BEGIN: case PST_EV_MARK_END: {
+        s = L->st[ST_MARK];
+        bind_u64(s, 1, id);
+        bind_u64(s, 2, ev->ts);
+        bind_u64(s, 3, ev->tid);
+        sqlite3_bind_text(s, 4, ev->str ? ev->str : "?", -1, SQLITE_TRANSIENT);
+        sqlite3_bind_text(s, 5, ev->type == PST_EV_MARK_POINT ? "point" : ev->type == PST_EV_MARK_BEGIN ? "begin" : "end", -1, SQLITE_STATIC);
+        if (ev->type == PST_EV_MARK_POINT) sqlite3_bind_null(s, 6); else bind_u64(s, 6, f[1]);
+        if (ev->n_payload) {
+            char pl[256];
+            int o = snprintf(pl, sizeof pl, "[");
+            for (uint32_t i = 0; i < ev->n_payload && o < 200; i++)
+                o += snprintf(pl + o, sizeof pl - (size_t)o, "%s%lld", i ? "," : "", (long long)ev->payload[i]);
+            snprintf(pl + o, sizeof pl - (size_t)o, "]");
+            sqlite3_bind_text(s, 7, pl, -1, SQLITE_TRANSIENT);
+        } else {
+            sqlite3_bind_null(s, 7);
+        }
+        step(L, s);
+        L->stats->markers++;
+        break;
+    }
+    case PST_EV_POOL_CREATE: case PST_EV_POOL_ACQUIRE: case PST_EV_POOL_RECLAIM:
+    case PST_EV_POOL_BACKING_ALLOC: case PST_EV_POOL_BACKING_FREE: case PST_EV_POOL_DESTROY: {
+        s = L->st[ST_POOL];
+        sqlite3_clear_bindings(s);
+        bind_u64(s, 1, id);
+        bind_u64(s, 2, ev->ts);
+        bind_u64(s, 3, f[0]);
+        static const char *const kinds[] = { "create", "acquire", "reclaim", "backing_alloc", "backing_free", "destroy" };
+        sqlite3_bind_text(s, 4, kinds[ev->type - PST_EV_POOL_CREATE], -1, SQLITE_STATIC);
+        if (ev->type == PST_EV_POOL_CREATE) {
+            sqlite3_bind_text(s, 13, ev->str ? ev->str : "", -1, SQLITE_TRANSIENT);
+            bind_u64(s, 9, f[3]);                     /* cap bytes in granted_bytes */
+            bind_u64(s, 6, f[2]);                     /* arms */
+        } else if (ev->type == PST_EV_POOL_ACQUIRE) {
+            bind_u64(s, 5, f[1]); bind_u64(s, 6, f[2]); bind_u64(s, 7, f[3]);
+            bind_u64(s, 8, f[6]); bind_u64(s, 9, f[7]); bind_u64(s, 10, f[8]);
+        } else if (ev->type == PST_EV_POOL_RECLAIM) {
+            bind_u64(s, 5, f[1]); bind_u64(s, 6, f[2]); bind_u64(s, 7, f[3]);
+            bind_u64(s, 9, f[4]); bind_u64(s, 11, f[5]);
+        } else if (ev->type != PST_EV_POOL_DESTROY) {
+            bind_u64(s, 5, f[1]); bind_u64(s, 12, f[2]); bind_u64(s, 9, f[3]);
+        }
+        step(L, s);
+        L->stats->pool_rows++;
+        break;
+    }
+    case PST_EV_KVB_ALLOC: case PST_EV_KVB_FREE: case PST_EV_KVB_SHRINK: case PST_EV_KVB_TOKENS: {
+        s = L->st[ST_BLOCK];
+        const char *kind = ev->type == PST_EV_KVB_ALLOC ? "alloc" : ev->type == PST_EV_KVB_FREE ? "free" :
+                           ev->type == PST_EV_KVB_SHRINK ? "retire" : "tokens";
+        uint32_t n = ev->type == PST_EV_KVB_TOKENS ? 1 : ev->n_ids;
+        for (uint32_t i = 0; i < n; i++) {
+            sqlite3_clear_bindings(s);
+            bind_u64(s, 1, id);
+            bind_u64(s, 2, ev->ts);
+            bind_u64(s, 3, f[0]);
+            sqlite3_bind_text(s, 4, kind, -1, SQLITE_STATIC);
+            bind_u64(s, 5, f[1]);
+            if (ev->type == PST_EV_KVB_TOKENS) { bind_u64(s, 6, f[2]); bind_u64(s, 7, f[3]); }
+            else bind_u64(s, 6, ev->ids[i]);
+            if (ev->type == PST_EV_KVB_ALLOC) {
+                sqlite3_bind_int64(s, 8, (sqlite3_int64)f[3]);
+                bind_u64(s, 9, f[2]);
+            }
+            step(L, s);
+            L->stats->block_rows++;
+        }
+        break;
+    }
+    case PST_EV_RSS:
+        s = L->st[ST_RSS];
+        bind_u64(s, 1, id); bind_u64(s, 2, ev->ts); bind_u64(s, 3, f[0]); bind_u64(s, 4, f[1]); bind_u64(s, 5, f[2]);
+        step(L, s);
+        L->stats->rss_rows++;
+        break;
+    default: break;
+    }
+}
+
+static int exec(sqlite3 *db, const char *sql, char *msg, size_t msglen)
+{
+    char *e = NULL;
+    if (sqlite3_exec(db, sql, NULL, NULL, &e) != SQLITE_OK) {
+        snprintf(msg, msglen, "sqlite: %s", e ? e : "error");
+        sqlite3_free(e);
+        return PS_EIO;
+    }
+    return 0;
+}
+
+static void metrics_rows(sqlite3 *db, sqlite3_stmt *s, const az_jv_t *v, const char *prefix, az_sql_stats_t *st)
+{
+    for (const az_jv_t *c = v->child; c; c = c->next) {
+        if (!c->key) continue;
+        char p[256];
+        snprintf(p, sizeof p, "%s%s%s", prefix, *prefix ? "." : "", c->key);
+        if (c->type == AZ_JV_OBJ && strcmp(p, "sites") != 0) metrics_rows(db, s, c, p, st);
+        else if (c->type == AZ_JV_NUM || c->type == AZ_JV_BOOL) {
+            sqlite3_bind_text(s, 1, p, -1, SQLITE_TRANSIENT);
+            sqlite3_bind_double(s, 2, c->num);
+            sqlite3_step(s);
+            sqlite3_reset(s);
+            st->metrics++;
+        }
+    }
+}
+
+int az_sql_write(const char *trace, const char *dbpath, az_sql_stats_t *st, int *warning,
+                 char *msg, size_t msglen)
+{
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    memset(st, 0, sizeof *st);
+    *warning = 0;
+    /* refuse early when the trace cannot be opened, before touching DB */
+    int err = 0;
+    pst_reader_t *probe = pst_open(trace, &err);
+    if (!probe) {
+        snprintf(msg, msglen, "%s", err == PS_ECORRUPT ? "not a poolscope trace (bad header)" : ps_strerror(err));
+        return err;
+    }
+    pst_close(probe);
+    unlink(dbpath);
+    loader_t L = { .stats = st };
+    if (sqlite3_open(dbpath, &L.db) != SQLITE_OK) {
+        snprintf(msg, msglen, "cannot create database %s: %s", dbpath, L.db ? sqlite3_errmsg(L.db) : "error");
+        sqlite3_close(L.db);
+        return PS_EIO;
+    }
+    int rc = PS_EIO;
+    az_scan_t *s = NULL;
+    if (exec(L.db, "PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF; PRAGMA cache_size=-65536;"
+                   "PRAGMA temp_store=MEMORY; PRAGMA locking_mode=EXCLUSIVE;", msg, msglen) ||
+        exec(L.db, schema, msg, msglen) || exec(L.db, "BEGIN", msg, msglen))
+        goto out;
+    for (int i = 0; i < ST_N; i++)
+        if (sqlite3_prepare_v2(L.db, stmt_sql[i], -1, &L.st[i], NULL) != SQLITE_OK) {
+            snprintf(msg, msglen, "sqlite: %s", sqlite3_errmsg(L.db));
+            goto out;
+        }
+    az_scan_opts_t so = { .hook = hook, .hook_ctx = &L };
+    if ((rc = az_scan_file(trace, &so, &s, msg, msglen))) goto out;
+    rc = PS_EIO;
+    if (L.rc) { snprintf(msg, msglen, "sqlite insert failed: %s", sqlite3_errstr(L.rc)); goto out; }
+    char wb[8];
+    *warning = az_scan_warning(s, wb, sizeof wb) != NULL;
+
+    /* event types, meta */
+    sqlite3_stmt *q;
+    sqlite3_prepare_v2(L.db, "INSERT INTO event_types VALUES(?,?)", -1, &q, NULL);
+    for (unsigned t = 0; t < PST_EV_MAX; t++) {
+        const char *n = pst_event_name(t);
+        if (!n) continue;
+        sqlite3_bind_int(q, 1, (int)t); sqlite3_bind_text(q, 2, n, -1, SQLITE_STATIC);
+        sqlite3_step(q); sqlite3_reset(q);
+    }
+    sqlite3_finalize(q);
+    sqlite3_prepare_v2(L.db, "INSERT INTO meta VALUES(?,?)", -1, &q, NULL);
+    char buf[64];
+    const char *kv[][2] = {
+        { "trace", trace }, { "exe", s->hdr->exe ? s->hdr->exe : "" },
+        { "pid", (snprintf(buf, sizeof buf, "%llu", (unsigned long long)s->hdr->pid), buf) },
+    };
+    for (size_t i = 0; i < 3; i++) {
+        sqlite3_bind_text(q, 1, kv[i][0], -1, SQLITE_STATIC);
+        sqlite3_bind_text(q, 2, kv[i][1], -1, SQLITE_TRANSIENT);
+        sqlite3_step(q); sqlite3_reset(q);
+    }
+    sqlite3_bind_text(q, 1, "complete", -1, SQLITE_STATIC);
+    sqlite3_bind_text(q, 2, s->status->complete ? "1" : "0", -1, SQLITE_STATIC);
+    sqlite3_step(q);
+    sqlite3_finalize(q);
+
+    /* modules */
+    size_t nm = 0;
+    const pst_module_t *mods = pst_modules(s->r, &nm);
+    sqlite3_prepare_v2(L.db, "INSERT INTO modules VALUES(?,?,?,?,?,?,?)", -1, &q, NULL);
+    for (size_t i = 0; i < nm; i++) {
+        char bid[130] = "";
+        for (uint32_t k = 0; k < mods[i].build_id_len && k < 64; k++) snprintf(bid + 2 * k, 3, "%02x", mods[i].build_id[k]);
+        sqlite3_bind_int64(q, 1, (sqlite3_int64)i + 1);
+        sqlite3_bind_text(q, 2, mods[i].path ? mods[i].path : "", -1, SQLITE_TRANSIENT);
+        bind_u64(q, 3, mods[i].base); bind_u64(q, 4, mods[i].size);
+        sqlite3_bind_text(q, 5, bid, -1, SQLITE_TRANSIENT);
+        bind_u64(q, 6, mods[i].load_ts);
+        if (mods[i].unload_ts == UINT64_MAX) sqlite3_bind_null(q, 7); else bind_u64(q, 7, mods[i].unload_ts);
+        sqlite3_step(q); sqlite3_reset(q);
+        st->modules++;
+    }
+    sqlite3_finalize(q);
+
+    /* stacks and symbolized frames */
+    az_sym_t *sym = az_sym_create(mods, nm);
+    sqlite3_stmt *qs, *qf;
+    sqlite3_prepare_v2(L.db, "INSERT INTO stacks VALUES(?,?,?)", -1, &qs, NULL);
+    sqlite3_prepare_v2(L.db, "INSERT INTO frames VALUES(?,?,?,?,?,?,?)", -1, &qf, NULL);
+    for (uint32_t id = 1;; id++) {
+        uint32_t depth = 0;
+        const uint64_t *fr = pst_stack(s->r, id, &depth);
+        if (!fr) break;
+        char site[1200];
+        az_site_name(s, sym, id, site, sizeof site);
+        sqlite3_bind_int64(qs, 1, id); sqlite3_bind_int64(qs, 2, depth);
+        sqlite3_bind_text(qs, 3, site, -1, SQLITE_TRANSIENT);
+        sqlite3_step(qs); sqlite3_reset(qs);
+        st->stacks++;
+        for (uint32_t k = 0; k < depth; k++) {
+            az_frame_t fi = { 0 };
+            if (sym) az_sym_lookup(sym, fr[k], k > 0, &fi);
+            sqlite3_bind_int64(qf, 1, id); sqlite3_bind_int64(qf, 2, k); bind_u64(qf, 3, fr[k]);
+            if (fi.function) sqlite3_bind_text(qf, 4, fi.function, -1, SQLITE_TRANSIENT); else sqlite3_bind_null(qf, 4);
+            if (fi.file) sqlite3_bind_text(qf, 5, fi.file, -1, SQLITE_TRANSIENT); else sqlite3_bind_null(qf, 5);
+            if (fi.line) sqlite3_bind_int(qf, 6, fi.line); else sqlite3_bind_null(qf, 6);
+            if (fi.module) sqlite3_bind_text(qf, 7, fi.module, -1, SQLITE_TRANSIENT); else sqlite3_bind_null(qf, 7);
+            sqlite3_step(qf); sqlite3_reset(qf);
+            st->frames++;
+        }
+    }
+    sqlite3_finalize(qs);
+    sqlite3_finalize(qf);
+    az_sym_destroy(sym);
+
+    /* metrics: the report JSON's numeric leaves by dotted path */
+    {
+        char *jb = NULL;
+        size_t jl = 0;
+        FILE *m = open_memstream(&jb, &jl);
+        if (m) {
+            az_report_opts_t ro = { .top = 1, .no_symbols = 1 };
+            az_report_json(s, &ro, m);
+            fclose(m);
+            int e2;
+            az_jdoc_t *d = az_json_parse(jb, jl, &e2, NULL, 0);
+            if (d) {
+                sqlite3_prepare_v2(L.db, "INSERT INTO metrics VALUES(?,?)", -1, &q, NULL);
+                metrics_rows(L.db, q, az_json_root(d), "", st);
+                sqlite3_finalize(q);
+                az_json_free(d);
+            }
+            free(jb);
+        }
+    }
+    if (exec(L.db, indexes, msg, msglen) || exec(L.db, "COMMIT", msg, msglen)) goto out;
+    rc = 0;
+out:
+    for (int i = 0; i < ST_N; i++) sqlite3_finalize(L.st[i]);
+    sqlite3_close(L.db);
+    az_scan_free(s);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    st->seconds = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    if (rc) unlink(dbpath);
+    return rc;
+}

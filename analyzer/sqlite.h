@@ -1,0 +1,22 @@
+/* sqlite.h — load a trace into an SQLite database (prefix az_sql_).
+ * The schema is documented in analyzer/SCHEMA.md.
+ */
+#ifndef POOLSCOPE_SQLITE_H
+#define POOLSCOPE_SQLITE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct az_sql_stats {
+    uint64_t events, stacks, frames, modules, markers, pool_rows, block_rows, rss_rows, metrics;
+    double seconds;              /* wall time of the load */
+} az_sql_stats_t;
+
+/* Write `trace` into a new database at `db` (an existing file is replaced).
+ * One transaction, prepared statements, indexes built after the load.
+ * 0, or a negative PS_E* code with a message. A damaged trace is loaded up
+ * to the damage (returns 0; *warning set to 1). */
+int az_sql_write(const char *trace, const char *db, az_sql_stats_t *st, int *warning,
+                 char *msg, size_t msglen);
+
+#endif

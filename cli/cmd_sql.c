@@ -1,0 +1,55 @@
+/* cmd_sql.c — `poolscope sql FILE -o DB`: argument parsing; the work is
+ * analyzer/sqlite.c (schema in analyzer/SCHEMA.md).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "sqlite.h"
+
+int  cmd_sql(int argc, char **argv);
+void cmd_sql_help(FILE *out);
+
+void cmd_sql_help(FILE *out)
+{
+    fputs("usage: poolscope sql FILE -o DB.sqlite\n\n"
+          "Load a trace into a new SQLite database (an existing DB file is replaced):\n"
+          "tables events, stacks, frames (symbolized), modules, markers, pools, blocks,\n"
+          "rss, metrics (the report's numbers by dotted name), meta, event_types.\n"
+          "Schema and example queries: analyzer/SCHEMA.md.\n\n"
+          "  -o DB       the database to write\n"
+          "  --quiet     no summary line\n\n"
+          "Exit: 0, or 2 for bad usage, an unreadable trace or a failed write.\n", out);
+}
+
+int cmd_sql(int argc, char **argv)
+{
+    const char *file = NULL, *db = NULL;
+    int quiet = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
+            if (i + 1 >= argc) { cli_err("sql: -o needs a file"); return CLI_USAGE; }
+            db = argv[++i];
+        } else if (!strcmp(a, "--quiet")) quiet = 1;
+        else if (!strcmp(a, "-h") || !strcmp(a, "--help")) { cmd_sql_help(stdout); return CLI_OK; }
+        else if (a[0] == '-' && a[1]) { cli_err("sql: unknown option '%s'", a); return CLI_USAGE; }
+        else if (!file) file = a;
+        else { cli_err("sql: one trace file only ('%s' is extra)", a); return CLI_USAGE; }
+    }
+    if (!file || !db) { cli_err("sql: usage: poolscope sql FILE -o DB.sqlite"); return CLI_USAGE; }
+    az_sql_stats_t st;
+    int warn;
+    char msg[512];
+    if (az_sql_write(file, db, &st, &warn, msg, sizeof msg)) {
+        fprintf(stderr, "poolscope sql: %s: %s\n", file, msg);
+        return CLI_USAGE;
+    }
+    if (warn) fprintf(stderr, "poolscope sql: %s: warning: trace is damaged or cut short; loaded what was readable\n", file);
+    if (!quiet)
+        printf("%s: %llu events, %llu stacks, %llu frames, %llu markers, %llu pool rows, %llu block rows in %.2f s (%.2f M events/s)\n",
+               db, (unsigned long long)st.events, (unsigned long long)st.stacks, (unsigned long long)st.frames,
+               (unsigned long long)st.markers, (unsigned long long)st.pool_rows, (unsigned long long)st.block_rows,
+               st.seconds, st.seconds > 0 ? (double)st.events / st.seconds / 1e6 : 0.0);
+    return CLI_OK;
+}

@@ -1,0 +1,206 @@
+/* output.c — a replay report as a readable table or as JSON.
+ *
+ * The JSON is {"trace": {...}, "policies": [{"name": ..., metrics...}]}: the
+ * metric members of each policy are written by the analyzer
+ * (az_result_json), so replay and report spell and compute them the same
+ * way; replay adds what only a simulation knows (events_per_s, lifetime
+ * violations, the pool's cap decisions, the allocator's timing, KV policy
+ * parameters).
+ */
+#include <inttypes.h>
+#include <string.h>
+
+#include "rp_internal.h"
+
+static const char *human(char *b, size_t cap, uint64_t v)
+{
+    static const char *const unit[] = { "B", "KiB", "MiB", "GiB", "TiB" };
+    double x = (double)v;
+    int u = 0;
+    while (x >= 1024 && u < 4) { x /= 1024; u++; }
+    if (u == 0) snprintf(b, cap, "%" PRIu64 " B", v);
+    else snprintf(b, cap, "%.1f %s", x, unit[u]);
+    return b;
+}
+
+static int is_kv(rp_policy_t p) { return ((1u << p) & RP_KV_MASK) != 0; }
+static int has_addresses(rp_policy_t p) { return p == RP_MALLOC || p == RP_ARENA || p == RP_POOL; }
+
+void rp_report_table(const rp_report_t *r, FILE *o)
+{
+    const rp_trace_info_t *in = &r->info;
+    fprintf(o, "replay of %" PRIu64 " events: %s stream, %" PRIu64 " allocations, %" PRIu64
+            " frees%s\n", in->events, in->stream, in->allocs, in->frees,
+            in->lost ? " (the tracer lost events: figures are approximate)" : "");
+    fprintf(o, "%-14s %12s %12s %8s %15s %7s %8s %6s %6s %11s %10s %8s %9s\n", "policy",
+            "peak_reserved", "peak_live", "res/live", "backing a/f", "i_frag", "hit_rate",
+            "fresh", "same", "dist 50/90", "violations", "kv_waste", "Mreq/s");
+    for (size_t i = 0; i < r->n; i++) {
+        const rp_result_t *x = &r->res[i];
+        const az_result_t *m = &x->m;
+        char a[32], b[32], c[40], d[16], e[16], f[16], g[32], h[16], k[16], v[16];
+        human(a, sizeof a, m->peak_reserved_bytes);
+        human(b, sizeof b, m->peak_live_bytes);
+        if (x->policy == RP_IDEAL || is_kv(x->policy)) snprintf(c, sizeof c, "-");
+        else snprintf(c, sizeof c, "%" PRIu64 "/%" PRIu64, m->backing_allocs, m->backing_frees);
+        snprintf(d, sizeof d, "%.1f%%", 100 * m->internal_frag);
+        if (m->acquires) snprintf(e, sizeof e, "%.4f", m->hit_rate);
+        else snprintf(e, sizeof e, "-");
+        if (has_addresses(x->policy)) {
+            snprintf(f, sizeof f, "%.3f", m->fresh_address_ratio);
+            snprintf(h, sizeof h, "%.3f", m->same_address_reuse);
+            snprintf(g, sizeof g, "%" PRIu64 "/%" PRIu64, m->distance_p50, m->distance_p90);
+        } else {
+            snprintf(f, sizeof f, "-");
+            snprintf(h, sizeof h, "-");
+            snprintf(g, sizeof g, "-");
+        }
+        if (x->policy == RP_ARENA) snprintf(v, sizeof v, "%" PRIu64, x->lifetime_violations);
+        else snprintf(v, sizeof v, "-");
+        if (is_kv(x->policy)) snprintf(k, sizeof k, "%.1f%%", 100 * m->kv_waste_ratio);
+        else snprintf(k, sizeof k, "-");
+        fprintf(o, "%-14s %12s %12s %8.2f %15s %7s %8s %6s %6s %11s %10s %8s %9.1f\n", x->name, a, b,
+                m->reserved_over_live, c, d, e, f, h, g, v, k, x->events_per_s / 1e6);
+    }
+    /* Details per policy. */
+    for (size_t i = 0; i < r->n; i++) {
+        const rp_result_t *x = &r->res[i];
+        const az_result_t *m = &x->m;
+        char a[32], b[32], c[32];
+        switch (x->policy) {
+        case RP_POOL:
+            fprintf(o, "pool: cap %s; %" PRIu64 " acquires, %" PRIu64 " hits, %" PRIu64
+                    " misses, %" PRIu64 " destroyed over the cap; peak cached %s, peak "
+                    "outstanding %s (%" PRIu64 " buffers)\n",
+                    human(a, sizeof a, x->pool_cap), m->acquires, m->hits, m->misses,
+                    x->destroyed_over_cap, human(b, sizeof b, m->peak_cached_bytes),
+                    human(c, sizeof c, m->peak_outstanding_bytes), x->peak_outstanding_buffers);
+            break;
+        case RP_ARENA:
+            fprintf(o, "arena: %" PRIu64 " resets, %" PRIu64 " chunks allocated, peak %" PRIu64
+                    " objects held; %" PRIu64 " lifetime violations (%s), %" PRIu64
+                    " chunks pinned, peak pinned %s\n",
+                    x->resets, x->chunks_allocated, x->peak_outstanding_buffers,
+                    x->lifetime_violations, human(a, sizeof a, x->violation_bytes),
+                    x->pinned_chunks, human(b, sizeof b, x->peak_pinned_bytes));
+            for (size_t k = 0; k < x->n_vstacks && k < 5; k++) {
+                const rp_vstack_t *s = &x->vstacks[k];
+                fprintf(o, "  %" PRIu64 " objects, %s", s->count, human(a, sizeof a, s->bytes));
+                if (!s->stack) fprintf(o, " (no stacks recorded)");
+                for (uint32_t fdx = 0; fdx < s->depth && fdx < 6; fdx++)
+                    fprintf(o, "%s0x%" PRIx64, fdx ? " < " : " at ", s->frames[fdx]);
+                fputc('\n', o);
+            }
+            break;
+        case RP_MALLOC:
+            fprintf(o, "malloc: %s, %.1f ns per call (touching pages), peak RSS above start %s "
+                    "(allocator figures sampled)\n", x->allocator, x->ns_per_op,
+                    human(a, sizeof a, x->peak_rss_bytes));
+            break;
+        case RP_KV_CONTIGUOUS:
+        case RP_KV_RESERVE:
+        case RP_KV_STEP:
+        case RP_KV_PAGED:
+            fprintf(o, "%s: %" PRIu64 " requests, peak %" PRIu64 " tokens stored in %" PRIu64
+                    " reserved slots, utilization %.1f%% (at the peak %.1f%%)",
+                    x->name, x->kv_requests, x->peak_kv_tokens, x->peak_kv_reserved_tokens,
+                    100 * m->kv_utilization, 100 * m->kv_utilization_at_peak);
+            if (x->policy == RP_KV_CONTIGUOUS) fprintf(o, ", context %" PRIu64, x->kv_context);
+            if (x->kv_block_size) fprintf(o, ", %s %" PRIu64,
+                                          x->policy == RP_KV_STEP ? "step" : "block", x->kv_block_size);
+            if (x->kv_overflows) fprintf(o, ", %" PRIu64 " requests over their reservation", x->kv_overflows);
+            if (!x->kv_token_bytes) fprintf(o, " (no storage size in the trace: bytes are tokens)");
+            fputc('\n', o);
+            break;
+        default:
+            break;
+        }
+    }
+}
+
+void rp_report_json(const rp_report_t *r, FILE *o)
+{
+    az_json_t j;
+    az_json_init(&j, o, 1);
+    az_json_begin(&j, NULL, '{');
+    az_json_begin(&j, "trace", '{');
+    az_json_str(&j, "stream", r->info.stream);
+    az_json_u64(&j, "events", r->info.events);
+    az_json_u64(&j, "requests", r->info.requests);
+    az_json_u64(&j, "allocs", r->info.allocs);
+    az_json_u64(&j, "frees", r->info.frees);
+    az_json_u64(&j, "unmatched_frees", r->info.unmatched_frees);
+    az_json_u64(&j, "lost_events", r->info.lost);
+    az_json_f64(&j, "read_seconds", r->info.read_seconds);
+    az_json_f64(&j, "seconds", r->info.seconds);
+    az_json_end(&j);
+    az_json_begin(&j, "policies", '[');
+    for (size_t i = 0; i < r->n; i++) {
+        const rp_result_t *x = &r->res[i];
+        az_json_begin(&j, NULL, '{');
+        az_json_str(&j, "name", x->name);
+        az_result_json(&x->m, &j);
+        az_json_u64(&j, "backing_frees", x->m.backing_frees);
+        az_json_u64(&j, "requests", x->requests);
+        az_json_f64(&j, "seconds", x->seconds);
+        az_json_f64(&j, "events_per_s", x->events_per_s);
+        switch (x->policy) {
+        case RP_POOL:
+            az_json_u64(&j, "pool_cap", x->pool_cap);
+            az_json_u64(&j, "destroyed_over_cap", x->destroyed_over_cap);
+            az_json_u64(&j, "reclaims_cached", x->reclaims_cached);
+            az_json_u64(&j, "peak_outstanding_buffers", x->peak_outstanding_buffers);
+            break;
+        case RP_ARENA:
+            az_json_u64(&j, "lifetime_violations", x->lifetime_violations);
+            az_json_u64(&j, "violation_bytes", x->violation_bytes);
+            az_json_u64(&j, "resets", x->resets);
+            az_json_u64(&j, "chunks_allocated", x->chunks_allocated);
+            az_json_u64(&j, "pinned_chunks", x->pinned_chunks);
+            az_json_u64(&j, "peak_pinned_bytes", x->peak_pinned_bytes);
+            az_json_u64(&j, "peak_outstanding_buffers", x->peak_outstanding_buffers);
+            az_json_begin(&j, "violation_stacks", '[');
+            for (size_t k = 0; k < x->n_vstacks; k++) {
+                const rp_vstack_t *s = &x->vstacks[k];
+                az_json_begin(&j, NULL, '{');
+                az_json_u64(&j, "stack", s->stack);
+                az_json_u64(&j, "count", s->count);
+                az_json_u64(&j, "bytes", s->bytes);
+                az_json_begin(&j, "frames", '[');
+                for (uint32_t fdx = 0; fdx < s->depth; fdx++) {
+                    char hex[24];
+                    snprintf(hex, sizeof hex, "0x%" PRIx64, s->frames[fdx]);
+                    az_json_str(&j, NULL, hex);
+                }
+                az_json_end(&j);
+                az_json_end(&j);
+            }
+            az_json_end(&j);
+            break;
+        case RP_MALLOC:
+            az_json_str(&j, "allocator", x->allocator);
+            az_json_f64(&j, "ns_per_op", x->ns_per_op);
+            az_json_u64(&j, "peak_rss_bytes", x->peak_rss_bytes);
+            break;
+        case RP_KV_CONTIGUOUS:
+        case RP_KV_RESERVE:
+        case RP_KV_STEP:
+        case RP_KV_PAGED:
+            az_json_u64(&j, "kv_requests", x->kv_requests);
+            az_json_u64(&j, "peak_kv_tokens", x->peak_kv_tokens);
+            az_json_u64(&j, "peak_kv_reserved_tokens", x->peak_kv_reserved_tokens);
+            az_json_f64(&j, "kv_utilization_at_peak", x->m.kv_utilization_at_peak);
+            az_json_u64(&j, "kv_token_bytes", x->kv_token_bytes);
+            az_json_u64(&j, "kv_overflows", x->kv_overflows);
+            if (x->policy == RP_KV_CONTIGUOUS) az_json_u64(&j, "kv_context", x->kv_context);
+            if (x->kv_block_size) az_json_u64(&j, x->policy == RP_KV_STEP ? "kv_step" : "kv_block_size",
+                                              x->kv_block_size);
+            break;
+        default:
+            break;
+        }
+        az_json_end(&j);
+    }
+    az_json_end(&j);
+    az_json_end(&j);
+}

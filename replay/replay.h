@@ -1,0 +1,167 @@
+/* replay.h — re-simulate a trace under allocation policies (prefix rp_).
+ *
+ * A trace is turned into a request stream (allocate / free of objects, reset
+ * points, KV request state) and every selected policy runs over it in one
+ * streaming pass:
+ *
+ *   malloc         the real allocator of this process (glibc, or jemalloc /
+ *                  mimalloc when preloaded), one byte per page touched
+ *   arena          64-byte bumps in chunks doubling from 1 MiB, reset at the
+ *                  end of each outermost scope of a marker (default forward);
+ *                  objects live at a reset are lifetime violations and pin
+ *                  their chunk until their last object dies
+ *   pool           the real pool/bufpool.c over a simulated backing store
+ *   ideal          the peak-live lower bound
+ *   kv-contiguous, kv-reserve, kv-step, kv-paged
+ *                  KV-cache reservation policies, from the trace's request
+ *                  markers and KV block events
+ *
+ * Every metric comes from the analyzer's accumulators (analyzer/metrics.h):
+ * each policy feeds the addresses and sizes it hands out into its own
+ * az_metrics_t; replay only adds what is policy-specific (lifetime
+ * violations, the pool's cap decisions, the allocator's timing).
+ *
+ *   rp_config_t cfg = rp_config_default();
+ *   rp_policy_parse("pool,arena", &cfg.policies, msg, sizeof msg);
+ *   rp_report_t *rep;
+ *   int rc = rp_run("t.pst", &cfg, &rep, msg, sizeof msg);   // msg: what is wrong
+ *   rp_report_table(rep, stdout);  // or rp_report_json(rep, stdout)
+ *   rp_report_free(rep);
+ *
+ * Memory is bounded by the live objects (and the live KV requests), not by
+ * the length of the trace. Errors follow pool/pserr.h; the library never
+ * prints except through the progress callback.
+ */
+#ifndef POOLSCOPE_REPLAY_H
+#define POOLSCOPE_REPLAY_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "metrics.h"
+#include "pserr.h"
+
+typedef enum rp_policy {
+    RP_MALLOC = 0,
+    RP_ARENA,
+    RP_POOL,
+    RP_IDEAL,
+    RP_KV_CONTIGUOUS,
+    RP_KV_RESERVE,
+    RP_KV_STEP,
+    RP_KV_PAGED,
+    RP_POLICY_COUNT
+} rp_policy_t;
+
+#define RP_KV_MASK ((1u << RP_KV_CONTIGUOUS) | (1u << RP_KV_RESERVE) | \
+                    (1u << RP_KV_STEP) | (1u << RP_KV_PAGED))
+#define RP_ALL_MASK ((1u << RP_POLICY_COUNT) - 1u)
+
+/* "malloc", "arena", ...; "?" otherwise. */
+const char *rp_policy_name(rp_policy_t p);
+/* Comma-separated names (or "all") into a bit set (1 << rp_policy_t).
+ * 0 or PS_EINVAL with a message naming the bad entry. */
+int rp_policy_parse(const char *list, unsigned *mask, char *msg, size_t cap);
+
+typedef enum rp_source {
+    RP_STREAM_AUTO = 0,   /* tensor events if the trace has any, else heap */
+    RP_STREAM_TENSOR,
+    RP_STREAM_HEAP,
+} rp_source_t;
+
+/* Progress: called about twice a second with bytes consumed of the file. */
+typedef void (*rp_progress_fn)(void *ctx, uint64_t events, uint64_t bytes, uint64_t file_bytes);
+
+typedef struct rp_config {
+    unsigned policies;          /* bit set; 0 = every policy (KV ones only if the trace has KV) */
+    rp_source_t stream;
+    uint64_t pool_cap;          /* cap on cached bytes; used when pool_cap_set */
+    int pool_cap_set;           /* else: the trace's POOL_CREATE cap, else 1 GiB */
+    const char *arena_reset;    /* marker name; NULL = "forward" */
+    int with_kv;                /* KV blocks are arena objects too */
+    uint32_t block_size;        /* kv-paged block size in tokens; 0 = the trace's */
+    uint64_t kv_context;        /* kv-contiguous reservation; 0 = largest prompt+max in the trace */
+    uint32_t kv_step;           /* kv-step growth in tokens; 0 = 256 */
+    uint32_t batch;             /* requests per batch; 0 = 4096 */
+    uint64_t window_ns;         /* reader merge window (pst_reader_set_window); 0 = 20 ms.
+                                   The reader queues this much trace time, so it bounds
+                                   replay's memory along with the live set */
+    rp_progress_fn progress;    /* NULL = none */
+    void *progress_ctx;
+} rp_config_t;
+
+rp_config_t rp_config_default(void);
+
+/* A call stack of lifetime violations (arena). */
+typedef struct rp_vstack {
+    uint32_t stack;             /* trace stack id, 0 = none recorded */
+    uint64_t count, bytes;      /* violating objects from it, their requested bytes */
+    uint32_t depth;
+    const uint64_t *frames;     /* innermost first; valid until rp_report_free */
+} rp_vstack_t;
+
+/* One policy's outcome. The metrics are the analyzer's (az_result_t); the
+ * rest is what only the simulation knows. */
+typedef struct rp_result {
+    rp_policy_t policy;
+    const char *name;
+    az_result_t m;              /* peak_reserved_bytes, peak_live_bytes, hit_rate, ... */
+    uint64_t requests;          /* requests the policy handled */
+    double seconds;             /* time spent in the policy */
+    double events_per_s;        /* requests / seconds */
+    /* pool and arena */
+    uint64_t peak_outstanding_buffers;   /* pool: buffers out; arena: objects whose
+                                            memory is held (allocated since the
+                                            last reset, or pinned) */
+    /* pool */
+    uint64_t destroyed_over_cap, reclaims_cached, pool_cap;
+    /* arena */
+    uint64_t resets, lifetime_violations, violation_bytes;   /* distinct objects */
+    uint64_t pinned_chunks, peak_pinned_bytes, chunks_allocated;
+    const rp_vstack_t *vstacks; /* worst first (by bytes), n_vstacks of them */
+    size_t n_vstacks;
+    /* malloc */
+    const char *allocator;      /* "glibc", "jemalloc", "mimalloc" */
+    uint64_t peak_rss_bytes;    /* touched pages, above the baseline at start */
+    double ns_per_op;
+    /* KV */
+    uint64_t kv_context, kv_block_size, kv_token_bytes;
+    uint64_t peak_kv_reserved_tokens, peak_kv_tokens, kv_requests;
+    uint64_t kv_overflows;      /* requests that stored more than the policy reserves */
+} rp_result_t;
+
+typedef struct rp_report rp_report_t;
+
+/* Replay `path`. 0 with *out set, or a negative PS_E* code with a one-line
+ * reason in msg (for "poolscope replay: FILE: <msg>"): unreadable, not a
+ * trace, truncated, corrupt, nothing to replay. */
+int rp_run(const char *path, const rp_config_t *cfg, rp_report_t **out, char *msg, size_t cap);
+/* The same for a trace in memory. */
+int rp_run_mem(const void *buf, size_t len, const rp_config_t *cfg, rp_report_t **out,
+               char *msg, size_t cap);
+
+size_t rp_report_count(const rp_report_t *r);
+const rp_result_t *rp_report_result(const rp_report_t *r, size_t i);
+/* NULL when the policy did not run. */
+const rp_result_t *rp_report_find(const rp_report_t *r, rp_policy_t p);
+
+typedef struct rp_trace_info {
+    const char *stream;         /* "tensor" or "heap" */
+    uint64_t events;            /* trace events read */
+    uint64_t requests;          /* requests made from them */
+    uint64_t allocs, frees;     /* object allocations / frees in the request stream */
+    uint64_t unmatched_frees;   /* frees of objects never seen allocated */
+    uint64_t kv_pools;          /* KVB_CREATE events */
+    uint64_t lost;              /* events the tracer lost */
+    double read_seconds;        /* decoding the trace and building requests */
+    double seconds;             /* the whole run */
+} rp_trace_info_t;
+const rp_trace_info_t *rp_report_info(const rp_report_t *r);
+
+/* Readable table / JSON ({"trace": ..., "policies": [...]}). */
+void rp_report_table(const rp_report_t *r, FILE *out);
+void rp_report_json(const rp_report_t *r, FILE *out);
+void rp_report_free(rp_report_t *r);   /* accepts NULL */
+
+#endif

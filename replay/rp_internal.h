@@ -1,0 +1,135 @@
+/* rp_internal.h — what the parts of replay/ share (not installed).
+ *
+ *   map.c      u64 -> u32 hash map and a dense slot allocator
+ *   stream.c   trace events -> request stream (tensor or heap, markers, KV)
+ *   pol_*.c    one policy each, behind rp_pol_ops_t
+ *   replay.c   the driver: pre-scan, batches, timing, results
+ *   output.c   table and JSON
+ */
+#ifndef POOLSCOPE_RP_INTERNAL_H
+#define POOLSCOPE_RP_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "metrics.h"
+#include "reader.h"
+#include "replay.h"
+
+/* ---- u64 -> u32 map (open addressing, linear probing, backward-shift
+ * deletion: no tombstones, so memory follows the live set) ---------------- */
+typedef struct rp_map {
+    uint64_t *keys;
+    uint32_t *vals;
+    uint8_t  *used;
+    size_t cap, n;          /* cap: power of two */
+} rp_map_t;
+
+int  rp_map_init(rp_map_t *m, size_t cap_hint);
+void rp_map_free(rp_map_t *m);
+/* Value of key, or UINT32_MAX. */
+uint32_t rp_map_get(const rp_map_t *m, uint64_t key);
+/* Insert or overwrite. 0 or PS_ENOMEM. */
+int rp_map_put(rp_map_t *m, uint64_t key, uint32_t val);
+/* Remove; returns the value or UINT32_MAX if absent. */
+uint32_t rp_map_del(rp_map_t *m, uint64_t key);
+
+/* Dense small-integer slots, recycled LIFO. */
+typedef struct rp_slots {
+    uint32_t *free;
+    size_t n_free, cap_free;
+    uint32_t next;          /* slots ever handed out = 1 + highest slot */
+} rp_slots_t;
+int  rp_slots_get(rp_slots_t *s, uint32_t *slot);
+int  rp_slots_put(rp_slots_t *s, uint32_t slot);
+void rp_slots_free(rp_slots_t *s);
+
+/* Grow a per-slot array to hold index `need` (zero-filling new entries). */
+int rp_grow(void **arr, size_t *cap, size_t need, size_t elem);
+
+/* ---- requests ------------------------------------------------------------ */
+enum rp_op {
+    RQ_ALLOC = 1,     /* slot, bytes (requested), n (elements), arm, dtype, stack, flags */
+    RQ_FREE,          /* slot */
+    RQ_RESET,         /* end of an outermost scope of the reset marker */
+    RQ_KV_CONFIG,     /* n = block_size (tokens), bytes = bytes per block */
+    RQ_KV,            /* slot = KV request; n = tokens stored; bytes = prompt + max
+                         tokens (0 unknown); flags RQ_F_RESIDENT while it holds blocks */
+};
+#define RQ_F_KV       1u   /* ALLOC/FREE: a KV block (arena with --with-kv only) */
+#define RQ_F_RESIDENT 2u   /* RQ_KV: holds KV blocks */
+
+typedef struct rp_req {
+    uint8_t  op, arm, dtype, flags;
+    uint32_t slot;
+    uint32_t stack;
+    uint32_t pad_;
+    uint64_t bytes;
+    uint64_t n;
+    uint64_t t;       /* ns since trace start */
+} rp_req_t;
+
+/* ---- the stream ---------------------------------------------------------- */
+typedef struct rp_stream_cfg {
+    int heap;                   /* 1 heap events, 0 tensor events */
+    const char *reset_marker;
+    int kv_objects;             /* emit KV blocks as ALLOC/FREE (RQ_F_KV) */
+    int kv_requests;            /* emit RQ_KV state */
+} rp_stream_cfg_t;
+
+typedef struct rp_rstream rp_rstream_t;
+rp_rstream_t *rp_stream_create(const rp_stream_cfg_t *cfg, int *err);
+void rp_stream_destroy(rp_rstream_t *s);
+/* Turn one trace event into requests appended at out[*n] (room for at least
+ * RP_STREAM_MAX_OUT). 0 or PS_ENOMEM. */
+#define RP_STREAM_MAX_OUT (2 * PST_MAX_IDS + 8)
+int rp_stream_event(rp_rstream_t *s, const pst_event_t *ev, rp_req_t *out, size_t *n);
+/* At the end of the trace: a final RQ_RESET if a reset scope is open is not
+ * emitted (the arena resets at the end anyway). Counters for the report. */
+void rp_stream_counts(const rp_rstream_t *s, uint64_t *allocs, uint64_t *frees,
+                      uint64_t *unmatched, uint64_t *kv_pools);
+/* Highest object slot + 1 handed out so far. */
+uint32_t rp_stream_slots(const rp_rstream_t *s);
+
+/* ---- policies ------------------------------------------------------------ */
+typedef struct rp_pol rp_pol_t;
+
+typedef struct rp_ctx {
+    const rp_config_t *cfg;
+    uint64_t pool_cap;          /* resolved */
+    uint64_t kv_context;        /* resolved (kv-contiguous) */
+    int heap;                   /* the request stream is heap events */
+    pst_reader_t *reader;       /* for stack frames at the end */
+} rp_ctx_t;
+
+typedef struct rp_pol_ops {
+    rp_policy_t id;
+    size_t size;                                        /* bytes of the policy struct */
+    int  (*init)(rp_pol_t *p, const rp_ctx_t *ctx);
+    int  (*run)(rp_pol_t *p, const rp_req_t *rq, size_t n);
+    int  (*finish)(rp_pol_t *p, uint64_t t_end, rp_result_t *res);
+    void (*fini)(rp_pol_t *p);
+} rp_pol_ops_t;
+
+/* Every policy struct starts with this. */
+struct rp_pol {
+    const rp_pol_ops_t *ops;
+    const rp_ctx_t *ctx;
+    az_metrics_t *m;
+    uint64_t requests;
+    double seconds;
+};
+
+extern const rp_pol_ops_t rp_pol_malloc, rp_pol_arena, rp_pol_pool, rp_pol_ideal, rp_pol_kv_contiguous,
+    rp_pol_kv_reserve, rp_pol_kv_step, rp_pol_kv_paged;
+
+/* Report internals shared with output.c. */
+struct rp_report {
+    rp_result_t res[RP_POLICY_COUNT];
+    size_t n;
+    rp_trace_info_t info;
+    /* storage owned by the report */
+    az_metrics_t *ms[RP_POLICY_COUNT];   /* kept alive: az_result_t points into them */
+};
+
+#endif

@@ -1,0 +1,454 @@
+/* test_analyzer.c — golden traces written with the writer API, scanned by
+ * the analyzer, checked against hand-computed answers; SQLite row counts and
+ * schema; exports parse; gate rules at their edges.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+#include <sqlite3.h>
+
+#include "export.h"
+#include "gate.h"
+#include "json.h"
+#include "pserr.h"
+#include "report.h"
+#include "scan.h"
+#include "sqlite.h"
+#include "writer.h"
+
+static char dir[256];
+
+static void path_in(char *buf, size_t len, const char *name) { snprintf(buf, len, "%s/%s", dir, name); }
+
+static void at(pst_writer_t *w, uint64_t t) { pst_writer_time(w, t); }
+
+/* The golden trace (times in ns; answers worked out in the comments):
+ *   heap  A=100 @1000, B=50 @2000, realloc A->C 300 (moves) @3000: live 350 = peak,
+ *         free B @4000 (300), realloc C->C 200 in place @5000 (200), calloc D 10x10 @6000 (300),
+ *         free D @7000 (200), malloc E 64 @8000 (264): leaks C + E = 264 bytes in 2 objects;
+ *         total allocated 100+50+300+200+100+64 = 814
+ *   mmap  anon 8 KiB @2500, file 4 KiB @2600, munmap anon @2700: peaks 8 KiB / 4 KiB
+ *   rss   1 MiB @2600, 2 MiB @6500
+ *   marks prefill [900, 3500): malloc, malloc, mmap, mmap, munmap, realloc = 6 hooked
+ *         calls, 450 bytes requested from the malloc family
+ *         decode [4500, 5500): realloc = 1 call, 200 bytes; decode [5800, 7500): calloc,
+ *         free = 2 calls, 100 bytes -> decode count 2, 3 calls, 300 bytes
+ *   pool  miss buf 1 req 100 granted 128; reclaim cached; hit buf 1 req 120: hit rate 0.5,
+ *         peak cached 128, peak outstanding 128, internal frag at the live peak (120 of 128) = 1/16
+ *   kv    block size 16, blocks {0,1} with 16 and 8 tokens from 9000 to 10000: utilization 0.75
+ */
+static int write_golden(const char *path, int abandon)
+{
+    int err = 0;
+    pst_writer_cfg_t cfg = { .pid = 4242, .exe = "/golden/prog", .stacks = PST_STACKS_FP, .depth = 8 };
+    pst_writer_t *w = pst_writer_open(path, &cfg, &err);
+    if (!w) return err;
+    uint64_t f1[] = { 0x401000, 0x402000 }, f2[] = { 0x401100, 0x402000 };
+    uint32_t s1 = pst_writer_stack(w, f1, 2), s2 = pst_writer_stack(w, f2, 2);
+    uint32_t prefill = pst_writer_string(w, "prefill"), decode = pst_writer_string(w, "decode");
+    pst_event_t ev;
+
+    at(w, 900);  PST_EMIT(w, 1, PST_EV_MARK_BEGIN, prefill, 1, 0);
+    at(w, 1000);
+    memset(&ev, 0, sizeof ev); ev.type = PST_EV_MALLOC; ev.stack = s1; ev.f[0] = 0x1000; ev.f[1] = 100;
+    pst_writer_event(w, 1, &ev);
+    at(w, 2000);
+    memset(&ev, 0, sizeof ev); ev.type = PST_EV_MALLOC; ev.stack = s2; ev.f[0] = 0x2000; ev.f[1] = 50;
+    pst_writer_event(w, 1, &ev);
+    at(w, 2500); PST_EMIT(w, 1, PST_EV_MMAP, 0x7000000, 8192, 3, 0x22, (uint64_t)-1, 0);
+    at(w, 2600); PST_EMIT(w, 1, PST_EV_MMAP, 0x7100000, 4096, 1, 0x02, 3, 0);
+    PST_EMIT(w, 1, PST_EV_RSS, 1 << 20, 1 << 19, 1 << 19);
+    at(w, 2700); PST_EMIT(w, 1, PST_EV_MUNMAP, 0x7000000, 8192);
+    at(w, 3000);
+    memset(&ev, 0, sizeof ev); ev.type = PST_EV_REALLOC; ev.stack = s1; ev.f[0] = 0x1000; ev.f[1] = 0x3000; ev.f[2] = 300;
+    pst_writer_event(w, 1, &ev);
+    at(w, 3500); PST_EMIT(w, 1, PST_EV_MARK_END, prefill, 1);
+    at(w, 4000); PST_EMIT(w, 1, PST_EV_FREE, 0x2000);
+    at(w, 4500); PST_EMIT(w, 1, PST_EV_MARK_BEGIN, decode, 1, 0);
+    at(w, 5000); PST_EMIT(w, 1, PST_EV_REALLOC, 0x3000, 0x3000, 200);
+    at(w, 5500); PST_EMIT(w, 1, PST_EV_MARK_END, decode, 1);
+    at(w, 5800); PST_EMIT(w, 1, PST_EV_MARK_BEGIN, decode, 2, 0);
+    at(w, 6000); PST_EMIT(w, 1, PST_EV_CALLOC, 0x4000, 10, 10);
+    at(w, 6500); PST_EMIT(w, 1, PST_EV_RSS, 2 << 20, 1 << 20, 1 << 20);
+    at(w, 7000); PST_EMIT(w, 1, PST_EV_FREE, 0x4000);
+    at(w, 7500); PST_EMIT(w, 1, PST_EV_MARK_END, decode, 2);
+    at(w, 8000);
+    memset(&ev, 0, sizeof ev); ev.type = PST_EV_MALLOC; ev.stack = s2; ev.f[0] = 0x5000; ev.f[1] = 64;
+    pst_writer_event(w, 1, &ev);
+
+    /* pool, on a second thread */
+    uint32_t acts = pst_writer_string(w, "acts");
+    at(w, 8100); PST_EMIT(w, 2, PST_EV_POOL_CREATE, 1, acts, 3, 1 << 20);
+    PST_EMIT(w, 2, PST_EV_POOL_BACKING_ALLOC, 1, 1, 0x9000000, 128);
+    at(w, 8200); PST_EMIT(w, 2, PST_EV_POOL_ACQUIRE, 1, 2, 0, 1, 25, 32, 100, 128, 0);
+    at(w, 8300); PST_EMIT(w, 2, PST_EV_POOL_RECLAIM, 1, 3, 0, 1, 128, 1);
+    at(w, 8400); PST_EMIT(w, 2, PST_EV_POOL_ACQUIRE, 1, 4, 0, 1, 30, 32, 120, 128, 1);
+
+    /* KV */
+    uint32_t kvn = pst_writer_string(w, "kv");
+    at(w, 8500); PST_EMIT(w, 2, PST_EV_KVB_CREATE, 1, kvn, 16, 64, 1, 0, 64, 4096);
+    at(w, 9000);
+    uint32_t ids[2] = { 0, 1 };
+    memset(&ev, 0, sizeof ev); ev.type = PST_EV_KVB_ALLOC;
+    ev.f[0] = 1; ev.f[1] = 1; ev.f[2] = 0; ev.f[3] = 7; ev.f[4] = 0; ev.f[5] = 24; ev.f[6] = 2;
+    ev.ids = ids; ev.n_ids = 2;
+    pst_writer_event(w, 2, &ev);
+    PST_EMIT(w, 2, PST_EV_KVB_TOKENS, 1, 2, 0, 16);
+    PST_EMIT(w, 2, PST_EV_KVB_TOKENS, 1, 3, 1, 8);
+    at(w, 10000);
+    memset(&ev, 0, sizeof ev); ev.type = PST_EV_KVB_FREE; ev.f[0] = 1; ev.f[1] = 4; ev.f[2] = 2;
+    ev.ids = ids; ev.n_ids = 2;
+    pst_writer_event(w, 2, &ev);
+    at(w, 10100); PST_EMIT(w, 1, PST_EV_MARK_POINT, pst_writer_string(w, "done"), 0);
+    return abandon ? pst_writer_abandon(w) : pst_writer_close(w);
+}
+
+static int setup(void **st)
+{
+    (void)st;
+    snprintf(dir, sizeof dir, "/tmp/test_analyzer.XXXXXX");
+    if (!mkdtemp(dir)) return -1;
+    char p[512];
+    path_in(p, sizeof p, "golden.pst");
+    if (write_golden(p, 0)) return -1;
+    path_in(p, sizeof p, "cut.pst");
+    return write_golden(p, 1) ? -1 : 0;
+}
+
+static int teardown(void **st)
+{
+    (void)st;
+    if (getenv("KEEP")) return 0;
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static az_scan_t *scan(const char *name)
+{
+    char p[512], msg[256];
+    path_in(p, sizeof p, name);
+    az_scan_t *s = NULL;
+    int rc = az_scan_file(p, NULL, &s, msg, sizeof msg);
+    if (rc) fprintf(stderr, "scan %s: %s\n", p, msg);
+    assert_int_equal(rc, 0);
+    return s;
+}
+
+static void test_golden_heap_peak_with_moving_realloc(void **st)
+{
+    (void)st;
+    az_scan_t *s = scan("golden.pst");
+    const az_result_t *h = &s->heap_r;
+    assert_int_equal(h->peak_live_bytes, 350);
+    assert_int_equal(h->peak_live_t, 3000);
+    assert_int_equal(h->total_allocated_bytes, 814);
+    assert_int_equal(h->leaked_bytes, 264);
+    assert_int_equal(h->leaked_count, 2);
+    assert_int_equal(s->calls[AZ_F_MALLOC], 3);
+    assert_int_equal(s->calls[AZ_F_REALLOC], 2);
+    assert_int_equal(s->calls[AZ_F_CALLOC], 1);
+    assert_int_equal(s->calls[AZ_F_FREE], 2);
+    assert_int_equal(s->calls[AZ_F_MMAP], 2);
+    assert_int_equal(s->calls[AZ_F_MUNMAP], 1);
+    assert_int_equal(s->peak_mmap_anon, 8192);
+    assert_int_equal(s->peak_mmap_file, 4096);
+    assert_int_equal(s->mmap_anon, 0);
+    assert_int_equal(s->peak_rss, 2 << 20);
+    assert_true(s->status->end_seen);
+    /* sites: s1 (A, then C) holds 300 at the peak, s2 (B) 50 */
+    size_t n;
+    const az_site_t *si = az_sites(s->heap, &n);
+    int seen = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (si[i].stack == 1) { assert_int_equal(si[i].peak_bytes, 300); seen++; }
+        if (si[i].stack == 2) { assert_int_equal(si[i].peak_bytes, 50); assert_int_equal(si[i].live_bytes, 64); seen++; }
+    }
+    assert_int_equal(seen, 2);
+    az_scan_free(s);
+}
+
+static void test_golden_phases_pool_kv(void **st)
+{
+    (void)st;
+    az_scan_t *s = scan("golden.pst");
+    const az_result_t *h = &s->heap_r, *p = &s->pool_r;
+    assert_int_equal(h->n_phases, 3);
+    assert_string_equal(h->phases[0].name, "prefill");
+    assert_int_equal(h->phases[0].count, 1);
+    assert_int_equal(h->phases[0].heap_calls, 6);
+    assert_int_equal(h->phases[0].heap_bytes, 450);
+    assert_string_equal(h->phases[1].name, "decode");
+    assert_int_equal(h->phases[1].count, 2);
+    assert_int_equal(h->phases[1].heap_calls, 3);
+    assert_int_equal(h->phases[1].heap_bytes, 300);
+    assert_true(h->allocs_per_decode_step == 1.5);   /* 2 steps (< 5): mean over all */
+    assert_int_equal(p->acquires, 2);
+    assert_int_equal(p->hits, 1);
+    assert_true(p->hit_rate == 0.5);
+    assert_int_equal(p->backing_allocs, 1);
+    assert_int_equal(p->peak_cached_bytes, 128);
+    assert_int_equal(p->peak_outstanding_bytes, 128);
+    assert_true(p->internal_frag == 8.0 / 128);
+    assert_true(h->has_kv);
+    assert_int_equal(h->peak_kv_blocks, 2);
+    assert_true(h->kv_utilization > 0.75 - 1e-12 && h->kv_utilization < 0.75 + 1e-12);
+    assert_true(h->kv_waste_ratio > 0.25 - 1e-12 && h->kv_waste_ratio < 0.25 + 1e-12);
+    az_scan_free(s);
+}
+
+static void test_phase_and_window_restrict_counts(void **st)
+{
+    (void)st;
+    char p[512], msg[256];
+    path_in(p, sizeof p, "golden.pst");
+    az_scan_t *s;
+    az_scan_opts_t o = { .phase = "decode" };
+    assert_int_equal(az_scan_file(p, &o, &s, msg, sizeof msg), 0);
+    assert_int_equal(s->calls[AZ_F_REALLOC], 1);
+    assert_int_equal(s->calls[AZ_F_CALLOC], 1);
+    assert_int_equal(s->calls[AZ_F_MALLOC], 0);
+    assert_int_equal(s->heap_r.total_allocated_bytes, 300);
+    az_scan_free(s);
+    az_scan_opts_t w = { .window = 1, .from = 2500, .to = 6000 };
+    assert_int_equal(az_scan_file(p, &w, &s, msg, sizeof msg), 0);
+    assert_int_equal(s->heap_r.allocs, 3);           /* realloc @3000, realloc @5000, calloc @6000 */
+    assert_int_equal(s->heap_r.peak_live_bytes, 350);
+    az_scan_free(s);
+}
+
+static void test_report_json_has_design_keys(void **st)
+{
+    (void)st;
+    az_scan_t *s = scan("golden.pst");
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    az_report_opts_t o = { .no_symbols = 1 };
+    az_report_json(s, &o, f);
+    fclose(f);
+    int err;
+    az_jdoc_t *d = az_json_parse(buf, len, &err, NULL, 0);
+    assert_non_null(d);
+    const az_jv_t *r = az_json_root(d);
+    static const char *const keys[] = {
+        "events", "calls.malloc", "calls.calloc", "calls.realloc", "calls.reallocarray", "calls.free",
+        "calls.posix_memalign", "calls.aligned_alloc", "calls.memalign", "calls.valloc", "calls.pvalloc",
+        "calls.mmap", "calls.munmap", "calls.mremap", "peak_live_bytes", "peak_rss_bytes",
+        "total_allocated_bytes", "leaked_bytes", "lost_events", "pool.acquires", "pool.hits",
+        "pool.misses", "pool.hit_rate", "pool.backing_allocs", "pool.peak_cached_bytes",
+        "pool.peak_outstanding_bytes", "pool.internal_frag", "reuse.same_address_reuse",
+        "reuse.fresh_address_ratio", "reuse.distance_p50", "reuse.distance_p90",
+        "kv.peak_blocks_in_use", "kv.kv_utilization", "kv.kv_waste_ratio",
+        "phases.decode.count", "phases.decode.heap_calls", "phases.decode.heap_bytes",
+        "allocs_per_decode_step",
+    };
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        if (!az_json_path(r, keys[i])) fprintf(stderr, "missing %s\n", keys[i]);
+        assert_non_null(az_json_path(r, keys[i]));
+    }
+    assert_int_equal(az_json_path(r, "peak_live_bytes")->u, 350);
+    assert_int_equal(az_json_path(r, "events")->u, s->events);
+    az_json_free(d);
+    free(buf);
+    /* the text report runs too */
+    f = fopen("/dev/null", "w");
+    az_report_text(s, &o, f);
+    fclose(f);
+    az_scan_free(s);
+}
+
+static void test_truncated_trace_still_scans_with_warning(void **st)
+{
+    (void)st;
+    az_scan_t *s = scan("cut.pst");
+    char wb[256];
+    assert_non_null(az_scan_warning(s, wb, sizeof wb));
+    assert_int_equal(s->heap_r.peak_live_bytes, 350);
+    az_scan_free(s);
+    char p[512], msg[256];
+    path_in(p, sizeof p, "not-a-trace");
+    FILE *f = fopen(p, "w");
+    fputs("hello, world, this is not a trace at all\n", f);
+    fclose(f);
+    assert_int_not_equal(az_scan_file(p, NULL, &s, msg, sizeof msg), 0);
+    assert_non_null(strstr(msg, "not a poolscope trace"));
+}
+
+static int count_rows(sqlite3 *db, const char *sql)
+{
+    sqlite3_stmt *q;
+    assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &q, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(q), SQLITE_ROW);
+    int n = sqlite3_column_int(q, 0);
+    sqlite3_finalize(q);
+    return n;
+}
+
+static void test_sqlite_rows_equal_events_and_schema(void **st)
+{
+    (void)st;
+    char p[512], db[512], msg[256];
+    path_in(p, sizeof p, "golden.pst");
+    path_in(db, sizeof db, "golden.db");
+    az_sql_stats_t ss;
+    int warn;
+    assert_int_equal(az_sql_write(p, db, &ss, &warn, msg, sizeof msg), 0);
+    assert_int_equal(warn, 0);
+    az_scan_t *s = scan("golden.pst");
+    sqlite3 *d;
+    assert_int_equal(sqlite3_open(db, &d), SQLITE_OK);
+    assert_int_equal(count_rows(d, "SELECT count(*) FROM events"), (int)s->events);
+    assert_int_equal(count_rows(d, "SELECT count(*) FROM events WHERE type = 1"), 3);
+    assert_int_equal(count_rows(d, "SELECT count(*) FROM markers"), 7);
+    assert_int_equal(count_rows(d, "SELECT count(*) FROM pools WHERE kind = 'acquire'"), 2);
+    assert_int_equal(count_rows(d, "SELECT count(*) FROM blocks WHERE kind = 'alloc'"), 2);
+    assert_int_equal(count_rows(d, "SELECT count(*) FROM rss"), 2);
+    assert_int_equal(count_rows(d, "SELECT count(*) FROM stacks"), 2);
+    assert_int_equal(count_rows(d, "SELECT count(*) FROM frames"), 4);
+    assert_int_equal(count_rows(d, "SELECT value FROM metrics WHERE name = 'peak_live_bytes'"), 350);
+    static const char *const tables[] = { "events", "stacks", "frames", "modules", "markers", "pools",
+                                          "blocks", "rss", "metrics", "meta", "event_types" };
+    for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++) {
+        char q[200];
+        snprintf(q, sizeof q, "SELECT count(*) FROM sqlite_master WHERE type='table' AND name='%s'", tables[i]);
+        assert_int_equal(count_rows(d, q), 1);
+    }
+    assert_true(count_rows(d, "SELECT count(*) FROM sqlite_master WHERE type='index'") >= 5);
+    sqlite3_close(d);
+    az_scan_free(s);
+}
+
+static void test_exports_parse(void **st)
+{
+    (void)st;
+    char p[512], out[512], msg[256];
+    int warn, err;
+    path_in(p, sizeof p, "golden.pst");
+    path_in(out, sizeof out, "golden.chrome.json");
+    assert_int_equal(az_export(p, AZ_EXPORT_CHROME, AZ_WEIGHT_BYTES, out, &warn, msg, sizeof msg), 0);
+    az_jdoc_t *d = az_json_parse_file(out, &err, msg, sizeof msg);
+    if (!d) fprintf(stderr, "chrome export: %s\n", msg);
+    assert_non_null(d);
+    const az_jv_t *evs = az_json_get(az_json_root(d), "traceEvents");
+    assert_non_null(evs);
+    int b = 0, e = 0, i = 0, c = 0;
+    for (const az_jv_t *x = evs->child; x; x = x->next) {
+        const az_jv_t *ph = az_json_get(x, "ph");
+        assert_non_null(ph);
+        b += !strcmp(ph->str, "b"); e += !strcmp(ph->str, "e");
+        i += !strcmp(ph->str, "i"); c += !strcmp(ph->str, "C");
+    }
+    assert_int_equal(b, 3);
+    assert_int_equal(e, 3);
+    assert_int_equal(i, 1);
+    assert_true(c > 5);
+    az_json_free(d);
+    path_in(out, sizeof out, "golden.folded");
+    assert_int_equal(az_export(p, AZ_EXPORT_FOLDED, AZ_WEIGHT_CALLS, out, &warn, msg, sizeof msg), 0);
+    FILE *f = fopen(out, "r");
+    char line[1024];
+    unsigned long total = 0;
+    int lines = 0;
+    while (fgets(line, sizeof line, f)) {
+        char *sp = strrchr(line, ' ');
+        assert_non_null(sp);
+        total += strtoul(sp + 1, NULL, 10);
+        lines++;
+    }
+    fclose(f);
+    assert_int_equal(lines, 3);       /* stacks 1 and 2, and "[no stack]" */
+    assert_int_equal(total, 6);       /* every allocation */
+}
+
+static az_jdoc_t *doc(const char *text)
+{
+    int err;
+    az_jdoc_t *d = az_json_parse(text, strlen(text), &err, NULL, 0);
+    assert_non_null(d);
+    return d;
+}
+
+static int gate(const char *cur, const char *base, int kind, const char *rule)
+{
+    az_jdoc_t *c = doc(cur), *b = doc(base);
+    az_gate_rule_t r;
+    char msg[256];
+    assert_int_equal(az_gate_rule_parse(kind, rule, &r, msg, sizeof msg), 0);
+    FILE *devnull = fopen("/dev/null", "w");
+    int rc = az_gate_check(az_json_root(c), az_json_root(b), &r, 1, 0, devnull, msg, sizeof msg);
+    fclose(devnull);
+    az_json_free(c);
+    az_json_free(b);
+    return rc;
+}
+
+static void test_gate_tolerance_edges(void **st)
+{
+    (void)st;
+    const char *base = "{\"peak_live_bytes\": 1000, \"leaked_bytes\": 0, \"pool\": {\"hit_rate\": 0.8},"
+                       " \"phases\": {\"decode\": {\"heap_calls\": 100}}}";
+    /* lower is better: +10% passes at 10, fails at 9.99 */
+    assert_int_equal(gate("{\"peak_live_bytes\": 1100}", base, AZ_RULE_TOL, "peak_live_bytes=10"), 0);
+    assert_int_equal(gate("{\"peak_live_bytes\": 1100}", base, AZ_RULE_TOL, "peak_live_bytes=9.99"), 1);
+    assert_int_equal(gate("{\"peak_live_bytes\": 500}", base, AZ_RULE_TOL, "peak_live_bytes=0"), 0);
+    /* higher is better */
+    assert_int_equal(gate("{\"pool\": {\"hit_rate\": 0.72}}", base, AZ_RULE_TOL, "pool.hit_rate=10"), 0);
+    assert_int_equal(gate("{\"pool\": {\"hit_rate\": 0.71}}", base, AZ_RULE_TOL, "pool.hit_rate=10"), 1);
+    assert_int_equal(gate("{\"pool\": {\"hit_rate\": 0.99}}", base, AZ_RULE_TOL, "pool.hit_rate=0"), 0);
+    /* zero baseline: absolute, with units */
+    assert_int_equal(gate("{\"leaked_bytes\": 4096}", base, AZ_RULE_TOL, "leaked_bytes=4KiB"), 0);
+    assert_int_equal(gate("{\"leaked_bytes\": 4097}", base, AZ_RULE_TOL, "leaked_bytes=4KiB"), 1);
+    assert_int_equal(gate("{\"leaked_bytes\": 1}", base, AZ_RULE_TOL, "leaked_bytes=0"), 1);
+    /* per-phase path, max with units, missing metric */
+    assert_int_equal(gate("{\"phases\": {\"decode\": {\"heap_calls\": 101}}}", base, AZ_RULE_TOL, "phases.decode.heap_calls=1"), 0);
+    assert_int_equal(gate("{\"phases\": {\"decode\": {\"heap_calls\": 102}}}", base, AZ_RULE_TOL, "phases.decode.heap_calls=1"), 1);
+    assert_int_equal(gate("{\"peak_live_bytes\": 67108864}", base, AZ_RULE_MAX, "peak_live_bytes=64MiB"), 0);
+    assert_int_equal(gate("{\"peak_live_bytes\": 67108865}", base, AZ_RULE_MAX, "peak_live_bytes=64MiB"), 1);
+    assert_int_equal(gate("{\"peak_live_bytes\": 1}", base, AZ_RULE_TOL, "no.such.metric=5"), 2);
+    az_gate_rule_t r;
+    char msg[128];
+    assert_int_equal(az_gate_rule_parse(AZ_RULE_TOL, "peak_live_bytes", &r, msg, sizeof msg), PS_EINVAL);
+    assert_int_equal(az_gate_rule_parse(AZ_RULE_MAX, "x=lots", &r, msg, sizeof msg), PS_EINVAL);
+}
+
+static void test_diff_of_a_trace_with_itself_is_empty(void **st)
+{
+    (void)st;
+    char p[512], msg[256];
+    int err;
+    path_in(p, sizeof p, "golden.pst");
+    az_jdoc_t *a = az_metrics_doc(p, &err, msg, sizeof msg), *b = az_metrics_doc(p, &err, msg, sizeof msg);
+    assert_non_null(a);
+    assert_non_null(b);
+    FILE *devnull = fopen("/dev/null", "w");
+    assert_int_equal(az_diff_docs(az_json_root(a), az_json_root(b), 0, devnull), 0);
+    az_jdoc_t *c = doc("{\"peak_live_bytes\": 351}");
+    assert_true(az_diff_docs(az_json_root(a), az_json_root(c), 1, devnull) > 0);
+    fclose(devnull);
+    az_json_free(a);
+    az_json_free(b);
+    az_json_free(c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_golden_heap_peak_with_moving_realloc),
+        cmocka_unit_test(test_golden_phases_pool_kv),
+        cmocka_unit_test(test_phase_and_window_restrict_counts),
+        cmocka_unit_test(test_report_json_has_design_keys),
+        cmocka_unit_test(test_truncated_trace_still_scans_with_warning),
+        cmocka_unit_test(test_sqlite_rows_equal_events_and_schema),
+        cmocka_unit_test(test_exports_parse),
+        cmocka_unit_test(test_gate_tolerance_edges),
+        cmocka_unit_test(test_diff_of_a_trace_with_itself_is_empty),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,381 @@
+/* test_metrics.c — the metrics library against hand-computed answers. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "json.h"
+#include "metrics.h"
+#include "pserr.h"
+#include "units.h"
+
+static az_metrics_t *mk(void)
+{
+    int err = 0;
+    az_metrics_t *m = az_create(NULL, &err);
+    assert_non_null(m);
+    return m;
+}
+
+/* "a b c b d d a": the second a has distance 3, the second b 1, the second d 0 */
+static void test_reuse_distance_abcbdda(void **st)
+{
+    (void)st;
+    az_metrics_t *m = mk();
+    const char *seq = "abcbdda";
+    int64_t want[] = { -1, -1, -1, 1, -1, 0, 3 };
+    for (int i = 0; seq[i]; i++) {
+        uint64_t addr = 0x1000 + (uint64_t)(seq[i] - 'a') * 0x100;
+        assert_int_equal(az_alloc(m, (uint64_t)i * 10, addr, 32, 32, 32, 0), 0);
+        assert_int_equal(az_state(m)->last_reuse_distance, want[i]);
+        assert_int_equal(az_free(m, (uint64_t)i * 10 + 5, addr), 0);
+    }
+    az_finish(m, 100);
+    az_result_t r;
+    az_result(m, &r);
+    assert_int_equal(r.reuse_samples, 3);
+    assert_int_equal(r.distance_p50, 1);
+    assert_int_equal(r.distance_p90, 3);
+    assert_int_equal(r.fresh_addresses, 4);
+    assert_true(r.fresh_address_ratio > 4.0 / 7 - 1e-9 && r.fresh_address_ratio < 4.0 / 7 + 1e-9);
+    /* same size everywhere: reuse of the last freed address happens for d d only */
+    assert_int_equal(r.same_address_hits, 1);
+    assert_int_equal(r.distance_hist[0], 1);    /* 0 */
+    assert_int_equal(r.distance_hist[1], 1);    /* 1 */
+    assert_int_equal(r.distance_hist[2], 1);    /* 2..3 */
+    az_destroy(m);
+}
+
+/* Random sequences, checked against a quadratic brute force, across several
+ * renumberings of the Fenwick tree's stamps. */
+static void test_reuse_distance_matches_brute_force(void **st)
+{
+    (void)st;
+    az_metrics_t *m = mk();
+    enum { N = 30000, A = 700 };
+    uint64_t *hist = malloc(N * sizeof *hist);
+    assert_non_null(hist);
+    srand(7);
+    for (int i = 0; i < N; i++) {
+        uint64_t a = (uint64_t)(rand() % A) * 16;
+        hist[i] = a;
+        az_alloc(m, (uint64_t)i, a, 8, 8, 8, 0);
+        az_free(m, (uint64_t)i, a);
+        /* brute force: distinct addresses since the previous use of a */
+        int64_t want = -1;
+        for (int k = i - 1; k >= 0; k--)
+            if (hist[k] == a) {
+                uint8_t seen[A] = { 0 };
+                int64_t d = 0;
+                for (int q = k + 1; q < i; q++)
+                    if (!seen[hist[q] / 16]) { seen[hist[q] / 16] = 1; d++; }
+                want = d;
+                break;
+            }
+        if (i % 97 == 0 || i > N - 50) assert_int_equal(az_state(m)->last_reuse_distance, want);
+        if (want < 0 && az_state(m)->last_reuse_distance != -1) fail();
+    }
+    free(hist);
+    az_destroy(m);
+}
+
+static void test_reuse_cap_is_reported(void **st)
+{
+    (void)st;
+    az_cfg_t cfg = { .reuse_cap = 100 };
+    int err;
+    az_metrics_t *m = az_create(&cfg, &err);
+    for (uint64_t i = 0; i < 1000; i++) { az_alloc(m, i, i * 64, 8, 8, 8, 0); az_free(m, i, i * 64); }
+    az_finish(m, 2000);
+    az_result_t r;
+    az_result(m, &r);
+    assert_true(r.reuse_capped);
+    assert_int_equal(r.reuse_tracked, 100);
+    az_destroy(m);
+}
+
+static void test_peak_live_and_internal_frag(void **st)
+{
+    (void)st;
+    az_metrics_t *m = mk();
+    az_alloc(m, 10, 0xa0, 10, 16, 10, 1);
+    az_alloc(m, 20, 0xb0, 20, 32, 20, 2);     /* live req 30, rnd 48: the peak */
+    az_free(m, 30, 0xa0);
+    az_alloc(m, 40, 0xc0, 5, 16, 5, 1);       /* 25 */
+    az_finish(m, 50);
+    az_result_t r;
+    az_result(m, &r);
+    assert_int_equal(r.peak_live_bytes, 30);
+    assert_int_equal(r.peak_live_t, 20);
+    assert_int_equal(r.peak_live_count, 2);
+    assert_true(r.internal_frag > 0.375 - 1e-12 && r.internal_frag < 0.375 + 1e-12);
+    /* time-weighted: [10,20) 6/16, [20,30) 18/48, [30,40) 12/32, [40,50) 23/48 */
+    double want = (6.0 / 16 + 18.0 / 48 + 12.0 / 32 + 23.0 / 48) / 4;
+    assert_true(r.internal_frag_avg > want - 1e-9 && r.internal_frag_avg < want + 1e-9);
+    assert_int_equal(r.total_allocated_bytes, 35);
+    assert_int_equal(r.leaked_bytes, 25);
+    assert_int_equal(r.leaked_count, 2);
+    assert_int_equal(r.peak_reserved_bytes, 48);    /* no policy figure: live rnd */
+    assert_int_equal(r.temporary, 0);
+    size_t n;
+    const az_site_t *s = az_sites(m, &n);
+    assert_int_equal(n, 2);
+    for (size_t i = 0; i < n; i++) {
+        if (s[i].stack == 1) { assert_int_equal(s[i].peak_bytes, 10); assert_int_equal(s[i].live_bytes, 5); }
+        else { assert_int_equal(s[i].peak_bytes, 20); assert_int_equal(s[i].live_bytes, 20); }
+    }
+    az_destroy(m);
+}
+
+/* The per-site peak is kept lazily: a site untouched since the peak keeps
+ * its value at the peak; a later, lower state does not overwrite it. */
+static void test_site_peak_contribution_after_later_changes(void **st)
+{
+    (void)st;
+    az_metrics_t *m = mk();
+    az_alloc(m, 1, 0x10, 100, 100, 100, 1);
+    az_alloc(m, 2, 0x20, 50, 50, 50, 2);       /* peak 150: s1 100, s2 50 */
+    az_free(m, 3, 0x10);
+    az_alloc(m, 4, 0x30, 60, 60, 60, 2);       /* 110 */
+    az_alloc(m, 5, 0x40, 30, 30, 30, 1);       /* 140 */
+    size_t n;
+    const az_site_t *s = az_sites(m, &n);
+    assert_int_equal(n, 2);
+    for (size_t i = 0; i < n; i++)
+        assert_int_equal(s[i].peak_bytes, s[i].stack == 1 ? 100 : 50);
+    az_destroy(m);
+}
+
+static void test_same_address_reuse_by_size_key(void **st)
+{
+    (void)st;
+    az_metrics_t *m = mk();
+    az_alloc(m, 1, 0x100, 32, 32, 32, 0);
+    az_free(m, 2, 0x100);
+    az_alloc(m, 3, 0x100, 32, 32, 32, 0);      /* same size, last freed: hit */
+    az_free(m, 4, 0x100);
+    az_alloc(m, 5, 0x100, 64, 64, 64, 0);      /* other size: no */
+    az_alloc(m, 6, 0x200, 32, 32, 32, 0);      /* last freed 32 was 0x100: no */
+    az_finish(m, 7);
+    az_result_t r;
+    az_result(m, &r);
+    assert_int_equal(r.same_address_hits, 1);
+    assert_true(r.same_address_reuse > 0.25 - 1e-12 && r.same_address_reuse < 0.25 + 1e-12);
+    assert_int_equal(r.temporary, 2);          /* freed before another allocation */
+    az_destroy(m);
+}
+
+static void test_phases_and_allocs_per_decode_step(void **st)
+{
+    (void)st;
+    az_metrics_t *m = mk();
+    uint64_t t = 0;
+    az_calls(m, 5, 500);                        /* outside any phase */
+    az_mark(m, t++, AZ_MARK_BEGIN, "prefill", 1);
+    az_calls(m, 7, 700);
+    az_mark(m, t++, AZ_MARK_END, "prefill", 1);
+    int per_step[] = { 10, 10, 10, 10, 2, 4 };  /* steady state: steps 5 and 6 -> 3 */
+    for (int i = 0; i < 6; i++) {
+        az_mark(m, t++, AZ_MARK_BEGIN, "decode", (uint64_t)i);
+        az_calls(m, (uint64_t)per_step[i], 16);
+        az_mark(m, t++, AZ_MARK_END, "decode", (uint64_t)i);
+        az_calls(m, 100, 0);                    /* between steps: not a step's */
+    }
+    az_mark(m, t++, AZ_MARK_POINT, "tick", 0);
+    az_calls(m, 3, 30);
+    az_mark(m, t++, AZ_MARK_POINT, "tick", 0);
+    az_calls(m, 4, 40);
+    az_finish(m, t);
+    az_result_t r;
+    az_result(m, &r);
+    assert_int_equal(r.n_phases, 3);
+    assert_string_equal(r.phases[0].name, "prefill");
+    assert_int_equal(r.phases[0].count, 1);
+    assert_int_equal(r.phases[0].heap_calls, 7);
+    assert_int_equal(r.phases[0].heap_bytes, 700);
+    assert_string_equal(r.phases[1].name, "decode");
+    assert_int_equal(r.phases[1].count, 6);
+    assert_int_equal(r.phases[1].heap_calls, 46);
+    assert_int_equal(r.phases[1].heap_bytes, 6 * 16);
+    assert_string_equal(r.phases[2].name, "tick");
+    assert_int_equal(r.phases[2].count, 2);
+    assert_int_equal(r.phases[2].heap_calls, 7);
+    assert_int_equal(r.decode_steps, 6);
+    assert_true(r.allocs_per_decode_step > 3 - 1e-12 && r.allocs_per_decode_step < 3 + 1e-12);
+    az_destroy(m);
+}
+
+static void test_kv_waste(void **st)
+{
+    (void)st;
+    az_metrics_t *m = mk();
+    az_kv(m, 100, 0, 2, 16);                    /* 2 blocks, empty: 0 for 100 ns */
+    az_kv(m, 200, 24, 2, 16);                   /* 24/32 = 0.75 for 100 ns */
+    az_kv(m, 300, 40, 3, 16);                   /* 40/48 for 100 ns: the peak of blocks */
+    az_kv(m, 400, 0, 0, 16);
+    az_finish(m, 500);
+    az_result_t r;
+    az_result(m, &r);
+    assert_true(r.has_kv);
+    assert_int_equal(r.peak_kv_blocks, 3);
+    double util = (0 + 0.75 + 40.0 / 48) / 3;
+    assert_true(r.kv_utilization > util - 1e-9 && r.kv_utilization < util + 1e-9);
+    assert_true(r.kv_waste_ratio > 1 - util - 1e-9 && r.kv_waste_ratio < 1 - util + 1e-9);
+    assert_true(r.kv_utilization_at_peak > 40.0 / 48 - 1e-9 && r.kv_utilization_at_peak < 40.0 / 48 + 1e-9);
+    az_destroy(m);
+}
+
+static void test_pool_counters_and_reserved(void **st)
+{
+    (void)st;
+    az_metrics_t *m = mk();
+    az_acquire(m, 0); az_backing(m, 1, 0);
+    az_alloc(m, 1, 1, 100, 128, 128, 0);
+    az_reserved(m, 1, 128, 0);
+    az_free(m, 2, 1);
+    az_reserved(m, 2, 0, 128);
+    az_acquire(m, 1);
+    az_alloc(m, 3, 1, 120, 128, 128, 0);
+    az_reserved(m, 3, 128, 0);
+    az_finish(m, 4);
+    az_result_t r;
+    az_result(m, &r);
+    assert_int_equal(r.acquires, 2);
+    assert_int_equal(r.hits, 1);
+    assert_true(r.hit_rate == 0.5);
+    assert_int_equal(r.backing_allocs, 1);
+    assert_int_equal(r.peak_reserved_bytes, 128);
+    assert_int_equal(r.peak_cached_bytes, 128);
+    assert_int_equal(r.peak_outstanding_bytes, 128);
+    assert_int_equal(r.peak_live_bytes, 120);
+    assert_true(r.same_address_reuse == 0.5);
+    az_destroy(m);
+}
+
+static void test_counting_window(void **st)
+{
+    (void)st;
+    az_metrics_t *m = mk();
+    az_set_counting(m, 0);
+    az_alloc(m, 1, 0x10, 1000, 1000, 1000, 0);  /* live, not counted */
+    az_set_counting(m, 1);
+    az_alloc(m, 2, 0x20, 10, 10, 10, 0);
+    az_free(m, 3, 0x10);                        /* the free is still matched */
+    az_finish(m, 4);
+    az_result_t r;
+    az_result(m, &r);
+    assert_int_equal(r.allocs, 1);
+    assert_int_equal(r.total_allocated_bytes, 10);
+    assert_int_equal(r.peak_live_bytes, 1010);  /* the true live set in the window */
+    assert_int_equal(r.unmatched_frees, 0);
+    az_destroy(m);
+}
+
+static void test_unmatched_free_and_double_alloc(void **st)
+{
+    (void)st;
+    az_metrics_t *m = mk();
+    assert_int_equal(az_free(m, 1, 0x999), PS_ENOENT);
+    az_alloc(m, 2, 0x10, 8, 8, 8, 0);
+    az_alloc(m, 3, 0x10, 16, 16, 16, 0);
+    az_finish(m, 4);
+    az_result_t r;
+    az_result(m, &r);
+    assert_int_equal(r.unmatched_frees, 1);
+    assert_int_equal(r.double_allocs, 1);
+    assert_int_equal(r.leaked_bytes, 16);
+    az_destroy(m);
+}
+
+static void test_glibc_usable(void **st)
+{
+    (void)st;
+    assert_int_equal(az_glibc_usable(1), 24);
+    assert_int_equal(az_glibc_usable(24), 24);
+    assert_int_equal(az_glibc_usable(25), 40);
+    assert_int_equal(az_glibc_usable(1000), 1000);
+    assert_int_equal(az_glibc_usable(200000), 200688);
+}
+
+static void test_json_roundtrip_and_paths(void **st)
+{
+    (void)st;
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    az_json_t j;
+    az_json_init(&j, f, 1);
+    az_json_begin(&j, NULL, '{');
+    az_json_u64(&j, "events", 123);
+    az_json_begin(&j, "pool", '{');
+    az_json_f64(&j, "hit_rate", 0.75);
+    az_json_end(&j);
+    az_json_begin(&j, "phases", '{');
+    az_json_begin(&j, "decode", '{');
+    az_json_u64(&j, "heap_calls", 18446744073709551615ull);
+    az_json_end(&j);
+    az_json_end(&j);
+    az_json_str(&j, "s", "a\"b\\c\n");
+    az_json_begin(&j, "arr", '[');
+    az_json_u64(&j, NULL, 1);
+    az_json_u64(&j, NULL, 2);
+    az_json_end(&j);
+    az_json_end(&j);
+    fclose(f);
+    int err;
+    char eb[128];
+    az_jdoc_t *d = az_json_parse(buf, len, &err, eb, sizeof eb);
+    assert_non_null(d);
+    const az_jv_t *r = az_json_root(d);
+    assert_int_equal(az_json_path(r, "events")->u, 123);
+    assert_true(az_json_path(r, "pool.hit_rate")->num == 0.75);
+    assert_int_equal(az_json_path(r, "phases.decode.heap_calls")->u, 18446744073709551615ull);
+    assert_string_equal(az_json_get(r, "s")->str, "a\"b\\c\n");
+    assert_int_equal(az_json_get(r, "arr")->n, 2);
+    assert_null(az_json_path(r, "pool.nope"));
+    az_json_free(d);
+    free(buf);
+    const char *bad = "{\"a\": 1,\n \"b\" 2}";
+    assert_null(az_json_parse(bad, strlen(bad), &err, eb, sizeof eb));
+    assert_int_equal(err, PS_ECORRUPT);
+    assert_non_null(strstr(eb, "line 2"));
+}
+
+static void test_units(void **st)
+{
+    (void)st;
+    double v;
+    assert_int_equal(az_parse_bytes("64MiB", &v), 0); assert_true(v == 64.0 * 1048576);
+    assert_int_equal(az_parse_bytes("1.5 GiB", &v), 0); assert_true(v == 1.5 * 1073741824.0);
+    assert_int_equal(az_parse_bytes("0", &v), 0); assert_true(v == 0);
+    assert_int_equal(az_parse_bytes("0.25", &v), 0); assert_true(v == 0.25);
+    assert_int_equal(az_parse_bytes("12 parsecs", &v), PS_EINVAL);
+    uint64_t t;
+    assert_int_equal(az_parse_time_ns("200ms", &t), 0); assert_int_equal(t, 200000000);
+    assert_int_equal(az_parse_time_ns("1.5", &t), 0); assert_int_equal(t, 1500000000);
+    assert_int_equal(az_parse_time_ns("-1s", &t), PS_EINVAL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_reuse_distance_abcbdda),
+        cmocka_unit_test(test_reuse_distance_matches_brute_force),
+        cmocka_unit_test(test_reuse_cap_is_reported),
+        cmocka_unit_test(test_peak_live_and_internal_frag),
+        cmocka_unit_test(test_site_peak_contribution_after_later_changes),
+        cmocka_unit_test(test_same_address_reuse_by_size_key),
+        cmocka_unit_test(test_phases_and_allocs_per_decode_step),
+        cmocka_unit_test(test_kv_waste),
+        cmocka_unit_test(test_pool_counters_and_reserved),
+        cmocka_unit_test(test_counting_window),
+        cmocka_unit_test(test_unmatched_free_and_double_alloc),
+        cmocka_unit_test(test_glibc_usable),
+        cmocka_unit_test(test_json_roundtrip_and_paths),
+        cmocka_unit_test(test_units),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,719 @@
+/* test_replay.c — replay's policies on hand-built traces with hand-computed
+ * answers (replay/replay.h).
+ *
+ * Every trace here is written with the writer API (libtrace/writer.h) into a
+ * temporary file, replayed, and each number compared with what the policy's
+ * definition gives by hand (worked out in the comments). The seed's 16-op
+ * chain, ideal against the analyzer's own scan, determinism, streaming memory
+ * and damaged input are here too; the engine-based exactness sweep is
+ * tests/integration/replay.sh.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <fcntl.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "bufpool.h"
+#include "replay.h"
+#include "rp_internal.h"
+#include "scan.h"
+#include "writer.h"
+
+/* This cmocka has no assert_double_equal. */
+#define assert_double_equal(a, b, eps) near_((double)(a), (double)(b), (eps), #a, __FILE__, __LINE__)
+static void near_(double a, double b, double eps, const char *what, const char *file, int line)
+{
+    if (!(a - b <= eps && b - a <= eps)) {
+        fprintf(stderr, "%s:%d: %s = %.12g, want %.12g\n", file, line, what, a, b);
+        fail();
+    }
+}
+
+/* ---- building traces ------------------------------------------------------ */
+
+typedef struct tb {
+    char path[64];
+    pst_writer_t *w;
+    uint64_t t;
+} tb_t;
+
+static void tb_open(tb_t *b)
+{
+    strcpy(b->path, "/tmp/test_replay.XXXXXX");
+    int fd = mkstemp(b->path);
+    assert_true(fd >= 0);
+    close(fd);
+    pst_writer_cfg_t cfg = { .pid = 100, .exe = "/bin/test" };
+    int err = 0;
+    b->w = pst_writer_open(b->path, &cfg, &err);
+    assert_non_null(b->w);
+    b->t = 0;
+}
+
+static void tick(tb_t *b)
+{
+    b->t += 10;
+    pst_writer_time(b->w, b->t);
+}
+
+static void tb_close(tb_t *b) { assert_int_equal(pst_writer_close(b->w), 0); }
+
+static void acq(tb_t *b, uint64_t id, uint64_t n)
+{
+    tick(b);
+    assert_int_equal(PST_EMIT(b->w, 1, PST_EV_TENSOR_ACQUIRE, id, 0, 0, n, 4 * n), 0);
+}
+
+static void acq_stack(tb_t *b, uint64_t id, uint64_t n, uint32_t stack)
+{
+    tick(b);
+    pst_event_t ev;
+    memset(&ev, 0, sizeof ev);
+    ev.type = PST_EV_TENSOR_ACQUIRE;
+    ev.stack = stack;
+    ev.f[0] = id; ev.f[1] = 0; ev.f[2] = 0; ev.f[3] = n; ev.f[4] = 4 * n;
+    assert_int_equal(pst_writer_event(b->w, 1, &ev), 0);
+}
+
+static void rel(tb_t *b, uint64_t id)
+{
+    tick(b);
+    assert_int_equal(PST_EMIT(b->w, 1, PST_EV_TENSOR_RELEASE, id), 0);
+}
+
+static void mark(tb_t *b, int begin, const char *name, uint64_t inst, int64_t p0, int64_t p1)
+{
+    pst_event_t ev;
+    memset(&ev, 0, sizeof ev);
+    ev.type = begin ? PST_EV_MARK_BEGIN : PST_EV_MARK_END;
+    ev.str = name;
+    ev.f[1] = inst;
+    if (begin && (p0 || p1)) {
+        ev.payload[0] = p0;
+        ev.payload[1] = p1;
+        ev.n_payload = 2;
+    }
+    assert_int_equal(pst_writer_event(b->w, 1, &ev), 0);
+}
+
+static void kvb_ids(tb_t *b, unsigned type, uint64_t pool, uint64_t seq, int64_t owner,
+                    uint64_t n_tokens, const uint32_t *ids, uint32_t n)
+{
+    pst_event_t ev;
+    memset(&ev, 0, sizeof ev);
+    ev.type = (uint8_t)type;
+    ev.f[0] = pool;
+    ev.f[1] = seq;
+    if (type == PST_EV_KVB_ALLOC) {
+        ev.f[2] = 2;                    /* KVB_STREAM_KV */
+        ev.f[3] = (uint64_t)owner;
+        ev.f[4] = 0;
+        ev.f[5] = n_tokens;
+    }
+    ev.ids = ids;
+    ev.n_ids = n;
+    assert_int_equal(pst_writer_event(b->w, 1, &ev), 0);
+}
+
+static rp_report_t *replay(const char *path, const char *policies, rp_config_t *cfg_in)
+{
+    rp_config_t cfg = cfg_in ? *cfg_in : rp_config_default();
+    char msg[256];
+    if (policies) assert_int_equal(rp_policy_parse(policies, &cfg.policies, msg, sizeof msg), 0);
+    rp_report_t *rep = NULL;
+    int rc = rp_run(path, &cfg, &rep, msg, sizeof msg);
+    if (rc) fprintf(stderr, "rp_run: %s\n", msg);
+    assert_int_equal(rc, 0);
+    assert_non_null(rep);
+    return rep;
+}
+
+static const rp_result_t *get(const rp_report_t *r, rp_policy_t p)
+{
+    const rp_result_t *x = rp_report_find(r, p);
+    assert_non_null(x);
+    return x;
+}
+
+#define MIB ((uint64_t)1 << 20)
+
+/* ---- policy names ------------------------------------------------------- */
+
+static void test_policy_list_parses_names_and_refuses_unknown(void **st)
+{
+    (void)st;
+    unsigned m = 0;
+    char msg[200];
+    assert_int_equal(rp_policy_parse("pool,arena", &m, msg, sizeof msg), 0);
+    assert_int_equal(m, (1u << RP_POOL) | (1u << RP_ARENA));
+    assert_int_equal(rp_policy_parse("kv", &m, msg, sizeof msg), 0);
+    assert_int_equal(m, RP_KV_MASK);
+    assert_int_equal(rp_policy_parse("all", &m, msg, sizeof msg), 0);
+    assert_int_equal(m, RP_ALL_MASK);
+    assert_int_equal(rp_policy_parse("pool,bogus", &m, msg, sizeof msg), PS_EINVAL);
+    assert_non_null(strstr(msg, "bogus"));
+    assert_int_equal(rp_policy_parse("pool,", &m, msg, sizeof msg), PS_EINVAL);
+    assert_int_equal(rp_policy_parse("", &m, msg, sizeof msg), PS_EINVAL);
+    assert_string_equal(rp_policy_name(RP_KV_PAGED), "kv-paged");
+}
+
+/* ---- pool ------------------------------------------------------------------ */
+
+/* acquire 1 (1000 f32 -> 1024 granted, 4096 B), release 1, acquire 2 (the
+ * same length: a hit on 1's buffer), acquire 3 (3000 -> 3072, 12288 B: a
+ * miss), release both. */
+static void test_pool_small_sequence_exact(void **st)
+{
+    (void)st;
+    tb_t b;
+    tb_open(&b);
+    acq(&b, 1, 1000);
+    rel(&b, 1);
+    acq(&b, 2, 1000);
+    acq(&b, 3, 3000);
+    rel(&b, 2);
+    rel(&b, 3);
+    tb_close(&b);
+    rp_report_t *r = replay(b.path, "pool,ideal,arena,malloc", NULL);
+    const rp_result_t *p = get(r, RP_POOL);
+    assert_int_equal(p->m.acquires, 3);
+    assert_int_equal(p->m.hits, 1);
+    assert_int_equal(p->m.misses, 2);
+    assert_int_equal(p->m.backing_allocs, 2);
+    assert_int_equal(p->m.backing_frees, 0);
+    assert_int_equal(p->m.peak_outstanding_bytes, 16384);
+    assert_int_equal(p->m.peak_cached_bytes, 16384);
+    assert_int_equal(p->m.peak_reserved_bytes, 16384);
+    assert_int_equal(p->m.peak_live_bytes, 16000);
+    assert_int_equal(p->peak_outstanding_buffers, 2);
+    assert_int_equal(p->destroyed_over_cap, 0);
+    assert_int_equal(p->pool_cap, BP_DEFAULT_MAX_CACHED_BYTES);   /* no POOL_CREATE: 1 GiB */
+    assert_double_equal(p->m.internal_frag, 384.0 / 16384.0, 1e-12);
+    assert_double_equal(p->m.hit_rate, 1.0 / 3.0, 1e-12);
+    assert_double_equal(p->m.fresh_address_ratio, 2.0 / 3.0, 1e-12);
+    assert_double_equal(p->m.same_address_reuse, 1.0 / 3.0, 1e-12);
+    assert_int_equal(p->m.reuse_samples, 1);
+    assert_int_equal(p->m.distance_p50, 0);
+    /* ideal: exactly the live bytes */
+    const rp_result_t *i = get(r, RP_IDEAL);
+    assert_int_equal(i->m.peak_reserved_bytes, 16000);
+    assert_int_equal(i->m.peak_live_bytes, 16000);
+    assert_double_equal(i->m.reserved_over_live, 1.0, 1e-12);
+    /* arena without reset markers: 4032 + 4032 + 12032 bytes bumped into one
+     * 1 MiB chunk, never rewound (the end of the trace is the only reset) */
+    const rp_result_t *a = get(r, RP_ARENA);
+    assert_int_equal(a->m.peak_reserved_bytes, MIB);
+    assert_int_equal(a->m.backing_allocs, 1);
+    assert_int_equal(a->resets, 0);
+    assert_int_equal(a->lifetime_violations, 0);
+    assert_int_equal(a->peak_outstanding_buffers, 3);
+    assert_double_equal(a->m.fresh_address_ratio, 1.0, 1e-12);
+    /* malloc: the same stream through the real allocator */
+    const rp_result_t *m = get(r, RP_MALLOC);
+    assert_int_equal(m->m.allocs, 3);
+    assert_int_equal(m->m.frees, 3);
+    assert_int_equal(m->m.peak_live_bytes, 16000);
+    assert_true(m->m.peak_live_rnd_bytes >= 16000);
+    rp_report_free(r);
+    unlink(b.path);
+}
+
+/* cap 8192: two 8192-byte buffers out; the first released is cached
+ * (8192 <= cap), the second destroyed (16384 > cap); a third acquire hits
+ * the cached one. */
+static void test_pool_cap_destroys_over_the_cap(void **st)
+{
+    (void)st;
+    tb_t b;
+    tb_open(&b);
+    acq(&b, 1, 2048);
+    acq(&b, 2, 2048);
+    rel(&b, 1);
+    rel(&b, 2);
+    acq(&b, 3, 2048);
+    rel(&b, 3);
+    tb_close(&b);
+    rp_config_t cfg = rp_config_default();
+    cfg.pool_cap = 8192;
+    cfg.pool_cap_set = 1;
+    rp_report_t *r = replay(b.path, "pool", &cfg);
+    const rp_result_t *p = get(r, RP_POOL);
+    assert_int_equal(p->m.hits, 1);
+    assert_int_equal(p->m.misses, 2);
+    assert_int_equal(p->destroyed_over_cap, 1);
+    assert_int_equal(p->m.backing_frees, 1);
+    assert_int_equal(p->m.peak_cached_bytes, 8192);
+    assert_int_equal(p->m.peak_outstanding_bytes, 16384);
+    assert_int_equal(p->m.peak_reserved_bytes, 16384);
+    assert_int_equal(p->pool_cap, 8192);
+    rp_report_free(r);
+    unlink(b.path);
+}
+
+/* The cap recorded by POOL_CREATE is used when --pool-cap is not given. */
+static void test_pool_takes_cap_from_trace(void **st)
+{
+    (void)st;
+    tb_t b;
+    tb_open(&b);
+    pst_event_t ev;
+    memset(&ev, 0, sizeof ev);
+    ev.type = PST_EV_POOL_CREATE;
+    ev.str = "acts";
+    ev.f[0] = 1; ev.f[2] = 3; ev.f[3] = 8192;
+    assert_int_equal(pst_writer_event(b.w, 1, &ev), 0);
+    acq(&b, 1, 2048);
+    acq(&b, 2, 2048);
+    rel(&b, 1);
+    rel(&b, 2);
+    tb_close(&b);
+    rp_report_t *r = replay(b.path, "pool", NULL);
+    assert_int_equal(get(r, RP_POOL)->pool_cap, 8192);
+    assert_int_equal(get(r, RP_POOL)->destroyed_over_cap, 1);
+    rp_report_free(r);
+    unlink(b.path);
+}
+
+/* ---- arena ------------------------------------------------------------------ */
+
+/* forward 1: 600 KiB fits the first 1 MiB chunk; the second 600 KiB does not
+ * (434176 bytes left), so a 2 MiB chunk is taken: 3 MiB held. The reset
+ * merges both into one 3 MiB chunk (2 frees, 1 alloc). forwards 2 and 3 fit
+ * in it: no allocator calls. */
+static void test_arena_chunks_double_and_merge(void **st)
+{
+    (void)st;
+    tb_t b;
+    tb_open(&b);
+    const uint64_t n = 600 * 1024 / 4;
+    uint64_t id = 1;
+    for (int f = 0; f < 3; f++) {
+        mark(&b, 1, "forward", (uint64_t)f, 0, 0);
+        acq(&b, id, n);
+        acq(&b, id + 1, n);
+        rel(&b, id);
+        rel(&b, id + 1);
+        mark(&b, 0, "forward", (uint64_t)f, 0, 0);
+        id += 2;
+    }
+    tb_close(&b);
+    rp_report_t *r = replay(b.path, "arena", NULL);
+    const rp_result_t *a = get(r, RP_ARENA);
+    assert_int_equal(a->m.peak_reserved_bytes, 3 * MIB);
+    assert_int_equal(a->chunks_allocated, 3);
+    assert_int_equal(a->m.backing_allocs, 3);
+    assert_int_equal(a->m.backing_frees, 2);
+    assert_int_equal(a->resets, 3);
+    assert_int_equal(a->lifetime_violations, 0);
+    assert_int_equal(a->peak_outstanding_buffers, 2);
+    assert_int_equal(a->m.peak_live_bytes, 2 * 600 * 1024);
+    /* addresses: c1+0, c2+0, m+0, m+600K, m+0, m+600K: 4 fresh of 6 */
+    assert_double_equal(a->m.fresh_address_ratio, 4.0 / 6.0, 1e-12);
+    rp_report_free(r);
+    unlink(b.path);
+}
+
+/* Object 1 (stack S) outlives two forwards: one violation of 4000 bytes at
+ * S; its chunk is pinned, forward 2 needs a fresh 1 MiB chunk (2 MiB held);
+ * when 1 dies the pinned chunk goes back (1 MiB held). */
+static void test_arena_lifetime_violation_pins_chunk(void **st)
+{
+    (void)st;
+    tb_t b;
+    tb_open(&b);
+    const uint64_t frames[2] = { 0x1111, 0x2222 };
+    uint32_t s = pst_writer_stack(b.w, frames, 2);
+    assert_true(s > 0);
+    acq_stack(&b, 1, 1000, s);
+    for (int f = 0; f < 2; f++) {
+        mark(&b, 1, "forward", (uint64_t)f, 0, 0);
+        mark(&b, 1, "forward", 100 + (uint64_t)f, 0, 0);   /* nested: only the outermost resets */
+        acq(&b, 10 + (uint64_t)f, 1000);
+        rel(&b, 10 + (uint64_t)f);
+        mark(&b, 0, "forward", 100 + (uint64_t)f, 0, 0);
+        mark(&b, 0, "forward", (uint64_t)f, 0, 0);
+    }
+    rel(&b, 1);
+    tb_close(&b);
+    rp_report_t *r = replay(b.path, "arena", NULL);
+    const rp_result_t *a = get(r, RP_ARENA);
+    assert_int_equal(a->resets, 2);
+    assert_int_equal(a->lifetime_violations, 1);
+    assert_int_equal(a->violation_bytes, 4000);
+    assert_int_equal(a->n_vstacks, 1);
+    assert_int_equal(a->vstacks[0].stack, s);
+    assert_int_equal(a->vstacks[0].count, 1);
+    assert_int_equal(a->vstacks[0].depth, 2);
+    assert_int_equal(a->vstacks[0].frames[0], 0x1111);
+    assert_int_equal(a->pinned_chunks, 1);
+    assert_int_equal(a->peak_pinned_bytes, MIB);
+    assert_int_equal(a->m.peak_reserved_bytes, 2 * MIB);
+    assert_int_equal(a->m.backing_allocs, 2);
+    assert_int_equal(a->m.backing_frees, 1);
+    rp_report_free(r);
+    unlink(b.path);
+}
+
+/* --with-kv: KV blocks (block bytes from KVB_CREATE) become arena objects;
+ * a block that outlives a forward is a violation. */
+static void test_arena_with_kv_blocks_are_violations(void **st)
+{
+    (void)st;
+    tb_t b;
+    tb_open(&b);
+    pst_event_t ev;
+    memset(&ev, 0, sizeof ev);
+    ev.type = PST_EV_KVB_CREATE;
+    ev.str = "kv";
+    ev.f[0] = 1; ev.f[2] = 16; ev.f[3] = 64; ev.f[7] = 16 * 100;
+    assert_int_equal(pst_writer_event(b.w, 1, &ev), 0);
+    const uint32_t ids[2] = { 0, 1 };
+    tick(&b);
+    kvb_ids(&b, PST_EV_KVB_ALLOC, 1, 1, 7, 20, ids, 2);
+    mark(&b, 1, "forward", 0, 0, 0);
+    acq(&b, 1, 100);
+    rel(&b, 1);
+    mark(&b, 0, "forward", 0, 0, 0);
+    tick(&b);
+    kvb_ids(&b, PST_EV_KVB_FREE, 1, 2, 0, 0, ids, 2);
+    tb_close(&b);
+    rp_config_t cfg = rp_config_default();
+    rp_report_t *r = replay(b.path, "arena", &cfg);
+    assert_int_equal(get(r, RP_ARENA)->lifetime_violations, 0);   /* without --with-kv */
+    rp_report_free(r);
+    cfg.with_kv = 1;
+    r = replay(b.path, "arena", &cfg);
+    const rp_result_t *a = get(r, RP_ARENA);
+    assert_int_equal(a->lifetime_violations, 2);
+    assert_int_equal(a->violation_bytes, 2 * 1600);
+    assert_int_equal(a->pinned_chunks, 1);
+    rp_report_free(r);
+    unlink(b.path);
+}
+
+/* ---- the seed's 16-op chain ------------------------------------------------ */
+
+/* y1 = op(); y_i = op(y_{i-1}), releasing y_{i-1} as soon as y_i exists:
+ * the pool holds at most 2 buffers; an arena that resets only at the end
+ * holds all 16. */
+static void write_chain(tb_t *b, int with_forward)
+{
+    tb_open(b);
+    if (with_forward) mark(b, 1, "forward", 0, 0, 0);
+    acq(b, 1, 1024);
+    for (uint64_t i = 2; i <= 16; i++) {
+        acq(b, i, 1024);
+        rel(b, i - 1);
+    }
+    rel(b, 16);
+    if (with_forward) mark(b, 0, "forward", 0, 0, 0);
+    tb_close(b);
+}
+
+static void test_seed_chain_pool_two_arena_sixteen(void **st)
+{
+    (void)st;
+    for (int fw = 0; fw < 2; fw++) {
+        tb_t b;
+        write_chain(&b, fw);
+        rp_report_t *r = replay(b.path, "pool,arena,ideal", NULL);
+        const rp_result_t *p = get(r, RP_POOL), *a = get(r, RP_ARENA), *i = get(r, RP_IDEAL);
+        assert_int_equal(p->peak_outstanding_buffers, 2);
+        assert_int_equal(p->m.misses, 2);
+        assert_int_equal(p->m.hits, 14);
+        assert_int_equal(p->m.peak_reserved_bytes, 2 * 4096);
+        assert_int_equal(a->peak_outstanding_buffers, 16);
+        assert_int_equal(a->resets, (uint64_t)fw);
+        assert_int_equal(a->lifetime_violations, 0);
+        assert_int_equal(i->m.peak_live_bytes, 2 * 4096);
+        assert_int_equal(i->m.peak_reserved_bytes, 2 * 4096);
+        rp_report_free(r);
+        unlink(b.path);
+    }
+}
+
+/* ---- KV policies ----------------------------------------------------------- */
+
+/* One request (owner 7, prompt 10, max 30) in a block-size-16 pool with 100
+ * bytes per token: 10 tokens on [100,200), 16 on [200,300), 17 on
+ * [300,400) (a second block). Utilization is the accumulator's time-weighted
+ * mean of tokens / reserved slots. */
+static void write_kv_trace(tb_t *b)
+{
+    tb_open(b);
+    pst_event_t ev;
+    memset(&ev, 0, sizeof ev);
+    ev.type = PST_EV_KVB_CREATE;
+    ev.str = "kv";
+    ev.f[0] = 1; ev.f[2] = 16; ev.f[3] = 64; ev.f[7] = 16 * 100;
+    assert_int_equal(pst_writer_event(b->w, 1, &ev), 0);
+    const uint32_t id0[1] = { 0 }, id1[1] = { 1 }, both[2] = { 0, 1 };
+    pst_writer_time(b->w, 100);
+    kvb_ids(b, PST_EV_KVB_ALLOC, 1, 1, 7, 10, id0, 1);
+    mark(b, 1, "request", 7, 10, 30);            /* after its first blocks, as the engine does */
+    pst_writer_time(b->w, 200);
+    assert_int_equal(PST_EMIT(b->w, 1, PST_EV_KVB_TOKENS, 1, 2, 0, 16), 0);
+    pst_writer_time(b->w, 300);
+    kvb_ids(b, PST_EV_KVB_ALLOC, 1, 3, 7, 1, id1, 1);
+    pst_writer_time(b->w, 400);
+    kvb_ids(b, PST_EV_KVB_FREE, 1, 4, 0, 0, both, 2);
+    mark(b, 0, "request", 7, 0, 0);
+    tb_close(b);
+}
+
+static void test_kv_policies_exact(void **st)
+{
+    (void)st;
+    tb_t b;
+    write_kv_trace(&b);
+    rp_config_t cfg = rp_config_default();
+    cfg.kv_context = 128;
+    rp_report_t *r = replay(b.path, "kv", &cfg);
+    const rp_result_t *c = get(r, RP_KV_CONTIGUOUS), *rs = get(r, RP_KV_RESERVE),
+                      *sp = get(r, RP_KV_STEP), *pg = get(r, RP_KV_PAGED);
+    /* contiguous: 128 slots throughout */
+    assert_int_equal(c->peak_kv_reserved_tokens, 128);
+    assert_int_equal(c->peak_kv_tokens, 17);
+    assert_int_equal(c->m.peak_reserved_bytes, 12800);
+    assert_int_equal(c->m.peak_live_bytes, 1700);
+    assert_double_equal(c->m.kv_utilization, (10.0 + 16 + 17) / 3 / 128, 1e-9);
+    assert_double_equal(c->m.kv_waste_ratio, 1 - (10.0 + 16 + 17) / 3 / 128, 1e-9);
+    assert_int_equal(c->kv_requests, 1);
+    assert_int_equal(c->kv_overflows, 0);
+    /* reserve: prompt + max = 40 */
+    assert_int_equal(rs->peak_kv_reserved_tokens, 40);
+    assert_double_equal(rs->m.kv_utilization, (10.0 + 16 + 17) / 3 / 40, 1e-9);
+    /* step: 256 */
+    assert_int_equal(sp->peak_kv_reserved_tokens, 256);
+    assert_double_equal(sp->m.kv_utilization, (10.0 + 16 + 17) / 3 / 256, 1e-9);
+    /* paged, the trace's 16: 16, 16, 32 slots */
+    assert_int_equal(pg->peak_kv_reserved_tokens, 32);
+    assert_int_equal(pg->kv_block_size, 16);
+    assert_double_equal(pg->m.kv_utilization, (10.0 / 16 + 16.0 / 16 + 17.0 / 32) / 3, 1e-9);
+    assert_int_equal(pg->m.peak_reserved_bytes, 3200);
+    rp_report_free(r);
+
+    /* paged with --block-size 8: 16, 16, 24 slots */
+    cfg.block_size = 8;
+    r = replay(b.path, "kv-paged", &cfg);
+    pg = get(r, RP_KV_PAGED);
+    assert_int_equal(pg->peak_kv_reserved_tokens, 24);
+    assert_double_equal(pg->m.kv_utilization, (10.0 / 16 + 16.0 / 16 + 17.0 / 24) / 3, 1e-9);
+    rp_report_free(r);
+
+    /* kv-context from the trace: the largest prompt + max = 40 */
+    cfg = rp_config_default();
+    r = replay(b.path, "kv-contiguous", &cfg);
+    assert_int_equal(get(r, RP_KV_CONTIGUOUS)->kv_context, 40);
+    rp_report_free(r);
+    unlink(b.path);
+}
+
+/* ---- heap stream, ideal against the analyzer's report ---------------------- */
+
+static void test_heap_stream_and_ideal_matches_report(void **st)
+{
+    (void)st;
+    tb_t b;
+    tb_open(&b);
+    tick(&b); PST_EMIT(b.w, 1, PST_EV_MALLOC, 0x1000, 100);
+    tick(&b); PST_EMIT(b.w, 1, PST_EV_CALLOC, 0x2000, 10, 30);             /* 300 */
+    tick(&b); PST_EMIT(b.w, 1, PST_EV_REALLOC, 0x1000, 0x3000, 1000);      /* 100 -> 1000 */
+    tick(&b); PST_EMIT(b.w, 1, PST_EV_POSIX_MEMALIGN, 0x4000, 64, 500);
+    tick(&b); PST_EMIT(b.w, 1, PST_EV_FREE, 0x2000);
+    tick(&b); PST_EMIT(b.w, 1, PST_EV_MALLOC, 0, 1u << 30);                /* failed: nothing */
+    tick(&b); PST_EMIT(b.w, 1, PST_EV_FREE, 0x9999);                        /* never allocated */
+    tick(&b); PST_EMIT(b.w, 1, PST_EV_REALLOC, 0x3000, 0, 0);              /* realloc(p, 0): free */
+    tick(&b); PST_EMIT(b.w, 1, PST_EV_FREE, 0x4000);
+    tb_close(&b);
+    rp_report_t *r = replay(b.path, "ideal,pool,arena", NULL);
+    const rp_trace_info_t *in = rp_report_info(r);
+    assert_string_equal(in->stream, "heap");
+    assert_int_equal(in->allocs, 4);
+    assert_int_equal(in->frees, 4);
+    assert_int_equal(in->unmatched_frees, 1);
+    const rp_result_t *i = get(r, RP_IDEAL);
+    /* live: 100; 400; 1300 (realloc); 1800 (memalign) = peak */
+    assert_int_equal(i->m.peak_live_bytes, 1800);
+    assert_int_equal(i->m.peak_reserved_bytes, 1800);
+    /* pool on heap events: slab arm, 4096-byte quanta */
+    const rp_result_t *p = get(r, RP_POOL);
+    assert_int_equal(p->m.acquires, 4);
+    assert_int_equal(p->m.peak_outstanding_bytes, 3 * 4096);
+
+    /* the analyzer's scan of the same trace: the same peak */
+    az_scan_t *s = NULL;
+    char msg[256];
+    assert_int_equal(az_scan_file(b.path, NULL, &s, msg, sizeof msg), 0);
+    assert_int_equal(s->heap_r.peak_live_bytes, i->m.peak_live_bytes);
+    az_scan_free(s);
+    rp_report_free(r);
+    unlink(b.path);
+}
+
+/* ---- determinism ------------------------------------------------------------ */
+
+static void test_same_trace_same_numbers(void **st)
+{
+    (void)st;
+    tb_t b;
+    tb_open(&b);
+    uint64_t x = 12345;
+    for (uint64_t id = 1; id <= 3000; id++) {   /* a pseudo-random live set */
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        acq(&b, id, 1 + (x >> 33) % 5000);
+        if (id > 8 && (x >> 20) % 3) rel(&b, id - 8 + (x >> 40) % 3);
+        if (id % 100 == 0) { mark(&b, 1, "forward", id, 0, 0); mark(&b, 0, "forward", id, 0, 0); }
+    }
+    tb_close(&b);
+    rp_report_t *r1 = replay(b.path, "pool,arena,ideal,malloc", NULL);
+    rp_report_t *r2 = replay(b.path, "pool,arena,ideal,malloc", NULL);
+    assert_int_equal(rp_report_count(r1), 4);
+    for (size_t k = 0; k < rp_report_count(r1); k++) {
+        const rp_result_t *a = rp_report_result(r1, k), *c = rp_report_result(r2, k);
+        assert_int_equal(a->policy, c->policy);
+        assert_int_equal(a->m.peak_live_bytes, c->m.peak_live_bytes);
+        assert_int_equal(a->m.allocs, c->m.allocs);
+        if (a->policy == RP_MALLOC) continue;   /* real addresses and sampled figures */
+        assert_int_equal(a->m.peak_reserved_bytes, c->m.peak_reserved_bytes);
+        assert_int_equal(a->m.hits, c->m.hits);
+        assert_int_equal(a->m.backing_allocs, c->m.backing_allocs);
+        assert_int_equal(a->m.distance_p50, c->m.distance_p50);
+        assert_int_equal(a->m.distance_p90, c->m.distance_p90);
+        assert_true(a->m.fresh_address_ratio == c->m.fresh_address_ratio);
+        assert_true(a->m.same_address_reuse == c->m.same_address_reuse);
+        assert_int_equal(a->lifetime_violations, c->lifetime_violations);
+        assert_int_equal(a->peak_outstanding_buffers, c->peak_outstanding_buffers);
+    }
+    /* JSON of the two runs differs only in timings: compare with them blanked */
+    rp_report_free(r1);
+    rp_report_free(r2);
+    unlink(b.path);
+}
+
+/* ---- streaming: memory follows the live set ------------------------------- */
+
+static void test_stream_slots_follow_live_set(void **st)
+{
+    (void)st;
+    rp_stream_cfg_t cfg = { .heap = 0, .reset_marker = "forward" };
+    int err = 0;
+    rp_rstream_t *s = rp_stream_create(&cfg, &err);
+    assert_non_null(s);
+    rp_req_t out[RP_STREAM_MAX_OUT];
+    pst_event_t ev;
+    memset(&ev, 0, sizeof ev);
+    for (uint64_t id = 1; id <= 200000; id++) {
+        size_t n = 0;
+        ev.type = PST_EV_TENSOR_ACQUIRE;
+        ev.f[0] = id; ev.f[3] = 10; ev.f[4] = 40;
+        assert_int_equal(rp_stream_event(s, &ev, out, &n), 0);
+        if (id > 3) {
+            ev.type = PST_EV_TENSOR_RELEASE;
+            ev.f[0] = id - 3;
+            assert_int_equal(rp_stream_event(s, &ev, out, &n), 0);
+        }
+    }
+    assert_true(rp_stream_slots(s) <= 4);
+    rp_stream_destroy(s);
+}
+
+/* ---- bad input ------------------------------------------------------------------ */
+
+static int run_expect_fail(const char *path, const char *policies, rp_config_t *cfg_in, char *msg,
+                           size_t cap)
+{
+    rp_config_t cfg = cfg_in ? *cfg_in : rp_config_default();
+    if (policies) assert_int_equal(rp_policy_parse(policies, &cfg.policies, msg, cap), 0);
+    rp_report_t *rep = (rp_report_t *)0x1;
+    int rc = rp_run(path, &cfg, &rep, msg, cap);
+    assert_true(rc < 0);
+    assert_null(rep);
+    assert_true(msg[0] != 0);
+    return rc;
+}
+
+static void test_bad_input_is_refused_with_a_reason(void **st)
+{
+    (void)st;
+    char msg[256];
+    /* missing file */
+    run_expect_fail("/nonexistent/x.pst", NULL, NULL, msg, sizeof msg);
+    /* not a trace */
+    char path[64] = "/tmp/test_replay.XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, "hello, world, this is not a trace\n", 34), 34);
+    close(fd);
+    assert_int_equal(run_expect_fail(path, NULL, NULL, msg, sizeof msg), PS_ECORRUPT);
+    /* empty */
+    fd = open(path, O_WRONLY | O_TRUNC);
+    close(fd);
+    run_expect_fail(path, NULL, NULL, msg, sizeof msg);
+    unlink(path);
+
+    /* truncated: no END chunk */
+    tb_t b;
+    tb_open(&b);
+    acq(&b, 1, 100);
+    rel(&b, 1);
+    assert_int_equal(pst_writer_abandon(b.w), 0);
+    assert_int_equal(run_expect_fail(b.path, "pool", NULL, msg, sizeof msg), PS_ETRUNC);
+    assert_non_null(strstr(msg, "truncated"));
+    unlink(b.path);
+
+    /* cut inside a chunk, and corrupt payload bytes */
+    tb_open(&b);
+    for (uint64_t id = 1; id <= 200; id++) { acq(&b, id, 100); rel(&b, id); }
+    tb_close(&b);
+    FILE *f = fopen(b.path, "rb");
+    assert_non_null(f);
+    static unsigned char buf[1 << 16];
+    size_t len = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    assert_true(len > 200);
+    f = fopen(b.path, "wb");
+    fwrite(buf, 1, len - 40, f);
+    fclose(f);
+    assert_int_equal(run_expect_fail(b.path, "pool,arena", NULL, msg, sizeof msg), PS_ETRUNC);
+    buf[len / 2] ^= 0x5a;
+    f = fopen(b.path, "wb");
+    fwrite(buf, 1, len, f);
+    fclose(f);
+    assert_int_equal(run_expect_fail(b.path, "pool,arena", NULL, msg, sizeof msg), PS_ECORRUPT);
+    assert_non_null(strstr(msg, "corrupt"));
+    unlink(b.path);
+
+    /* kv-contiguous asked for on a trace without request markers */
+    tb_open(&b);
+    acq(&b, 1, 100);
+    tb_close(&b);
+    assert_int_equal(run_expect_fail(b.path, "kv-contiguous", NULL, msg, sizeof msg), PS_EINVAL);
+    unlink(b.path);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_policy_list_parses_names_and_refuses_unknown),
+        cmocka_unit_test(test_pool_small_sequence_exact),
+        cmocka_unit_test(test_pool_cap_destroys_over_the_cap),
+        cmocka_unit_test(test_pool_takes_cap_from_trace),
+        cmocka_unit_test(test_arena_chunks_double_and_merge),
+        cmocka_unit_test(test_arena_lifetime_violation_pins_chunk),
+        cmocka_unit_test(test_arena_with_kv_blocks_are_violations),
+        cmocka_unit_test(test_seed_chain_pool_two_arena_sixteen),
+        cmocka_unit_test(test_kv_policies_exact),
+        cmocka_unit_test(test_heap_stream_and_ideal_matches_report),
+        cmocka_unit_test(test_same_trace_same_numbers),
+        cmocka_unit_test(test_stream_slots_follow_live_set),
+        cmocka_unit_test(test_bad_input_is_refused_with_a_reason),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
