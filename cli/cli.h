@@ -1,0 +1,40 @@
+/* cli.h — what the subcommands of `poolscope` share.
+ *
+ * Adding a subcommand: write cli/cmd_NAME.c with
+ *     int  cmd_NAME(int argc, char **argv);   // argv[0] is "NAME"; returns the exit code
+ *     void cmd_NAME_help(FILE *out);          // full usage text
+ * declare both below and fill in its line of the table in cli/poolscope.c.
+ *
+ * Exit codes (DESIGN.md): 0 success, 1 a gate/diff found a regression,
+ * 2 bad usage or bad input (one line naming the file and what is wrong).
+ */
+#ifndef POOLSCOPE_CLI_H
+#define POOLSCOPE_CLI_H
+
+#include <stdio.h>
+
+#define POOLSCOPE_VERSION "0.1.0"
+
+enum { CLI_OK = 0, CLI_REGRESSION = 1, CLI_USAGE = 2 };
+
+/* Print "poolscope: " + message + newline to stderr (printf-style). */
+void cli_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+int  cmd_record(int argc, char **argv);
+void cmd_record_help(FILE *out);
+int  cmd_report(int argc, char **argv);
+void cmd_report_help(FILE *out);
+int  cmd_replay(int argc, char **argv);
+void cmd_replay_help(FILE *out);
+int  cmd_gate(int argc, char **argv);
+void cmd_gate_help(FILE *out);
+int  cmd_sql(int argc, char **argv);
+void cmd_sql_help(FILE *out);
+int  cmd_plot(int argc, char **argv);
+void cmd_plot_help(FILE *out);
+int  cmd_export(int argc, char **argv);
+void cmd_export_help(FILE *out);
+int  cmd_diff(int argc, char **argv);
+void cmd_diff_help(FILE *out);
+
+#endif

@@ -1,0 +1,60 @@
+# record_heaptrack.sh — on the churn program, our trace counts the same
+# allocation calls as heaptrack does for the same program: heaptrack_print's
+# "calls to allocation functions" equals our malloc-family allocation
+# events, and its allocations minus its leaked allocations equals our frees.
+#
+# heaptrack's own interposer is C++: it brings libstdc++ into the process,
+# whose constructor allocates its exception emergency pool before any
+# program code runs, and heaptrack counts that call. So that both runs hold
+# the same libraries, ours runs with libstdc++ preloaded as well (record
+# prepends the tracer to an existing LD_PRELOAD). That allocation happens
+# before the tracer's constructor: the strict check needs the tracer to
+# record it; the second check accepts it counted as lost (never silent).
+. tests/integration/lib.sh
+ROOT=$PWD
+case $BUILD in /*) B=$BUILD ;; *) B=$ROOT/$BUILD ;; esac
+PS=$B/bin/poolscope P=$B/tests/progs DUMP=$B/tests/progs/pstdump
+key() { sed -n "s/^$2=//p" "$1" | head -1; }
+CALLS=100000
+
+STDCXX=$(g++ -print-file-name=libstdc++.so.6 2>/dev/null)
+[ -f "$STDCXX" ] || STDCXX=/lib/x86_64-linux-gnu/libstdc++.so.6
+
+run_both() {
+    command -v heaptrack >/dev/null || { echo "  no heaptrack: skipped" >&2; SKIP=1; return 0; }
+    SKIP=0
+    heaptrack -o "$T/ht" "$P/churn" $CALLS >"$T/ht.log" 2>&1 || { cat "$T/ht.log" >&2; return 1; }
+    f=$(ls "$T"/ht.* | grep -v '\.log$' | head -1)
+    heaptrack_print "$f" >"$T/ht.txt" 2>/dev/null || return 1
+    h_allocs=$(sed -n 's/^calls to allocation functions: \([0-9]*\).*/\1/p' "$T/ht.txt")
+    h_leaked=$(sed -n 's/.*leaked allocations:[[:space:]]*\([0-9]*\).*/\1/p' "$T/ht.log" | head -1)
+    [ -n "$h_allocs" ] && [ -n "$h_leaked" ] || { echo "  cannot parse heaptrack's output" >&2; return 1; }
+    LD_PRELOAD=$STDCXX "$PS" record -o "$T/churn.pst" -- "$P/churn" $CALLS >"$T/churn.out" 2>"$T/churn.err" || return 1
+    "$DUMP" "$T/churn.pst" >"$T/churn.dump" || return 1
+    ours=$(key "$T/churn.dump" alloc_calls)
+    frees=$(key "$T/churn.dump" free)
+    lost=$(key "$T/churn.dump" lost)
+    echo "  heaptrack: $h_allocs allocations, $h_leaked leaked -> $((h_allocs - h_leaked)) frees;" \
+        "poolscope: $ours allocations, $frees frees, $lost lost" >&2
+}
+check churn_run_under_both run_both
+
+strict() {
+    [ "$SKIP" = 1 ] && return 0
+    [ "$ours" -eq "$h_allocs" ] && [ "$frees" -eq $((h_allocs - h_leaked)) ] && [ "$lost" -eq 0 ]
+}
+check churn_counts_equal_heaptrack strict
+
+accounted() {
+    [ "$SKIP" = 1 ] && return 0
+    [ "$((ours + lost))" -eq "$h_allocs" ] && [ "$frees" -le $((h_allocs - h_leaked)) ]
+}
+check churn_counts_equal_heaptrack_with_lost accounted
+
+# The program's own count of its malloc/free calls is in the trace too.
+own_counts() {
+    m=$(sed -n 's/^mallocs=\([0-9]*\) .*/\1/p' "$T/churn.out")
+    [ -n "$m" ] && [ "$(key "$T/churn.dump" malloc)" -ge "$m" ] && [ "$(key "$T/churn.dump" free)" -ge "$m" ]
+}
+check churn_own_counts_in_trace own_counts
+exit $status

@@ -1,0 +1,67 @@
+# record_robust.sh — the tracer under a hostile program: one that closes
+# every descriptor and reuses the numbers, one killed with SIGKILL, one that
+# starts and stops threads in a loop.
+. tests/integration/lib.sh
+ROOT=$PWD
+case $BUILD in /*) B=$BUILD ;; *) B=$ROOT/$BUILD ;; esac
+PS=$B/bin/poolscope P=$B/tests/progs DUMP=$B/tests/progs/pstdump
+key() { sed -n "s/^$2=//p" "$1" | head -1; }
+
+closefds() {
+    d=$T/cf; mkdir -p "$d"
+    "$PS" record -o "$T/cf.pst" -- "$P/closefds" "$d" 2>"$T/cf.err" ||
+        { echo "  closefds failed: $(cat "$T/cf.err")" >&2; return 1; }
+    "$DUMP" "$T/cf.pst" >"$T/cf.dump" || return 1
+    [ "$(key "$T/cf.dump" complete)" = 1 ] && [ "$(key "$T/cf.dump" corrupt)" = 0 ] &&
+        [ "$(key "$T/cf.dump" malloc)" -ge 100000 ] ||
+        { echo "  trace not valid/complete:" >&2; cat "$T/cf.dump" >&2; return 1; }
+    for i in 0 1 2 3; do
+        f=$d/own.$i
+        [ "$(wc -l <"$f")" -eq 2000 ] || { echo "  $f: $(wc -l <"$f") lines" >&2; return 1; }
+        # only our own lines: no trace bytes
+        if LC_ALL=C grep -av '^closefds line [0-9]*$' "$f" | grep -q .; then
+            echo "  $f holds foreign bytes" >&2; return 1
+        fi
+        LC_ALL=C grep -aq PSTRACE "$f" && return 1
+        [ "$(wc -c <"$f")" -eq "$(seq 0 1999 | sed 's/^/closefds line /' | wc -c)" ] || return 1
+    done
+}
+check closefds_trace_valid_files_clean closefds
+
+sigkill() {
+    "$PS" record -o "$T/k.pst" -- "$P/sigkill" 30000 >"$T/k.out" 2>"$T/k.err" &
+    rp=$!
+    i=0
+    while ! grep -q '^sync' "$T/k.out" 2>/dev/null; do
+        i=$((i + 1)); [ $i -gt 200 ] && { kill $rp; echo "  no sync line" >&2; return 1; }
+        sleep 0.05
+    done
+    sleep 0.4
+    # the traced program is record's only child
+    child=$(pgrep -P $rp)
+    [ -n "$child" ] || { echo "  no child" >&2; return 1; }
+    kill -KILL "$child"
+    wait $rp; rc=$?
+    [ $rc -eq 137 ] || { echo "  record exit $rc" >&2; return 1; }
+    grep -q 'k.pst: [0-9]* events.*truncated' "$T/k.err" || { cat "$T/k.err" >&2; return 1; }
+    "$DUMP" "$T/k.pst" >"$T/k.dump" || return 1
+    n=$(awk '{print $2}' "$T/k.out"); fr=$(awk '{print $3}' "$T/k.out")
+    [ "$(key "$T/k.dump" truncated)" = 1 ] && [ "$(key "$T/k.dump" mark.sync)" = 1 ] &&
+        [ "$(key "$T/k.dump" malloc)" -ge "$n" ] && [ "$(key "$T/k.dump" free)" -ge "$fr" ] ||
+        { echo "  want >= $n mallocs, $fr frees, the sync mark, truncated:" >&2; cat "$T/k.dump" >&2; return 1; }
+}
+check sigkill_keeps_events_before_sync sigkill
+
+threads() {
+    "$P/threads" 40 4 250 >"$T/th.plain" || return 1
+    "$PS" record -o "$T/th.pst" -- "$P/threads" 40 4 250 >"$T/th.out" 2>"$T/th.err" || return 1
+    cmp -s "$T/th.plain" "$T/th.out" || return 1
+    "$DUMP" "$T/th.pst" >"$T/th.dump" || return 1
+    m=$(sed 's/.*mallocs=//' "$T/th.out")
+    [ "$(key "$T/th.dump" complete)" = 1 ] && [ "$(key "$T/th.dump" lost)" = 0 ] &&
+        [ "$(key "$T/th.dump" malloc)" -ge "$m" ] && [ "$(key "$T/th.dump" free)" -ge "$m" ] &&
+        [ "$(key "$T/th.dump" streams)" -ge 161 ] && [ "$(key "$T/th.dump" thread_name)" -eq 160 ] ||
+        { cat "$T/th.dump" >&2; return 1; }
+}
+check threads_start_stop_all_streams threads
+exit $status
