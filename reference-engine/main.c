@@ -1,0 +1,321 @@
+/* main.c — refengine: the reference workload's command line.
+ *
+ * Parses options, builds the model, the engine and the workload, runs it and
+ * prints the tokens (plain or --json) and the pools' statistics. Bad options
+ * or input: one line on stderr, exit 2. Runtime failure: exit 1.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine.h"
+#include "kernels.h"
+#include "model.h"
+#include "pserr.h"
+#include "tokenizer.h"
+#include "workload.h"
+
+static const char usage[] =
+    "usage: refengine [model] [workload] [engine] [output]\n"
+    "model:\n"
+    "  --synthetic SPEC        synthetic weights, SPEC = dim=288,layers=6,heads=6,kv_heads=6,\n"
+    "                          hidden=768,vocab=32000,seq=256 (any subset; shared=0 for a\n"
+    "                          separate classifier). The default model.\n"
+    "  --checkpoint FILE.bin   a llama2.c checkpoint, memory-mapped\n"
+    "  --tokenizer FILE        a llama2.c tokenizer: print text too\n"
+    "  --seed N                weights, prompts, lengths and sampling (default 42)\n"
+    "workload:\n"
+    "  --workload W            fixed:P,G | sharegpt | alpaca (default fixed:16,16)\n"
+    "  --requests N            number of requests (default 8)\n"
+    "engine:\n"
+    "  --max-batch B           running requests at once (default 8)\n"
+    "  --max-batch-tokens N    prompt tokens per prefill step (default 2048)\n"
+    "  --block-size N          tokens per KV block (default 16)\n"
+    "  --kv-blocks N           KV blocks (K and V of block-size tokens, all layers);\n"
+    "                          default: max-batch full contexts\n"
+    "  --threads T             matmul/attention threads (default 1)\n"
+    "  --alloc pool|malloc|arena   where transient tensors come from (default pool)\n"
+    "  --pool-cap BYTES        buffer pool cap on cached bytes (KiB/MiB/GiB accepted)\n"
+    "  --temperature X         0 = greedy (default)\n"
+    "  --top-p X               nucleus sampling threshold in (0,1] (default 1 = off)\n"
+    "output:\n"
+    "  --json                  tokens and statistics as JSON\n"
+    "  --metrics FILE          the block pool's Prometheus text\n"
+    "  --quiet                 no per-request output (statistics only)\n";
+
+__attribute__((format(printf, 1, 2), noreturn)) static void die2(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "refengine: ");
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    exit(2);
+}
+
+static long long parse_int(const char *opt, const char *v, long long lo, long long hi)
+{
+    char *end;
+    errno = 0;
+    long long x = strtoll(v, &end, 10);
+    if (errno || end == v || *end || x < lo || x > hi) {
+        char range[96];
+        snprintf(range, sizeof range, "an integer in %lld..%lld", lo, hi);
+        fprintf(stderr, "refengine: bad value for %s: '%s' (want %s)\n", opt, v, range);
+        exit(2);
+    }
+    return x;
+}
+
+static double parse_float(const char *opt, const char *v)
+{
+    char *end;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (errno || end == v || *end) die2("bad value for %s: '%s' (want a number)", opt, v);
+    return x;
+}
+
+static size_t parse_bytes(const char *opt, const char *v)
+{
+    char *end;
+    errno = 0;
+    unsigned long long x = strtoull(v, &end, 10);
+    if (errno || end == v || v[0] == '-') die2("bad value for %s: '%s' (want bytes, e.g. 64MiB)", opt, v);
+    unsigned long long mul = 1;
+    if (!strcmp(end, "") || !strcmp(end, "B")) mul = 1;
+    else if (!strcmp(end, "KiB") || !strcmp(end, "K")) mul = 1ull << 10;
+    else if (!strcmp(end, "MiB") || !strcmp(end, "M")) mul = 1ull << 20;
+    else if (!strcmp(end, "GiB") || !strcmp(end, "G")) mul = 1ull << 30;
+    else die2("bad value for %s: '%s' (want bytes, e.g. 64MiB)", opt, v);
+    if (x > (1ull << 50) / mul) die2("bad value for %s: '%s' (too large)", opt, v);
+    return (size_t)(x * mul);
+}
+
+static void json_bufpool(FILE *o, bp_pool_t *bp)
+{
+    if (!bp) { fprintf(o, "null"); return; }
+    bp_stats_t s;
+    bp_stats(bp, &s);
+    fprintf(o, "{\"acquires\": %" PRIu64 ", \"hits\": %" PRIu64 ", \"misses\": %" PRIu64
+            ", \"hit_rate\": %.6f, \"backing_allocs\": %" PRIu64 ", \"backing_frees\": %" PRIu64
+            ", \"reclaims_cached\": %" PRIu64 ", \"destroyed_over_cap\": %" PRIu64
+            ", \"peak_cached_bytes\": %zu, \"peak_outstanding_bytes\": %zu"
+            ", \"peak_reserved_bytes\": %zu, \"cached_bytes\": %zu, \"internal_frag\": %.6f"
+            ", \"internal_frag_at_peak\": %.6f, \"max_cached_bytes\": %zu}",
+            s.acquires, s.hits, s.misses, s.acquires ? (double)s.hits / (double)s.acquires : 0.0,
+            s.backing_allocs, s.backing_frees, s.reclaims_cached, s.destroyed_over_cap,
+            s.peak_cached_bytes, s.peak_outstanding_bytes, s.peak_reserved_bytes, s.cached_bytes,
+            s.internal_frag, s.internal_frag_at_peak, s.max_cached_bytes);
+}
+
+static void json_blockpool(FILE *o, kvb_pool_t *kv)
+{
+    kvb_stats_t s;
+    kvb_stats(kv, &s);
+    fprintf(o, "{\"block_size\": %d, \"n_blocks\": %" PRId64 ", \"n_allocations\": %" PRId64
+            ", \"n_frees\": %" PRId64 ", \"n_reused\": %" PRId64 ", \"n_exhausted\": %" PRId64
+            ", \"n_grown\": %" PRId64 ", \"n_retired\": %" PRId64 ", \"peak_blocks_in_use\": %" PRId64
+            ", \"blocks_in_use\": %" PRId64 ", \"fragmentation\": %.6f}",
+            kvb_block_size(kv), s.n_blocks, s.n_allocations, s.n_frees, s.n_reused, s.n_exhausted,
+            s.n_grown, s.n_retired, s.peak_blocks_in_use, s.blocks_in_use, s.fragmentation);
+}
+
+int main(int argc, char **argv)
+{
+    re_shape_t shape = re_shape_default();
+    const char *checkpoint = NULL, *tokenizer = NULL, *metrics = NULL;
+    const char *synthetic = NULL, *workload = "fixed:16,16";
+    uint64_t seed = 42;
+    long long n_requests = 8;
+    int json = 0, quiet = 0;
+    re_engine_config_t cfg = re_engine_config_default();
+    char msg[512];
+
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { fputs(usage, stdout); return 0; }
+        if (!strcmp(a, "--json")) { json = 1; continue; }
+        if (!strcmp(a, "--quiet")) { quiet = 1; continue; }
+        if (strncmp(a, "--", 2) != 0)
+            die2("unexpected argument '%s' (see --help)", a);
+        if (i + 1 >= argc) die2("option %s needs a value", a);
+        const char *v = argv[++i];
+        if (!strcmp(a, "--synthetic")) synthetic = v;
+        else if (!strcmp(a, "--checkpoint")) checkpoint = v;
+        else if (!strcmp(a, "--tokenizer")) tokenizer = v;
+        else if (!strcmp(a, "--seed")) seed = (uint64_t)parse_int(a, v, 0, LLONG_MAX);
+        else if (!strcmp(a, "--workload")) workload = v;
+        else if (!strcmp(a, "--requests")) n_requests = parse_int(a, v, 1, 1000000);
+        else if (!strcmp(a, "--max-batch")) cfg.max_batch = (int)parse_int(a, v, 1, 4096);
+        else if (!strcmp(a, "--max-batch-tokens")) cfg.max_batch_tokens = (int)parse_int(a, v, 1, 1 << 20);
+        else if (!strcmp(a, "--block-size")) cfg.block_size = (int)parse_int(a, v, 1, 65536);
+        else if (!strcmp(a, "--kv-blocks")) cfg.kv_blocks = (int)parse_int(a, v, 1, 1 << 24);
+        else if (!strcmp(a, "--threads")) cfg.threads = (int)parse_int(a, v, 1, 256);
+        else if (!strcmp(a, "--pool-cap")) cfg.alloc.pool_cap = parse_bytes(a, v);
+        else if (!strcmp(a, "--temperature")) {
+            double t = parse_float(a, v);
+            if (!(t >= 0.0) || t > 1e6) die2("bad value for %s: '%s' (want >= 0)", a, v);
+            cfg.temperature = (float)t;
+        } else if (!strcmp(a, "--top-p")) {
+            double p = parse_float(a, v);
+            if (!(p > 0.0 && p <= 1.0)) die2("bad value for %s: '%s' (want a number in (0, 1])", a, v);
+            cfg.top_p = (float)p;
+        } else if (!strcmp(a, "--alloc")) {
+            int m = re_alloc_mode_parse(v);
+            if (m < 0) die2("bad value for %s: '%s' (want pool, malloc or arena)", a, v);
+            cfg.alloc.mode = (re_alloc_mode_t)m;
+        } else if (!strcmp(a, "--metrics")) metrics = v;
+        else die2("unknown option '%s' (see --help)", a);
+    }
+    if (checkpoint && synthetic) die2("--checkpoint and --synthetic are exclusive");
+    cfg.seed = seed;
+
+    re_workload_t wl;
+    if (re_workload_parse(workload, &wl, msg, sizeof msg)) die2("%s", msg);
+
+    re_model_t model;
+    int rc;
+    if (checkpoint) {
+        rc = re_model_load(&model, checkpoint, msg, sizeof msg);
+        if (rc) die2("%s", msg);
+    } else {
+        if (synthetic && re_shape_parse(synthetic, &shape, msg, sizeof msg)) die2("--synthetic: %s", msg);
+        rc = re_model_synthetic(&model, &shape, seed, msg, sizeof msg);
+        if (rc == PS_EINVAL) die2("%s", msg);
+        if (rc) { fprintf(stderr, "refengine: %s\n", msg); return 1; }
+    }
+    const re_shape_t *s = &model.shape;
+    if (s->seq_len < 2) die2("the model's context (seq=%d) is too short", s->seq_len);
+
+    re_tok_t *tok = NULL;
+    if (tokenizer) {
+        tok = re_tok_load(tokenizer, s->vocab_size, msg, sizeof msg);
+        if (!tok) die2("%s", msg);
+    }
+
+    int err = 0;
+    re_engine_t *eng = re_engine_create(&model, &cfg, &err, msg, sizeof msg);
+    if (!eng) {
+        fprintf(stderr, "refengine: %s\n", msg);
+        return err == PS_EINVAL ? 2 : 1;
+    }
+    int32_t *prompt = malloc((size_t)s->seq_len * sizeof *prompt);
+    if (!prompt) { fprintf(stderr, "refengine: out of memory\n"); return 1; }
+    for (long long i = 0; i < n_requests; i++) {
+        int p, g;
+        re_workload_lengths(&wl, seed, i, s->seq_len, &p, &g);
+        re_workload_prompt(seed, i, s->vocab_size, prompt, p);
+        rc = re_engine_add(eng, i, prompt, p, g, msg, sizeof msg);
+        if (rc < 0) {
+            fprintf(stderr, "refengine: %s\n", msg);
+            free(prompt);
+            re_engine_destroy(eng);
+            re_tok_free(tok);
+            re_model_free(&model);
+            return rc == PS_EINVAL ? 2 : 1;
+        }
+    }
+    free(prompt);
+
+    rc = re_engine_run(eng);
+    if (rc < 0) {
+        fprintf(stderr, "refengine: engine failed: %s\n", ps_strerror(rc));
+        return 1;
+    }
+
+    re_engine_stats_t st;
+    re_engine_stats(eng, &st);
+    double ptps = st.prefill_seconds > 0 ? (double)st.prefill_tokens / st.prefill_seconds : 0.0;
+    double dtps = st.decode_seconds > 0 ? (double)st.decode_tokens / st.decode_seconds : 0.0;
+    int n = re_engine_n_requests(eng);
+    size_t tcap = (size_t)s->seq_len * 64 + 64;
+    char *text = tok ? malloc(tcap) : NULL;
+
+    if (json) {
+        printf("{\n  \"model\": {\"dim\": %d, \"hidden_dim\": %d, \"n_layers\": %d, \"n_heads\": %d, "
+               "\"n_kv_heads\": %d, \"vocab_size\": %d, \"seq_len\": %d, \"weight_bytes\": %zu},\n",
+               s->dim, s->hidden_dim, s->n_layers, s->n_heads, s->n_kv_heads, s->vocab_size,
+               s->seq_len, re_weight_bytes(s));
+        printf("  \"config\": {\"alloc\": \"%s\", \"max_batch\": %d, \"block_size\": %d, "
+               "\"threads\": %d, \"workload\": \"%s\", \"seed\": %" PRIu64 ", \"simd\": %d},\n",
+               re_alloc_mode_name(cfg.alloc.mode), cfg.max_batch, cfg.block_size, cfg.threads,
+               workload, seed, re_k_simd());
+        printf("  \"requests\": [");
+        for (int i = 0; i < n; i++) {
+            int nt;
+            const int32_t *t = re_engine_tokens(eng, i, &nt);
+            printf("%s\n    {\"id\": %" PRId64 ", \"prompt_len\": %d, \"max_tokens\": %d, "
+                   "\"preemptions\": %d, \"tokens\": [", i ? "," : "", re_engine_request_id(eng, i),
+                   re_engine_prompt_len(eng, i), re_engine_max_tokens(eng, i),
+                   re_engine_preemptions(eng, i));
+            for (int k = 0; k < nt; k++) printf("%s%d", k ? ", " : "", t[k]);
+            printf("]");
+            if (tok && text) {
+                re_tok_decode(tok, 0, t, nt, 1, text, tcap);
+                printf(", \"text\": \"%s\"", text);
+            }
+            printf("}");
+        }
+        printf("\n  ],\n  \"stats\": {\"prefill_tok_per_s\": %.3f, \"decode_tok_per_s\": %.3f, "
+               "\"weight_passes_per_step\": %.6f, \"steps\": %" PRIu64 ", \"prefill_steps\": %" PRIu64
+               ", \"decode_steps\": %" PRIu64 ", \"prefill_tokens\": %" PRIu64
+               ", \"decode_tokens\": %" PRIu64 ", \"generated_tokens\": %" PRIu64
+               ", \"preemptions\": %" PRIu64 ", \"max_running\": %d,\n",
+               ptps, dtps, st.weight_passes_per_step, st.steps, st.prefill_steps, st.decode_steps,
+               st.prefill_tokens, st.decode_tokens, st.generated_tokens, st.preemptions,
+               st.max_running);
+        printf("    \"alloc\": {\"mode\": \"%s\", \"acquires\": %" PRIu64 ", \"releases\": %" PRIu64
+               ", \"peak_live_bytes\": %zu, \"arena_capacity\": %zu, \"arena_chunks_allocated\": %" PRIu64 "},\n",
+               re_alloc_mode_name(cfg.alloc.mode), st.alloc.acquires, st.alloc.releases,
+               st.alloc.peak_live_bytes, st.alloc.arena_capacity, st.alloc.arena_chunks_allocated);
+        printf("    \"bufpool\": ");
+        json_bufpool(stdout, re_engine_bufpool(eng));
+        printf(",\n    \"blockpool\": ");
+        json_blockpool(stdout, re_engine_blockpool(eng));
+        printf("\n  }\n}\n");
+    } else {
+        if (!quiet)
+            for (int i = 0; i < n; i++) {
+                int nt;
+                const int32_t *t = re_engine_tokens(eng, i, &nt);
+                printf("request %" PRId64 " (prompt %d, max %d):", re_engine_request_id(eng, i),
+                       re_engine_prompt_len(eng, i), re_engine_max_tokens(eng, i));
+                for (int k = 0; k < nt; k++) printf(" %d", t[k]);
+                printf("\n");
+                if (tok && text) {
+                    re_tok_decode(tok, 0, t, nt, 0, text, tcap);
+                    printf("  text: %s\n", text);
+                }
+            }
+        printf("steps %" PRIu64 " (prefill %" PRIu64 ", decode %" PRIu64 "), preemptions %" PRIu64
+               ", prefill %.1f tok/s, decode %.1f tok/s, weight passes/step %.3f, alloc %s\n",
+               st.steps, st.prefill_steps, st.decode_steps, st.preemptions, ptps, dtps,
+               st.weight_passes_per_step, re_alloc_mode_name(cfg.alloc.mode));
+    }
+    if (metrics) {
+        kvb_stats_t ks;
+        kvb_stats(re_engine_blockpool(eng), &ks);
+        int need = kvb_stats_prometheus(&ks, NULL, NULL, 0);
+        char *buf = need > 0 ? malloc((size_t)need + 1) : NULL;
+        FILE *f = fopen(metrics, "w");
+        if (!buf || !f) {
+            fprintf(stderr, "refengine: %s: cannot write metrics\n", metrics);
+            return 1;
+        }
+        kvb_stats_prometheus(&ks, NULL, buf, (size_t)need + 1);
+        fputs(buf, f);
+        fclose(f);
+        free(buf);
+    }
+    free(text);
+    re_tok_free(tok);
+    re_engine_destroy(eng);
+    re_model_free(&model);
+    return 0;
+}

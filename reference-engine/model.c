@@ -1,0 +1,326 @@
+/* model.c — shapes, synthetic weights and llama2.c checkpoints.
+ *
+ * Checkpoint layout (llama2.c "legacy" export): seven int32 — dim,
+ * hidden_dim, n_layers, n_heads, n_kv_heads, vocab_size (negative when the
+ * classifier is stored separately), seq_len — then float32 tensors in this
+ * order: token embedding, rms_att, wq, wk, wv, wo, rms_ffn, w1, w2, w3,
+ * rms_final, two RoPE tables of seq_len * head_size / 2 each (unused: we
+ * compute RoPE ourselves), and the classifier when not shared. The file
+ * size must match the shape exactly, so a truncated or padded file is
+ * reported instead of being read past its end.
+ */
+#include "model.h"
+
+#include <errno.h>
+#include <math.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "pserr.h"
+
+#define RE_HEADER_BYTES (7 * sizeof(int32_t))
+
+re_shape_t re_shape_default(void)
+{
+    re_shape_t s = { .dim = 288, .hidden_dim = 768, .n_layers = 6, .n_heads = 6,
+                     .n_kv_heads = 6, .vocab_size = 32000, .seq_len = 256,
+                     .shared_classifier = 1 };
+    return s;
+}
+
+int re_shape_check(const re_shape_t *s, char *msg, size_t cap)
+{
+    const char *why = NULL;
+    if (s->dim <= 0 || s->hidden_dim <= 0 || s->n_layers <= 0 || s->n_heads <= 0 ||
+        s->n_kv_heads <= 0 || s->vocab_size <= 0 || s->seq_len <= 0)
+        why = "every dimension must be positive";
+    else if (s->dim > (1 << 16) || s->hidden_dim > (1 << 18) || s->n_layers > 1024 ||
+             s->vocab_size > (1 << 22) || s->seq_len > (1 << 20))
+        why = "a dimension is implausibly large";
+    else if (s->dim % s->n_heads != 0)
+        why = "dim must be a multiple of heads";
+    else if (s->n_kv_heads > s->n_heads || s->n_heads % s->n_kv_heads != 0)
+        why = "kv_heads must divide heads (and be <= heads)";
+    else if ((s->dim / s->n_heads) % 2 != 0)
+        why = "head size (dim/heads) must be even for RoPE";
+    if (why) {
+        if (msg) snprintf(msg, cap, "bad shape dim=%d,hidden=%d,layers=%d,heads=%d,kv_heads=%d,"
+                          "vocab=%d,seq=%d: %s", s->dim, s->hidden_dim, s->n_layers,
+                          s->n_heads, s->n_kv_heads, s->vocab_size, s->seq_len, why);
+        return PS_EINVAL;
+    }
+    return 0;
+}
+
+int re_shape_parse(const char *spec, re_shape_t *s, char *msg, size_t cap)
+{
+    char buf[512];
+    if (strlen(spec) >= sizeof buf) {
+        snprintf(msg, cap, "shape spec too long");
+        return PS_EINVAL;
+    }
+    strcpy(buf, spec);
+    char *save = NULL;
+    for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(tok, '=');
+        if (!eq) {
+            snprintf(msg, cap, "bad shape item '%s' (want key=value)", tok);
+            return PS_EINVAL;
+        }
+        *eq = 0;
+        char *end;
+        errno = 0;
+        long v = strtol(eq + 1, &end, 10);
+        if (errno || *end || end == eq + 1 || v < -(1L << 30) || v > (1L << 30)) {
+            snprintf(msg, cap, "bad value for shape key '%s': '%s'", tok, eq + 1);
+            return PS_EINVAL;
+        }
+        int iv = (int)v;
+        if (!strcmp(tok, "dim")) s->dim = iv;
+        else if (!strcmp(tok, "layers")) s->n_layers = iv;
+        else if (!strcmp(tok, "heads")) s->n_heads = iv;
+        else if (!strcmp(tok, "kv_heads")) s->n_kv_heads = iv;
+        else if (!strcmp(tok, "hidden")) s->hidden_dim = iv;
+        else if (!strcmp(tok, "vocab")) s->vocab_size = iv;
+        else if (!strcmp(tok, "seq")) s->seq_len = iv;
+        else if (!strcmp(tok, "shared")) s->shared_classifier = iv != 0;
+        else {
+            snprintf(msg, cap, "unknown shape key '%s' (dim, layers, heads, kv_heads, hidden, "
+                     "vocab, seq, shared)", tok);
+            return PS_EINVAL;
+        }
+    }
+    return re_shape_check(s, msg, cap);
+}
+
+/* Element counts of each tensor in checkpoint order. */
+enum { T_EMB, T_RMS_ATT, T_WQ, T_WK, T_WV, T_WO, T_RMS_FFN, T_W1, T_W2, T_W3,
+       T_RMS_FINAL, T_ROPE, T_WCLS, T_COUNT };
+
+static void re_tensor_sizes(const re_shape_t *s, size_t n[T_COUNT])
+{
+    size_t D = (size_t)s->dim, H = (size_t)s->hidden_dim, L = (size_t)s->n_layers;
+    size_t hs = (size_t)re_head_size(s), kvd = (size_t)re_kv_dim(s), V = (size_t)s->vocab_size;
+    n[T_EMB] = V * D;
+    n[T_RMS_ATT] = L * D;
+    n[T_WQ] = L * D * D;
+    n[T_WK] = L * kvd * D;
+    n[T_WV] = L * kvd * D;
+    n[T_WO] = L * D * D;
+    n[T_RMS_FFN] = L * D;
+    n[T_W1] = L * H * D;
+    n[T_W2] = L * D * H;
+    n[T_W3] = L * H * D;
+    n[T_RMS_FINAL] = D;
+    n[T_ROPE] = (size_t)s->seq_len * hs;    /* real + imaginary tables */
+    n[T_WCLS] = s->shared_classifier ? 0 : V * D;
+}
+
+static size_t re_total_floats(const re_shape_t *s, int with_rope)
+{
+    size_t n[T_COUNT], t = 0;
+    re_tensor_sizes(s, n);
+    for (int i = 0; i < T_COUNT; i++)
+        if (i != T_ROPE || with_rope) t += n[i];
+    return t;
+}
+
+size_t re_weight_bytes(const re_shape_t *s) { return re_total_floats(s, 0) * sizeof(float); }
+
+size_t re_streamed_bytes(const re_shape_t *s)
+{
+    size_t n[T_COUNT];
+    re_tensor_sizes(s, n);
+    size_t t = n[T_RMS_ATT] + n[T_WQ] + n[T_WK] + n[T_WV] + n[T_WO] + n[T_RMS_FFN] +
+               n[T_W1] + n[T_W2] + n[T_W3] + n[T_RMS_FINAL] + (size_t)s->vocab_size * s->dim;
+    return t * sizeof(float);
+}
+
+/* Point the weight table at consecutive tensors starting at p. */
+static void re_bind(re_model_t *m, const float *p)
+{
+    size_t n[T_COUNT];
+    re_tensor_sizes(&m->shape, n);
+    const float *t[T_COUNT];
+    for (int i = 0; i < T_COUNT; i++) { t[i] = p; p += n[i]; }
+    m->w.token_embedding = t[T_EMB];
+    m->w.rms_att = t[T_RMS_ATT];
+    m->w.wq = t[T_WQ];
+    m->w.wk = t[T_WK];
+    m->w.wv = t[T_WV];
+    m->w.wo = t[T_WO];
+    m->w.rms_ffn = t[T_RMS_FFN];
+    m->w.w1 = t[T_W1];
+    m->w.w2 = t[T_W2];
+    m->w.w3 = t[T_W3];
+    m->w.rms_final = t[T_RMS_FINAL];
+    m->w.wcls = m->shape.shared_classifier ? t[T_EMB] : t[T_WCLS];
+}
+
+uint64_t re_hash64(uint64_t a, uint64_t b, uint64_t c)
+{
+    /* splitmix64 finalizer over a mix of the three words */
+    uint64_t z = a * 0x9E3779B97F4A7C15ull ^ (b + 0x632BE59BD9B4E019ull) * 0xBF58476D1CE4E5B9ull ^
+                 (c + 0x85EBCA77C2B2AE63ull) * 0x94D049BB133111EBull;
+    z ^= z >> 30; z *= 0xBF58476D1CE4E5B9ull;
+    z ^= z >> 27; z *= 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return z;
+}
+
+/* Fill n floats with uniform values in [center - scale, center + scale). */
+static void re_fill(float *p, size_t n, uint64_t seed, uint64_t tensor, float center, float scale)
+{
+    uint64_t key = re_hash64(seed, tensor, 0x5EED);
+    for (size_t i = 0; i < n; i++) {
+        uint64_t z = (key + i) * 0x9E3779B97F4A7C15ull;
+        z ^= z >> 29; z *= 0xBF58476D1CE4E5B9ull; z ^= z >> 32;
+        p[i] = center + scale * (2.0f * re_uniform(z) - 1.0f);
+    }
+}
+
+int re_model_synthetic(re_model_t *m, const re_shape_t *s, uint64_t seed, char *msg, size_t cap)
+{
+    memset(m, 0, sizeof *m);
+    int rc = re_shape_check(s, msg, cap);
+    if (rc) return rc;
+    m->shape = *s;
+    size_t total = re_total_floats(s, 1);
+    /* Anonymous memory in 2 MiB units, asked to be backed by huge pages:
+     * decode streams every weight once per token, and with 4 KiB pages a
+     * 160 MB model is 40k TLB misses per token. */
+    size_t huge = (size_t)2 << 20;
+    size_t bytes = (total * sizeof(float) + huge - 1) / huge * huge;
+    void *map = mmap(NULL, bytes + huge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (map == MAP_FAILED) {
+        if (msg) snprintf(msg, cap, "out of memory for %zu bytes of synthetic weights", total * 4);
+        return PS_ENOMEM;
+    }
+    /* align to 2 MiB and give back the slack on both sides */
+    uintptr_t a = ((uintptr_t)map + huge - 1) & ~(uintptr_t)(huge - 1);
+    if (a > (uintptr_t)map) munmap(map, a - (uintptr_t)map);
+    size_t tail = (uintptr_t)map + bytes + huge - (a + bytes);
+    if (tail) munmap((void *)(a + bytes), tail);
+    float *p = (float *)a;
+#ifdef MADV_HUGEPAGE
+    madvise(p, bytes, MADV_HUGEPAGE);   /* best effort */
+#endif
+    m->mem = p;
+    m->mem_bytes = bytes;
+    m->mapped = 1;                      /* freed with munmap */
+    re_bind(m, p);
+    size_t n[T_COUNT];
+    re_tensor_sizes(s, n);
+    float in_d = 1.0f / sqrtf((float)s->dim), in_h = 1.0f / sqrtf((float)s->hidden_dim);
+    float *t = p;
+    for (int i = 0; i < T_COUNT; i++) {
+        float center = 0.0f, scale = in_d;
+        switch (i) {
+        case T_EMB: case T_WCLS: scale = 1.0f; break;
+        case T_RMS_ATT: case T_RMS_FFN: case T_RMS_FINAL: center = 1.0f; scale = 0.1f; break;
+        case T_W2: scale = in_h; break;
+        case T_ROPE: scale = 0.0f; break;
+        default: break;
+        }
+        re_fill(t, n[i], seed, (uint64_t)i, center, scale);
+        t += n[i];
+    }
+    return 0;
+}
+
+int re_model_load(re_model_t *m, const char *path, char *msg, size_t cap)
+{
+    memset(m, 0, sizeof *m);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        snprintf(msg, cap, "%s: cannot open: %s", path, strerror(errno));
+        return PS_EIO;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        snprintf(msg, cap, "%s: cannot stat: %s", path, strerror(errno));
+        close(fd);
+        return PS_EIO;
+    }
+    size_t size = (size_t)st.st_size;
+    int32_t h[7];
+    if (size < RE_HEADER_BYTES || pread(fd, h, sizeof h, 0) != (ssize_t)sizeof h) {
+        snprintf(msg, cap, "%s: truncated checkpoint: %zu bytes, shorter than the 28-byte header",
+                 path, size);
+        close(fd);
+        return PS_ETRUNC;
+    }
+    re_shape_t s = { .dim = h[0], .hidden_dim = h[1], .n_layers = h[2], .n_heads = h[3],
+                     .n_kv_heads = h[4], .vocab_size = h[5] < 0 ? -h[5] : h[5], .seq_len = h[6],
+                     .shared_classifier = h[5] > 0 };
+    char why[256];
+    if (h[5] == INT32_MIN || re_shape_check(&s, why, sizeof why) != 0) {
+        snprintf(msg, cap, "%s: impossible checkpoint header: %s", path,
+                 h[5] == INT32_MIN ? "vocab_size out of range" : why);
+        close(fd);
+        return PS_ECORRUPT;
+    }
+    size_t need = RE_HEADER_BYTES + re_total_floats(&s, 1) * sizeof(float);
+    if (size != need) {
+        snprintf(msg, cap, "%s: %s checkpoint: %zu bytes, the shape in its header needs %zu",
+                 path, size < need ? "truncated" : "oversized", size, need);
+        close(fd);
+        return size < need ? PS_ETRUNC : PS_ECORRUPT;
+    }
+    void *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (map == MAP_FAILED) {
+        snprintf(msg, cap, "%s: cannot map: %s", path, strerror(errno));
+        return PS_EIO;
+    }
+    m->shape = s;
+    m->mem = map;
+    m->mem_bytes = size;
+    m->mapped = 1;
+    re_bind(m, (const float *)((const char *)map + RE_HEADER_BYTES));
+    return 0;
+}
+
+static int re_write_all(FILE *f, const void *p, size_t bytes)
+{
+    return fwrite(p, 1, bytes, f) == bytes ? 0 : PS_EIO;
+}
+
+int re_model_save(const re_model_t *m, const char *path)
+{
+    const re_shape_t *s = &m->shape;
+    FILE *f = fopen(path, "wb");
+    if (!f) return PS_EIO;
+    int32_t h[7] = { s->dim, s->hidden_dim, s->n_layers, s->n_heads, s->n_kv_heads,
+                     s->shared_classifier ? s->vocab_size : -s->vocab_size, s->seq_len };
+    size_t n[T_COUNT];
+    re_tensor_sizes(s, n);
+    const float *t[T_COUNT] = {
+        m->w.token_embedding, m->w.rms_att, m->w.wq, m->w.wk, m->w.wv, m->w.wo, m->w.rms_ffn,
+        m->w.w1, m->w.w2, m->w.w3, m->w.rms_final, NULL, m->w.wcls };
+    int rc = re_write_all(f, h, sizeof h);
+    for (int i = 0; i < T_COUNT && !rc; i++) {
+        if (i == T_ROPE) {   /* unused by us: zeros */
+            float z[256] = { 0 };
+            for (size_t k = 0; k < n[i] && !rc; k += 256)
+                rc = re_write_all(f, z, (n[i] - k < 256 ? n[i] - k : 256) * sizeof(float));
+        } else if (n[i]) {
+            rc = re_write_all(f, t[i], n[i] * sizeof(float));
+        }
+    }
+    if (fclose(f) != 0) rc = PS_EIO;
+    return rc;
+}
+
+void re_model_free(re_model_t *m)
+{
+    if (!m || !m->mem) return;
+    if (m->mapped) munmap(m->mem, m->mem_bytes);
+    else free(m->mem);
+    m->mem = NULL;
+}

@@ -1,0 +1,91 @@
+/* model.h — a llama-style decoder's shape and weights (re_model_).
+ *
+ * Weights are either synthetic (generated from a seed, in memory) or a
+ * llama2.c checkpoint mapped read-only. Both use the checkpoint's layout, so
+ * the forward pass has one code path.
+ */
+#ifndef RE_MODEL_H
+#define RE_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct re_shape {
+    int dim;          /* transformer width */
+    int hidden_dim;   /* feed-forward width */
+    int n_layers;
+    int n_heads;      /* query heads */
+    int n_kv_heads;   /* key/value heads, divides n_heads */
+    int vocab_size;
+    int seq_len;      /* context length */
+    int shared_classifier;  /* 1: the classifier is the token embedding */
+} re_shape_t;
+
+typedef struct re_weights {
+    const float *token_embedding;   /* (vocab_size, dim) */
+    const float *rms_att;           /* (n_layers, dim) */
+    const float *wq;                /* (n_layers, n_heads * head_size, dim) */
+    const float *wk;                /* (n_layers, n_kv_heads * head_size, dim) */
+    const float *wv;                /* (n_layers, n_kv_heads * head_size, dim) */
+    const float *wo;                /* (n_layers, dim, n_heads * head_size) */
+    const float *rms_ffn;           /* (n_layers, dim) */
+    const float *w1;                /* (n_layers, hidden_dim, dim) */
+    const float *w2;                /* (n_layers, dim, hidden_dim) */
+    const float *w3;                /* (n_layers, hidden_dim, dim) */
+    const float *rms_final;         /* (dim) */
+    const float *wcls;              /* (vocab_size, dim) */
+} re_weights_t;
+
+typedef struct re_model {
+    re_shape_t shape;
+    re_weights_t w;
+    void *mem;          /* synthetic: an anonymous mapping (huge pages when the
+                           kernel grants them); checkpoint: the file's mapping */
+    size_t mem_bytes;
+    int mapped;         /* 1: mem is a mapping (munmap); 0: malloc'd */
+} re_model_t;
+
+/* Derived sizes. */
+static inline int re_head_size(const re_shape_t *s) { return s->dim / s->n_heads; }
+static inline int re_kv_dim(const re_shape_t *s) { return s->n_kv_heads * re_head_size(s); }
+
+/* Check a shape; 0 or PS_EINVAL with a one-line reason in msg. */
+int re_shape_check(const re_shape_t *s, char *msg, size_t cap);
+
+/* Parse "dim=288,layers=6,heads=6,kv_heads=6,hidden=768,vocab=32000,seq=256"
+ * (any subset, over the defaults already in *s; "shared=0" gives a separate
+ * classifier). 0 or PS_EINVAL with msg. The result is checked. */
+int re_shape_parse(const char *spec, re_shape_t *s, char *msg, size_t cap);
+
+/* The 15M shape of llama2.c's stories15M (the default). */
+re_shape_t re_shape_default(void);
+
+/* Bytes of all weights in the checkpoint order (without the header and the
+ * unused RoPE tables), and the number of weight bytes a decode step at batch
+ * 1 streams (every matrix once; the embedding row read is not counted, the
+ * classifier is). */
+size_t re_weight_bytes(const re_shape_t *s);
+size_t re_streamed_bytes(const re_shape_t *s);
+
+/* Synthetic weights from a seed: uniform in ±1/sqrt(fan_in) (norm weights
+ * near 1). 0, PS_EINVAL (bad shape, msg) or PS_ENOMEM. */
+int re_model_synthetic(re_model_t *m, const re_shape_t *s, uint64_t seed,
+                       char *msg, size_t cap);
+
+/* Map a llama2.c checkpoint. 0, or PS_EIO (open/stat/mmap), PS_ETRUNC
+ * (shorter than the header or than its shape needs), PS_ECORRUPT (an
+ * impossible shape or trailing bytes); msg names the file and the problem. */
+int re_model_load(re_model_t *m, const char *path, char *msg, size_t cap);
+
+/* Write m's weights as a llama2.c checkpoint (tests and tools). 0 or PS_EIO. */
+int re_model_save(const re_model_t *m, const char *path);
+
+void re_model_free(re_model_t *m);   /* NULL ok */
+
+/* Counter-based random numbers: the same (key, counter) always gives the
+ * same value, so draws do not depend on order or batching. */
+uint64_t re_hash64(uint64_t a, uint64_t b, uint64_t c);
+/* Uniform in [0, 1) with 24 random bits. */
+static inline float re_uniform(uint64_t h) { return (float)(h >> 40) * (1.0f / 16777216.0f); }
+
+#endif
