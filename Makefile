@@ -147,6 +147,11 @@ bench: deps
 	@$(MAKE) --no-print-directory all
 	@BUILD=$(BUILD) sh scripts/bench.sh
 
+# The README's first command: records an inference run and looks at it.
+demo: deps
+	@$(MAKE) --no-print-directory all
+	@BUILD=$(BUILD) sh scripts/demo.sh
+
 fuzz: deps
 	@BUILD=$(BUILD) sh scripts/fuzz.sh
 
