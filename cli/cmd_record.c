@@ -208,7 +208,9 @@ static int find_preload(char buf[PATH_MAX])
     static const char *const rel[] = { "/../lib/" PRELOAD_NAME, "/../lib/poolscope/" PRELOAD_NAME };
     char tried[2][PATH_MAX];
     for (size_t i = 0; i < 2; i++) {
-        snprintf(tried[i], sizeof tried[i], "%s%s", exe, rel[i]);
+        /* A path too long to hold is simply not a candidate. */
+        if ((size_t)snprintf(tried[i], sizeof tried[i], "%s%s", exe, rel[i]) >= sizeof tried[i])
+            continue;
         if (is_readable_file(tried[i]) && realpath(tried[i], buf)) return 0;
     }
     cli_err("record: preload library not found (looked for %s and %s); build it with `make` or set POOLSCOPE_PRELOAD_LIB",
