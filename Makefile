@@ -67,7 +67,10 @@ BINS   = $(if $(CLI_SRC),$(BUILD)/bin/poolscope) \
          $(if $(wildcard reference-engine/main.c),$(BUILD)/bin/refengine)
 
 .PHONY: all libs deps test check-unit check-integration asan tsan bench fuzz demo install clean
-all: libs $(BINS) $(if $(SAN),,$(if $(PRELOAD_SRC),$(PRELOAD))) $(TESTS) $(PROGS) $(BENCHES)
+# A sanitizer build makes the libraries, the CLIs and the unit suites only:
+# the preload library and the programs run under it stay plain.
+all: libs $(BINS) $(TESTS) $(if $(SAN),,$(if $(PRELOAD_SRC),$(PRELOAD)) $(PROGS) $(BENCHES))
+.SECONDARY:
 libs: $(LIBS)
 
 deps:

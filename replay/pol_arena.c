@@ -263,7 +263,7 @@ static int vs_cmp(const void *x, const void *y)
 static int arena_finish(rp_pol_t *pp, uint64_t t_end, rp_result_t *res)
 {
     pol_arena_t *a = (pol_arena_t *)pp;
-    qsort(a->vs, a->n_vs, sizeof *a->vs, vs_cmp);
+    if (a->n_vs) qsort(a->vs, a->n_vs, sizeof *a->vs, vs_cmp);   /* vs is NULL when empty */
     /* Frames are copied: the reader goes away before the report does. */
     for (size_t i = 0; i < a->n_vs; i++) {
         uint32_t depth = 0;

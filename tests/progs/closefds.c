@@ -8,7 +8,8 @@
  * syscall loop (so even a close() wrapper cannot see it), then repeatedly
  * allocates (enough to fill the tracer's buffers several times, with pauses
  * longer than its flush period) and writes
- * lines "closefds line N" to DIR/own.0 .. DIR/own.3. own.3 stays open until
+ * lines "closefds line N" to DIR/own.0 .. DIR/own.3, then dup2s own.0 onto
+ * every descriptor from 64 to 1023. own.3 stays open until
  * exit, so the tracer's last flush happens while it is open. A tracer that
  * wrote through a stale descriptor would put its bytes into these files;
  * the test checks they hold only our lines (LINES_PER_FILE of them).
@@ -67,6 +68,17 @@ int main(int argc, char **argv)
         churn(50);    /* 100k heap events in all: several size-triggered flushes */
         if (line % 500 == 499) usleep(60000);   /* and timer flushes (every 50 ms) */
     }
+    /* Then put our own file on every high descriptor number, where a tracer
+     * keeps its fd: through libc's dup2 (which a tracer can see) for the
+     * even numbers, through the raw syscall (which it cannot) for the odd.
+     * A tracer writing through its old number would now write into own.0. */
+    for (int fd = 64; fd < 1024; fd++) {
+        if (fd == fds[0]) continue;
+        if (fd & 1) syscall(SYS_dup2, fds[0], fd);
+        else dup2(fds[0], fd);
+    }
+    churn(20000);
+    usleep(60000);                            /* a timer flush after the dup2s */
     for (int f = 0; f < N_FILES - 1; f++) close(fds[f]);
     churn(10000);
     return 0;   /* own.3 still open: the tracer's exit flush happens now */
