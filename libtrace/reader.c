@@ -2,19 +2,41 @@
  * algorithm is described for people in FORMAT.md, "Merge order").
  *
  * Pipeline: source (read() blocks into one buffer, or memory) -> chunks
- * (CRC-checked, META definitions stored, EVENTS decoded into the stream's
- * FIFO queue, END counts kept) -> merge (pick the queued head with the
- * smallest (ts, stream) once it is older than the newest time read minus
- * the window, or the input has ended; before handing it out, let a pool
- * event with a smaller pool_seq or a queued free of the address it
- * allocates go first) -> pst_event_t.
+ * (CRC-checked, META definitions stored, EVENTS validated by one decoding
+ * pass that indexes pending frees and pool events, then their raw event
+ * bytes appended to the stream's byte queue, END counts kept) -> merge
+ * (pick the queued head with the smallest (ts, stream) once it is older
+ * than the newest time read minus the window, or the input has ended;
+ * before handing it out, let a pool event with a smaller pool_seq or a
+ * queued free of the address it allocates go first) -> pst_event_t.
+ *
+ * Queued events are kept as the stream's raw event bytes (a few bytes per
+ * event), not as decoded records: each stream keeps a second decoder state
+ * at the head of its byte queue and decodes its head event again when the
+ * one before it is handed out. Validation happens once, when the chunk is
+ * read, so the second decode cannot fail. A stream's byte queue is one
+ * buffer reused in place (compacted when the queued bytes fill at most half
+ * of it, grown only when they need it), so steady reading allocates nothing
+ * per event or per chunk.
+ *
+ * Fast paths: the common records (malloc, free, calloc, realloc, TS) are
+ * decoded inline with branch-free short varints; when nothing is forced and
+ * the top head is safe and unconstrained, pst_next hands it out straight
+ * away, and the stream stays on top of the heap without sifting while its
+ * next head is below both children (a run). With a single stream there is
+ * no other stream whose free could be waited for, so frees are not indexed
+ * until a second stream appears (then the first one's queued frees are
+ * indexed in order, which gives the chains the order they would have had).
  *
  * Structures (all bounded by what is live or queued, never by file length):
- *   streams    id -> rstream (queue ring, decoder state, heap positions)
+ *   streams    id -> rstream (byte queue, two decoder states, decoded head,
+ *              heap position, per address its runs of queued frees)
  *   hq         binary heap of the streams with queued events, keyed by
  *              (head ts, stream id)
- *   live[2]    heap / mmap addresses live in the reader's view
- *   pend[2]    queued frees by address: address -> chain of (stream, seq)
+ *   live[2]    heap / mmap addresses live in the reader's view (a set that
+ *              keeps freed slots as dead until its next rebuild)
+ *   pend[2]    queued frees by address: address -> chain of (seq, ts) nodes
+ *              in the order they were read, cut into runs of one stream
  *   pools      pool id -> last pool_seq out and a min-heap of queued
  *              (pool_seq, stream, seq), stale entries dropped lazily
  */
@@ -102,49 +124,196 @@ static int map_put(u64map_t *m, uint64_t k, uint64_t v)
     return 0;
 }
 
-static int map_del(u64map_t *m, uint64_t k)
-{
-    if (k == EMPTY_KEY) { int had = m->has_max; m->has_max = 0; return had; }
-    kv_t *e = map_find(m, k);
-    if (!e) return 0;
-    uint32_t mask = m->cap - 1, i = (uint32_t)(e - m->t);
-    for (uint32_t j = (i + 1) & mask;; j = (j + 1) & mask) {
-        if (m->t[j].k == EMPTY_KEY) break;
-        uint32_t h = map_slot(m, m->t[j].k);
-        /* move j back to i unless its home lies cyclically in (i, j] */
-        if (((j - h) & mask) >= ((j - i) & mask)) { m->t[i] = m->t[j]; i = j; }
-    }
-    m->t[i].k = EMPTY_KEY;
-    m->n--;
-    return 1;
-}
-
-static size_t map_count(const u64map_t *m) { return m->n + (m->has_max ? 1 : 0); }
 static void map_free(u64map_t *m) { free(m->t); memset(m, 0, sizeof *m); }
 
-/* ---- queued events and streams ---------------------------------------------- */
-typedef struct qev {
+/* ---- address tables: the live set and the pending-free heads ---------------- */
+/* The merge only ever keys these by addresses it orders, and those are never
+ * 0 (frees_addr/allocs_addr exclude it), so 0 marks an empty slot. Linear
+ * probing at load <= 1/2, backward-shift deletion, everything inline: they
+ * are touched for nearly every event. */
+#define AHASH(k, shift) ((uint32_t)(((k) * 0x9E3779B97F4A7C15ull) >> (shift)))
+
+/* The live set keeps a freed address's slot, marked dead, so the churn of
+ * a program (an address freed, then allocated again) costs one probe each
+ * way and no moves. Dead slots go at the next rebuild, which happens when
+ * live + dead would pass half the table: the table stays within four times
+ * the live addresses (plus the dead ones since the last rebuild, at most as
+ * many again). */
+typedef struct aset {
+    uint64_t *k;               /* 0 = empty */
+    uint8_t  *live;            /* per slot: 1 live, 0 dead */
+    uint32_t mask, n, dead, shift;   /* n: live keys */
+} aset_t;
+
+static inline int aset_has(const aset_t *s, uint64_t k)
+{
+    if (!s->n) return 0;
+    for (uint32_t i = AHASH(k, s->shift);; i = (i + 1) & s->mask) {
+        uint64_t x = s->k[i];
+        if (x == k) return s->live[i];
+        if (!x) return 0;
+    }
+}
+
+/* Rebuild without the dead slots, twice as large when the live keys alone
+ * fill more than a quarter. */
+static int aset_rebuild(aset_t *s)
+{
+    uint32_t cap = s->k ? s->mask + 1 : 64;
+    while ((s->n + 1) * 4 > cap) cap *= 2;
+    if (cap > (1u << 31)) return PS_ENOMEM;
+    uint64_t *k = calloc(cap, sizeof *k);
+    uint8_t *lv = malloc(cap);
+    if (!k || !lv) { free(k); free(lv); return PS_ENOMEM; }
+    uint32_t shift = 64 - (uint32_t)__builtin_ctz(cap), mask = cap - 1;
+    for (uint32_t i = 0; s->k && i <= s->mask; i++) {
+        if (!s->k[i] || !s->live[i]) continue;
+        uint32_t j = AHASH(s->k[i], shift);
+        while (k[j]) j = (j + 1) & mask;
+        k[j] = s->k[i];
+        lv[j] = 1;
+    }
+    free(s->k);
+    free(s->live);
+    s->k = k;
+    s->live = lv;
+    s->mask = mask;
+    s->shift = shift;
+    s->dead = 0;
+    return 0;
+}
+
+/* Add k (no-op when live). 0 or PS_ENOMEM. */
+static inline int aset_add(aset_t *s, uint64_t k)
+{
+    if (!s->k && aset_rebuild(s)) return PS_ENOMEM;
+    for (uint32_t i = AHASH(k, s->shift);; i = (i + 1) & s->mask) {
+        uint64_t x = s->k[i];
+        if (x == k) {
+            if (!s->live[i]) { s->live[i] = 1; s->dead--; s->n++; }
+            return 0;
+        }
+        if (!x) {
+            if ((s->n + s->dead + 1) * 2 > s->mask + 1) {
+                if (aset_rebuild(s)) return PS_ENOMEM;
+                return aset_add(s, k);
+            }
+            s->k[i] = k;
+            s->live[i] = 1;
+            s->n++;
+            return 0;
+        }
+    }
+}
+
+static inline void aset_del(aset_t *s, uint64_t k)
+{
+    if (!s->n) return;
+    for (uint32_t i = AHASH(k, s->shift);; i = (i + 1) & s->mask) {
+        uint64_t x = s->k[i];
+        if (x == k) {
+            if (s->live[i]) { s->live[i] = 0; s->n--; s->dead++; }
+            return;
+        }
+        if (!x) return;
+    }
+}
+
+typedef struct amap { kv_t *t; uint32_t mask, n, shift; } amap_t;     /* address -> value */
+
+static inline uint64_t *amap_ref(const amap_t *m, uint64_t k)
+{
+    if (!m->n) return NULL;
+    for (uint32_t i = AHASH(k, m->shift);; i = (i + 1) & m->mask) {
+        kv_t *e = &m->t[i];
+        if (e->k == k) return &e->v;
+        if (!e->k) return NULL;
+    }
+}
+
+static int amap_grow(amap_t *m)
+{
+    uint32_t cap = m->t ? (m->mask + 1) * 2 : 64;
+    if (cap == 0 || cap > (1u << 30)) return PS_ENOMEM;
+    kv_t *t = calloc(cap, sizeof *t);
+    if (!t) return PS_ENOMEM;
+    uint32_t shift = 64 - (uint32_t)__builtin_ctz(cap), mask = cap - 1;
+    for (uint32_t i = 0; m->t && i <= m->mask; i++) {
+        if (!m->t[i].k) continue;
+        uint32_t j = AHASH(m->t[i].k, shift);
+        while (t[j].k) j = (j + 1) & mask;
+        t[j] = m->t[i];
+    }
+    free(m->t);
+    m->t = t;
+    m->mask = mask;
+    m->shift = shift;
+    return 0;
+}
+
+/* Room for one more key. 0 or PS_ENOMEM. */
+static inline int amap_reserve(amap_t *m)
+{
+    return (!m->t || (m->n + 1) * 2 > m->mask + 1) ? amap_grow(m) : 0;
+}
+
+/* Insert k, which is not present. 0 or PS_ENOMEM. */
+static inline int amap_insert(amap_t *m, uint64_t k, uint64_t v)
+{
+    if ((!m->t || (m->n + 1) * 2 > m->mask + 1) && amap_grow(m)) return PS_ENOMEM;
+    uint32_t i = AHASH(k, m->shift);
+    while (m->t[i].k) i = (i + 1) & m->mask;
+    m->t[i] = (kv_t){ k, v };
+    m->n++;
+    return 0;
+}
+
+static inline void amap_del(amap_t *m, uint64_t k)
+{
+    if (!m->n) return;
+    uint32_t mask = m->mask, i = AHASH(k, m->shift);
+    for (;; i = (i + 1) & mask) {
+        if (m->t[i].k == k) break;
+        if (!m->t[i].k) return;
+    }
+    for (uint32_t j = (i + 1) & mask;; j = (j + 1) & mask) {
+        if (!m->t[j].k) break;
+        uint32_t h = AHASH(m->t[j].k, m->shift);
+        if (((j - h) & mask) >= ((j - i) & mask)) { m->t[i] = m->t[j]; i = j; }
+    }
+    m->t[i].k = 0;
+    m->n--;
+}
+
+/* ---- streams ------------------------------------------------------------------ */
+
+/* A decoded event: the head of a stream's queue, or one being validated. */
+typedef struct hev {
     uint64_t ts, seq;
     uint64_t f[PST_MAX_FIELDS];
-    void    *ext;              /* L: uint32_t ids; P: int64_t payload */
-    uint32_t stack, n_ext;
+    int64_t  payload[PST_MAX_PAYLOAD];
+    uint32_t stack, n_ids, n_payload;
     uint8_t  type;
-} qev_t;
+} hev_t;
 
 typedef struct rstream {
     uint32_t id, tid;
-    pst_enc_t dec;
+    uint32_t idx;              /* position in r->sv */
+    pst_enc_t dec;             /* decoder state at the end of the queued bytes */
+    pst_enc_t hdec;            /* decoder state after the head event */
     uint64_t offset;           /* stream bytes consumed */
     uint64_t decode_seq;       /* seq of the next decoded event */
     uint64_t emit_seq;         /* seq of the queue head */
-    qev_t   *q;
-    uint32_t qcap, qhead, qlen;
+    uint8_t *b;                /* byte queue: [bhead, btail) follow the head event */
+    size_t   bcap, bhead, btail;
+    uint64_t qlen;             /* events queued, the head included */
+    hev_t    head;             /* valid when qlen > 0 */
+    amap_t   runs_of[2];       /* address -> this stream's first | last run in the pending-free chain */
+    uint32_t *ids;             /* the head's L ids (PST_MAX_IDS), allocated on first use */
     int      finished;         /* THREAD_END decoded */
     int      hq_pos;           /* -1 when not in the heap */
     int      on_force;
 } rstream_t;
-
-static inline qev_t *qat(rstream_t *s, uint32_t i) { return &s->q[(s->qhead + i) & (s->qcap - 1)]; }
 
 /* ---- heaps of streams ------------------------------------------------------ */
 typedef struct sheap { rstream_t **a; uint32_t n, cap; } sheap_t;
@@ -152,7 +321,7 @@ typedef struct sheap { rstream_t **a; uint32_t n, cap; } sheap_t;
 static inline uint64_t skey(const sheap_t *h, const rstream_t *s)
 {
     (void)h;
-    return s->q[s->qhead].ts;
+    return s->head.ts;
 }
 static inline int sless(const sheap_t *h, const rstream_t *a, const rstream_t *b)
 {
@@ -224,26 +393,93 @@ static void sheap_fix(sheap_t *h, rstream_t *s)
     sheap_down(h, (uint32_t)*spos(h, s));
 }
 
+
 /* ---- pending frees: address -> chain of queued free-like events ------------- */
-/* Chains are FIFO (appended at the tail, the head node knows the tail): the
- * free handed out is nearly always the oldest queued one, at the head. */
-typedef struct pnode { rstream_t *s; uint64_t seq, ts; uint32_t next, tail; } pnode_t;
+/* A chain holds the queued frees of one address in the order they were read
+ * (appended at the tail), cut into runs: consecutive nodes of one stream.
+ * A stream's times never decrease, so the earliest node of a run is its
+ * first, and looking for the earliest queued free of another stream among
+ * the first PEND_SCAN_MAX nodes of a chain visits one node per run, not
+ * every node. (If a stream's time ever wrapped around 2^64 — only damaged
+ * input does that — the lookup walks the nodes, as the rule reads.)
+ *
+ * The free handed out is its stream's first queued one, hence the first
+ * node of that stream in its chain: the head of the chain's first run of
+ * that stream. Each stream keeps, per address, its first and last run in
+ * the chain (the runs of one stream in a chain are linked by next_same), so
+ * finding that run needs no walk. Indices are node / run index + 1, 0 =
+ * none. A node is 24 bytes; there is one per queued free. */
+typedef struct pnode {
+    uint64_t seq, ts;
+    uint32_t next;             /* next node of the chain; of the free list once freed */
+    uint32_t pad_;
+} pnode_t;
+typedef struct prun {
+    uint32_t head, tail, len;  /* nodes */
+    uint32_t prev, next;       /* runs of the chain; next: of the free list once freed */
+    uint32_t sidx;             /* the stream: r->sv[sidx] */
+    uint32_t next_same;        /* the stream's next run in this chain */
+} prun_t;
+/* Freed nodes are reused oldest first. Frees go out roughly in the order
+ * they were read, so nodes stay laid out in read order and the nodes a free
+ * touches (its chain neighbours, a few hundred frees away) stay close in
+ * memory; a LIFO reuse would scatter them. */
 typedef struct pendtab {
-    u64map_t head;             /* address -> node index + 1 */
+    amap_t   head;             /* address -> first run | last run << 32 */
     pnode_t *nodes;
-    uint32_t n, cap, free_list; /* free_list: index + 1, 0 = none */
+    uint32_t n, cap;
+    uint32_t free_head, free_tail;
+    prun_t  *runs;
+    uint32_t rn, rcap, rfree;
 } pendtab_t;
 
-#define PEND_SCAN_MAX 256      /* longest chain walked when looking for another stream's free */
+#define PEND_SCAN_MAX 256      /* nodes of a chain looked at when looking for another stream's free */
 
-static int pend_add(pendtab_t *t, uint64_t addr, rstream_t *s, uint64_t seq, uint64_t ts)
+static int pend_new_run(pendtab_t *t, uint32_t *out)
 {
     uint32_t idx;
-    if (t->free_list) {
-        idx = t->free_list - 1;
-        t->free_list = t->nodes[idx].next;
+    if (t->rfree) {
+        idx = t->rfree - 1;
+        t->rfree = t->runs[idx].next;
+    } else {
+        if (t->rn == t->rcap) {
+            if (t->rcap > (UINT32_MAX >> 2)) return PS_ENOMEM;
+            uint32_t cap = t->rcap ? t->rcap * 2 : 64;
+            prun_t *a = realloc(t->runs, cap * sizeof *a);
+            if (!a) return PS_ENOMEM;
+            t->runs = a;
+            t->rcap = cap;
+        }
+        idx = t->rn++;
+    }
+    *out = idx + 1;
+    return 0;
+}
+
+static inline void pend_free_run(pendtab_t *t, uint32_t ri)
+{
+    t->runs[ri - 1].next = t->rfree;
+    t->rfree = ri;
+}
+
+static inline void pend_free_node(pendtab_t *t, uint32_t me)
+{
+    t->nodes[me - 1].next = 0;
+    if (t->free_tail) t->nodes[t->free_tail - 1].next = me;
+    else t->free_head = me;
+    t->free_tail = me;
+}
+
+static int pend_add(pendtab_t *t, uint64_t addr, rstream_t *s, int sp, uint64_t seq, uint64_t ts)
+{
+    uint32_t idx;
+    if (t->free_head) {
+        idx = t->free_head - 1;
+        t->free_head = t->nodes[idx].next;
+        if (!t->free_head) t->free_tail = 0;
     } else {
         if (t->n == t->cap) {
+            if (t->cap > (UINT32_MAX >> 2)) return PS_ENOMEM;
             uint32_t cap = t->cap ? t->cap * 2 : 256;
             pnode_t *a = realloc(t->nodes, cap * sizeof *a);
             if (!a) return PS_ENOMEM;
@@ -252,65 +488,107 @@ static int pend_add(pendtab_t *t, uint64_t addr, rstream_t *s, uint64_t seq, uin
         }
         idx = t->n++;
     }
-    t->nodes[idx] = (pnode_t){ s, seq, ts, 0, idx + 1 };
-    uint64_t head = 0;
-    if (map_get(&t->head, addr, &head)) {
-        pnode_t *h = &t->nodes[head - 1];
-        t->nodes[h->tail - 1].next = idx + 1;
-        h->tail = idx + 1;
+    uint32_t me = idx + 1, ri;
+    t->nodes[idx] = (pnode_t){ seq, ts, 0, 0 };
+    uint64_t *v = amap_ref(&t->head, addr);
+    if (v && t->runs[(*v >> 32) - 1].sidx == s->idx) {
+        prun_t *last = &t->runs[(*v >> 32) - 1];          /* extend the stream's run */
+        t->nodes[last->tail - 1].next = me;
+        last->tail = me;
+        last->len++;
         return 0;
     }
-    if (map_put(&t->head, addr, idx + 1)) {
-        t->nodes[idx].next = t->free_list;
-        t->free_list = idx + 1;
-        return PS_ENOMEM;
+    /* room in both maps first, so nothing below fails half-way (growing
+     * moves the entries: look v up again) */
+    if ((!v && amap_reserve(&t->head)) || amap_reserve(&s->runs_of[sp]) || pend_new_run(t, &ri)) goto nomem;
+    v = amap_ref(&t->head, addr);
+    uint64_t *w = amap_ref(&s->runs_of[sp], addr);
+    if (w) {
+        t->runs[(*w >> 32) - 1].next_same = ri;
+        *w = (*w & 0xffffffffu) | (uint64_t)ri << 32;
+    } else {
+        amap_insert(&s->runs_of[sp], addr, (uint64_t)ri | (uint64_t)ri << 32);
+    }
+    if (v) {
+        uint32_t li = (uint32_t)(*v >> 32);
+        prun_t *last = &t->runs[li - 1];
+        t->nodes[last->tail - 1].next = me;
+        last->next = ri;
+        t->runs[ri - 1] = (prun_t){ me, me, 1, li, 0, s->idx, 0 };
+        *v = (*v & 0xffffffffu) | (uint64_t)ri << 32;
+    } else {
+        t->runs[ri - 1] = (prun_t){ me, me, 1, 0, 0, s->idx, 0 };
+        amap_insert(&t->head, addr, (uint64_t)ri | (uint64_t)ri << 32);
     }
     return 0;
+nomem:
+    pend_free_node(t, me);
+    return PS_ENOMEM;
 }
 
-static void pend_del(pendtab_t *t, uint64_t addr, const rstream_t *s, uint64_t seq)
+/* The free (s, seq) of addr goes out. */
+static void pend_del(pendtab_t *t, uint64_t addr, rstream_t *s, int sp, uint64_t seq)
 {
-    uint64_t head;
-    if (!map_get(&t->head, addr, &head)) return;
-    uint32_t prev = 0, cur = (uint32_t)head;
-    while (cur) {
-        pnode_t *nd = &t->nodes[cur - 1];
-        if (nd->s == s && nd->seq == seq) {
-            if (prev) {
-                t->nodes[prev - 1].next = nd->next;
-                pnode_t *h = &t->nodes[head - 1];
-                if (h->tail == cur) h->tail = prev;
-            } else if (nd->next) {
-                t->nodes[nd->next - 1].tail = nd->tail;
-                map_put(&t->head, addr, nd->next);   /* the key exists: cannot fail */
-            } else {
-                map_del(&t->head, addr);
-            }
-            nd->next = t->free_list;
-            t->free_list = cur;
-            return;
+    uint64_t *w = amap_ref(&s->runs_of[sp], addr);
+    if (!w) return;                                     /* not indexed (one stream so far) */
+    uint32_t ri = (uint32_t)*w;
+    prun_t *ru = &t->runs[ri - 1];
+    uint32_t cur = ru->head;
+    if (t->nodes[cur - 1].seq != seq) return;           /* every queued free is indexed: not reached */
+    uint32_t next = t->nodes[cur - 1].next;
+    if (ru->prev) t->nodes[t->runs[ru->prev - 1].tail - 1].next = next;
+    if (ru->len > 1) {
+        ru->head = next;                                /* the run's next node heads it now */
+        ru->len--;
+    } else {
+        if (ru->next_same) *w = (*w & ~(uint64_t)0xffffffffu) | ru->next_same;
+        else amap_del(&s->runs_of[sp], addr);
+        uint32_t pr = ru->prev, nx = ru->next;
+        if (pr) t->runs[pr - 1].next = nx;
+        if (nx) t->runs[nx - 1].prev = pr;
+        if (!pr && !nx) {
+            amap_del(&t->head, addr);
+        } else if (!pr || !nx) {
+            uint64_t *v = amap_ref(&t->head, addr);     /* the key exists */
+            if (v && !pr) *v = (*v & ~(uint64_t)0xffffffffu) | nx;
+            if (v && !nx) *v = (*v & 0xffffffffu) | (uint64_t)pr << 32;
         }
-        prev = cur;
-        cur = nd->next;
+        pend_free_run(t, ri);
     }
+    pend_free_node(t, cur);
 }
 
 /* The queued free of addr in a stream other than `not`, earliest by ts
- * among the first PEND_SCAN_MAX of the chain. *in_self = 1 when `not`
- * itself has one. */
-static pnode_t *pend_find(pendtab_t *t, uint64_t addr, const rstream_t *not, int *in_self)
+ * (then stream id) among the first PEND_SCAN_MAX nodes of the chain:
+ * 1 with its stream and seq. *in_self = 1 when `not` itself has one there. */
+static int pend_find(const pendtab_t *t, rstream_t *const *sv, uint64_t addr, const rstream_t *not,
+                     int *in_self, int by_node, rstream_t **bs, uint64_t *bseq)
 {
-    uint64_t head;
     *in_self = 0;
-    if (!map_get(&t->head, addr, &head)) return NULL;
-    pnode_t *best = NULL;
-    unsigned walked = 0;
-    for (uint32_t cur = (uint32_t)head; cur && walked < PEND_SCAN_MAX; cur = t->nodes[cur - 1].next, walked++) {
-        pnode_t *nd = &t->nodes[cur - 1];
-        if (nd->s == not) { *in_self = 1; continue; }
-        if (!best || nd->ts < best->ts || (nd->ts == best->ts && nd->s->id < best->s->id)) best = nd;
+    uint64_t *v = amap_ref(&t->head, addr);
+    if (!v) return 0;
+    const pnode_t *best = NULL;
+    uint32_t bsidx = 0;
+    uint64_t pos = 0;
+    for (uint32_t ri = (uint32_t)*v; ri && pos < PEND_SCAN_MAX; ri = t->runs[ri - 1].next) {
+        const prun_t *ru = &t->runs[ri - 1];
+        if (ru->sidx == not->idx) { *in_self = 1; pos += ru->len; continue; }
+        /* by_node: every node of the run within the first PEND_SCAN_MAX;
+         * otherwise the run's first node, its earliest */
+        uint32_t cur = ru->head, lim = by_node ? ru->len : 1;
+        for (uint32_t j = 0; j < lim && pos + j < PEND_SCAN_MAX; j++, cur = t->nodes[cur - 1].next) {
+            const pnode_t *nd = &t->nodes[cur - 1];
+            if (!best || nd->ts < best->ts || (nd->ts == best->ts && sv[ru->sidx]->id < sv[bsidx]->id)) {
+                best = nd;
+                bsidx = ru->sidx;
+            }
+        }
+        pos += ru->len;
     }
-    return best;
+    if (!best) return 0;
+    *bs = sv[bsidx];
+    *bseq = best->seq;
+    return 1;
 }
 
 /* ---- pools ------------------------------------------------------------------ */
@@ -371,9 +649,12 @@ static inline int is_pool_seq_event(unsigned t)
            (t >= PST_EV_KVB_ALLOC && t <= PST_EV_KVB_OWNER);
 }
 
+
 /* ---- the reader ------------------------------------------------------------- */
 typedef struct rstring { char *s; } rstring_t;
 typedef struct rstack { uint64_t *f; uint32_t depth; } rstack_t;
+typedef struct pool_op { uint64_t pool, pseq, seq; } pool_op_t;
+typedef struct free_op { uint64_t addr, ts, seq; uint32_t sp; } free_op_t;
 
 struct pst_reader {
     /* source */
@@ -400,13 +681,17 @@ struct pst_reader {
     u64map_t stream_ids;
     rstream_t **sv; uint32_t n_sv, cap_sv;
     sheap_t  hq;
-    u64map_t live[2];
+    aset_t   live[2];
     pendtab_t pend[2];
     u64map_t pool_ids;
     rpool_t *pools; uint32_t n_pools, cap_pools;
+    pool_op_t *pops; uint32_t n_pops, cap_pops;   /* pool entries of the chunk being validated */
+    free_op_t *fops; uint32_t n_fops, cap_fops;   /* its frees */
+    int      ts_wrapped;       /* a stream's time wrapped around 2^64 (damage): pend_find walks nodes */
     struct force { rstream_t *s; uint64_t target; } *force;
     uint32_t n_force, cap_force;
     uint64_t window, newest_ts, last_out_ts;
+    uint64_t sync_ts;   /* the latest SYNC watermark: every event stamped earlier has been read */
     uint64_t decoded;          /* events decoded (TS records not counted) */
     uint32_t max_stream;       /* highest stream id seen (ids are 1..streams) */
     int      out_any;
@@ -415,12 +700,10 @@ struct pst_reader {
     int8_t   s_idx[PST_EV_MAX], ext_idx[PST_EV_MAX];
     char     ext_kind[PST_EV_MAX];
 
-    void    *out_ext;          /* ext of the event handed out last */
-    uint32_t *idbuf;
+    uint32_t *out_ids;         /* ids of the event handed out last (PST_MAX_IDS) */
+    uint32_t *idbuf;           /* scratch for validation (PST_MAX_IDS) */
     pst_status_t st;
 };
-
-/* ---- source ------------------------------------------------------------------ */
 
 /* Make n bytes available at *p; returns how many are (< n only at the end of
  * the input), or a negative error. */
@@ -619,7 +902,7 @@ void pst_reader_set_window(pst_reader_t *r, uint64_t ns) { r->window = ns; }
 /* ---- event semantics for the merge ------------------------------------------ */
 
 /* The address an event frees (1, with space), if it frees one. */
-static int frees_addr(const qev_t *e, int *space, uint64_t *addr)
+static inline int frees_addr(const hev_t *e, int *space, uint64_t *addr)
 {
     switch (e->type) {
     case PST_EV_FREE:
@@ -643,7 +926,7 @@ static int frees_addr(const qev_t *e, int *space, uint64_t *addr)
 }
 
 /* The address an event allocates (1, with space), if it allocates one. */
-static int allocs_addr(const qev_t *e, int *space, uint64_t *addr)
+static inline int allocs_addr(const hev_t *e, int *space, uint64_t *addr)
 {
     switch (e->type) {
     case PST_EV_MALLOC: case PST_EV_CALLOC: case PST_EV_POSIX_MEMALIGN:
@@ -666,6 +949,146 @@ static int allocs_addr(const qev_t *e, int *space, uint64_t *addr)
 
 /* ---- streams ---------------------------------------------------------------- */
 
+/* ---- decoding ------------------------------------------------------------------ */
+
+/* pst_decode_event into an hev_t (any type, TS included). */
+static const uint8_t *dec_generic(const pst_reader_t *r, pst_enc_t *d, const uint8_t *p,
+                                  const uint8_t *end, hev_t *e, uint32_t *idbuf)
+{
+    pst_event_t ev;
+    ev.n_ids = 0;
+    ev.n_payload = 0;
+    if (!(p = pst_decode_event(d, p, end, &ev, idbuf))) return NULL;
+    e->type = ev.type;
+    e->stack = ev.stack;
+    memcpy(e->f, ev.f, r->nf[ev.type] * sizeof(uint64_t));
+    e->n_ids = r->ext_kind[ev.type] == 'L' ? ev.n_ids : 0;
+    e->n_payload = r->ext_kind[ev.type] == 'P' ? ev.n_payload : 0;
+    if (e->n_payload) memcpy(e->payload, ev.payload, e->n_payload * sizeof(int64_t));
+    return p;
+}
+
+/* pst_get_varint / pst_get_addr with codes of up to 3 bytes decoded inline
+ * and without branches on their length (one 8-byte load when 8 bytes are
+ * readable); longer codes, and the last bytes of a buffer, go to them. The
+ * same values and the same failures either way. */
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+static inline unsigned vshort(const uint8_t *p, const uint8_t *end, uint64_t *v)
+{
+    if (end - p < 8) return 0;
+    uint64_t x;
+    memcpy(&x, p, sizeof x);
+    uint64_t stop = ~x & 0x808080u;                /* terminating bytes among the first 3 */
+    if (!stop) return 0;
+    unsigned len = ((unsigned)__builtin_ctzll(stop) >> 3) + 1;
+    uint64_t val = (x & 0x7f) | ((x >> 1) & 0x3f80) | ((x >> 2) & 0x1fc000);
+    *v = val & ((1ull << (7 * len)) - 1);
+    return len;
+}
+#else
+static inline unsigned vshort(const uint8_t *p, const uint8_t *end, uint64_t *v)
+{
+    (void)p; (void)end; (void)v;
+    return 0;
+}
+#endif
+
+static inline const uint8_t *rd_varint(const uint8_t *p, const uint8_t *end, uint64_t *v)
+{
+    unsigned n = vshort(p, end, v);
+    return n ? p + n : pst_get_varint(p, end, v);
+}
+
+static inline const uint8_t *rd_addr(const uint8_t *p, const uint8_t *end, uint64_t *base, uint64_t *addr)
+{
+    uint64_t code;
+    unsigned n = vshort(p, end, &code);
+    if (!n) return pst_get_addr(p, end, base, addr);
+    int64_t d = pst_unzigzag(code >> 1);
+    *addr = *base + ((code & 1) ? (uint64_t)d << 4 : (uint64_t)d);
+    *base = *addr;
+    return p + n;
+}
+
+#define RD_GETV(v) do { if (!(p = rd_varint(p, end, &(v)))) return NULL; } while (0)
+#define RD_GETA(v) do { if (!(p = rd_addr(p, end, &d->last_addr, &(v)))) return NULL; } while (0)
+
+/* Decode one record from [p, end) with decoder state d into e: the same
+ * values and the same failures as pst_decode_event, with the common heap
+ * records and TS decoded inline. L ids go to idbuf (PST_MAX_IDS entries;
+ * may be NULL when the record is not an L event). Returns the position
+ * after the record, or NULL on corrupt input. */
+static inline const uint8_t *dec_rec(const pst_reader_t *r, pst_enc_t *d, const uint8_t *p,
+                                     const uint8_t *end, hev_t *e, uint32_t *idbuf)
+{
+    if (p >= end) return NULL;
+    unsigned tb = *p;
+    switch (tb) {
+    case PST_EV_MALLOC:
+        p++;
+        RD_GETA(e->f[0]);
+        RD_GETV(e->f[1]);
+        break;
+    case PST_EV_FREE:
+        p++;
+        RD_GETA(e->f[0]);
+        break;
+    case PST_EV_CALLOC:
+        p++;
+        RD_GETA(e->f[0]);
+        RD_GETV(e->f[1]);
+        RD_GETV(e->f[2]);
+        break;
+    case PST_EV_REALLOC:
+        p++;
+        RD_GETA(e->f[0]);
+        RD_GETA(e->f[1]);
+        RD_GETV(e->f[2]);
+        break;
+    case PST_EV_TS: {
+        uint64_t v;
+        p++;
+        RD_GETV(v);
+        e->type = PST_EV_TS;
+        e->stack = 0;
+        e->f[0] = v;
+        d->last_ts += v;
+        d->since_ts = 0;
+        return p;
+    }
+    default:
+        return dec_generic(r, d, p, end, e, idbuf);
+    }
+    e->type = (uint8_t)tb;
+    e->stack = 0;
+    e->n_ids = 0;
+    e->n_payload = 0;
+    d->since_ts++;
+    return p;
+}
+
+/* ---- streams ---------------------------------------------------------------- */
+
+/* Index the frees queued in s (the head included), in order: done for the
+ * only stream when a second one appears, which gives the chains the order
+ * they would have had if indexed when read. */
+static int index_queued(pst_reader_t *r, rstream_t *s)
+{
+    if (!s->qlen) return 0;
+    int sp;
+    uint64_t a, seq = s->emit_seq;
+    if (frees_addr(&s->head, &sp, &a) && pend_add(&r->pend[sp], a, s, sp, seq, s->head.ts)) return PS_ENOMEM;
+    pst_enc_t d = s->hdec;
+    const uint8_t *p = s->b + s->bhead, *end = s->b + s->btail;
+    hev_t e;
+    while (p < end && (p = dec_rec(r, &d, p, end, &e, r->idbuf))) {
+        if (e.type == PST_EV_TS) continue;
+        seq++;
+        if (frees_addr(&e, &sp, &a) && pend_add(&r->pend[sp], a, s, sp, seq, d.last_ts)) return PS_ENOMEM;
+    }
+    return 0;
+}
+
 static rstream_t *stream_get(pst_reader_t *r, uint32_t id, int *err)
 {
     uint64_t i;
@@ -677,9 +1100,12 @@ static rstream_t *stream_get(pst_reader_t *r, uint32_t id, int *err)
         r->sv = a;
         r->cap_sv = cap;
     }
+    /* a second stream: the first one's queued frees were not indexed */
+    if (r->n_sv == 1 && (*err = index_queued(r, r->sv[0]))) return NULL;
     rstream_t *s = calloc(1, sizeof *s);
     if (!s || map_put(&r->stream_ids, id, r->n_sv)) { free(s); *err = PS_ENOMEM; return NULL; }
     s->id = id;
+    s->idx = r->n_sv;
     s->hq_pos = -1;
     if (id > r->max_stream) r->max_stream = id;
     r->sv[r->n_sv++] = s;
@@ -687,47 +1113,73 @@ static rstream_t *stream_get(pst_reader_t *r, uint32_t id, int *err)
     return s;
 }
 
-/* Room for `more` slots after the first `used` (queued plus being decoded). */
-static int queue_reserve(rstream_t *s, uint32_t used, uint32_t more)
+/* Append n event bytes to s's byte queue. The consumed prefix is reused:
+ * the queued bytes move down when they fill at most half the buffer (so at
+ * least as many bytes were appended since the last move: each byte moves
+ * O(1) times), otherwise the buffer grows to twice what is needed (and by
+ * half at least, so growing stays geometric). Not to powers of two: the
+ * buffer, which the tail sweeps whole, stays within about twice the stream's
+ * largest queue. */
+static int squeue_append(rstream_t *s, const uint8_t *p, size_t n)
 {
-    if (s->qcap - used >= more) return 0;
-    uint32_t cap = s->qcap ? s->qcap : 64;
-    while (cap - used < more) {
-        if (cap > (1u << 30)) return PS_ENOMEM;
-        cap *= 2;
-    }
-    qev_t *q = malloc((size_t)cap * sizeof *q);
-    if (!q) return PS_ENOMEM;
-    for (uint32_t i = 0; i < used; i++) q[i] = *qat(s, i);
-    free(s->q);
-    s->q = q;
-    s->qcap = cap;
-    s->qhead = 0;
-    return 0;
-}
-
-/* Index a newly queued event: pending frees, pool order, lost counts. */
-static int index_event(pst_reader_t *r, rstream_t *s, const qev_t *e)
-{
-    int sp;
-    uint64_t a;
-    if (frees_addr(e, &sp, &a) && pend_add(&r->pend[sp], a, s, e->seq, e->ts)) return PS_ENOMEM;
-    if (is_pool_seq_event(e->type)) {
-        uint64_t pi;
-        if (!map_get(&r->pool_ids, e->f[0], &pi)) {
-            GROW(r->pools, r->n_pools, r->cap_pools, 8);
-            pi = r->n_pools;
-            if (map_put(&r->pool_ids, e->f[0], pi)) return PS_ENOMEM;
-            memset(&r->pools[r->n_pools++], 0, sizeof(rpool_t));
+    if (!n) return 0;
+    if (s->bcap - s->btail < n) {
+        size_t live = s->btail - s->bhead;
+        if (2 * (live + n) <= s->bcap) {
+            memmove(s->b, s->b + s->bhead, live);
+        } else {
+            size_t cap = 2 * (live + n);
+            if (cap < s->bcap + s->bcap / 2) cap = s->bcap + s->bcap / 2;
+            cap = (cap + 4095) & ~(size_t)4095;
+            uint8_t *nb = malloc(cap);
+            if (!nb) return PS_ENOMEM;
+            if (live) memcpy(nb, s->b + s->bhead, live);
+            free(s->b);
+            s->b = nb;
+            s->bcap = cap;
         }
-        if (pool_push(&r->pools[pi], (pent_t){ e->f[1], s, e->seq })) return PS_ENOMEM;
+        s->bhead = 0;
+        s->btail = live;
     }
-    if (e->type == PST_EV_LOST) r->st.lost += e->f[0];
+    memcpy(s->b + s->btail, p, n);
+    s->btail += n;
     return 0;
 }
 
-/* Decode one EVENTS chunk into its stream's queue. 0 ok (or corrupt, noted),
- * negative error. */
+/* Decode s's next queued event (after any TS records) into s->head. The
+ * bytes were validated when their chunk was read, with the same decoder
+ * state, so this does not fail. */
+static inline int head_next(pst_reader_t *r, rstream_t *s)
+{
+    const uint8_t *p = s->b + s->bhead, *end = s->b + s->btail;
+    for (;;) {
+        if (p < end && (*p & PST_EV_TYPE_MASK) < PST_EV_MAX && r->ext_kind[*p & PST_EV_TYPE_MASK] == 'L' &&
+            !s->ids && !(s->ids = malloc(PST_MAX_IDS * sizeof *s->ids)))
+            return PS_ENOMEM;
+        p = dec_rec(r, &s->hdec, p, end, &s->head, s->ids);
+        if (!p) return PS_ECORRUPT;   /* not reached: validated when read */
+        if (s->head.type != PST_EV_TS) break;
+    }
+    s->bhead = (size_t)(p - s->b);
+    s->head.ts = s->hdec.last_ts;
+    s->head.seq = s->emit_seq;
+    return 0;
+}
+
+static int fops_grow(pst_reader_t *r)
+{
+    if (r->cap_fops > (UINT32_MAX >> 2)) return PS_ENOMEM;
+    uint32_t cap = r->cap_fops ? r->cap_fops * 2 : 1024;
+    free_op_t *na = realloc(r->fops, cap * sizeof *na);
+    if (!na) return PS_ENOMEM;
+    r->fops = na;
+    r->cap_fops = cap;
+    return 0;
+}
+
+/* Validate one EVENTS chunk, index its frees and pool events, and append its
+ * event bytes to the stream's queue. 0 ok (or corrupt, noted), negative
+ * error. A corrupt chunk leaves nothing behind. */
 static int process_events(pst_reader_t *r, const pst_chunk_hdr_t *h, const uint8_t *p,
                           const uint8_t *end, uint64_t at)
 {
@@ -740,53 +1192,102 @@ static int process_events(pst_reader_t *r, const pst_chunk_hdr_t *h, const uint8
     if (off != s->offset) { set_corrupt(r, at, "stream offset gap"); return 0; }
     const uint8_t *body = p;
     pst_enc_t dec = s->dec;
-    uint32_t k = 0, tid = s->tid;
+    uint64_t k = 0, lost = 0, seq0 = s->decode_seq;
+    uint32_t tid = s->tid;
     int finished = s->finished;
-    pst_event_t ev;
+    const char *bad = NULL;
+    hev_t e;
+    int wrapped = 0;
+    /* With one stream there is no other stream's free to wait for: its
+     * frees are indexed only when a second stream appears (index_queued).
+     * Frees and pool events are noted here and indexed once the chunk has
+     * proven good, so a corrupt chunk leaves nothing behind. */
+    const int index_frees = r->n_sv > 1;
+    r->n_pops = 0;
+    r->n_fops = 0;
     while (p < end) {
-        if ((k & 255) == 0 && queue_reserve(s, s->qlen + k, 256)) { err = PS_ENOMEM; goto undo; }
-        const uint8_t *n = pst_decode_event(&dec, p, end, &ev, r->idbuf);
-        if (!n) { set_corrupt(r, at, "undecodable event"); goto undo; }
+        /* the common records first: no stack, no string, no pool */
+        uint64_t a, v;
+        const uint8_t *n;
+        switch (*p) {
+        case PST_EV_MALLOC:
+            if (!(n = rd_addr(p + 1, end, &dec.last_addr, &a)) || !(n = rd_varint(n, end, &v))) break;
+            dec.since_ts++;
+            p = n;
+            k++;
+            continue;
+        case PST_EV_FREE:
+            if (!(n = rd_addr(p + 1, end, &dec.last_addr, &a))) break;
+            dec.since_ts++;
+            p = n;
+            if (a && index_frees) {
+                if (r->n_fops == r->cap_fops && (err = fops_grow(r))) return err;
+                r->fops[r->n_fops++] = (free_op_t){ a, dec.last_ts, seq0 + k, SP_HEAP };
+            }
+            k++;
+            continue;
+        case PST_EV_TS:
+            if (!(n = rd_varint(p + 1, end, &v))) break;
+            wrapped |= dec.last_ts + v < dec.last_ts;
+            dec.last_ts += v;
+            dec.since_ts = 0;
+            p = n;
+            continue;
+        default:
+            break;
+        }
+        uint64_t ts_before = dec.last_ts;
+        if (!(n = dec_rec(r, &dec, p, end, &e, r->idbuf))) { bad = "undecodable event"; break; }
         p = n;
-        if (ev.type == PST_EV_TS) continue;
-        qev_t *q = qat(s, s->qlen + k);
-        q->ts = dec.last_ts;
-        q->seq = s->decode_seq + k;
-        q->type = ev.type;
-        q->stack = ev.stack;
-        memcpy(q->f, ev.f, r->nf[ev.type] * sizeof(uint64_t));
-        q->ext = NULL;
-        q->n_ext = 0;
-        char ek = r->ext_kind[ev.type];
-        if (ek == 'L' && ev.n_ids) {
-            if (!(q->ext = malloc(ev.n_ids * sizeof(uint32_t)))) { err = PS_ENOMEM; goto undo; }
-            memcpy(q->ext, ev.ids, ev.n_ids * sizeof(uint32_t));
-            q->n_ext = ev.n_ids;
-        } else if (ek == 'P' && ev.n_payload) {
-            if (!(q->ext = malloc(ev.n_payload * sizeof(int64_t)))) { err = PS_ENOMEM; goto undo; }
-            memcpy(q->ext, ev.payload, ev.n_payload * sizeof(int64_t));
-            q->n_ext = ev.n_payload;
-        }
+        unsigned t = e.type;
+        if (t == PST_EV_TS) { wrapped |= dec.last_ts < ts_before; continue; }
         /* definitions precede their first use in file order */
-        if (ev.stack && !map_get(&r->stack_ids, ev.stack, NULL)) {
-            set_corrupt(r, at, "undefined stack id");
-            k++;
-            goto undo;
+        if (e.stack && !map_get(&r->stack_ids, e.stack, NULL)) { bad = "undefined stack id"; break; }
+        if (r->s_idx[t] >= 0 && e.f[r->s_idx[t]] && !map_get(&r->string_ids, e.f[r->s_idx[t]], NULL)) {
+            bad = "undefined string id";
+            break;
         }
-        if (r->s_idx[ev.type] >= 0 && ev.f[r->s_idx[ev.type]] &&
-            !map_get(&r->string_ids, ev.f[r->s_idx[ev.type]], NULL)) {
-            set_corrupt(r, at, "undefined string id");
-            k++;
-            goto undo;
+        int sp;
+        if (frees_addr(&e, &sp, &a) && index_frees) {
+            if (r->n_fops == r->cap_fops && (err = fops_grow(r))) return err;
+            r->fops[r->n_fops++] = (free_op_t){ a, dec.last_ts, seq0 + k, (uint32_t)sp };
         }
-        if (ev.type == PST_EV_THREAD_START) tid = (uint32_t)ev.f[0];
-        if (ev.type == PST_EV_THREAD_END) finished = 1;
+        if (is_pool_seq_event(t)) {
+            if (r->n_pops == r->cap_pops) {
+                uint32_t cap = r->cap_pops ? r->cap_pops * 2 : 64;
+                pool_op_t *na = realloc(r->pops, cap * sizeof *na);
+                if (!na) return PS_ENOMEM;
+                r->pops = na;
+                r->cap_pops = cap;
+            }
+            r->pops[r->n_pops++] = (pool_op_t){ e.f[0], e.f[1], seq0 + k };
+        }
+        if (t == PST_EV_LOST) lost += e.f[0];
+        if (t == PST_EV_THREAD_START) tid = (uint32_t)e.f[0];
+        if (t == PST_EV_THREAD_END) finished = 1;
         k++;
     }
+    if (bad) { set_corrupt(r, at, bad); return 0; }
+    if ((err = squeue_append(s, body, (size_t)(end - body)))) return err;
     /* commit */
+    if (wrapped) r->ts_wrapped = 1;
+    for (uint32_t i = 0; i < r->n_fops; i++) {
+        const free_op_t *op = &r->fops[i];
+        if (pend_add(&r->pend[op->sp], op->addr, s, (int)op->sp, op->seq, op->ts)) return PS_ENOMEM;
+    }
+    for (uint32_t i = 0; i < r->n_pops; i++) {
+        const pool_op_t *op = &r->pops[i];
+        uint64_t pi;
+        if (!map_get(&r->pool_ids, op->pool, &pi)) {
+            GROW(r->pools, r->n_pools, r->cap_pools, 8);
+            pi = r->n_pools;
+            if (map_put(&r->pool_ids, op->pool, pi)) return PS_ENOMEM;
+            memset(&r->pools[r->n_pools++], 0, sizeof(rpool_t));
+        }
+        if (pool_push(&r->pools[pi], (pent_t){ op->pseq, s, op->seq })) return PS_ENOMEM;
+    }
+    r->st.lost += lost;
     int was_empty = s->qlen == 0;
-    for (uint32_t i = 0; i < k; i++)
-        if ((err = index_event(r, s, qat(s, s->qlen + i)))) return err;
     s->qlen += k;
     s->decode_seq += k;
     r->decoded += k;
@@ -797,11 +1298,11 @@ static int process_events(pst_reader_t *r, const pst_chunk_hdr_t *h, const uint8
     if (dec.last_ts > r->newest_ts) r->newest_ts = dec.last_ts;
     r->st.queued += k;
     if (r->st.queued > r->st.peak_queued) r->st.peak_queued = r->st.queued;
-    if (was_empty && k && sheap_push(&r->hq, s)) return PS_ENOMEM;
+    if (was_empty && k) {
+        if ((err = head_next(r, s))) return err;
+        if (sheap_push(&r->hq, s)) return PS_ENOMEM;
+    }
     return 0;
-undo:
-    for (uint32_t i = 0; i < k; i++) free(qat(s, s->qlen + i)->ext);
-    return err;
 }
 
 /* Read and process one chunk. 1 done, 0 nothing more (eof), negative error. */
@@ -814,6 +1315,7 @@ static int read_chunk(pst_reader_t *r)
     uint64_t at = r->off;
     if (n == 0) {
         if (!r->st.end_seen) set_truncated(r, 0);
+        r->st.complete = r->st.end_seen && !r->st.truncated && !r->st.corrupt;
         r->eof = 1;
         return 0;
     }
@@ -826,9 +1328,10 @@ static int read_chunk(pst_reader_t *r)
     if ((size_t)n < PST_CHUNK_HDR + (size_t)h.len) { set_truncated(r, src_remaining(r)); return 0; }
     const uint8_t *pl = p + PST_CHUNK_HDR, *end = pl + h.len;
     if (pst_crc32c(0, pl, h.len) != h.crc) { set_corrupt(r, at, "crc mismatch"); return 0; }
-    int known = h.kind == PST_CHUNK_META || h.kind == PST_CHUNK_EVENTS || h.kind == PST_CHUNK_END;
+    int known = h.kind == PST_CHUNK_META || h.kind == PST_CHUNK_EVENTS || h.kind == PST_CHUNK_END ||
+                h.kind == PST_CHUNK_SYNC;
     if (known && h.version != 1) { set_corrupt(r, at, "unknown chunk version"); return 0; }
-    if ((h.kind == PST_CHUNK_META || h.kind == PST_CHUNK_END) && h.stream != 0) {
+    if (known && h.kind != PST_CHUNK_EVENTS && h.stream != 0) {
         set_corrupt(r, at, "stream id on a chunk without a stream");
         return 0;
     }
@@ -863,6 +1366,12 @@ static int read_chunk(pst_reader_t *r)
         }
         break;
     }
+    case PST_CHUNK_SYNC: {
+        uint64_t w;
+        if (!pst_get_varint(pl, end, &w)) { set_corrupt(r, at, "malformed sync chunk"); return 0; }
+        if (w > r->sync_ts) r->sync_ts = w;
+        break;
+    }
     default:
         r->st.skipped_chunks++;
         break;
@@ -874,14 +1383,15 @@ static int read_chunk(pst_reader_t *r)
     return 1;
 }
 
+
 /* ---- merge ------------------------------------------------------------------ */
 
 enum { C_NONE, C_FORCE, C_WAIT, C_UNORDERED };
 enum { WHY_CAUSAL = 1, WHY_POOL = 2 };
 
 /* What must happen before e (the head of s) goes out. */
-static int constraint(pst_reader_t *r, rstream_t *s, const qev_t *e,
-                      rstream_t **t, uint64_t *tseq, int *why)
+static inline __attribute__((always_inline)) int constraint(pst_reader_t *r, rstream_t *s, const hev_t *e,
+                             rstream_t **t, uint64_t *tseq, int *why)
 {
     if (is_pool_seq_event(e->type)) {
         uint64_t pi;
@@ -895,18 +1405,17 @@ static int constraint(pst_reader_t *r, rstream_t *s, const qev_t *e,
     }
     int sp;
     uint64_t a;
-    if (allocs_addr(e, &sp, &a) && map_get(&r->live[sp], a, NULL)) {
+    if (allocs_addr(e, &sp, &a) && aset_has(&r->live[sp], a)) {
         if (e->type == PST_EV_MMAP && (e->f[3] & MAP_FIXED_FLAG)) return C_NONE;
         int in_self;
-        pnode_t *nd = pend_find(&r->pend[sp], a, s, &in_self);
         *why = WHY_CAUSAL;
-        if (nd) { *t = nd->s; *tseq = nd->seq; return C_FORCE; }
+        if (pend_find(&r->pend[sp], r->sv, a, s, &in_self, r->ts_wrapped, t, tseq)) return C_FORCE;
         return in_self ? C_UNORDERED : C_WAIT;
     }
     return C_NONE;
 }
 
-static int window_passed(const pst_reader_t *r, const qev_t *e)
+static inline int window_passed(const pst_reader_t *r, const hev_t *e)
 {
     return r->newest_ts >= r->window && e->ts <= r->newest_ts - r->window;
 }
@@ -914,21 +1423,22 @@ static int window_passed(const pst_reader_t *r, const qev_t *e)
 /* No stream can still deliver an event ordered before e. Streams are not
  * announced: a thread's first chunk may appear in the file long after its
  * first event, so any stream — quiet, or not seen yet — may still deliver
- * an earlier event until the window has passed (or the input has ended). */
-static int safe(const pst_reader_t *r, const qev_t *e)
+ * an earlier event until the writer's SYNC watermark has passed it, or the
+ * window has (for writers without SYNC chunks), or the input has ended. */
+static inline int safe(const pst_reader_t *r, const hev_t *e)
 {
-    return r->eof || window_passed(r, e);
+    return r->eof || e->ts < r->sync_ts || window_passed(r, e);
 }
 
-static int apply_effects(pst_reader_t *r, rstream_t *s, const qev_t *e)
+static inline int apply_effects(pst_reader_t *r, rstream_t *s, const hev_t *e)
 {
     int sp;
     uint64_t a;
     if (frees_addr(e, &sp, &a)) {
-        pend_del(&r->pend[sp], a, s, e->seq);
-        map_del(&r->live[sp], a);
+        pend_del(&r->pend[sp], a, s, sp, e->seq);
+        aset_del(&r->live[sp], a);
     }
-    if (allocs_addr(e, &sp, &a) && map_put(&r->live[sp], a, 1)) return PS_ENOMEM;
+    if (allocs_addr(e, &sp, &a) && aset_add(&r->live[sp], a)) return PS_ENOMEM;
     if (is_pool_seq_event(e->type)) {
         uint64_t pi;
         if (map_get(&r->pool_ids, e->f[0], &pi)) {
@@ -942,48 +1452,72 @@ static int apply_effects(pst_reader_t *r, rstream_t *s, const qev_t *e)
     return 0;
 }
 
-/* Hand out the head of s into ev. */
+/* Hand out the head of s into ev, then decode the next one. */
 static int emit(pst_reader_t *r, rstream_t *s, pst_event_t *ev)
 {
-    qev_t *e = qat(s, 0);
-    s->qhead = (s->qhead + 1) & (s->qcap - 1);
-    s->qlen--;
-    s->emit_seq++;
-    r->st.queued--;
-    if (s->qlen) sheap_fix(&r->hq, s);
-    else sheap_remove(&r->hq, s);
-    int rc = apply_effects(r, s, e);
-    if (rc) { free(e->ext); return rc; }
-
+    hev_t *e = &s->head;
     unsigned t = e->type;
+    s->emit_seq++;
+    s->qlen--;
+    r->st.queued--;
+    int rc = 0;
+    switch (t) {       /* apply_effects, the common cases inline */
+    case PST_EV_MALLOC: case PST_EV_CALLOC:
+        if (e->f[0]) rc = aset_add(&r->live[SP_HEAP], e->f[0]);
+        break;
+    case PST_EV_FREE:
+        if (e->f[0]) {
+            pend_del(&r->pend[SP_HEAP], e->f[0], s, SP_HEAP, e->seq);
+            aset_del(&r->live[SP_HEAP], e->f[0]);
+        }
+        break;
+    default:
+        rc = apply_effects(r, s, e);
+        break;
+    }
+
     ev->type = e->type;
     ev->stream = s->id;
     ev->tid = s->tid;
     ev->seq = e->seq;
     ev->ts = e->ts;
     ev->stack = e->stack;
-    memcpy(ev->f, e->f, r->nf[t] * sizeof(uint64_t));
+    for (unsigned i = 0; i < r->nf[t]; i++) ev->f[i] = e->f[i];
     ev->ids = NULL;
     ev->n_ids = 0;
     ev->n_payload = 0;
     ev->str = NULL;
     if (r->s_idx[t] >= 0 && e->f[r->s_idx[t]] <= UINT32_MAX)
         ev->str = pst_string(r, (uint32_t)e->f[r->s_idx[t]]);
-    if (r->ext_kind[t] == 'L') {
-        ev->ids = e->ext;
-        ev->n_ids = e->n_ext;
-        r->out_ext = e->ext;
-    } else if (r->ext_kind[t] == 'P') {
-        if (e->n_ext) memcpy(ev->payload, e->ext, e->n_ext * sizeof(int64_t));
-        ev->n_payload = e->n_ext;
-        free(e->ext);
+    if (e->n_ids) {
+        /* the ids stay valid until the next pst_next: swap buffers with s */
+        uint32_t *ids = s->ids;
+        s->ids = r->out_ids;
+        r->out_ids = ids;
+        ev->ids = ids;
+        ev->n_ids = e->n_ids;
+    } else if (e->n_payload) {
+        memcpy(ev->payload, e->payload, e->n_payload * sizeof(int64_t));
+        ev->n_payload = e->n_payload;
     }
     if (r->out_any && e->ts < r->last_out_ts) r->st.late++;
     if (!r->out_any || e->ts > r->last_out_ts) r->last_out_ts = e->ts;
     r->out_any = 1;
     r->st.events++;
-    r->st.live = map_count(&r->live[0]) + map_count(&r->live[1]);
-    return 1;
+    r->st.live = (uint64_t)r->live[0].n + r->live[1].n;
+
+    if (s->qlen) {
+        int hr = head_next(r, s);
+        if (hr) return hr;
+        /* a run: s stays on top while its head is below both children */
+        sheap_t *h = &r->hq;
+        if (h->n > 1 && !(s->hq_pos == 0 && sless(h, s, h->a[1]) && (h->n < 3 || sless(h, s, h->a[2]))))
+            sheap_fix(h, s);
+    } else {
+        sheap_remove(&r->hq, s);
+        if (s->bhead == s->btail) s->bhead = s->btail = 0;
+    }
+    return rc ? rc : 1;
 }
 
 static int force_push(pst_reader_t *r, rstream_t *t, uint64_t target)
@@ -1007,8 +1541,14 @@ static void force_pop(pst_reader_t *r)
 
 int pst_next(pst_reader_t *r, pst_event_t *ev)
 {
-    free(r->out_ext);
-    r->out_ext = NULL;
+    /* the usual case: nothing forced, the top head is safe and free to go */
+    if (!r->n_force && r->hq.n) {
+        rstream_t *s = r->hq.a[0], *t;
+        uint64_t tseq;
+        int why;
+        if (safe(r, &s->head) && constraint(r, s, &s->head, &t, &tseq, &why) == C_NONE)
+            return emit(r, s, ev);
+    }
     for (;;) {
         rstream_t *s, *t;
         uint64_t tseq;
@@ -1018,7 +1558,7 @@ int pst_next(pst_reader_t *r, pst_event_t *ev)
             struct force *f = &r->force[r->n_force - 1];
             s = f->s;
             if (!s->qlen || s->emit_seq > f->target) { force_pop(r); continue; }
-            qev_t *e = qat(s, 0);
+            hev_t *e = &s->head;
             c = constraint(r, s, e, &t, &tseq, &why);
             if (c == C_FORCE && !t->on_force) {
                 if ((rc = force_push(r, t, tseq))) return rc;
@@ -1038,7 +1578,7 @@ int pst_next(pst_reader_t *r, pst_event_t *ev)
             continue;
         }
         s = r->hq.a[0];
-        qev_t *e = qat(s, 0);
+        hev_t *e = &s->head;
         if (!safe(r, e)) {
             if ((rc = read_chunk(r)) < 0) return rc;
             continue;
@@ -1057,9 +1597,6 @@ int pst_next(pst_reader_t *r, pst_event_t *ev)
         return emit(r, s, ev);
     }
 }
-
-/* ---- open / close -------------------------------------------------------------- */
-
 static char *dup_bytes(const uint8_t *b, size_t n)
 {
     char *s = malloc(n + 1);
@@ -1150,7 +1687,9 @@ static pst_reader_t *reader_new(void)
     if (!r) return NULL;
     r->fd = -1;
     r->window = PST_DEFAULT_WINDOW_NS;
-    if (!(r->idbuf = malloc(PST_MAX_IDS * sizeof *r->idbuf))) { free(r); return NULL; }
+    r->idbuf = malloc(PST_MAX_IDS * sizeof *r->idbuf);
+    r->out_ids = malloc(PST_MAX_IDS * sizeof *r->out_ids);
+    if (!r->idbuf || !r->out_ids) { free(r->idbuf); free(r->out_ids); free(r); return NULL; }
     for (unsigned t = 0; t < PST_EV_MAX; t++) {
         const char *lay = pst_event_layout(t);
         r->s_idx[t] = r->ext_idx[t] = -1;
@@ -1218,22 +1757,28 @@ void pst_close(pst_reader_t *r)
     map_free(&r->stream_ids);
     for (uint32_t i = 0; i < r->n_sv; i++) {
         rstream_t *s = r->sv[i];
-        for (uint32_t k = 0; k < s->qlen; k++) free(qat(s, k)->ext);
-        free(s->q);
+        free(s->b);
+        free(s->ids);
+        free(s->runs_of[0].t);
+        free(s->runs_of[1].t);
         free(s);
     }
     free(r->sv);
     free(r->hq.a);
     for (int i = 0; i < 2; i++) {
-        map_free(&r->live[i]);
-        map_free(&r->pend[i].head);
+        free(r->live[i].k);
+        free(r->live[i].live);
+        free(r->pend[i].head.t);
         free(r->pend[i].nodes);
+        free(r->pend[i].runs);
     }
     map_free(&r->pool_ids);
     for (uint32_t i = 0; i < r->n_pools; i++) free(r->pools[i].h);
     free(r->pools);
     free(r->force);
-    free(r->out_ext);
+    free(r->pops);
+    free(r->fops);
+    free(r->out_ids);
     free(r->idbuf);
     free(r);
 }

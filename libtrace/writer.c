@@ -405,6 +405,11 @@ int pst_writer_flush(pst_writer_t *w)
     if (flush_meta(w)) return w->err;
     for (uint32_t i = 0; i < w->n_streams; i++)
         if (flush_stream(w, w->streams[i])) return w->err;
+    /* Every stream is out: nothing stamped before now can follow (SYNC). */
+    if (w->n_streams) {
+        uint8_t p[PST_VARINT_MAX];
+        write_chunk(w, PST_CHUNK_SYNC, 0, p, (size_t)(pst_put_sync(p, pst_writer_now(w)) - p));
+    }
     return w->err;
 }
 

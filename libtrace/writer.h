@@ -104,7 +104,9 @@ void pst_writer_add_lost(pst_writer_t *w, uint64_t n);
 
 /* Write pending META, then the stream's buffered events as one chunk. */
 int pst_writer_flush_stream(pst_writer_t *w, uint32_t stream);
-/* Write pending META and every stream's buffer (in stream id order). */
+/* Write pending META and every stream's buffer (in stream id order), then a
+ * SYNC chunk at the writer's current time (pst_writer_now): readers may hand
+ * out everything stamped earlier without waiting for more. */
 int pst_writer_flush(pst_writer_t *w);
 /* Write an arbitrary chunk (after pending META): for tests of unknown kinds. */
 int pst_writer_raw_chunk(pst_writer_t *w, unsigned kind, uint32_t stream,
