@@ -166,7 +166,7 @@ fuzz: deps
 DESTDIR ?=
 INC_HDRS = libtrace/poolscope.h libtrace/format.h libtrace/reader.h libtrace/writer.h \
            libtrace/pool_adapter.h pool/bufpool.h pool/blockpool.h pool/pserr.h
-install: all
+install: $(BINS) $(PRELOAD) $(LIBTRACE) $(LIBPOOL)
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/poolscope \
 	    $(DESTDIR)$(PREFIX)/include/poolscope $(DESTDIR)$(PREFIX)/lib/pkgconfig
 	install -m 755 $(BINS) $(DESTDIR)$(PREFIX)/bin/

@@ -1,7 +1,7 @@
 /* poolscope.h — the event API: how a pool, an engine or any program
  * describes its own memory to poolscope.
  *
- * Link with -lpstrace (or the installed libpoolscope-api). Every call costs
+ * Link with -lpstrace (`pkg-config --libs poolscope` once installed). Every call costs
  * one predictable branch when the program is not running under
  * `poolscope record`: the table of entry points lives in the preload library
  * and is looked up once, at load time, with dlsym(RTLD_DEFAULT) — which works

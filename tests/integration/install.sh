@@ -1,0 +1,152 @@
+# install.sh — `make install` into a scratch prefix, from the tree already
+# built in $BUILD, and the installed package used the way a user would: the
+# files are where the Makefile says, each installed header compiles on its
+# own against the installed include directory, a program built with
+# `pkg-config --cflags --libs poolscope` (tests/progs/api_client.c) runs
+# under the INSTALLED `poolscope record`, which finds the installed preload
+# library; its markers and tensor events are in the trace and its output is
+# the same as untraced.
+. tests/integration/lib.sh
+ROOT=$PWD
+case $BUILD in /*) B=$BUILD ;; *) B=$ROOT/$BUILD ;; esac
+DUMP=$B/tests/progs/pstdump
+PFX=$T/prefix
+INC=$PFX/include/poolscope
+export PKG_CONFIG_PATH=$PFX/lib/pkgconfig
+key() { sed -n "s/^$2=//p" "$1" | head -1; }
+same_keys() {
+    while IFS= read -r l; do
+        grep -qxF "$l" "$2" || { echo "  want $l, got: $(grep "^${l%%=*}=" "$2")" >&2; return 1; }
+    done <"$1"
+}
+
+# ---- make install, same BUILD: the built tree is used as it is ----
+do_install() {
+    make --no-print-directory install PREFIX="$PFX" BUILD="$BUILD" >"$T/install.log" 2>&1 ||
+        { tail -20 "$T/install.log" >&2; return 1; }
+    # a note, not a failure: another engineer's edit may legitimately need a recompile
+    n=$(grep -c -- ' -c .*\.c -o ' "$T/install.log")
+    [ "$n" -eq 0 ] || echo "  note: make install compiled $n file(s) in $BUILD" >&2
+    return 0
+}
+check make_install do_install
+
+# ---- the installed files ----
+files_present() {
+    miss=0
+    for f in bin/poolscope lib/poolscope/libpoolscope-preload.so lib/libpstrace.a lib/libpool.a \
+        lib/pkgconfig/poolscope.pc lib/pkgconfig/poolscope-pool.pc \
+        include/poolscope/poolscope.h include/poolscope/format.h include/poolscope/reader.h \
+        include/poolscope/writer.h include/poolscope/pool_adapter.h include/poolscope/bufpool.h \
+        include/poolscope/blockpool.h include/poolscope/pserr.h; do
+        [ -s "$PFX/$f" ] || { echo "  missing: \$PREFIX/$f" >&2; miss=1; }
+    done
+    # refengine is installed when it is built
+    if [ -x "$B/bin/refengine" ] && [ ! -x "$PFX/bin/refengine" ]; then
+        echo "  missing: \$PREFIX/bin/refengine" >&2; miss=1
+    fi
+    [ -x "$PFX/bin/poolscope" ] || { echo "  \$PREFIX/bin/poolscope not executable" >&2; miss=1; }
+    [ $miss -eq 0 ]
+}
+check installed_files_present files_present
+check installed_cli_runs sh -c "'$PFX/bin/poolscope' --version | grep -q '^poolscope [0-9]'"
+
+pc_prefix() {
+    for m in poolscope poolscope-pool; do
+        c=$(pkg-config --cflags "$m") && l=$(pkg-config --libs "$m") || return 1
+        c=$(echo $c)
+        [ "$c" = "-I$INC" ] || { echo "  $m cflags: $c" >&2; return 1; }
+        case " $l " in *" -L$PFX/lib "*) ;; *) echo "  $m libs: $l" >&2; return 1 ;; esac
+    done
+    pkg-config --libs poolscope | grep -q -- '-lpstrace' &&
+        pkg-config --libs poolscope-pool | grep -q -- '-lpool'
+}
+check pkgconfig_points_at_prefix pc_prefix
+
+# every installed header compiles alone, with only the installed directory
+headers_alone() {
+    bad=0
+    for h in "$INC"/*.h; do
+        printf '#include "%s"\nint main(void){return 0;}\n' "$(basename "$h")" >"$T/hdr.c"
+        (cd "$T" && cc -std=c11 -Wall -Wextra -Werror -fsyntax-only -I"$INC" hdr.c) 2>"$T/hdr.err" ||
+            { echo "  $(basename "$h") does not compile alone: $(head -3 "$T/hdr.err")" >&2; bad=1; }
+    done
+    [ $bad -eq 0 ]
+}
+check installed_headers_self_contained headers_alone
+
+# ---- a user program built against the installed package only ----
+build_client() {
+    cp "$ROOT/tests/progs/api_client.c" "$T/api_client.c" &&
+        (cd "$T" && cc -std=c11 -O2 -o api_client api_client.c \
+            $(pkg-config --cflags --libs poolscope)) 2>"$T/cc.err" ||
+        { cat "$T/cc.err" >&2; return 1; }
+}
+check api_client_builds_with_pkgconfig build_client
+
+# the pool adapter with both packages, as the README shows it
+adapter_client() {
+    cat >"$T/adapter.c" <<'EOF'
+#include <stdio.h>
+#include "bufpool.h"
+#include "pool_adapter.h"
+int main(void)
+{
+    int err;
+    bp_config_t cfg = bp_config_default();
+    cfg = psa_bufpool_config(&cfg);
+    bp_pool_t *p = bp_create(&cfg, &err);
+    if (!p) return 1;
+    bp_destroy(p);
+    psa_bufpool_destroyed(&cfg);
+    puts("adapter=ok");
+    return 0;
+}
+EOF
+    (cd "$T" && cc -std=c11 -o adapter adapter.c $(pkg-config --cflags --libs poolscope poolscope-pool)) \
+        2>"$T/ad.err" || { head -5 "$T/ad.err" >&2; return 1; }
+    [ "$("$T/adapter")" = adapter=ok ]
+}
+check pool_adapter_links_with_pkgconfig adapter_client
+
+# ---- the installed record: finds the installed preload, traces the client ----
+preload_found() {
+    (cd "$T" && env -u POOLSCOPE_PRELOAD_LIB "$PFX/bin/poolscope" record -o "$T/env.pst" -- \
+        sh -c 'echo "$LD_PRELOAD"') >"$T/env.out" 2>"$T/env.err" || { cat "$T/env.err" >&2; return 1; }
+    want=$(realpath "$PFX/lib/poolscope/libpoolscope-preload.so")
+    [ "$(cat "$T/env.out")" = "$want" ] ||
+        { echo "  LD_PRELOAD=$(cat "$T/env.out"), want $want" >&2; return 1; }
+}
+check installed_record_uses_installed_preload preload_found
+
+traced_client() {
+    "$T/api_client" 8 >"$T/plain.out" 2>&1 || return 1
+    (cd "$T" && env -u POOLSCOPE_PRELOAD_LIB "$PFX/bin/poolscope" record -o "$T/api.pst" -- \
+        "$T/api_client" 8) >"$T/traced.out" 2>"$T/traced.err" || { cat "$T/traced.err" >&2; return 1; }
+    cmp -s "$T/plain.out" "$T/traced.out" || { echo "  output differs under record" >&2; return 1; }
+    "$DUMP" "$T/api.pst" >"$T/api.dump" || return 1
+    grep -v '^checksum=' "$T/plain.out" >"$T/api.want"
+    [ "$(grep -c . "$T/api.want")" -eq 4 ] && same_keys "$T/api.want" "$T/api.dump" &&
+        [ "$(key "$T/api.dump" mark.step)" = 8 ] && [ "$(key "$T/api.dump" tensor_acquire)" = 16 ] &&
+        [ "$(key "$T/api.dump" mark_end)" = 9 ] && [ "$(key "$T/api.dump" complete)" = 1 ] &&
+        [ "$(key "$T/api.dump" lost)" = 0 ] && [ "$(key "$T/api.dump" malloc)" -ge 16 ]
+}
+check api_client_traced_by_installed_record traced_client
+
+# the installed reader reads that trace as pstdump does
+installed_reader() {
+    "$T/api_client" --read "$T/api.pst" >"$T/read.out" || return 1
+    [ "$(cat "$T/read.out")" = "events=$(key "$T/api.dump" events) end_seen=1 truncated=0 corrupt=0" ] ||
+        { echo "  reader: $(cat "$T/read.out"), pstdump events=$(key "$T/api.dump" events)" >&2; return 1; }
+}
+check installed_reader_reads_trace installed_reader
+
+# DESTDIR stages under a root but the .pc files name the real prefix
+destdir() {
+    make --no-print-directory install PREFIX=/opt/ps DESTDIR="$T/stage" BUILD="$BUILD" >"$T/dd.log" 2>&1 ||
+        { tail -5 "$T/dd.log" >&2; return 1; }
+    [ -x "$T/stage/opt/ps/bin/poolscope" ] &&
+        grep -qx 'prefix=/opt/ps' "$T/stage/opt/ps/lib/pkgconfig/poolscope.pc"
+}
+check install_destdir destdir
+exit $status
