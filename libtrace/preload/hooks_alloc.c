@@ -134,7 +134,7 @@ EXPORT void *malloc(size_t n)
     uint32_t sid = stack_of(t);
     uint8_t *p = ps_rec_begin(t);
     if (p) ps_rec_end(t, ps_enc_Au(&t->enc, p, PST_EV_MALLOC, sid, (uintptr_t)r, n));
-    ps_leave();
+    ps_leave_inline();
     return r;
 }
 
@@ -147,7 +147,7 @@ EXPORT void free(void *ptr)
     uint8_t *p = ps_rec_begin(t);
     if (p) ps_rec_end(t, ps_enc_A(&t->enc, p, PST_EV_FREE, 0, (uintptr_t)ptr));
     ps_real.free(ptr);
-    ps_leave();
+    ps_leave_inline();
 }
 
 EXPORT void *calloc(size_t a, size_t b)
@@ -165,7 +165,7 @@ EXPORT void *calloc(size_t a, size_t b)
     uint32_t sid = stack_of(t);
     uint8_t *p = ps_rec_begin(t);
     if (p) ps_rec_end(t, ps_enc_Auu(&t->enc, p, PST_EV_CALLOC, sid, (uintptr_t)r, a, b));
-    ps_leave();
+    ps_leave_inline();
     return r;
 }
 
@@ -198,7 +198,7 @@ EXPORT void *realloc(void *old, size_t n)
     uint32_t sid = stack_of(t);
     uint8_t *p = ps_rec_begin(t);
     if (p) ps_rec_end(t, ps_enc_AAu(&t->enc, p, PST_EV_REALLOC, sid, (uintptr_t)old, (uintptr_t)r, n));
-    ps_leave();
+    ps_leave_inline();
     return r;
 }
 
@@ -216,7 +216,7 @@ EXPORT void *reallocarray(void *old, size_t a, size_t b)
     pst_event_t ev = { .type = PST_EV_REALLOCARRAY, .stack = stack_of(t),
                        .f = { (uintptr_t)old, (uintptr_t)r, a, b } };
     ps_emit_generic(t, &ev);
-    ps_leave();
+    ps_leave_inline();
     return r;
 }
 
@@ -225,7 +225,7 @@ static void *aligned_common(unsigned type, size_t align, size_t n, void *r, ps_t
     uint32_t sid = stack_of(t);
     uint8_t *p = ps_rec_begin(t);
     if (p) ps_rec_end(t, ps_enc_Auu(&t->enc, p, type, sid, (uintptr_t)r, align, n));
-    ps_leave();
+    ps_leave_inline();
     return r;
 }
 
@@ -263,7 +263,7 @@ static void *page_common(unsigned type, size_t n, void *r, ps_thr_t *t)
     uint32_t sid = stack_of(t);
     uint8_t *p = ps_rec_begin(t);
     if (p) ps_rec_end(t, ps_enc_Au(&t->enc, p, type, sid, (uintptr_t)r, n));
-    ps_leave();
+    ps_leave_inline();
     return r;
 }
 
@@ -327,7 +327,7 @@ EXPORT void *mmap(void *a, size_t len, int prot, int flags, int fd, off_t off)
                               (unsigned)flags, (uint64_t)(int64_t)fd, (uint64_t)off } };
     int e = errno;
     ps_emit_generic(t, &ev);
-    ps_leave();
+    ps_leave_inline();
     errno = e;
     return r;
 }
@@ -345,7 +345,7 @@ EXPORT int munmap(void *a, size_t len)
     pst_event_t ev = { .type = PST_EV_MUNMAP, .f = { (uintptr_t)a, len } };
     ps_emit_generic(t, &ev);
     int r = real_munmap ? real_munmap(a, len) : (int)syscall(SYS_munmap, a, len);
-    ps_leave();
+    ps_leave_inline();
     return r;
 }
 
@@ -368,7 +368,7 @@ EXPORT void *mremap(void *old, size_t old_len, size_t new_len, int flags, ...)
                        .f = { (uintptr_t)old, old_len, r == MAP_FAILED ? 0 : (uintptr_t)r,
                               new_len, (unsigned)flags } };
     ps_emit_generic(t, &ev);
-    ps_leave();
+    ps_leave_inline();
     errno = e;
     return r;
 }
@@ -400,7 +400,7 @@ EXPORT int madvise(void *a, size_t len, int advice)
         pst_event_t ev = { .type = PST_EV_MADVISE, .f = { (uintptr_t)a, len, (unsigned)advice } };
         ps_emit_generic(t, &ev);
     }
-    ps_leave();
+    ps_leave_inline();
     errno = e;
     return r;
 }
@@ -415,7 +415,7 @@ EXPORT int brk(void *end)
     int e = errno;
     pst_event_t ev = { .type = PST_EV_BRK, .f = { (uintptr_t)end, (uint64_t)(int64_t)r } };
     ps_emit_generic(t, &ev);
-    ps_leave();
+    ps_leave_inline();
     errno = e;
     return r;
 }
@@ -431,7 +431,7 @@ EXPORT void *sbrk(intptr_t inc)
     pst_event_t ev = { .type = PST_EV_SBRK, .f = { (uint64_t)(int64_t)inc,
                                                    r == (void *)-1 ? 0 : (uintptr_t)r } };
     ps_emit_generic(t, &ev);
-    ps_leave();
+    ps_leave_inline();
     errno = e;
     return r;
 }

@@ -40,6 +40,25 @@
 
 typedef struct ps_scache_ent { uint64_t hash; uint32_t id; uint32_t pad; } ps_scache_ent_t;
 
+/* stacks.c: the thread's previous dwarf walk, a prediction for the next one
+ * (every predicted value is checked against memory before it is used),
+ * and its frames with their hash, for an incremental hash. */
+#define PS_WALK_MAX (PST_MAX_DEPTH + 17)
+typedef struct ps_wstep {
+    uint64_t ip, sp, bp;    /* state of the dwarf walk at this step */
+    uint64_t r;             /* dwarf: rule of ip */
+    uint64_t cfa, slot;     /* dwarf: caller's sp, address the caller's rbp was loaded from (0: none) */
+} ps_wstep_t;
+typedef struct ps_walk {
+    uint32_t n;             /* valid steps */
+    uint32_t gen;           /* rule-cache generation of the dwarf steps */
+    uint32_t nfr;           /* frames in fr */
+    uint32_t id;            /* stack id of fr */
+    uint64_t hsum;          /* sum of the per-frame hashes of fr */
+    uint64_t fr[PST_MAX_DEPTH];
+    ps_wstep_t st[PS_WALK_MAX];
+} ps_walk_t;
+
 /* One thread stream. Mapped (raw mmap) on the thread's first event; the
  * producer (the thread) owns the first cache line, the consumer (flusher or
  * the thread itself) the second. Freed by the flusher once `dead`. */
@@ -53,6 +72,7 @@ typedef struct ps_thr {
     uintptr_t stk_lo;       /* fp walk: the stack pointer must lie above this */
     uintptr_t stk_hi;       /* fp walk: frames must lie below this (0: unknown) */
     uint8_t *ring;
+    uint8_t stk_tried;      /* dwarf walk: stk_lo/stk_hi looked up (stacks.c) */
     char pad0[64];
     /* consumer */
     pthread_mutex_t clock;  /* serialises flushes of this ring */
@@ -66,6 +86,7 @@ typedef struct ps_thr {
     struct ps_thr *next;    /* global list, pushed at the head */
     size_t map_len;
     ps_scache_ent_t scache[PS_SCACHE];
+    ps_walk_t walk;         /* stacks.c, the owner thread only */
 } ps_thr_t;
 
 #define PS_THR_DEAD ((ps_thr_t *)1)
@@ -196,6 +217,13 @@ static inline ps_thr_t *ps_enter(void)
         return NULL;   /* not recording: pass through without a call */
     }
     return ps_enter_slow();
+}
+
+/* ps_leave (core.c) inlined, for the hooks' hot paths: the same two steps. */
+static inline void ps_leave_inline(void)
+{
+    PS_SIGFENCE();
+    ps_tls.busy = 0;
 }
 
 /* Begin/end of one record in the calling thread's ring. */

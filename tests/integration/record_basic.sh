@@ -110,6 +110,10 @@ nofp_dwarf() {
 }
 check stacks_dwarf_without_frame_pointers nofp_dwarf
 
+# The interposer's hand-coded encoders write exactly what the format's
+# table-driven encoder writes, for two million random events.
+check preload_encoders_match_format "$P/pre_encode"
+
 # ---- selective tracing ----
 paused() {
     "$PS" record -o "$T/paused.pst" --paused -- "$P/alloc_counts" -n 50 -d "$T" >/dev/null 2>&1 || return 1
