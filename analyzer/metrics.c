@@ -3,13 +3,21 @@
  * State, all bounded by what is live or distinct, never by stream length:
  *   live    open-addressing table addr -> object (req, rnd, size key, time,
  *           stack), linear probing with backward-shift deletion (no
- *           tombstones, so a churny stream never degrades the table);
- *   reuse   table addr -> time stamp of its last allocation, and a Fenwick
- *           tree over those stamps holding 1 at each address's latest stamp.
- *           Mattson's stack distance of an allocation at a is then the number
- *           of ones after a's previous stamp: O(log D). The stamps are
- *           renumbered 1..D (keeping order) when the clock reaches the end of
- *           the tree, so the tree stays within 2-4x the distinct addresses;
+ *           tombstones, so a churny stream never degrades the table); one
+ *           probe per az_alloc finds the address or the slot it goes to;
+ *   reuse   table addr -> time stamp of its last allocation (no deletion),
+ *           a bitmap over stamps with a 1 at each address's latest stamp,
+ *           a Fenwick tree over the popcounts of the bitmap's 64-bit words,
+ *           and an array stamp -> table slot of its owner. Mattson's stack
+ *           distance of an allocation at a is the number of ones after a's
+ *           previous stamp: a popcount of the few words in between when that
+ *           stamp is among the latest NEAR_WORDS words (kept out of the
+ *           tree, so such a reuse touches no tree node), else a Fenwick
+ *           prefix over the words, O(log D).
+ *           When the clock reaches the end of the bitmap the stamps are
+ *           renumbered 1..D in order by one walk over the bitmap (no
+ *           sort), and the bitmap is sized to 4 D, so everything stays within
+ *           a constant times the distinct addresses;
  *   lastfree table size key -> the address most recently freed with that key
  *           (same_address_reuse);
  *   sites   array indexed by stack id; the live bytes of each site at the
@@ -19,6 +27,10 @@
  *           a snapshot per new peak);
  *   phases  one entry per marker name, with the cumulative call counters at
  *           the moment its phase opened.
+ *
+ * Hash tables use Fibonacci hashing (the top bits of key * 2^64/phi): heap
+ * addresses share their low bits (alignment), which the top bits of the
+ * product do not depend on alone.
  */
 #include "metrics.h"
 
@@ -30,12 +42,13 @@
 
 /* ---- hash tables ------------------------------------------------------------ */
 
-static inline uint64_t hash64(uint64_t k)
+#define HMUL 0x9E3779B97F4A7C15ull
+
+static inline size_t hslot(uint64_t k, unsigned shift) { return (size_t)((k * HMUL) >> shift); }
+
+static unsigned shift_for(size_t cap)   /* cap a power of two >= 2 */
 {
-    k ^= k >> 33;
-    k *= 0xff51afd7ed558ccdull;
-    k ^= k >> 33;
-    return k;
+    return 64u - (unsigned)__builtin_ctzll((unsigned long long)cap);
 }
 
 typedef struct live_obj {
@@ -46,7 +59,8 @@ typedef struct live_obj {
 
 typedef struct live_tab {
     live_obj_t *e;
-    size_t mask, n;
+    size_t mask, n, max_n;     /* max_n: grow beyond 1/2 full (short probes, short shifts) */
+    unsigned shift;
 } live_tab_t;
 
 typedef struct kv_ent { uint64_t k, v; } kv_ent_t;   /* v == 0: empty (values stored +1) */
@@ -54,23 +68,35 @@ typedef struct kv_ent { uint64_t k, v; } kv_ent_t;   /* v == 0: empty (values st
 typedef struct kv_tab {
     kv_ent_t *e;
     size_t mask, n;
+    unsigned shift;
 } kv_tab_t;
+
+/* reuse table entry: stamp 0 = empty slot (stamps start at 1) */
+typedef struct reuse_ent { uint64_t addr; uint32_t stamp, pad; } reuse_ent_t;
+
+typedef struct reuse_tab {
+    reuse_ent_t *e;
+    size_t mask, n, max_n;
+    unsigned shift;
+} reuse_tab_t;
 
 static int live_init(live_tab_t *t, size_t cap)
 {
     t->e = calloc(cap, sizeof *t->e);
     t->mask = cap - 1;
     t->n = 0;
+    t->max_n = cap / 2;
+    t->shift = shift_for(cap);
     return t->e ? 0 : PS_ENOMEM;
 }
 
-static live_obj_t *live_find(const live_tab_t *t, uint64_t addr)
+/* The entry of addr, or the empty slot where it would go (o->used == 0). */
+static inline live_obj_t *live_probe(const live_tab_t *t, uint64_t addr)
 {
-    size_t i = hash64(addr) & t->mask;
+    size_t i = hslot(addr, t->shift);
     for (;;) {
         live_obj_t *o = &t->e[i];
-        if (!o->used) return NULL;
-        if (o->addr == addr) return o;
+        if (!o->used || o->addr == addr) return o;
         i = (i + 1) & t->mask;
     }
 }
@@ -81,7 +107,7 @@ static int live_grow(live_tab_t *t)
     if (live_init(&nt, (t->mask + 1) * 2)) return PS_ENOMEM;
     for (size_t i = 0; i <= t->mask; i++) {
         if (!t->e[i].used) continue;
-        size_t j = hash64(t->e[i].addr) & nt.mask;
+        size_t j = hslot(t->e[i].addr, nt.shift);
         while (nt.e[j].used) j = (j + 1) & nt.mask;
         nt.e[j] = t->e[i];
     }
@@ -89,18 +115,6 @@ static int live_grow(live_tab_t *t)
     free(t->e);
     *t = nt;
     return 0;
-}
-
-/* Insert (addr must not be present). */
-static live_obj_t *live_insert(live_tab_t *t, uint64_t addr)
-{
-    if ((t->n + 1) * 4 > (t->mask + 1) * 3 && live_grow(t)) return NULL;
-    size_t i = hash64(addr) & t->mask;
-    while (t->e[i].used) i = (i + 1) & t->mask;
-    t->e[i].used = 1;
-    t->e[i].addr = addr;
-    t->n++;
-    return &t->e[i];
 }
 
 /* Remove the entry at o (backward-shift deletion). */
@@ -111,7 +125,7 @@ static void live_remove(live_tab_t *t, live_obj_t *o)
     for (;;) {
         j = (j + 1) & t->mask;
         if (!t->e[j].used) break;
-        size_t home = hash64(t->e[j].addr) & t->mask;
+        size_t home = hslot(t->e[j].addr, t->shift);
         /* can entry j move to i? yes if home is not in (i, j] cyclically */
         if ((j > i && (home <= i || home > j)) || (j < i && home <= i && home > j)) {
             t->e[i] = t->e[j];
@@ -127,12 +141,13 @@ static int kv_init(kv_tab_t *t, size_t cap)
     t->e = calloc(cap, sizeof *t->e);
     t->mask = cap - 1;
     t->n = 0;
+    t->shift = shift_for(cap);
     return t->e ? 0 : PS_ENOMEM;
 }
 
 static kv_ent_t *kv_find(const kv_tab_t *t, uint64_t k)
 {
-    size_t i = hash64(k) & t->mask;
+    size_t i = hslot(k, t->shift);
     for (;;) {
         kv_ent_t *e = &t->e[i];
         if (!e->v) return NULL;
@@ -145,7 +160,7 @@ static kv_ent_t *kv_find(const kv_tab_t *t, uint64_t k)
  * set by the caller). NULL on allocation failure. */
 static kv_ent_t *kv_upsert(kv_tab_t *t, uint64_t k, int *is_new)
 {
-    size_t i = hash64(k) & t->mask;
+    size_t i = hslot(k, t->shift);
     for (;;) {
         kv_ent_t *e = &t->e[i];
         if (!e->v) break;
@@ -157,14 +172,14 @@ static kv_ent_t *kv_upsert(kv_tab_t *t, uint64_t k, int *is_new)
         if (kv_init(&nt, (t->mask + 1) * 2)) return NULL;
         for (size_t a = 0; a <= t->mask; a++) {
             if (!t->e[a].v) continue;
-            size_t j = hash64(t->e[a].k) & nt.mask;
+            size_t j = hslot(t->e[a].k, nt.shift);
             while (nt.e[j].v) j = (j + 1) & nt.mask;
             nt.e[j] = t->e[a];
         }
         nt.n = t->n;
         free(t->e);
         *t = nt;
-        i = hash64(k) & t->mask;
+        i = hslot(k, t->shift);
         while (t->e[i].v) i = (i + 1) & t->mask;
     }
     t->e[i].k = k;
@@ -189,6 +204,12 @@ typedef struct phase {
 } phase_t;
 
 #define EXACT_DIST 4096
+#define STAMP_MIN_CAP 4096          /* stamps (bits) at least; a multiple of 64 */
+#define REUSE_MAX_CAP (1u << 30)    /* stamps and slots stay within uint32 */
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
+#define HAVE_POPCNT_VARIANT 1       /* reuse_alloc also built for the popcnt instruction */
+#endif
+#define NEAR_WORDS 8                /* words after the tree, counted by popcounts */
 
 struct az_metrics {
     az_cfg_t cfg;
@@ -201,9 +222,14 @@ struct az_metrics {
     live_tab_t live;
 
     /* reuse */
-    kv_tab_t reuse;           /* addr -> stamp + 1 */
-    uint32_t *fen;            /* Fenwick tree, 1-based, fen_cap entries */
-    uint64_t fen_cap, clock;
+    reuse_tab_t reuse;        /* addr -> latest stamp */
+    uint32_t *owner;          /* stamp -> reuse slot, valid where the stamp's bit is set; stamp_cap entries */
+    uint64_t *bits;           /* stamp_cap bits: 1 at each address's latest stamp */
+    uint32_t *fw;             /* Fenwick tree over popcount(bits[w]), 1-based, stamp_cap/64 entries */
+    uint64_t stamp_cap;       /* stamps are 1 .. stamp_cap - 1 */
+    uint64_t clock;           /* latest stamp handed out */
+    uint64_t sealed;          /* words below this are in the tree; the rest are counted directly */
+    int      popcnt;          /* the CPU has the popcnt instruction */
     kv_tab_t lastfree;        /* size key -> addr + 1 */
     uint64_t dist_exact[EXACT_DIST];
     uint64_t dist_fine[64][16];
@@ -234,6 +260,65 @@ struct az_metrics {
     int      steady_open;
 };
 
+/* The tree covers the words below the clock's word minus NEAR_WORDS. */
+static inline uint64_t sealed_for(uint64_t clock)
+{
+    uint64_t cw = clock >> 6;
+    return cw > NEAR_WORDS ? cw - NEAR_WORDS : 0;
+}
+
+static int reuse_tab_init(reuse_tab_t *t, size_t cap)
+{
+    t->e = calloc(cap, sizeof *t->e);
+    t->mask = cap - 1;
+    t->n = 0;
+    t->max_n = cap / 4 * 3;
+    t->shift = shift_for(cap);
+    return t->e ? 0 : PS_ENOMEM;
+}
+
+/* Size the stamp structures to cap stamps (a multiple of 64, >= the current
+ * one). Contents are rebuilt by the caller. */
+static int stamps_resize(az_metrics_t *m, uint64_t cap)
+{
+    if (cap <= m->stamp_cap && m->owner) return 0;
+    uint32_t *owner = realloc(m->owner, cap * sizeof *owner);
+    if (!owner) return PS_ENOMEM;
+    m->owner = owner;
+    uint64_t *bits = realloc(m->bits, cap / 64 * sizeof *bits);
+    if (!bits) return PS_ENOMEM;
+    m->bits = bits;
+    uint32_t *fw = realloc(m->fw, (cap / 64 + 1) * sizeof *fw);
+    if (!fw) return PS_ENOMEM;
+    m->fw = fw;
+    m->stamp_cap = cap;
+    return 0;
+}
+
+/* Bitmap = ones at stamps 1..k (k = m->clock), the tree rebuilt over the
+ * words below the near window. */
+static void stamps_rebuild(az_metrics_t *m, uint64_t k)
+{
+    uint64_t nw = m->stamp_cap / 64;
+    memset(m->bits, 0, nw * sizeof *m->bits);
+    for (uint64_t w = 0; w <= k / 64 && w < nw; w++) {
+        uint64_t lo = w * 64, hi = lo + 63;            /* stamps in this word */
+        uint64_t a = lo < 1 ? 1 : lo, b = hi < k ? hi : k;
+        if (a > b) continue;
+        uint64_t n = b - a + 1;
+        m->bits[w] = n == 64 ? ~0ull : ((1ull << n) - 1) << (a - lo);
+    }
+    m->sealed = sealed_for(k);
+    /* linear Fenwick build over words 0..sealed-1 */
+    m->fw[0] = 0;
+    for (uint64_t i = 1; i <= nw; i++)
+        m->fw[i] = i - 1 < m->sealed ? (uint32_t)__builtin_popcountll(m->bits[i - 1]) : 0;
+    for (uint64_t i = 1; i <= nw; i++) {
+        uint64_t j = i + (i & (~i + 1));
+        if (j <= nw) m->fw[j] += m->fw[i];
+    }
+}
+
 az_metrics_t *az_create(const az_cfg_t *cfg, int *err)
 {
     int e = PS_ENOMEM;
@@ -241,6 +326,7 @@ az_metrics_t *az_create(const az_cfg_t *cfg, int *err)
     if (!m) goto fail;
     if (cfg) m->cfg = *cfg;
     if (!m->cfg.reuse_cap) m->cfg.reuse_cap = 1u << 20;
+    if (m->cfg.reuse_cap > REUSE_MAX_CAP) m->cfg.reuse_cap = REUSE_MAX_CAP;
     if (!m->cfg.steady_after) m->cfg.steady_after = 4;
     m->step_marker = strdup(m->cfg.step_marker ? m->cfg.step_marker : "decode");
     m->cfg.step_marker = m->step_marker;
@@ -249,10 +335,13 @@ az_metrics_t *az_create(const az_cfg_t *cfg, int *err)
     m->st.last_reuse_distance = -2;
     if (live_init(&m->live, 1024)) goto fail;
     if (!m->cfg.no_reuse) {
-        if (kv_init(&m->reuse, 1024) || kv_init(&m->lastfree, 256)) goto fail;
-        m->fen_cap = 4096;
-        m->fen = calloc(m->fen_cap + 1, sizeof *m->fen);
-        if (!m->fen) goto fail;
+        if (reuse_tab_init(&m->reuse, 1024) || kv_init(&m->lastfree, 256)) goto fail;
+        if (stamps_resize(m, STAMP_MIN_CAP)) goto fail;
+        stamps_rebuild(m, 0);
+#ifdef HAVE_POPCNT_VARIANT
+        __builtin_cpu_init();
+        m->popcnt = __builtin_cpu_supports("popcnt") != 0;
+#endif
     }
     m->r.t_first = UINT64_MAX;
     return m;
@@ -267,8 +356,10 @@ void az_destroy(az_metrics_t *m)
     if (!m) return;
     free(m->live.e);
     free(m->reuse.e);
+    free(m->owner);
+    free(m->bits);
+    free(m->fw);
     free(m->lastfree.e);
-    free(m->fen);
     free(m->sites);
     free(m->site_out);
     for (size_t i = 0; i < m->n_phases; i++) free((char *)m->phases[i].p.name);
@@ -279,10 +370,10 @@ void az_destroy(az_metrics_t *m)
 }
 
 /* Advance time to t: integrate the time-weighted means over [t_prev, t). */
-static void advance(az_metrics_t *m, uint64_t t)
+static inline void advance(az_metrics_t *m, uint64_t t)
 {
     if (t < m->st.t) t = m->st.t;                  /* never go back */
-    if (m->r.t_first == UINT64_MAX) { m->r.t_first = t; m->t_prev = t; }
+    if (__builtin_expect(m->r.t_first == UINT64_MAX, 0)) { m->r.t_first = t; m->t_prev = t; }
     if (t > m->t_prev && m->counting) {
         double dt = (double)(t - m->t_prev);
         if (m->st.live_rnd_bytes) {
@@ -300,19 +391,23 @@ static void advance(az_metrics_t *m, uint64_t t)
     m->r.t_last = t;
 }
 
-static site_t *site_get(az_metrics_t *m, uint32_t stack)
+static site_t *site_grow(az_metrics_t *m, uint32_t stack)
+{
+    size_t n = m->n_sites ? m->n_sites : 64;
+    while (n <= stack) n *= 2;
+    site_t *s = realloc(m->sites, n * sizeof *s);
+    if (!s) return NULL;
+    memset(s + m->n_sites, 0, (n - m->n_sites) * sizeof *s);
+    for (size_t i = m->n_sites; i < n; i++) s[i].s.stack = (uint32_t)i;
+    m->sites = s;
+    m->n_sites = n;
+    return s;
+}
+
+static inline site_t *site_get(az_metrics_t *m, uint32_t stack)
 {
     if (m->cfg.no_sites) return NULL;
-    if (stack >= m->n_sites) {
-        size_t n = m->n_sites ? m->n_sites : 64;
-        while (n <= stack) n *= 2;
-        site_t *s = realloc(m->sites, n * sizeof *s);
-        if (!s) return NULL;
-        memset(s + m->n_sites, 0, (n - m->n_sites) * sizeof *s);
-        for (size_t i = m->n_sites; i < n; i++) s[i].s.stack = (uint32_t)i;
-        m->sites = s;
-        m->n_sites = n;
-    }
+    if (__builtin_expect(stack >= m->n_sites, 0) && !site_grow(m, stack)) return NULL;
     site_t *s = &m->sites[stack];
     if (s->stamp != m->peak_id) {          /* untouched since the latest peak */
         s->s.peak_bytes = s->s.live_bytes;
@@ -321,7 +416,7 @@ static site_t *site_get(az_metrics_t *m, uint32_t stack)
     return s;
 }
 
-static void check_live_peak(az_metrics_t *m)
+static inline void check_live_peak(az_metrics_t *m)
 {
     if (!m->counting) return;
     if (m->st.live_bytes > m->r.peak_live_bytes ||
@@ -340,7 +435,7 @@ static void check_live_peak(az_metrics_t *m)
     }
 }
 
-static void dist_record(az_metrics_t *m, uint64_t d)
+static inline void dist_record(az_metrics_t *m, uint64_t d)
 {
     m->r.reuse_samples++;
     m->r.distance_hist[az_log2_bucket(d)]++;
@@ -353,67 +448,88 @@ static void dist_record(az_metrics_t *m, uint64_t d)
     }
 }
 
-static uint64_t fen_prefix(const az_metrics_t *m, uint64_t i)
+/* ---- reuse distance --------------------------------------------------------- */
+
+/* The Fenwick tree covers the words below m->sealed, which trails the word
+ * of the clock by NEAR_WORDS: a reuse whose previous stamp is in the words
+ * after it is counted with popcounts only and clears its bit without
+ * touching the tree; older stamps use the tree. */
+
+static inline void fw_add(az_metrics_t *m, uint64_t w, uint32_t d)   /* word w, d = +1 or -1 (wrapping) */
 {
-    uint64_t s = 0;
-    for (; i > 0; i &= i - 1) s += m->fen[i];
-    return s;
+    uint64_t nw = m->stamp_cap >> 6;
+    for (uint64_t i = w + 1; i <= nw; i += i & (~i + 1)) m->fw[i] += d;
 }
 
-static void fen_add(az_metrics_t *m, uint64_t i, int d)
+/* Renumber the stamps 1..D keeping their order (one walk over the set bits
+ * of the bitmap, whose owners are current) and size the stamp structures
+ * to 4 D (at least STAMP_MIN_CAP). Amortized O(1) per allocation: it runs
+ * after at least 3 D stamps were handed out. */
+static int stamps_compact(az_metrics_t *m)
 {
-    for (; i <= m->fen_cap; i += i & (~i + 1)) m->fen[i] += (uint32_t)d;
-}
-
-typedef struct stamp_ref { uint64_t stamp; kv_ent_t *e; } stamp_ref_t;
-
-static int cmp_stamp(const void *a, const void *b)
-{
-    uint64_t x = ((const stamp_ref_t *)a)->stamp, y = ((const stamp_ref_t *)b)->stamp;
-    return (x > y) - (x < y);
-}
-
-/* Renumber the stamps 1..D keeping their order and size the tree to 4*D
- * (at least 4096), all ones in 1..D. */
-static int fen_compact(az_metrics_t *m)
-{
-    size_t d = m->reuse.n, k = 0;
-    stamp_ref_t *refs = malloc((d ? d : 1) * sizeof *refs);
-    uint64_t cap = d * 4 < 4096 ? 4096 : d * 4;
-    uint32_t *fen = calloc(cap + 1, sizeof *fen);
-    if (!refs || !fen) { free(refs); free(fen); return PS_ENOMEM; }
-    for (size_t i = 0; i <= m->reuse.mask; i++)
-        if (m->reuse.e[i].v) refs[k++] = (stamp_ref_t){ m->reuse.e[i].v - 1, &m->reuse.e[i] };
-    qsort(refs, k, sizeof *refs, cmp_stamp);
-    for (size_t i = 0; i < k; i++) refs[i].e->v = (uint64_t)i + 2;   /* stamp i+1, stored +1 */
-    /* a Fenwick tree of all ones over 1..k: node i covers (i - lowbit(i), i] */
-    for (uint64_t i = 1; i <= cap; i++) {
-        uint64_t lo = i - (i & (~i + 1));
-        fen[i] = (uint32_t)(i <= k ? i - lo : (lo < k ? k - lo : 0));
+    uint64_t k = 0;
+    for (uint64_t w = 0; w <= m->clock >> 6; w++) {      /* stamps with their bit set are current */
+        for (uint64_t b = m->bits[w]; b; b &= b - 1) {
+            uint32_t o = m->owner[w * 64 + (uint64_t)__builtin_ctzll(b)];
+            m->owner[++k] = o;
+            m->reuse.e[o].stamp = (uint32_t)k;
+        }
     }
-    free(refs);
-    free(m->fen);
-    m->fen = fen;
-    m->fen_cap = cap;
+    uint64_t want = (k * 4 + 63) & ~(uint64_t)63;
+    if (want < STAMP_MIN_CAP) want = STAMP_MIN_CAP;
+    int rc = stamps_resize(m, want);
+    /* on failure the old size still holds the renumbered stamps */
     m->clock = k;
+    stamps_rebuild(m, k);
+    return rc && k + 1 >= m->stamp_cap ? rc : 0;
+}
+
+static int reuse_grow(az_metrics_t *m)
+{
+    reuse_tab_t nt, *t = &m->reuse;
+    if (reuse_tab_init(&nt, (t->mask + 1) * 2)) return PS_ENOMEM;
+    for (size_t i = 0; i <= t->mask; i++) {
+        if (!t->e[i].stamp) continue;
+        size_t j = hslot(t->e[i].addr, nt.shift);
+        while (nt.e[j].stamp) j = (j + 1) & nt.mask;
+        nt.e[j] = t->e[i];
+        m->owner[t->e[i].stamp] = (uint32_t)j;
+    }
+    nt.n = t->n;
+    free(t->e);
+    *t = nt;
     return 0;
 }
 
-/* Reuse bookkeeping for an allocation at addr. */
-static void reuse_alloc(az_metrics_t *m, uint64_t addr, uint64_t key)
+static inline reuse_ent_t *reuse_probe(const reuse_tab_t *t, uint64_t addr)
+{
+    size_t i = hslot(addr, t->shift);
+    for (;;) {
+        reuse_ent_t *e = &t->e[i];
+        if (!e->stamp || e->addr == addr) return e;
+        i = (i + 1) & t->mask;
+    }
+}
+
+/* Reuse bookkeeping for an allocation at addr. Compiled twice (with and
+ * without the popcnt instruction, chosen once at az_create) since the
+ * baseline x86-64 target has no popcount instruction. */
+static inline __attribute__((always_inline)) void reuse_alloc_body(az_metrics_t *m, uint64_t addr, uint64_t key)
 {
     int is_new = 0;
-    kv_ent_t *e = NULL;
-    /* renumber before a new entry exists (its placeholder has no stamp) */
-    if (m->clock >= m->fen_cap && fen_compact(m)) {
+    if (__builtin_expect(m->clock + 1 >= m->stamp_cap, 0) && stamps_compact(m)) {
         m->st.last_reuse_distance = -2;
         return;
     }
-    if (m->reuse.n < m->cfg.reuse_cap) {
-        e = kv_upsert(&m->reuse, addr, &is_new);
-    } else {
-        e = kv_find(&m->reuse, addr);
-        if (!e) m->r.reuse_capped = 1;
+    reuse_ent_t *e = reuse_probe(&m->reuse, addr);
+    if (!e->stamp) {                  /* not tracked yet */
+        if (m->reuse.n >= m->cfg.reuse_cap) {
+            e = NULL;
+            m->r.reuse_capped = 1;
+        } else if (m->reuse.n + 1 > m->reuse.max_n) {
+            e = reuse_grow(m) ? NULL : reuse_probe(&m->reuse, addr);
+        }
+        if (e) { e->addr = addr; m->reuse.n++; is_new = 1; }
     }
     if (m->counting) {
         kv_ent_t *lf = kv_find(&m->lastfree, key);
@@ -430,29 +546,76 @@ static void reuse_alloc(az_metrics_t *m, uint64_t addr, uint64_t key)
     } else {
         /* every tracked address has one 1, at its latest stamp: the ones
          * after a's previous stamp are the distinct addresses since */
-        uint64_t prev = e->v - 1;
-        uint64_t d = m->reuse.n - fen_prefix(m, prev);
-        fen_add(m, prev, -1);
+        uint64_t prev = e->stamp, pw = prev >> 6, d;
+        uint64_t upto = ~0ull >> (63 - (prev & 63));            /* stamps <= prev in its word */
+        if (pw >= m->sealed) {
+            uint64_t cw = m->clock >> 6;
+            d = (uint64_t)__builtin_popcountll(m->bits[pw] & ~upto);
+            for (uint64_t w = pw + 1; w <= cw; w++) d += (uint64_t)__builtin_popcountll(m->bits[w]);
+        } else {
+            uint64_t c = 0;
+            for (uint64_t i = pw; i > 0; i &= i - 1) c += m->fw[i];   /* words 0..pw-1 */
+            c += (uint64_t)__builtin_popcountll(m->bits[pw] & upto);
+            d = m->reuse.n - c;
+            fw_add(m, pw, (uint32_t)-1);
+        }
+        m->bits[pw] &= ~(1ull << (prev & 63));        /* owner[prev] is stale from now on */
         if (m->counting) dist_record(m, d);
         m->st.last_reuse_distance = (int64_t)d;
     }
     uint64_t now = ++m->clock;
-    fen_add(m, now, +1);
-    e->v = now + 1;
+    uint64_t seal = sealed_for(now);
+    while (m->sealed < seal) {        /* a word leaves the near window: into the tree */
+        fw_add(m, m->sealed, (uint32_t)__builtin_popcountll(m->bits[m->sealed]));
+        m->sealed++;
+    }
+    m->bits[now >> 6] |= 1ull << (now & 63);
+    m->owner[now] = (uint32_t)(e - m->reuse.e);
+    e->stamp = (uint32_t)now;
+}
+
+static void reuse_alloc_plain(az_metrics_t *m, uint64_t addr, uint64_t key)
+{
+    reuse_alloc_body(m, addr, key);
+}
+
+#ifdef HAVE_POPCNT_VARIANT
+__attribute__((target("popcnt")))
+static void reuse_alloc_popcnt(az_metrics_t *m, uint64_t addr, uint64_t key)
+{
+    reuse_alloc_body(m, addr, key);
+}
+#endif
+
+static inline void reuse_alloc(az_metrics_t *m, uint64_t addr, uint64_t key)
+{
+#ifdef HAVE_POPCNT_VARIANT
+    if (m->popcnt) { reuse_alloc_popcnt(m, addr, key); return; }
+#endif
+    reuse_alloc_plain(m, addr, key);
 }
 
 int az_alloc(az_metrics_t *m, uint64_t t, uint64_t addr, uint64_t req, uint64_t rnd,
              uint64_t size_key, uint32_t stack)
 {
+    /* the reuse entry is looked up after the live table: start loading it
+     * now so the two cache misses overlap */
+    if (!m->cfg.no_reuse) __builtin_prefetch(&m->reuse.e[hslot(addr, m->reuse.shift)]);
     advance(m, t);
     if (rnd < req) rnd = req;
-    live_obj_t *o = live_find(&m->live, addr);
-    if (o) {
+    live_obj_t *o = live_probe(&m->live, addr);
+    if (__builtin_expect(o->used, 0)) {
         m->r.double_allocs++;
         az_free(m, t, addr);
+        o = live_probe(&m->live, addr);
     }
-    o = live_insert(&m->live, addr);
-    if (!o) return PS_ENOMEM;
+    if (__builtin_expect(m->live.n + 1 > m->live.max_n, 0)) {
+        if (live_grow(&m->live)) return PS_ENOMEM;
+        o = live_probe(&m->live, addr);
+    }
+    o->used = 1;
+    o->addr = addr;
+    m->live.n++;
     o->req = req; o->rnd = rnd; o->key = size_key; o->t = m->st.t; o->stack = stack;
     m->st.live_bytes += req;
     m->st.live_rnd_bytes += rnd;
@@ -478,8 +641,8 @@ int az_alloc(az_metrics_t *m, uint64_t t, uint64_t addr, uint64_t req, uint64_t 
 int az_free(az_metrics_t *m, uint64_t t, uint64_t addr)
 {
     advance(m, t);
-    live_obj_t *o = live_find(&m->live, addr);
-    if (!o) {
+    live_obj_t *o = live_probe(&m->live, addr);
+    if (!o->used) {
         m->r.unmatched_frees++;
         return PS_ENOENT;
     }

@@ -140,6 +140,23 @@ static void tl_update(az_scan_t *s, uint64_t t)
     p->last = now;
 }
 
+/* After a heap event only the heap gauge moved: within the bucket of the
+ * previous update, merging the other gauges again changes nothing, so only
+ * the heap maximum is kept up (the common case: buckets span many events). */
+static inline void tl_heap(az_scan_t *s, uint64_t t)
+{
+    priv_t *p = s->priv;
+    if (t >= s->tl_t0 && s->tl_used && p->last.set &&
+        (t - s->tl_t0) >> s->tl_shift == s->tl_used - 1) {
+        uint64_t h = az_state(s->heap)->live_bytes;
+        az_tl_bucket_t *b = &s->tl[s->tl_used - 1];
+        p->last.heap = h;
+        if (h > b->heap) b->heap = h;
+        return;
+    }
+    tl_update(s, t);
+}
+
 /* ---- KV ---------------------------------------------------------------------- */
 
 static kvpool_t *kv_get(az_scan_t *s, uint64_t id)
@@ -250,7 +267,7 @@ static void on_event(az_scan_t *s, const pst_event_t *ev)
     priv_t *p = s->priv;
     const uint64_t *f = ev->f;
     uint64_t t = ev->ts;
-    int gauge = 0;
+    int gauge = 0;               /* 1: a gauge moved; 2: only the heap gauge */
 
     if (ev->type < PST_EV_MAX) s->by_type[ev->type]++;
     if (s->events == 0) s->t_first = t;
@@ -273,21 +290,21 @@ static void on_event(az_scan_t *s, const pst_event_t *ev)
     switch (ev->type) {
     case PST_EV_MALLOC:
         CALL(AZ_F_MALLOC, f[1]);
-        heap_alloc(s, ev, f[0], f[1]); gauge = 1; break;
+        heap_alloc(s, ev, f[0], f[1]); gauge = 2; break;
     case PST_EV_VALLOC:
         CALL(AZ_F_VALLOC, f[1]);
-        heap_alloc(s, ev, f[0], f[1]); gauge = 1; break;
+        heap_alloc(s, ev, f[0], f[1]); gauge = 2; break;
     case PST_EV_PVALLOC:
         CALL(AZ_F_PVALLOC, f[1]);
-        heap_alloc(s, ev, f[0], f[1]); gauge = 1; break;
+        heap_alloc(s, ev, f[0], f[1]); gauge = 2; break;
     case PST_EV_CALLOC:
         CALL(AZ_F_CALLOC, f[1] * f[2]);
-        heap_alloc(s, ev, f[0], f[1] * f[2]); gauge = 1; break;
+        heap_alloc(s, ev, f[0], f[1] * f[2]); gauge = 2; break;
     case PST_EV_POSIX_MEMALIGN: case PST_EV_ALIGNED_ALLOC: case PST_EV_MEMALIGN: {
         int k = ev->type == PST_EV_POSIX_MEMALIGN ? AZ_F_POSIX_MEMALIGN :
                 ev->type == PST_EV_ALIGNED_ALLOC ? AZ_F_ALIGNED_ALLOC : AZ_F_MEMALIGN;
         CALL(k, f[2]);
-        heap_alloc(s, ev, f[0], f[2]); gauge = 1; break;
+        heap_alloc(s, ev, f[0], f[2]); gauge = 2; break;
     }
     case PST_EV_REALLOC: case PST_EV_REALLOCARRAY: {
         int arr = ev->type == PST_EV_REALLOCARRAY;
@@ -297,12 +314,12 @@ static void on_event(az_scan_t *s, const pst_event_t *ev)
         else if (ret == 0 && size == 0) az_free(s->heap, t, old);
         else if (ret == 0) s->failed_allocs++;       /* failed: the old block stays */
         else { az_free(s->heap, t, old); heap_alloc(s, ev, ret, size); }
-        gauge = 1;
+        gauge = 2;
         break;
     }
     case PST_EV_FREE:
         CALL(AZ_F_FREE, 0);
-        az_free(s->heap, t, f[0]); gauge = 1; break;
+        az_free(s->heap, t, f[0]); gauge = 2; break;
     case PST_EV_MMAP:
         CALL(AZ_F_MMAP, 0);
         if (f[0] && f[0] != UINT64_MAX) {
@@ -439,7 +456,8 @@ static void on_event(az_scan_t *s, const pst_event_t *ev)
     default: break;
     }
 #undef CALL
-    if (gauge) tl_update(s, t);
+    if (gauge == 2) tl_heap(s, t);
+    else if (gauge) tl_update(s, t);
     if (p->opts.hook) p->opts.hook(p->opts.hook_ctx, ev, s);
 }
 

@@ -325,6 +325,84 @@ static void test_sqlite_rows_equal_events_and_schema(void **st)
     az_scan_free(s);
 }
 
+/* More events than one insert batch and not a multiple of it: every event
+ * is one row, ids follow the merged order from 1, and the columns and the
+ * detail tables' event ids agree with what was written. */
+static void test_sqlite_batched_rows_match_events(void **st)
+{
+    (void)st;
+    char p[512], db[512], msg[256];
+    path_in(p, sizeof p, "many.pst");
+    path_in(db, sizeof db, "many.db");
+    int err = 0;
+    pst_writer_cfg_t cfg = { .pid = 7, .exe = "/many" };
+    pst_writer_t *w = pst_writer_open(p, &cfg, &err);
+    assert_non_null(w);
+    uint64_t fr[] = { 0x401000 };
+    uint32_t stk = pst_writer_stack(w, fr, 1), mark = pst_writer_string(w, "step");
+    enum { N = 1037 };
+    uint64_t bytes = 0, n_alloc = 0, n_stack = 0, n_free = 0, n_realloc = 0, n_calloc = 0, n_mark = 0, n_rss = 0;
+    pst_event_t ev;
+    for (uint64_t i = 0; i < N; i++) {
+        at(w, 1000 + i * 10);
+        uint32_t tid = (uint32_t)(i % 3) + 1;
+        memset(&ev, 0, sizeof ev);
+        switch (i % 7) {
+        case 0: case 1:
+            ev.type = PST_EV_MALLOC; ev.f[0] = 0x10000 + i * 64; ev.f[1] = 16 + i; ev.stack = i % 2 ? stk : 0;
+            bytes += 16 + i; n_alloc++; n_stack += ev.stack != 0;
+            pst_writer_event(w, tid, &ev);
+            break;
+        case 2:
+            ev.type = PST_EV_FREE; ev.f[0] = 0x10000 + (i - 2) * 64; n_free++;
+            pst_writer_event(w, tid, &ev);
+            break;
+        case 3:
+            ev.type = PST_EV_CALLOC; ev.f[0] = 0x90000 + i * 64; ev.f[1] = 3; ev.f[2] = 8; n_calloc++;
+            pst_writer_event(w, tid, &ev);
+            break;
+        case 4:
+            ev.type = PST_EV_REALLOC; ev.f[0] = 0x10000 + (i - 3) * 64; ev.f[1] = 0x50000 + i * 64; ev.f[2] = 40;
+            n_realloc++;
+            pst_writer_event(w, tid, &ev);
+            break;
+        case 5:
+            if (i % 2) PST_EMIT(w, tid, PST_EV_MARK_BEGIN, mark, i, 0);
+            else PST_EMIT(w, tid, PST_EV_MARK_POINT, mark, 0);
+            n_mark++;
+            break;
+        default:
+            PST_EMIT(w, tid, PST_EV_RSS, 1000 + i, 10, 20); n_rss++;
+            break;
+        }
+    }
+    assert_int_equal(pst_writer_close(w), 0);
+    az_sql_stats_t ss;
+    int warn;
+    assert_int_equal(az_sql_write(p, db, &ss, &warn, msg, sizeof msg), 0);
+    az_scan_t *s = scan("many.pst");
+    assert_true(s->events >= N);        /* + the THREAD_START of each stream */
+    sqlite3 *d;
+    assert_int_equal(sqlite3_open(db, &d), SQLITE_OK);
+    int n = count_rows(d, "SELECT count(*) FROM events");
+    assert_int_equal(n, (int)s->events);
+    assert_int_equal(ss.events, s->events);
+    assert_int_equal(count_rows(d, "SELECT min(id) FROM events"), 1);
+    assert_int_equal(count_rows(d, "SELECT max(id) FROM events"), n);
+    assert_int_equal(count_rows(d, "SELECT count(*) FROM events a JOIN events b ON b.id = a.id + 1 WHERE b.ts < a.ts"), 0);
+    assert_int_equal(count_rows(d, "SELECT count(*) FROM events WHERE type = 1"), (int)n_alloc);
+    assert_int_equal(count_rows(d, "SELECT sum(size) FROM events WHERE type = 1"), (int)bytes);
+    assert_int_equal(count_rows(d, "SELECT count(*) FROM events WHERE type = 1 AND stack IS NULL"), (int)(n_alloc - n_stack));
+    assert_int_equal(count_rows(d, "SELECT count(*) FROM events WHERE old_addr IS NOT NULL"), (int)n_realloc);
+    assert_int_equal(count_rows(d, "SELECT count(*) FROM events WHERE arg = 3 AND size = 24"), (int)n_calloc);
+    assert_int_equal(count_rows(d, "SELECT count(*) FROM events WHERE size IS NULL AND addr IS NOT NULL"), (int)n_free);
+    assert_int_equal(count_rows(d, "SELECT count(*) FROM markers m JOIN events e ON e.id = m.event_id AND e.ts = m.ts"), (int)n_mark);
+    assert_int_equal(count_rows(d, "SELECT count(*) FROM rss r JOIN events e ON e.id = r.event_id AND e.ts = r.ts"), (int)n_rss);
+    assert_int_equal(count_rows(d, "SELECT count(*) FROM events WHERE typeof(id) != 'integer' OR typeof(ts) != 'integer' OR typeof(type) != 'integer'"), 0);
+    sqlite3_close(d);
+    az_scan_free(s);
+}
+
 static void test_exports_parse(void **st)
 {
     (void)st;
@@ -446,6 +524,7 @@ int main(void)
         cmocka_unit_test(test_report_json_has_design_keys),
         cmocka_unit_test(test_truncated_trace_still_scans_with_warning),
         cmocka_unit_test(test_sqlite_rows_equal_events_and_schema),
+        cmocka_unit_test(test_sqlite_batched_rows_match_events),
         cmocka_unit_test(test_exports_parse),
         cmocka_unit_test(test_gate_tolerance_edges),
         cmocka_unit_test(test_diff_of_a_trace_with_itself_is_empty),

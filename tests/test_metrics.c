@@ -82,6 +82,110 @@ static void test_reuse_distance_matches_brute_force(void **st)
     az_destroy(m);
 }
 
+/* Exact Mattson distances at every allocation of a long stream over many
+ * distinct addresses (table growth, several renumberings with the stamp
+ * range growing, recent re-uses counted by popcount and old ones through
+ * the tree), against a brute force over the last-use times; then the
+ * sample count, maximum and histogram. */
+static void test_reuse_distance_every_event_many_addresses(void **st)
+{
+    (void)st;
+    az_metrics_t *m = mk();
+    enum { N = 50000, A = 6000, RECENT = 48, HELD = 400 };
+    int64_t *last = malloc(A * sizeof *last);
+    uint64_t *recent = calloc(RECENT, sizeof *recent), held[HELD] = { 0 };
+    uint64_t hist[AZ_HIST_BUCKETS] = { 0 }, samples = 0, dmax = 0;
+    assert_non_null(last);
+    assert_non_null(recent);
+    for (int a = 0; a < A; a++) last[a] = -1;
+    uint64_t x = 12345, limit = 64;          /* addresses come into use gradually */
+    for (int i = 0; i < N; i++) {
+        x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+        uint64_t a;
+        if (x % 3 == 0) a = recent[(x >> 8) % RECENT];            /* temporal locality */
+        else a = (x >> 16) % limit;
+        if (limit < A && i % 8 == 0) limit++;
+        int64_t want = -1;
+        if (last[a] >= 0) {
+            want = 0;
+            for (int b = 0; b < A; b++) if (last[b] > last[a]) want++;
+        }
+        uint64_t addr = 0x7f0000000000ull + a * 48;
+        /* some objects stay live for a while (the live table grows and shrinks) */
+        uint64_t *h = &held[(x >> 24) % HELD];
+        int keep = (x >> 40) % 4 == 0 && !*h;
+        int live_already = 0;
+        for (int k = 0; k < HELD; k++) if (held[k] == addr + 1) live_already = 1;
+        if (live_already) continue;           /* a double allocation is another test */
+        assert_int_equal(az_alloc(m, (uint64_t)i, addr, 16, 16, 16, 0), 0);
+        last[a] = i;
+        recent[i % RECENT] = a;
+        assert_int_equal(az_state(m)->last_reuse_distance, want);
+        if (want >= 0) {
+            samples++;
+            hist[az_log2_bucket((uint64_t)want)]++;
+            if ((uint64_t)want > dmax) dmax = (uint64_t)want;
+        }
+        if (keep) *h = addr + 1;
+        else az_free(m, (uint64_t)i, addr);
+        if ((x >> 50) % 5 == 0) {             /* release one held object */
+            uint64_t *r = &held[(x >> 30) % HELD];
+            if (*r) { assert_int_equal(az_free(m, (uint64_t)i, *r - 1), 0); *r = 0; }
+        }
+    }
+    az_finish(m, N);
+    az_result_t r;
+    az_result(m, &r);
+    assert_int_equal(r.reuse_samples, samples);
+    assert_int_equal(r.distance_max, dmax);
+    for (int b = 0; b < AZ_HIST_BUCKETS; b++) assert_int_equal(r.distance_hist[b], hist[b]);
+    assert_int_equal(r.reuse_capped, 0);
+    assert_true(r.reuse_tracked > 4096);
+    free(last);
+    free(recent);
+    az_destroy(m);
+}
+
+/* With a cap, only the first reuse_cap addresses are tracked: their
+ * distances count tracked addresses only, the others report -2, and this
+ * holds across renumberings. */
+static void test_reuse_cap_distances_over_tracked_addresses(void **st)
+{
+    (void)st;
+    enum { N = 40000, A = 900, CAP = 300 };
+    az_cfg_t cfg = { .reuse_cap = CAP };
+    int err;
+    az_metrics_t *m = az_create(&cfg, &err);
+    assert_non_null(m);
+    int64_t last[A];
+    int tracked[A], n_tracked = 0;
+    for (int a = 0; a < A; a++) { last[a] = -1; tracked[a] = 0; }
+    uint64_t x = 777;
+    for (int i = 0; i < N; i++) {
+        x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+        uint64_t a = (x >> 20) % A;
+        if (!tracked[a] && last[a] < 0 && n_tracked < CAP) { tracked[a] = 1; n_tracked++; }
+        int64_t want = -2;
+        if (tracked[a]) {
+            want = -1;
+            if (last[a] >= 0) {
+                want = 0;
+                for (int b = 0; b < A; b++) if (tracked[b] && last[b] > last[a]) want++;
+            }
+        }
+        az_alloc(m, (uint64_t)i, a * 64, 8, 8, 8, 0);
+        az_free(m, (uint64_t)i, a * 64);
+        if (tracked[a]) last[a] = i;
+        assert_int_equal(az_state(m)->last_reuse_distance, want);
+    }
+    az_result_t r;
+    az_finish(m, N);
+    az_result(m, &r);
+    assert_true(r.reuse_capped);
+    assert_int_equal(r.reuse_tracked, CAP);
+    az_destroy(m);
+}
+
 static void test_reuse_cap_is_reported(void **st)
 {
     (void)st;
@@ -365,6 +469,8 @@ int main(void)
         cmocka_unit_test(test_reuse_distance_abcbdda),
         cmocka_unit_test(test_reuse_distance_matches_brute_force),
         cmocka_unit_test(test_reuse_cap_is_reported),
+        cmocka_unit_test(test_reuse_distance_every_event_many_addresses),
+        cmocka_unit_test(test_reuse_cap_distances_over_tracked_addresses),
         cmocka_unit_test(test_peak_live_and_internal_frag),
         cmocka_unit_test(test_site_peak_contribution_after_later_changes),
         cmocka_unit_test(test_same_address_reuse_by_size_key),
