@@ -93,6 +93,9 @@ static int hist_figure(const char *dir, const char *name, const char *title, con
         fprintf(f, "%" PRIu64 " \"%s\" %" PRIu64 " %.3f\n", from, lab, h[i], total ? 100.0 * (double)h[i] / (double)total : 0.0);
     }
     fclose(f);
+    /* Many buckets (lifetimes span ns to s): label every 2nd or 3rd one so
+     * the rotated labels do not run into each other. */
+    int n_buckets = hi - lo + 1, every = n_buckets > 32 ? 3 : n_buckets > 16 ? 2 : 1;
     snprintf(fname, sizeof fname, "%s.gp", name);
     f = open_in(dir, fname, path, sizeof path);
     if (!f) { snprintf(msg, msglen, "cannot write %s", path); return PS_EIO; }
@@ -101,9 +104,9 @@ static int hist_figure(const char *dir, const char *name, const char *title, con
                "set ylabel 'share of allocations (%%)'\nset style fill solid 0.85 border rgb '#333333'\n"
                "set boxwidth 0.8\nset yrange [0:*]\nset xtics rotate by -40 nomirror\nset key off\n"
                "set grid ytics\nset grid noxtics\n"
-               "plot '%s.dat' using 0:4:xtic(2) with boxes lc rgb '#1f77b4', \\\n"
+               "plot '%s.dat' using 0:4:xtic(int($0) %% %d == 0 ? strcol(2) : '') with boxes lc rgb '#1f77b4', \\\n"
                "     '' using 0:4:(sprintf('%%d', $3)) with labels offset 0,0.8 font ',9'\n",
-            title, xlabel, name);
+            title, xlabel, name, every);
     fclose(f);
     return run_gnuplot(dir, name, made, ml, msg, msglen);
 }
