@@ -109,7 +109,14 @@ static int write_trace(const char *path, uint64_t n_events, unsigned n_streams)
     rs = 0x243F6A8885A308D3ull ^ n_streams;
     uint64_t n = 0;
     n_events -= n_streams;                                  /* each stream's THREAD_START */
+    uint64_t flushed_at = 0;
     while (n < n_events) {
+        /* Like the interposer: every stream out plus a SYNC watermark every
+         * 50 ms of trace time (250 k events at 200 ns each). */
+        if (n - flushed_at >= 250000) {
+            if (pst_writer_flush(w)) break;
+            flushed_at = n;
+        }
         unsigned t = (unsigned)(rnd() % n_streams);
         arena_t *a = &ar[t];
         uint64_t r = rnd() % 1000;

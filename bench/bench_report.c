@@ -82,6 +82,9 @@ static int write_trace(const char *path, uint64_t n_events)
             ev.stack = stacks[(r >> 40) % 64];
         }
         if (pst_writer_event(w, t, &ev)) break;
+        /* The interposer writes every stream and a SYNC watermark every
+         * 50 ms; at 50 ns per event that is every 1 M events. */
+        if (e % 1000000 == 999999 && pst_writer_flush(w)) break;
     }
     return pst_writer_close(w);
 }
