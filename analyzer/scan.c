@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "pserr.h"
 
@@ -501,9 +502,14 @@ int az_scan_file(const char *path, const az_scan_opts_t *opts, az_scan_t **out,
     pst_event_t ev;
     int rc;
     int started = 0;
+    uint64_t file_bytes = 0, n_read = 0;
+    struct stat fst;
+    if (opts && opts->progress && stat(path, &fst) == 0) file_bytes = (uint64_t)fst.st_size;
     while ((rc = pst_next(s->r, &ev)) > 0) {
         if (!started) { s->tl_t0 = ev.ts; started = 1; }
         on_event(s, &ev);
+        if (opts && opts->progress && (++n_read & 0xfffff) == 0)
+            opts->progress(opts->progress_ctx, n_read, pst_status(s->r)->bytes, file_bytes);
     }
     s->status = pst_status(s->r);
     if (rc < 0) {

@@ -42,6 +42,10 @@ typedef struct az_scan_opts {
     int      window;
     size_t   timeline_buckets;   /* 0: 64 */
     size_t   keep_markers;       /* keep up to this many marker events (plots, exports) */
+    /* Called about every million events with the events read, the bytes
+     * consumed and the file's size (NULL = none): progress for people. */
+    void   (*progress)(void *ctx, uint64_t events, uint64_t bytes, uint64_t file_bytes);
+    void    *progress_ctx;
     /* Called for every event after the accumulators took it (NULL = none). */
     void   (*hook)(void *ctx, const pst_event_t *ev, const az_scan_t *s);
     void    *hook_ctx;

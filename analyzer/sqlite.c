@@ -288,8 +288,9 @@ static void metrics_rows(sqlite3 *db, sqlite3_stmt *s, const az_jv_t *v, const c
     }
 }
 
-int az_sql_write(const char *trace, const char *dbpath, az_sql_stats_t *st, int *warning,
-                 char *msg, size_t msglen)
+int az_sql_write_progress(const char *trace, const char *dbpath, az_sql_stats_t *st, int *warning,
+                          void (*progress)(void *ctx, uint64_t events, uint64_t bytes, uint64_t file_bytes),
+                          void *progress_ctx, char *msg, size_t msglen)
 {
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -331,7 +332,7 @@ int az_sql_write(const char *trace, const char *dbpath, az_sql_stats_t *st, int 
         free(q);
         if (prc != SQLITE_OK) { snprintf(msg, msglen, "sqlite: %s", sqlite3_errmsg(L.db)); goto out; }
     }
-    az_scan_opts_t so = { .hook = hook, .hook_ctx = &L };
+    az_scan_opts_t so = { .hook = hook, .hook_ctx = &L, .progress = progress, .progress_ctx = progress_ctx };
     if ((rc = az_scan_file(trace, &so, &s, msg, msglen))) goto out;
     if (!L.rc) flush_rows(&L);
 
@@ -446,4 +447,10 @@ out:
     st->seconds = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
     if (rc) unlink(dbpath);
     return rc;
+}
+
+int az_sql_write(const char *trace, const char *dbpath, az_sql_stats_t *st, int *warning,
+                 char *msg, size_t msglen)
+{
+    return az_sql_write_progress(trace, dbpath, st, warning, NULL, NULL, msg, msglen);
 }

@@ -18,5 +18,9 @@ typedef struct az_sql_stats {
  * to the damage (returns 0; *warning set to 1). */
 int az_sql_write(const char *trace, const char *db, az_sql_stats_t *st, int *warning,
                  char *msg, size_t msglen);
+/* The same with progress reports while reading (see az_scan_opts_t). */
+int az_sql_write_progress(const char *trace, const char *db, az_sql_stats_t *st, int *warning,
+                          void (*progress)(void *ctx, uint64_t events, uint64_t bytes, uint64_t file_bytes),
+                          void *progress_ctx, char *msg, size_t msglen);
 
 #endif

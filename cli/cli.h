@@ -11,6 +11,7 @@
 #ifndef POOLSCOPE_CLI_H
 #define POOLSCOPE_CLI_H
 
+#include <stdint.h>
 #include <stdio.h>
 
 #define POOLSCOPE_VERSION "0.1.0"
@@ -19,6 +20,14 @@ enum { CLI_OK = 0, CLI_REGRESSION = 1, CLI_USAGE = 2 };
 
 /* Print "poolscope: " + message + newline to stderr (printf-style). */
 void cli_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Progress on stderr for long reads, when it is a terminal: pass
+ * cli_progress with a cli_progress_t as the callback's context, then call
+ * cli_progress_done to clear the line. */
+typedef struct cli_progress { const char *cmd, *file; int shown; } cli_progress_t;
+void cli_progress(void *ctx, uint64_t events, uint64_t bytes, uint64_t file_bytes);
+int  cli_progress_wanted(void);
+void cli_progress_done(const cli_progress_t *p);
 
 int  cmd_record(int argc, char **argv);
 void cmd_record_help(FILE *out);

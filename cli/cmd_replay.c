@@ -76,17 +76,6 @@ static int parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
     return 0;
 }
 
-typedef struct prog { const char *file; int shown; } prog_t;
-
-static void progress(void *ctx, uint64_t events, uint64_t bytes, uint64_t file_bytes)
-{
-    prog_t *p = ctx;
-    double pct = file_bytes ? 100.0 * (double)bytes / (double)file_bytes : 0;
-    fprintf(stderr, "\rpoolscope replay: %s: %5.1f%% (%.1f M events)", p->file, pct,
-            (double)events / 1e6);
-    p->shown = 1;
-}
-
 int cmd_replay(int argc, char **argv)
 {
     rp_config_t cfg = rp_config_default();
@@ -146,14 +135,14 @@ int cmd_replay(int argc, char **argv)
     }
     if (!file) return bad(NULL, "%s", "no trace file (usage: poolscope replay FILE [options])");
 
-    prog_t pg = { file, 0 };
-    if (isatty(STDERR_FILENO)) {
-        cfg.progress = progress;
+    cli_progress_t pg = { "replay", file, 0 };
+    if (cli_progress_wanted()) {
+        cfg.progress = cli_progress;
         cfg.progress_ctx = &pg;
     }
     rp_report_t *rep = NULL;
     int rc = rp_run(file, &cfg, &rep, msg, sizeof msg);
-    if (pg.shown) fputs("\r\033[K", stderr);
+    cli_progress_done(&pg);
     if (rc) return bad(file, "%s", msg);
     if (json) rp_report_json(rep, stdout);
     else rp_report_table(rep, stdout);

@@ -81,7 +81,11 @@ int cmd_report(int argc, char **argv)
     }
     az_scan_t *s;
     char msg[256];
-    if (az_scan_file(file, &so, &s, msg, sizeof msg)) {
+    cli_progress_t pg = { "report", file, 0 };
+    if (cli_progress_wanted()) { so.progress = cli_progress; so.progress_ctx = &pg; }
+    int scan_rc = az_scan_file(file, &so, &s, msg, sizeof msg);
+    cli_progress_done(&pg);
+    if (scan_rc) {
         fprintf(stderr, "poolscope report: %s: %s\n", file, msg);
         return CLI_USAGE;
     }

@@ -41,7 +41,11 @@ int cmd_sql(int argc, char **argv)
     az_sql_stats_t st;
     int warn;
     char msg[512];
-    if (az_sql_write(file, db, &st, &warn, msg, sizeof msg)) {
+    cli_progress_t pg = { "sql", file, 0 };
+    int sql_rc = az_sql_write_progress(file, db, &st, &warn, cli_progress_wanted() ? cli_progress : NULL,
+                                       &pg, msg, sizeof msg);
+    cli_progress_done(&pg);
+    if (sql_rc) {
         fprintf(stderr, "poolscope sql: %s: %s\n", file, msg);
         return CLI_USAGE;
     }

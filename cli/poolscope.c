@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -38,6 +39,23 @@ void cli_err(const char *fmt, ...)
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
     va_end(ap);
+}
+
+/* Progress of a long read, on stderr when it is a terminal (see cli.h). */
+void cli_progress(void *ctx, uint64_t events, uint64_t bytes, uint64_t file_bytes)
+{
+    cli_progress_t *p = ctx;
+    double pct = file_bytes ? 100.0 * (double)bytes / (double)file_bytes : 0;
+    fprintf(stderr, "\rpoolscope %s: %s: %5.1f%% (%.1f M events)", p->cmd, p->file, pct,
+            (double)events / 1e6);
+    p->shown = 1;
+}
+
+int cli_progress_wanted(void) { return isatty(STDERR_FILENO); }
+
+void cli_progress_done(const cli_progress_t *p)
+{
+    if (p->shown) fputs("\r\033[K", stderr);
 }
 
 static const cli_cmd_t *find_command(const char *name)
