@@ -337,7 +337,7 @@ static void stack_bounds(ps_thr_t *t, pid_t tid)
     }
     /* pthread_getattr_np may allocate (the cpuset): we are inside the
      * reentrancy guard, so those calls are the tracer's own and pass
-     * through unrecorded, paired. Once per thread, fp mode only. */
+     * through unrecorded, paired. Once per thread, in fp and dwarf modes. */
     pthread_attr_t a;
     void *addr; size_t size;
     if (pthread_getattr_np(pthread_self(), &a) == 0) {
@@ -360,7 +360,7 @@ static ps_thr_t *thr_register(void)
     t->soft = PS_SOFT_FILL;
     pthread_mutex_init(&t->clock, NULL);
     pid_t tid = ps_gettid();
-    if (ps_g.stacks == PST_STACKS_FP) stack_bounds(t, tid);
+    if (ps_g.stacks != PST_STACKS_NONE) stack_bounds(t, tid);   /* fp and dwarf walks stay inside */
     /* Id, list entry and THREAD_START under tlock: a final flush (which
      * holds tlock) sees every counted stream with its first event. */
     pthread_mutex_lock(&ps_g.tlock);
@@ -482,6 +482,23 @@ static void ps_quiesce(void)
     }
 }
 
+/* A toggle signal's marker, stamped with the signal's time (never before
+ * the stream's previous time), into t's stream. The next event of t reads
+ * the clock again. Caller holds tlock or is the last thread. */
+void ps_emit_toggle(ps_thr_t *t)
+{
+    if (!t || (uintptr_t)t <= 1 || !ps_g.toggle_req) return;
+    ps_g.toggle_req = 0;
+    uint8_t *p = ps_rec_begin(t);
+    if (!p) return;
+    uint64_t ts = ps_g.toggle_ts > t->enc.last_ts ? ps_g.toggle_ts : t->enc.last_ts;
+    p = pst_put_ts(&t->enc, p, ts);
+    pst_event_t ev = { .type = ps_g.paused ? PST_EV_TRACE_OFF : PST_EV_TRACE_ON };
+    p = pst_encode_event(&t->enc, p, &ev);
+    ps_rec_end(t, p);
+    t->ts_kick = 1;
+}
+
 void ps_final(void)
 {
     if (ps_g.child_pending) ps_ensure_child();
@@ -490,6 +507,7 @@ void ps_final(void)
     PS_SIGFENCE();
     ps_quiesce();
     pthread_mutex_lock(&ps_g.tlock);
+    ps_emit_toggle(ps_tls.thr);   /* a toggle the flusher had no tick for */
     ps_flush_all();
     pthread_mutex_lock(&ps_g.wlock);
     if (!ps_g.closed) {
@@ -554,11 +572,7 @@ static void *flusher_main(void *arg)
         if (ps_g.closed || !ps_g.active) continue;
         pthread_mutex_lock(&ps_g.tlock);   /* not while a final flush runs */
         if (ps_g.closed || ps_g.stopping) { pthread_mutex_unlock(&ps_g.tlock); continue; }
-        if (self && ps_g.toggle_req) {     /* the toggle signal arrived */
-            ps_g.toggle_req = 0;
-            pst_event_t ev = { .type = ps_g.paused ? PST_EV_TRACE_OFF : PST_EV_TRACE_ON };
-            ps_emit_generic(self, &ev);
-        }
+        ps_emit_toggle(self);              /* the toggle signal arrived */
         if (self && ps_g.on) sample_rss(self);
         pthread_mutex_unlock(&ps_g.tlock);
         if (tick % 5 == 0) {

@@ -439,9 +439,13 @@ EXPORT int pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)
 static void on_toggle(int sig)
 {
     (void)sig;
+    ps_g.toggle_ts = ps_now();   /* clock_gettime: async-signal-safe */
     ps_g.paused = !ps_g.paused;
     ps_recompute_on();
-    ps_g.toggle_req = 1;   /* the flusher writes TRACE_ON/OFF into its stream */
+    /* Recording flips now; the TRACE_ON/OFF marker cannot be written from
+     * here (the thread may be inside the tracer), so the flusher's next
+     * tick or the final flush writes it, stamped with the signal's time. */
+    ps_g.toggle_req = 1;
 }
 
 void ps_install_signal(void)

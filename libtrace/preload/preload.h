@@ -72,7 +72,6 @@ typedef struct ps_thr {
     uintptr_t stk_lo;       /* fp walk: the stack pointer must lie above this */
     uintptr_t stk_hi;       /* fp walk: frames must lie below this (0: unknown) */
     uint8_t *ring;
-    uint8_t stk_tried;      /* dwarf walk: stk_lo/stk_hi looked up (stacks.c) */
     char pad0[64];
     /* consumer */
     pthread_mutex_t clock;  /* serialises flushes of this ring */
@@ -125,7 +124,8 @@ typedef struct ps_global {
     volatile int closed;     /* END written: nothing more */
     volatile int paused;     /* selective tracing off */
     volatile int child_pending; /* fork child: open own file at next chance */
-    volatile int toggle_req; /* signal asked for a toggle */
+    volatile int toggle_req; /* signal asked for a toggle: its marker is not written yet */
+    volatile uint64_t toggle_ts; /* ps_now() when the signal arrived */
     volatile int stopping;   /* final flush or exec under way */
     int stacks;              /* PST_STACKS_* */
     int depth;
@@ -198,6 +198,7 @@ int ps_move_trace_fd_from(int lo, int hi); /* moves the trace fd out of [lo,hi] 
 void ps_thread_exit(ps_thr_t *t);
 void ps_recompute_on(void);
 void ps_exec_begin(const char *path);   /* EXEC event, flush, END; keeps the file locked */
+void ps_emit_toggle(ps_thr_t *t);       /* write a pending TRACE_ON/OFF marker */
 void ps_exec_failed(void);              /* the exec returned: undo END, unlock */
 void ps_tables_lock_all(void);
 void ps_tables_unlock_all(void);

@@ -487,33 +487,6 @@ static void ucache_clear(void)
     for (size_t i = 0; i < UR_SLOTS; i++) __atomic_store_n(&ucache[i], 0, __ATOMIC_RELAXED);
 }
 
-/* Stack bounds for the dwarf walk (core.c sets them for fp mode only):
- * the same rule as core.c's stack_bounds, once per thread. */
-static void dwarf_bounds(ps_thr_t *t)
-{
-    t->stk_tried = 1;
-    if (t->stk_hi) return;
-    if ((pid_t)syscall(SYS_gettid) == ps_g.pid) {
-        struct rlimit rl;
-        uintptr_t max = 8u << 20;
-        if (getrlimit(RLIMIT_STACK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < max)
-            max = rl.rlim_cur;
-        uintptr_t hi = ps_g.main_stk_hi;
-        t->stk_lo = hi > max ? hi - max : 0;
-        t->stk_hi = hi;
-        return;
-    }
-    pthread_attr_t a;
-    void *addr; size_t size;
-    if (pthread_getattr_np(pthread_self(), &a) == 0) {
-        if (pthread_attr_getstack(&a, &addr, &size) == 0) {
-            t->stk_lo = (uintptr_t)addr;
-            t->stk_hi = (uintptr_t)addr + size;
-        }
-        pthread_attr_destroy(&a);
-    }
-}
-
 /* ---- CFI interpretation (slow path, once per code address) ---- */
 
 static uint64_t uleb(const uint8_t **pp)
@@ -780,7 +753,6 @@ static inline uint64_t rule_get(uintptr_t pc)
  * step's. Recorded steps are dropped when the rule cache is cleared. */
 __attribute__((noinline)) static int walk_cfi(ps_thr_t *t, uint64_t *out, int max)
 {
-    if (PS_UNLIKELY(!t->stk_tried)) dwarf_bounds(t);
     uintptr_t ip, sp, bp;
     __asm__ volatile("lea 0(%%rip), %0\n\tmov %%rsp, %1\n\tmov %%rbp, %2"
                      : "=r"(ip), "=r"(sp), "=r"(bp));
