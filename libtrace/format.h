@@ -178,7 +178,7 @@ enum pst_ev {                    /* layout      fields                          
 #define PST_MAX_PAYLOAD 8
 #define PST_MAX_IDS     4096     /* block ids in one event; longer lists are split */
 
-enum { PST_LOST_WRITE = 1, PST_LOST_NOBUF = 2, PST_LOST_BOOTSTRAP = 3 };
+enum { PST_LOST_WRITE = 1, PST_LOST_NOBUF = 2, PST_LOST_BOOTSTRAP = 3, PST_LOST_EXEC = 4 };
 
 /* ---- encoding primitives -------------------------------------------------- */
 /* Longest encodings, for sizing buffers. PST_EVENT_MAX covers every event

@@ -123,12 +123,35 @@ static int check_fd_locked(void)
     return 0;
 }
 
-/* Write all of iov or nothing (a partial write is truncated away). */
+/* May the file be written now? Checked before a chunk's CRC is computed,
+ * so a file that refuses writes costs one comparison per flush. */
+static int writable_locked(void)
+{
+    if (ps_g.write_broken || ps_g.closed) return 0;
+    return !(retry_after && ps_now() < retry_after);
+}
+
+/* Write all of iov or nothing (a partial write is truncated away). A
+ * failure is retried after 100 ms; the callers count what it cost. errno is
+ * the program's: it is left as it was. */
 static int write_all_locked(struct iovec *iov, int n, size_t total)
 {
-    if (ps_g.write_broken || ps_g.closed) return -1;
-    if (retry_after && ps_now() < retry_after) return -1;
-    if (check_fd_locked() != 0) return -1;
+    if (!writable_locked()) return -1;
+    int saved_errno = errno;
+    if (check_fd_locked() != 0) {
+        retry_after = ps_now() + 100000000u;
+        errno = saved_errno;
+        return -1;
+    }
+    /* Never cross the program's RLIMIT_FSIZE: the kernel would send it
+     * SIGXFSZ, which kills a program that did not ask for trace files. */
+    struct rlimit fsz;
+    if (getrlimit(RLIMIT_FSIZE, &fsz) == 0 && fsz.rlim_cur != RLIM_INFINITY &&
+        ps_g.file_off + total > (uint64_t)fsz.rlim_cur) {
+        retry_after = ps_now() + 100000000u;
+        errno = saved_errno;
+        return -1;
+    }
     size_t done = 0;
     while (done < total) {
         ssize_t w = writev(ps_g.fd, iov, n);
@@ -143,10 +166,12 @@ static int write_all_locked(struct iovec *iov, int n, size_t total)
     }
     ps_g.file_off += total;
     retry_after = 0;
+    errno = saved_errno;
     return 0;
 fail:
     if (done && ftruncate(ps_g.fd, (off_t)ps_g.file_off) != 0) ps_g.write_broken = 1;
     retry_after = ps_now() + 100000000u;
+    errno = saved_errno;
     return -1;
 }
 
@@ -155,6 +180,7 @@ static void put_le32(uint8_t *p, uint32_t v) { p[0] = (uint8_t)v; p[1] = (uint8_
 /* One chunk: header + payload pieces iov[1..n-1] (iov[0] is filled here). */
 static int write_chunk_raw_locked(uint8_t kind, uint32_t stream, struct iovec *iov, int n)
 {
+    if (!writable_locked()) return -1;
     uint8_t hdr[PST_CHUNK_HDR];
     size_t len = 0;
     uint32_t crc = 0;
@@ -397,8 +423,19 @@ static void key_dtor(void *v) { ps_thread_exit(v); }
 /* Called by a hook when the fast check failed. Returns the thread's record
  * with the guard taken, or NULL: pass the call through. */
 static void ps_init(void);
+static ps_thr_t *enter_slow(void);
 
+/* errno is the program's: registering a thread, opening a fork child's file
+ * or the first initialization must not change what the call left there. */
 ps_thr_t *ps_enter_slow(void)
+{
+    int saved_errno = errno;
+    ps_thr_t *t = enter_slow();
+    errno = saved_errno;
+    return t;
+}
+
+static ps_thr_t *enter_slow(void)
 {
     if (ps_tls.busy) return NULL;
     if (PS_UNLIKELY(!ps_g.inited)) {
@@ -415,6 +452,10 @@ ps_thr_t *ps_enter_slow(void)
         if (!ps_g.on) return NULL;
     }
     if (ps_g.child_pending) ps_ensure_child();
+    if (ps_g.exec_pending && !ps_g.paused) {   /* another thread's exec holds the file */
+        __atomic_add_fetch(&ps_g.exec_lost, 1, __ATOMIC_RELAXED);
+        return NULL;
+    }
     if (!ps_g.on) return NULL;
     ps_thr_t *t = ps_tls.thr;
     if (t == PS_THR_DEAD) { add_lost(1); return NULL; }
@@ -457,6 +498,31 @@ void ps_emit_generic(ps_thr_t *t, const pst_event_t *ev)
 
 /* ---- flushing everything ---------------------------------------------------- */
 
+/* At the end of an image, after the last flush: what the rings still hold
+ * was not written (disk full, a file size limit, a thread that published
+ * after the flush) and is counted as lost, so END says so; END itself gets
+ * one more try past the retry pause. At exit (drop) the bytes go; before an
+ * exec they stay, since a failed exec goes on with the same streams: the
+ * count is returned so ps_exec_failed can take it back. tlock held. */
+static uint64_t end_of_image_locked(int drop)
+{
+    uint64_t n = 0;
+    for (ps_thr_t *t = ps_g.threads; t; t = t->next) {
+        uint64_t head = __atomic_load_n(&t->head, __ATOMIC_ACQUIRE);
+        uint64_t nev = __atomic_load_n(&t->nev, __ATOMIC_RELAXED);
+        if (t->tail != head && nev > t->nev_done) {
+            n += nev - t->nev_done;
+            if (drop) {
+                t->nev_done = nev;
+                __atomic_store_n(&t->tail, head, __ATOMIC_RELEASE);
+            }
+        }
+    }
+    add_lost(n);
+    retry_after = 0;
+    return n;
+}
+
 void ps_flush_all(void)
 {
     ps_thr_t *t = __atomic_load_n(&ps_g.threads, __ATOMIC_ACQUIRE);
@@ -470,12 +536,15 @@ void ps_flush_all(void)
  * to publish their event, so END counts exactly what the streams hold. */
 static void ps_quiesce(void)
 {
+    ps_g.exec_pending = 1;   /* from now on other threads' calls are counted */
     ps_g.stopping = 1;
     ps_recompute_on();
     int others = 0;
-    ps_thr_t *t = __atomic_load_n(&ps_g.threads, __ATOMIC_ACQUIRE);
-    for (; t; t = t->next)
+    /* Under tlock: the flusher unmaps dead threads' records (retire_dead). */
+    pthread_mutex_lock(&ps_g.tlock);
+    for (ps_thr_t *t = ps_g.threads; t; t = t->next)
         if (t != ps_tls.thr && !t->dead && !t->is_flusher) others = 1;
+    pthread_mutex_unlock(&ps_g.tlock);
     if (others) {
         struct timespec d = { 0, 1000 * 1000 };
         nanosleep(&d, NULL);
@@ -508,7 +577,10 @@ void ps_final(void)
     ps_quiesce();
     pthread_mutex_lock(&ps_g.tlock);
     ps_emit_toggle(ps_tls.thr);   /* a toggle the flusher had no tick for */
+    retry_after = 0;              /* the last flush tries even a refused file */
     ps_flush_all();
+    end_of_image_locked(1);
+    add_lost(__atomic_exchange_n(&ps_g.exec_lost, 0, __ATOMIC_RELAXED));
     pthread_mutex_lock(&ps_g.wlock);
     if (!ps_g.closed) {
         ps_write_end_locked();
@@ -895,8 +967,8 @@ __attribute__((destructor)) static void ps_dtor(void)
 
 /* ---- exec ---------------------------------------------------------------------- */
 
-static uint64_t exec_end_off;
-static int exec_locked;
+static uint64_t exec_end_off, exec_unflushed, exec_counted;
+static __thread int exec_locked;   /* this thread holds the locks across its exec */
 
 /* Before an exec: record EXEC, flush every ring, write END, and keep the
  * thread list and the file locked so nothing is written after END. */
@@ -915,10 +987,15 @@ void ps_exec_begin(const char *path)
     ps_tls.busy++;
     ps_quiesce();
     pthread_mutex_lock(&ps_g.tlock);
+    retry_after = 0;
     ps_flush_all();
+    exec_unflushed = end_of_image_locked(0);
+    exec_counted = __atomic_load_n(&ps_g.exec_lost, __ATOMIC_RELAXED);
+    add_lost(exec_counted);
     pthread_mutex_lock(&ps_g.wlock);
     exec_end_off = ps_g.file_off;
     ps_write_end_locked();
+    ps_g.exec_pending = 1;
     ps_g.closed = 1;
     ps_recompute_on();
     exec_locked = 1;
@@ -929,11 +1006,25 @@ void ps_exec_failed(void)
     if (!exec_locked) return;
     exec_locked = 0;
     ps_truncate_locked(exec_end_off);
+    /* the END that counted them as lost is gone; they will be written */
+    __atomic_sub_fetch(&ps_g.lost_total, exec_unflushed + exec_counted, __ATOMIC_RELAXED);
     ps_g.closed = 0;
     ps_g.stopping = 0;
+    ps_g.exec_pending = 0;
     ps_recompute_on();
     pthread_mutex_unlock(&ps_g.wlock);
     pthread_mutex_unlock(&ps_g.tlock);
+    /* What other threads did while the file was closed is gone: say so. */
+    uint64_t n = __atomic_exchange_n(&ps_g.exec_lost, 0, __ATOMIC_RELAXED);
+    ps_thr_t *t = ps_tls.thr;
+    if (n) {
+        add_lost(n);
+        if (t && (uintptr_t)t > 1) {
+            pst_event_t ev = { .type = PST_EV_LOST, .f = { n, PST_LOST_EXEC } };
+            ps_emit_generic(t, &ev);
+            __atomic_add_fetch(&ps_g.lost_reported, n, __ATOMIC_RELAXED);
+        }
+    }
     ps_tls.busy--;
 }
 

@@ -39,6 +39,7 @@ extern char **environ;
 
 static struct {
     pid_t (*fork)(void);
+    pid_t (*_Fork)(void);
     int (*execve)(const char *, char *const[], char *const[]);
     int (*execvpe)(const char *, char *const[], char *const[]);
     int (*fexecve)(int, char *const[], char *const[]);
@@ -64,7 +65,7 @@ void ps_resolve_real(void);
 void ps_proc_resolve(void)
 {
     ps_alloc_resolve_mm();
-    R(fork); R(execve); R(execvpe); R(fexecve); R(posix_spawn); R(posix_spawnp);
+    R(fork); R(_Fork); R(execve); R(execvpe); R(fexecve); R(posix_spawn); R(posix_spawnp);
     R(_exit); R(_Exit); R(dlclose); R(close); R(close_range); R(closefrom);
     R(dup2); R(dup3); R(pthread_create);
 }
@@ -266,6 +267,24 @@ EXPORT pid_t fork(void)
 EXPORT pid_t vfork(void)
 {
     return fork();
+}
+
+/* glibc's _Fork (2.34+) runs no atfork handlers: without ours the child
+ * would keep the parent's locks (a deadlock at its exit if the flusher held
+ * one) and write into the parent's file. glibc's fork() reaches its _Fork
+ * through an internal alias, never through this hook. */
+EXPORT pid_t _Fork(void)
+{
+    ENSURE_REAL();
+    if (!real._Fork) { errno = ENOSYS; return -1; }
+    ps_prepare_fork();
+    pid_t pid = real._Fork();
+    int e = errno;
+    if (pid == 0) ps_child_after_fork();
+    else ps_parent_after_fork();
+    if (pid > 0) record_fork(pid);
+    errno = e;
+    return pid;
 }
 
 static int spawn_common(int p, pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,
@@ -517,15 +536,16 @@ static void api_emit(const ps_event_t *in)
     }
     if (li < 0) {
         ps_emit_generic(t, &ev);
-    } else {   /* lists longer than PST_MAX_IDS are split (format.h) */
+    } else {   /* long lists are split: a record must fit the ring's slack */
         uint32_t total = in->ids ? in->n_ids : 0, off = 0;
         do {
-            uint32_t n = total - off > PST_MAX_IDS ? PST_MAX_IDS : total - off;
+            uint32_t n = total - off > PS_IDS_PER_REC ? PS_IDS_PER_REC : total - off;
             ev.ids = in->ids ? in->ids + off : NULL;
             ev.n_ids = n;
             ev.f[li] = n;
             ps_emit_generic(t, &ev);
             off += n;
+            if (ev.type == PST_EV_KVB_ALLOC) ev.f[5] = 0;   /* n_tokens on the first piece only */
         } while (off < total);
     }
     ps_leave();

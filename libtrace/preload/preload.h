@@ -34,7 +34,9 @@
 #define PS_RING_SIZE   (256u << 10)
 #define PS_RING_MASK   (PS_RING_SIZE - 1)
 #define PS_RING_SLACK  4096u
-#define PS_REC_MAX     (2 * PST_EVENT_MAX + 64)   /* LOST + TS + one event */
+#define PS_IDS_PER_REC 256u                       /* block ids in one record: API lists are split */
+#define PS_REC_MAX     (2 * PST_EVENT_MAX + 64 + PS_IDS_PER_REC * PST_VARINT_MAX)   /* LOST + TS + one event */
+_Static_assert(PS_REC_MAX <= PS_RING_SLACK, "a record must fit the ring's slack");
 #define PS_SOFT_FILL   (PS_RING_SIZE / 2)         /* producer flushes itself above this */
 #define PS_SCACHE      512                        /* per-thread stack cache slots */
 
@@ -127,6 +129,8 @@ typedef struct ps_global {
     volatile int toggle_req; /* signal asked for a toggle: its marker is not written yet */
     volatile uint64_t toggle_ts; /* ps_now() when the signal arrived */
     volatile int stopping;   /* final flush or exec under way */
+    volatile int exec_pending;  /* an exec holds the trace closed: count other threads' calls */
+    uint64_t exec_lost;      /* those calls (atomic); reported if the exec fails */
     int stacks;              /* PST_STACKS_* */
     int depth;
     int sig;                 /* POOLSCOPE_SIGNAL or 0 */
@@ -214,7 +218,7 @@ static inline ps_thr_t *ps_enter(void)
             PS_SIGFENCE();
             return t;
         }
-    } else if (PS_LIKELY(ps_g.inited && !ps_g.child_pending)) {
+    } else if (PS_LIKELY(ps_g.inited && !ps_g.child_pending && !ps_g.exec_pending)) {
         return NULL;   /* not recording: pass through without a call */
     }
     return ps_enter_slow();

@@ -1,6 +1,7 @@
 # record_robust.sh — the tracer under a hostile program: one that closes
 # every descriptor and reuses the numbers, one killed with SIGKILL, one that
-# starts and stops threads in a loop.
+# starts and stops threads in a loop, and the hazards of pre_hazards.c
+# (each run under a time limit: a hang fails the check, never the suite).
 . tests/integration/lib.sh
 ROOT=$PWD
 case $BUILD in /*) B=$BUILD ;; *) B=$ROOT/$BUILD ;; esac
@@ -64,4 +65,48 @@ threads() {
         { cat "$T/th.dump" >&2; return 1; }
 }
 check threads_start_stop_all_streams threads
+# ---- hazards a review found (tests/progs/pre_hazards.c) ----
+hz() {   # hz NAME ARGS...: record pre_hazards under a 60 s limit
+    hzn=$1; shift
+    timeout 60 "$PS" record -o "$T/hz-$hzn.pst" -- "$P/pre_hazards" "$@" >"$T/hz-$hzn.out" 2>"$T/hz-$hzn.err"
+}
+bigids() {
+    hz bigids bigids || { cat "$T/hz-bigids.out" "$T/hz-bigids.err" >&2; return 1; }
+    "$DUMP" "$T/hz-bigids.pst" >"$T/hz-bigids.dump" || return 1
+    # 4 threads x 50 events of 4096 ids, split into records of 256 ids
+    [ "$(key "$T/hz-bigids.dump" kvb_free)" -eq $((4 * 50 * 16)) ] && [ "$(key "$T/hz-bigids.dump" complete)" = 1 ] ||
+        { cat "$T/hz-bigids.dump" >&2; return 1; }
+}
+check api_long_id_lists_split_not_overflowing bigids
+xfork() {
+    hz xfork xfork 40 || { cat "$T/hz-xfork.out" "$T/hz-xfork.err" >&2; return 1; }
+    "$DUMP" "$T/hz-xfork.pst" >"$T/hz-xfork.dump" || return 1
+    [ "$(key "$T/hz-xfork.dump" complete)" = 1 ] && [ "$(key "$T/hz-xfork.dump" fork)" -eq 40 ] &&
+        [ "$(ls "$T"/hz-xfork.*.pst | wc -l)" -eq 40 ] || { cat "$T/hz-xfork.dump" >&2; return 1; }
+}
+check _Fork_children_get_their_own_trace xfork
+errno_kept() {
+    hz errno errno && grep -q 'changed 0 times' "$T/hz-errno.out" ||
+        { cat "$T/hz-errno.out" "$T/hz-errno.err" >&2; return 1; }
+}
+check errno_kept_while_trace_unwritable errno_kept
+fsize() {
+    # SIGXFSZ would kill it (exit 153) if the tracer wrote past the limit
+    hz fsize fsize && grep -q 'changed 0 times' "$T/hz-fsize.out" ||
+        { cat "$T/hz-fsize.out" "$T/hz-fsize.err" >&2; return 1; }
+    [ "$(wc -c <"$T/hz-fsize.pst")" -le 1048576 ] || return 1
+    "$DUMP" "$T/hz-fsize.pst" >"$T/hz-fsize.dump"
+    [ "$(key "$T/hz-fsize.dump" lost)" -gt 0 ] || { echo "  nothing counted as lost" >&2; return 1; }
+}
+check rlimit_fsize_respected_and_loss_counted fsize
+execfail() {
+    hz execfail execfail && grep -q 'ok' "$T/hz-execfail.out" ||
+        { cat "$T/hz-execfail.out" "$T/hz-execfail.err" >&2; return 1; }
+    "$DUMP" "$T/hz-execfail.pst" >"$T/hz-execfail.dump" || return 1
+    # every malloc the threads made is recorded or counted lost (reason exec)
+    [ $(( $(key "$T/hz-execfail.dump" malloc) + $(key "$T/hz-execfail.dump" lost) )) -ge 2000 ] &&
+        [ "$(key "$T/hz-execfail.dump" fork)" -eq 1 ] ||
+        { cat "$T/hz-execfail.dump" >&2; return 1; }
+}
+check failed_execs_in_two_threads_keep_tracing execfail
 exit $status
