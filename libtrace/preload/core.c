@@ -452,8 +452,8 @@ static ps_thr_t *enter_slow(void)
         if (!ps_g.on) return NULL;
     }
     if (ps_g.child_pending) ps_ensure_child();
-    if (ps_g.exec_pending && !ps_g.paused) {   /* another thread's exec holds the file */
-        __atomic_add_fetch(&ps_g.exec_lost, 1, __ATOMIC_RELAXED);
+    if (ps_g.closing && !ps_g.paused) {   /* an exec or the exit flush is closing the file */
+        __atomic_add_fetch(&ps_g.closing_lost, 1, __ATOMIC_RELAXED);
         return NULL;
     }
     if (!ps_g.on) return NULL;
@@ -536,7 +536,7 @@ void ps_flush_all(void)
  * to publish their event, so END counts exactly what the streams hold. */
 static void ps_quiesce(void)
 {
-    ps_g.exec_pending = 1;   /* from now on other threads' calls are counted */
+    ps_g.closing = 1;   /* from now on other threads' calls are counted */
     ps_g.stopping = 1;
     ps_recompute_on();
     int others = 0;
@@ -580,7 +580,7 @@ void ps_final(void)
     retry_after = 0;              /* the last flush tries even a refused file */
     ps_flush_all();
     end_of_image_locked(1);
-    add_lost(__atomic_exchange_n(&ps_g.exec_lost, 0, __ATOMIC_RELAXED));
+    add_lost(__atomic_exchange_n(&ps_g.closing_lost, 0, __ATOMIC_RELAXED));
     pthread_mutex_lock(&ps_g.wlock);
     if (!ps_g.closed) {
         ps_write_end_locked();
@@ -990,12 +990,11 @@ void ps_exec_begin(const char *path)
     retry_after = 0;
     ps_flush_all();
     exec_unflushed = end_of_image_locked(0);
-    exec_counted = __atomic_load_n(&ps_g.exec_lost, __ATOMIC_RELAXED);
+    exec_counted = __atomic_load_n(&ps_g.closing_lost, __ATOMIC_RELAXED);
     add_lost(exec_counted);
     pthread_mutex_lock(&ps_g.wlock);
     exec_end_off = ps_g.file_off;
     ps_write_end_locked();
-    ps_g.exec_pending = 1;
     ps_g.closed = 1;
     ps_recompute_on();
     exec_locked = 1;
@@ -1010,12 +1009,12 @@ void ps_exec_failed(void)
     __atomic_sub_fetch(&ps_g.lost_total, exec_unflushed + exec_counted, __ATOMIC_RELAXED);
     ps_g.closed = 0;
     ps_g.stopping = 0;
-    ps_g.exec_pending = 0;
+    ps_g.closing = 0;
     ps_recompute_on();
     pthread_mutex_unlock(&ps_g.wlock);
     pthread_mutex_unlock(&ps_g.tlock);
     /* What other threads did while the file was closed is gone: say so. */
-    uint64_t n = __atomic_exchange_n(&ps_g.exec_lost, 0, __ATOMIC_RELAXED);
+    uint64_t n = __atomic_exchange_n(&ps_g.closing_lost, 0, __ATOMIC_RELAXED);
     ps_thr_t *t = ps_tls.thr;
     if (n) {
         add_lost(n);
@@ -1099,6 +1098,8 @@ void ps_child_after_fork(void)
     ps_g.file_off = 0;
     ps_g.closed = 0;
     ps_g.stopping = 0;
+    ps_g.closing = 0;        /* a fork after the parent's exit flush records anew */
+    ps_g.closing_lost = 0;
     ps_g.lost_reported = 0;
     ps_g.active = 0;
     retry_after = 0;

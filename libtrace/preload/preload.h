@@ -129,8 +129,8 @@ typedef struct ps_global {
     volatile int toggle_req; /* signal asked for a toggle: its marker is not written yet */
     volatile uint64_t toggle_ts; /* ps_now() when the signal arrived */
     volatile int stopping;   /* final flush or exec under way */
-    volatile int exec_pending;  /* an exec holds the trace closed: count other threads' calls */
-    uint64_t exec_lost;      /* those calls (atomic); reported if the exec fails */
+    volatile int closing;    /* an exec or the exit flush is closing the trace: count other threads' calls */
+    uint64_t closing_lost;   /* those calls (atomic): in END, or a LOST record if the exec fails */
     int stacks;              /* PST_STACKS_* */
     int depth;
     int sig;                 /* POOLSCOPE_SIGNAL or 0 */
@@ -218,7 +218,7 @@ static inline ps_thr_t *ps_enter(void)
             PS_SIGFENCE();
             return t;
         }
-    } else if (PS_LIKELY(ps_g.inited && !ps_g.child_pending && !ps_g.exec_pending)) {
+    } else if (PS_LIKELY(ps_g.inited && !ps_g.child_pending && !ps_g.closing)) {
         return NULL;   /* not recording: pass through without a call */
     }
     return ps_enter_slow();

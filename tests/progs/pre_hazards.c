@@ -54,6 +54,20 @@ static void *emit_ids(void *arg)
     return NULL;
 }
 
+/* malloc+free pairs; how many frees changed errno (a hook must not). */
+static long frees_changing_errno(long n)
+{
+    long changed = 0;
+    for (long i = 0; i < n; i++) {
+        void *p = malloc(100);
+        sink = p;               /* a used pointer: the pair cannot be elided */
+        errno = 0;
+        free(p);
+        if (errno) changed++;
+    }
+    return changed;
+}
+
 static volatile int stop;
 static void *allocate(void *arg)
 {
@@ -110,28 +124,14 @@ int main(int argc, char **argv)
         const char *out = getenv("POOLSCOPE_OUT");
         if (out) unlink(out);
         syscall(SYS_close_range, 3u, ~0u, 0u);
-        long changed = 0;
-        for (long i = 0; i < 200000; i++) {
-            void *p = malloc(100);
-            sink = p;               /* a used pointer: the pair cannot be elided */
-            errno = 0;
-            free(p);
-            if (errno) changed++;
-        }
+        long changed = frees_changing_errno(200000);
         printf("errno: changed %ld times\n", changed);
         return changed != 0;
     }
     if (!strcmp(mode, "fsize")) {
         struct rlimit rl = { 1 << 20, 1 << 20 };
         setrlimit(RLIMIT_FSIZE, &rl);
-        long changed = 0;
-        for (long i = 0; i < 600000; i++) {   /* ~2.4 MB of trace */
-            void *p = malloc(100);
-            sink = p;               /* a used pointer: the pair cannot be elided */
-            errno = 0;
-            free(p);
-            if (errno) changed++;
-        }
+        long changed = frees_changing_errno(600000);   /* ~2.4 MB of trace */
         printf("fsize: errno changed %ld times\n", changed);
         return changed != 0;
     }
