@@ -3,6 +3,8 @@
 # Every folder is one component and becomes one archive; sources are found by
 # wildcard, so adding a file needs no edit here.
 #
+#   include/poolscope/*.h    the installed API (C and C++), nothing else
+#   common/*.c            -> build/lib/libpscommon.a   (errors, hash map, formatting, checked arithmetic)
 #   pool/*.c              -> build/lib/libpool.a       (knows nothing of traces)
 #   libtrace/*.c          -> build/lib/libpstrace.a    (format, reader, event API, pool adapter)
 #   libtrace/preload/*.c  -> build/lib/libpoolscope-preload.so (the interposer)
@@ -27,7 +29,25 @@ OPT     ?= -O2
 WARN    = -Wall -Wextra -Wshadow -Wstrict-prototypes -Wformat=2 -Wvla $(WERROR)
 # Frame pointers everywhere: `record --stacks fp` walks them.
 CFLAGS_ALL = -std=c11 -D_GNU_SOURCE $(OPT) -g -fno-omit-frame-pointer -pthread $(WARN) \
-             -Ipool -Ilibtrace -Ianalyzer -Ireplay -Ireference-engine -MMD -MP $(CFLAGS)
+             -MMD -MP $(CFLAGS)
+
+# Layering: each component sees the public headers, common/ and its own
+# folder, plus the folders of the components below it. Including a higher
+# layer's internal header fails to compile; scripts/check-layers.sh checks
+# the public headers' use against the same graph (README, "Architecture").
+#   common -> pool -> libtrace -> analyzer -> replay -> cli
+#   reference-engine on pool and libtrace's event API
+INC_common   = -Iinclude -Icommon
+INC_pool     = $(INC_common) -Ipool
+INC_libtrace = $(INC_pool) -Ilibtrace
+INC_analyzer = $(INC_libtrace) -Ianalyzer
+INC_replay   = $(INC_analyzer) -Ireplay
+INC_cli      = $(INC_replay) -Icli
+INC_reference-engine = $(INC_pool) -Ireference-engine
+INC_tests    = $(INC_cli) -Ireference-engine
+INC_bench    = $(INC_tests)
+comp = $(firstword $(subst /, ,$(1)))
+incs = $(INC_$(call comp,$(1)))
 ifneq ($(SAN),)
 CFLAGS_ALL += -fsanitize=$(SAN) -fno-sanitize-recover=all
 LDSAN       = -fsanitize=$(SAN)
@@ -38,6 +58,7 @@ LDLIBS_ALL = -lsqlite3 -ldw -lelf -lm -ldl -pthread
 LDFLAGS_ALL = -pie $(LDSAN) $(LDFLAGS)
 
 srcs = $(sort $(wildcard $(1)/*.c))
+COMMON_SRC  := $(call srcs,common)
 objs = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 
 POOL_SRC    := $(call srcs,pool)
@@ -51,6 +72,7 @@ TEST_SRC    := $(sort $(wildcard tests/test_*.c))
 PROG_SRC    := $(sort $(wildcard tests/progs/*.c))
 BENCH_SRC   := $(sort $(wildcard bench/bench_*.c))
 
+LIBCOMMON = $(BUILD)/lib/libpscommon.a
 LIBPOOL   = $(BUILD)/lib/libpool.a
 LIBTRACE  = $(BUILD)/lib/libpstrace.a
 LIBAZ     = $(BUILD)/lib/libanalyzer.a
@@ -58,7 +80,7 @@ LIBRP     = $(BUILD)/lib/libreplay.a
 LIBENG    = $(BUILD)/lib/libengine.a
 PRELOAD   = $(BUILD)/lib/libpoolscope-preload.so
 # Link order: users before what they use.
-LIBS      = $(LIBENG) $(LIBRP) $(LIBAZ) $(LIBTRACE) $(LIBPOOL)
+LIBS      = $(LIBENG) $(LIBRP) $(LIBAZ) $(LIBTRACE) $(LIBPOOL) $(LIBCOMMON)
 
 TESTS  = $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 PROGS  = $(patsubst tests/progs/%.c,$(BUILD)/tests/progs/%,$(PROG_SRC))
@@ -79,13 +101,13 @@ deps:
 # --- objects -----------------------------------------------------------------
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(PIE_CFLAGS) -c $< -o $@
+	$(CC) $(PIE_CFLAGS) $(call incs,$<) -c $< -o $@
 
 # The preload library is built position-independent with hidden visibility,
 # and never with a sanitizer.
 $(BUILD)/pic/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(filter-out -fsanitize=%,$(PIC_CFLAGS)) -c $< -o $@
+	$(CC) $(filter-out -fsanitize=%,$(PIC_CFLAGS)) $(call incs,$<) -c $< -o $@
 
 define archive
 $(1): $(call objs,$(2))
@@ -93,6 +115,7 @@ $(1): $(call objs,$(2))
 	@rm -f $$@
 	ar rcs $$@ $$^
 endef
+$(eval $(call archive,$(LIBCOMMON),$(COMMON_SRC)))
 $(eval $(call archive,$(LIBPOOL),$(POOL_SRC)))
 $(eval $(call archive,$(LIBTRACE),$(TRACE_SRC)))
 $(eval $(call archive,$(LIBAZ),$(AZ_SRC)))
@@ -121,7 +144,7 @@ $(BUILD)/tests/test_%: $(BUILD)/obj/tests/test_%.o $(LIBS)
 # Programs run under the interposer: no sanitizer (it would own malloc).
 $(BUILD)/tests/progs/%: tests/progs/%.c $(LIBS)
 	@mkdir -p $(dir $@)
-	$(CC) $(filter-out -fsanitize=%,$(PIE_CFLAGS)) -pie -o $@ $< $(LIBS) $(LDLIBS_ALL)
+	$(CC) $(filter-out -fsanitize=%,$(PIE_CFLAGS)) $(INC_tests) -pie -o $@ $< $(LIBS) $(LDLIBS_ALL)
 
 $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(LIBS)
 	@mkdir -p $(dir $@)
@@ -164,14 +187,13 @@ fuzz: deps
 #   pkg-config --cflags --libs poolscope       # event API + reader
 #   pkg-config --cflags --libs poolscope-pool  # buffer pool + block pool
 DESTDIR ?=
-INC_HDRS = libtrace/poolscope.h libtrace/format.h libtrace/reader.h libtrace/writer.h \
-           libtrace/pool_adapter.h pool/bufpool.h pool/blockpool.h pool/pserr.h
-install: $(BINS) $(PRELOAD) $(LIBTRACE) $(LIBPOOL)
+INC_HDRS = $(wildcard include/poolscope/*.h)
+install: $(BINS) $(PRELOAD) $(LIBTRACE) $(LIBPOOL) $(LIBCOMMON)
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/poolscope \
 	    $(DESTDIR)$(PREFIX)/include/poolscope $(DESTDIR)$(PREFIX)/lib/pkgconfig
 	install -m 755 $(BINS) $(DESTDIR)$(PREFIX)/bin/
 	install -m 755 $(PRELOAD) $(DESTDIR)$(PREFIX)/lib/poolscope/
-	install -m 644 $(LIBTRACE) $(LIBPOOL) $(DESTDIR)$(PREFIX)/lib/
+	install -m 644 $(LIBTRACE) $(LIBPOOL) $(LIBCOMMON) $(DESTDIR)$(PREFIX)/lib/
 	install -m 644 $(INC_HDRS) $(DESTDIR)$(PREFIX)/include/poolscope/
 	sed 's|@PREFIX@|$(PREFIX)|' scripts/poolscope.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/poolscope.pc
 	sed 's|@PREFIX@|$(PREFIX)|' scripts/poolscope-pool.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/poolscope-pool.pc

@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "json.h"
-#include "pserr.h"
+#include "poolscope/error.h"
 #include "report.h"
 #include "scan.h"
 #include "symbolize.h"
@@ -177,13 +177,13 @@ int az_export(const char *trace, int format, int weight, const char *out_path, i
     int err = 0;
     pst_reader_t *probe = pst_open(trace, &err);
     if (!probe) {
-        snprintf(msg, msglen, "%s", err == PS_ECORRUPT ? "not a poolscope trace (bad header)" : ps_strerror(err));
+        snprintf(msg, msglen, "%s", err == PSC_ECORRUPT ? "not a poolscope trace (bad header)" : psc_strerror(err));
         return err;
     }
     uint64_t pid = pst_header(probe)->pid;
     pst_close(probe);
     FILE *out = fopen(out_path, "w");
-    if (!out) { snprintf(msg, msglen, "cannot write %s", out_path); return PS_EIO; }
+    if (!out) { snprintf(msg, msglen, "cannot write %s", out_path); return PSC_EIO; }
     az_scan_t *s = NULL;
     int rc;
     if (format == AZ_EXPORT_CHROME) {
@@ -226,6 +226,6 @@ int az_export(const char *trace, int format, int weight, const char *out_path, i
         *warning = az_scan_warning(s, wb, sizeof wb) != NULL;
     }
     az_scan_free(s);
-    if (fclose(out) && !rc) { snprintf(msg, msglen, "write failed: %s", out_path); rc = PS_EIO; }
+    if (fclose(out) && !rc) { snprintf(msg, msglen, "write failed: %s", out_path); rc = PSC_EIO; }
     return rc;
 }

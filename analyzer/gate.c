@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pserr.h"
+#include "poolscope/error.h"
 #include "report.h"
 #include "scan.h"
 #include "units.h"
@@ -19,7 +19,7 @@
 az_jdoc_t *az_metrics_doc(const char *path, int *err, char *msg, size_t msglen)
 {
     FILE *f = fopen(path, "rb");
-    if (!f) { *err = PS_EIO; snprintf(msg, msglen, "cannot open: %s", strerror(errno)); return NULL; }
+    if (!f) { *err = PSC_EIO; snprintf(msg, msglen, "cannot open: %s", strerror(errno)); return NULL; }
     int c;
     while ((c = fgetc(f)) == ' ' || c == '\n' || c == '\t' || c == '\r') {}
     fclose(f);
@@ -35,7 +35,7 @@ az_jdoc_t *az_metrics_doc(const char *path, int *err, char *msg, size_t msglen)
     char *buf = NULL;
     size_t len = 0;
     FILE *m = open_memstream(&buf, &len);
-    if (!m) { az_scan_free(s); *err = PS_ENOMEM; snprintf(msg, msglen, "out of memory"); return NULL; }
+    if (!m) { az_scan_free(s); *err = PSC_ENOMEM; snprintf(msg, msglen, "out of memory"); return NULL; }
     az_report_opts_t o = { .top = 1000000 };
     az_report_json(s, &o, m);
     fclose(m);
@@ -61,7 +61,7 @@ int az_gate_rule_parse(int kind, const char *arg, az_gate_rule_t *rule, char *ms
     const char *opt = kind == AZ_RULE_TOL ? "--tol" : kind == AZ_RULE_MAX ? "--max" : "--min";
     if (!eq || eq == arg || (size_t)(eq - arg) >= sizeof rule->metric) {
         snprintf(msg, msglen, "%s '%s': expected METRIC=VALUE", opt, arg);
-        return PS_EINVAL;
+        return PSC_EINVAL;
     }
     memset(rule, 0, sizeof *rule);
     rule->kind = kind;
@@ -73,7 +73,7 @@ int az_gate_rule_parse(int kind, const char *arg, az_gate_rule_t *rule, char *ms
     if (az_parse_bytes(val, &rule->value) || rule->value < 0) {
         snprintf(msg, msglen, "%s '%s': '%s' is not a %s", opt, arg, eq + 1,
                  kind == AZ_RULE_TOL ? "percentage" : "value (e.g. 64MiB, 0.9, 0)");
-        return PS_EINVAL;
+        return PSC_EINVAL;
     }
     return 0;
 }

@@ -40,7 +40,7 @@ typedef struct az_gate_rule {
     double value;                /* percent (TOL) or limit (MAX/MIN) */
 } az_gate_rule_t;
 
-/* Parse "METRIC=VALUE" into a rule; PS_EINVAL with a message. */
+/* Parse "METRIC=VALUE" into a rule; PSC_EINVAL with a message. */
 int az_gate_rule_parse(int kind, const char *arg, az_gate_rule_t *rule, char *msg, size_t msglen);
 
 /* Check rules against the current document and (for TOL) the baseline.

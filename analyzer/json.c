@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pserr.h"
+#include "poolscope/error.h"
 
 /* ---- writer ------------------------------------------------------------------ */
 
@@ -160,7 +160,7 @@ static void *perr(parser_t *ps, const char *fmt, ...) __attribute__((format(prin
 static void *perr(parser_t *ps, const char *fmt, ...)
 {
     if (ps->err) return NULL;
-    ps->err = PS_ECORRUPT;
+    ps->err = PSC_ECORRUPT;
     int line = 1;
     for (const char *q = ps->start; q < ps->p && q < ps->end; q++) line += *q == '\n';
     if (ps->errbuf && ps->errlen) {
@@ -195,7 +195,7 @@ static char *parse_string(parser_t *ps)
     while (q < ps->end && *q != '"') { if (*q == '\\') q++; q++; n++; }
     if (q >= ps->end) return perr(ps, "unterminated string");
     char *out = arena_alloc(ps->d, n * 3 + 1), *o = out;   /* \uXXXX may take 3 bytes */
-    if (!out) { ps->err = PS_ENOMEM; return NULL; }
+    if (!out) { ps->err = PSC_ENOMEM; return NULL; }
     while (*ps->p != '"') {
         char c = *ps->p++;
         if ((unsigned char)c < 0x20) return perr(ps, "control character in string");
@@ -239,7 +239,7 @@ static az_jv_t *parse_value(parser_t *ps);
 static az_jv_t *new_node(parser_t *ps, int type)
 {
     az_jv_t *v = arena_alloc(ps->d, sizeof *v);
-    if (!v) { ps->err = PS_ENOMEM; return NULL; }
+    if (!v) { ps->err = PSC_ENOMEM; return NULL; }
     memset(v, 0, sizeof *v);
     v->type = type;
     return v;
@@ -335,7 +335,7 @@ static az_jv_t *parse_value(parser_t *ps)
 az_jdoc_t *az_json_parse(const char *text, size_t len, int *err, char *errbuf, size_t errlen)
 {
     az_jdoc_t *d = calloc(1, sizeof *d);
-    if (!d) { if (err) *err = PS_ENOMEM; return NULL; }
+    if (!d) { if (err) *err = PSC_ENOMEM; return NULL; }
     parser_t ps = { .p = text, .end = text + len, .start = text, .d = d,
                     .errbuf = errbuf, .errlen = errlen };
     if (errbuf && errlen) errbuf[0] = 0;
@@ -345,8 +345,8 @@ az_jdoc_t *az_json_parse(const char *text, size_t len, int *err, char *errbuf, s
         if (ps.p != ps.end) perr(&ps, "trailing characters after the document");
     }
     if (ps.err || !d->root) {
-        if (!ps.err) ps.err = PS_ECORRUPT;
-        if (ps.err == PS_ENOMEM && errbuf && errlen) snprintf(errbuf, errlen, "out of memory");
+        if (!ps.err) ps.err = PSC_ECORRUPT;
+        if (ps.err == PSC_ENOMEM && errbuf && errlen) snprintf(errbuf, errlen, "out of memory");
         if (err) *err = ps.err;
         az_json_free(d);
         return NULL;
@@ -359,7 +359,7 @@ az_jdoc_t *az_json_parse_file(const char *path, int *err, char *errbuf, size_t e
     FILE *f = fopen(path, "rb");
     if (!f) {
         if (errbuf && errlen) snprintf(errbuf, errlen, "%s", strerror(errno));
-        if (err) *err = PS_EIO;
+        if (err) *err = PSC_EIO;
         return NULL;
     }
     size_t cap = 65536, n = 0;
@@ -377,7 +377,7 @@ az_jdoc_t *az_json_parse_file(const char *path, int *err, char *errbuf, size_t e
     if (!buf || ioerr) {
         free(buf);
         if (errbuf && errlen) snprintf(errbuf, errlen, "%s", buf ? "read error" : "out of memory");
-        if (err) *err = buf ? PS_EIO : PS_ENOMEM;
+        if (err) *err = buf ? PSC_EIO : PSC_ENOMEM;
         return NULL;
     }
     az_jdoc_t *d = az_json_parse(buf, n, err, errbuf, errlen);

@@ -62,10 +62,10 @@ typedef struct az_jv {
 
 typedef struct az_jdoc az_jdoc_t;
 
-/* Parse text[0..len). NULL on failure with *err (PS_ECORRUPT, PS_ENOMEM) and
+/* Parse text[0..len). NULL on failure with *err (PSC_ECORRUPT, PSC_ENOMEM) and
  * a message in errbuf ("line 3: expected ':'"). */
 az_jdoc_t *az_json_parse(const char *text, size_t len, int *err, char *errbuf, size_t errlen);
-/* Read and parse a file; PS_EIO when it cannot be read. */
+/* Read and parse a file; PSC_EIO when it cannot be read. */
 az_jdoc_t *az_json_parse_file(const char *path, int *err, char *errbuf, size_t errlen);
 const az_jv_t *az_json_root(const az_jdoc_t *d);
 void az_json_free(az_jdoc_t *d);                    /* accepts NULL */

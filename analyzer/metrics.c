@@ -38,7 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pserr.h"
+#include "poolscope/error.h"
 
 /* ---- hash tables ------------------------------------------------------------ */
 
@@ -87,7 +87,7 @@ static int live_init(live_tab_t *t, size_t cap)
     t->n = 0;
     t->max_n = cap / 2;
     t->shift = shift_for(cap);
-    return t->e ? 0 : PS_ENOMEM;
+    return t->e ? 0 : PSC_ENOMEM;
 }
 
 /* The entry of addr, or the empty slot where it would go (o->used == 0). */
@@ -104,7 +104,7 @@ static inline live_obj_t *live_probe(const live_tab_t *t, uint64_t addr)
 static int live_grow(live_tab_t *t)
 {
     live_tab_t nt;
-    if (live_init(&nt, (t->mask + 1) * 2)) return PS_ENOMEM;
+    if (live_init(&nt, (t->mask + 1) * 2)) return PSC_ENOMEM;
     for (size_t i = 0; i <= t->mask; i++) {
         if (!t->e[i].used) continue;
         size_t j = hslot(t->e[i].addr, nt.shift);
@@ -142,7 +142,7 @@ static int kv_init(kv_tab_t *t, size_t cap)
     t->mask = cap - 1;
     t->n = 0;
     t->shift = shift_for(cap);
-    return t->e ? 0 : PS_ENOMEM;
+    return t->e ? 0 : PSC_ENOMEM;
 }
 
 static kv_ent_t *kv_find(const kv_tab_t *t, uint64_t k)
@@ -274,7 +274,7 @@ static int reuse_tab_init(reuse_tab_t *t, size_t cap)
     t->n = 0;
     t->max_n = cap / 4 * 3;
     t->shift = shift_for(cap);
-    return t->e ? 0 : PS_ENOMEM;
+    return t->e ? 0 : PSC_ENOMEM;
 }
 
 /* Size the stamp structures to cap stamps (a multiple of 64, >= the current
@@ -283,13 +283,13 @@ static int stamps_resize(az_metrics_t *m, uint64_t cap)
 {
     if (cap <= m->stamp_cap && m->owner) return 0;
     uint32_t *owner = realloc(m->owner, cap * sizeof *owner);
-    if (!owner) return PS_ENOMEM;
+    if (!owner) return PSC_ENOMEM;
     m->owner = owner;
     uint64_t *bits = realloc(m->bits, cap / 64 * sizeof *bits);
-    if (!bits) return PS_ENOMEM;
+    if (!bits) return PSC_ENOMEM;
     m->bits = bits;
     uint32_t *fw = realloc(m->fw, (cap / 64 + 1) * sizeof *fw);
-    if (!fw) return PS_ENOMEM;
+    if (!fw) return PSC_ENOMEM;
     m->fw = fw;
     m->stamp_cap = cap;
     return 0;
@@ -321,7 +321,7 @@ static void stamps_rebuild(az_metrics_t *m, uint64_t k)
 
 az_metrics_t *az_create(const az_cfg_t *cfg, int *err)
 {
-    int e = PS_ENOMEM;
+    int e = PSC_ENOMEM;
     az_metrics_t *m = calloc(1, sizeof *m);
     if (!m) goto fail;
     if (cfg) m->cfg = *cfg;
@@ -487,7 +487,7 @@ static int stamps_compact(az_metrics_t *m)
 static int reuse_grow(az_metrics_t *m)
 {
     reuse_tab_t nt, *t = &m->reuse;
-    if (reuse_tab_init(&nt, (t->mask + 1) * 2)) return PS_ENOMEM;
+    if (reuse_tab_init(&nt, (t->mask + 1) * 2)) return PSC_ENOMEM;
     for (size_t i = 0; i <= t->mask; i++) {
         if (!t->e[i].stamp) continue;
         size_t j = hslot(t->e[i].addr, nt.shift);
@@ -610,7 +610,7 @@ int az_alloc(az_metrics_t *m, uint64_t t, uint64_t addr, uint64_t req, uint64_t 
         o = live_probe(&m->live, addr);
     }
     if (__builtin_expect(m->live.n + 1 > m->live.max_n, 0)) {
-        if (live_grow(&m->live)) return PS_ENOMEM;
+        if (live_grow(&m->live)) return PSC_ENOMEM;
         o = live_probe(&m->live, addr);
     }
     o->used = 1;
@@ -644,7 +644,7 @@ int az_free(az_metrics_t *m, uint64_t t, uint64_t addr)
     live_obj_t *o = live_probe(&m->live, addr);
     if (!o->used) {
         m->r.unmatched_frees++;
-        return PS_ENOENT;
+        return PSC_ENOENT;
     }
     uint64_t req = o->req, rnd = o->rnd, key = o->key, t0 = o->t;
     uint32_t stack = o->stack;
@@ -781,9 +781,9 @@ int az_mark(az_metrics_t *m, uint64_t t, int kind, const char *name, uint64_t in
 {
     (void)instance;
     advance(m, t);
-    if (!name) return PS_EINVAL;
+    if (!name) return PSC_EINVAL;
     phase_t *p = phase_get(m, name);
-    if (!p) return PS_ENOMEM;
+    if (!p) return PSC_ENOMEM;
     switch (kind) {
     case AZ_MARK_POINT:
         if (p->point_open) phase_close(m, p);
@@ -802,11 +802,11 @@ int az_mark(az_metrics_t *m, uint64_t t, int kind, const char *name, uint64_t in
         }
         break;
     case AZ_MARK_END:
-        if (p->open == 0) return PS_ENOENT;           /* end without begin: ignored */
+        if (p->open == 0) return PSC_ENOENT;           /* end without begin: ignored */
         if (--p->open == 0) phase_close(m, p);
         break;
     default:
-        return PS_EINVAL;
+        return PSC_EINVAL;
     }
     return 0;
 }

@@ -31,7 +31,7 @@
  * of the stream. All updates are O(1) except the reuse distance, O(log D)
  * with D the distinct addresses tracked.
  *
- * Errors follow pool/pserr.h: az_alloc returns PS_ENOMEM when a table
+ * Errors follow include/poolscope/error.h: az_alloc returns PSC_ENOMEM when a table
  * cannot grow (the accumulator stays usable; that allocation is not
  * counted).
  */
@@ -54,7 +54,7 @@ typedef struct az_cfg {
     const char *step_marker; /* marker whose scopes/points are decode steps; NULL: "decode" */
 } az_cfg_t;
 
-/* NULL cfg = defaults. NULL on failure with *err (PS_ENOMEM, PS_EINVAL). */
+/* NULL cfg = defaults. NULL on failure with *err (PSC_ENOMEM, PSC_EINVAL). */
 az_metrics_t *az_create(const az_cfg_t *cfg, int *err);
 void az_destroy(az_metrics_t *m);                 /* accepts NULL */
 
@@ -67,7 +67,7 @@ void az_destroy(az_metrics_t *m);                 /* accepts NULL */
  * frees the old object (counted in r.double_allocs). */
 int az_alloc(az_metrics_t *m, uint64_t t, uint64_t addr, uint64_t req, uint64_t rnd,
              uint64_t size_key, uint32_t stack);
-/* Free of a live object. Returns 0, or PS_ENOENT for an address not live
+/* Free of a live object. Returns 0, or PSC_ENOENT for an address not live
  * (counted in r.unmatched_frees, otherwise ignored). */
 int az_free(az_metrics_t *m, uint64_t t, uint64_t addr);
 /* Heap calls for phases and allocs_per_decode_step: n calls that requested

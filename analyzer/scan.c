@@ -12,7 +12,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "pserr.h"
+#include "poolscope/error.h"
 
 #define MAP_ANON_FLAG 0x20       /* Linux MAP_ANONYMOUS */
 
@@ -52,7 +52,7 @@ static int map_init(priv_t *p, size_t cap)
     p->maps = calloc(cap, sizeof *p->maps);
     p->map_mask = cap - 1;
     p->map_n = 0;
-    return p->maps ? 0 : PS_ENOMEM;
+    return p->maps ? 0 : PSC_ENOMEM;
 }
 
 static mapent_t *map_find(priv_t *p, uint64_t a)
@@ -83,7 +83,7 @@ static int map_put(priv_t *p, uint64_t a, uint64_t len, int anon)
     if ((p->map_n + 1) * 2 > p->map_mask + 1) {
         mapent_t *old = p->maps;
         size_t n = p->map_mask + 1;
-        if (map_init(p, n * 2)) { p->maps = old; p->map_mask = n - 1; return PS_ENOMEM; }
+        if (map_init(p, n * 2)) { p->maps = old; p->map_mask = n - 1; return PSC_ENOMEM; }
         for (size_t i = 0; i < n; i++)
             if (old[i].used) map_put(p, old[i].addr, old[i].len, old[i].anon);
         free(old);
@@ -177,14 +177,14 @@ static kvpool_t *kv_get(az_scan_t *s, uint64_t id)
 static int kv_reserve(kvpool_t *k, uint64_t id)
 {
     if (id < k->cap) return 0;
-    if (id > (1u << 26)) return PS_ERANGE;           /* absurd block id: ignore */
+    if (id > (1u << 26)) return PSC_ERANGE;           /* absurd block id: ignore */
     size_t n = k->cap ? k->cap : 256;
     while (n <= id) n *= 2;
     uint32_t *u = realloc(k->n_used, n * sizeof *u);
-    if (!u) return PS_ENOMEM;
+    if (!u) return PSC_ENOMEM;
     k->n_used = u;
     uint8_t *h = realloc(k->held, n);
-    if (!h) return PS_ENOMEM;
+    if (!h) return PSC_ENOMEM;
     k->held = h;
     memset(u + k->cap, 0, (n - k->cap) * sizeof *u);
     memset(h + k->cap, 0, n - k->cap);
@@ -469,7 +469,7 @@ int az_scan_file(const char *path, const az_scan_opts_t *opts, az_scan_t **out,
     *out = NULL;
     az_scan_t *s = calloc(1, sizeof *s);
     priv_t *p = calloc(1, sizeof *p);
-    if (!s || !p) { free(s); free(p); snprintf(msg, msglen, "out of memory"); return PS_ENOMEM; }
+    if (!s || !p) { free(s); free(p); snprintf(msg, msglen, "out of memory"); return PSC_ENOMEM; }
     s->priv = p;
     s->path = path;
     if (opts) p->opts = *opts;
@@ -484,15 +484,15 @@ int az_scan_file(const char *path, const az_scan_opts_t *opts, az_scan_t **out,
         (p->opts.keep_markers && !s->markers)) {
         az_scan_free(s);
         snprintf(msg, msglen, "out of memory");
-        return PS_ENOMEM;
+        return PSC_ENOMEM;
     }
     s->r = pst_open(path, &err);
     if (!s->r) {
-        if (err == PS_EIO) snprintf(msg, msglen, "%s", strerror(errno));
-        else if (err == PS_ECORRUPT) snprintf(msg, msglen, "not a poolscope trace (bad header)");
-        else if (err == PS_ETRUNC) snprintf(msg, msglen, "cut short inside the file header");
-        else if (err == PS_EVERSION) snprintf(msg, msglen, "trace format version not supported by this build");
-        else snprintf(msg, msglen, "%s", ps_strerror(err));
+        if (err == PSC_EIO) snprintf(msg, msglen, "%s", strerror(errno));
+        else if (err == PSC_ECORRUPT) snprintf(msg, msglen, "not a poolscope trace (bad header)");
+        else if (err == PSC_ETRUNC) snprintf(msg, msglen, "cut short inside the file header");
+        else if (err == PSC_EVERSION) snprintf(msg, msglen, "trace format version not supported by this build");
+        else snprintf(msg, msglen, "%s", psc_strerror(err));
         az_scan_free(s);
         return err;
     }
@@ -513,7 +513,7 @@ int az_scan_file(const char *path, const az_scan_opts_t *opts, az_scan_t **out,
     }
     s->status = pst_status(s->r);
     if (rc < 0) {
-        snprintf(msg, msglen, "read failed: %s", ps_strerror(rc));
+        snprintf(msg, msglen, "read failed: %s", psc_strerror(rc));
         az_scan_free(s);
         return rc;
     }

@@ -25,7 +25,7 @@
 #include <stdint.h>
 
 #include "metrics.h"
-#include "reader.h"
+#include "poolscope/reader.h"
 
 enum {   /* the hooked functions, in the order of the JSON `calls` object */
     AZ_F_MALLOC, AZ_F_CALLOC, AZ_F_REALLOC, AZ_F_REALLOCARRAY, AZ_F_FREE,

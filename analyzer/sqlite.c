@@ -20,7 +20,7 @@
 #include <unistd.h>
 
 #include "gate.h"
-#include "pserr.h"
+#include "poolscope/error.h"
 #include "report.h"
 #include "scan.h"
 #include "symbolize.h"
@@ -266,7 +266,7 @@ static int exec(sqlite3 *db, const char *sql, char *msg, size_t msglen)
     if (sqlite3_exec(db, sql, NULL, NULL, &e) != SQLITE_OK) {
         snprintf(msg, msglen, "sqlite: %s", e ? e : "error");
         sqlite3_free(e);
-        return PS_EIO;
+        return PSC_EIO;
     }
     return 0;
 }
@@ -300,7 +300,7 @@ int az_sql_write_progress(const char *trace, const char *dbpath, az_sql_stats_t 
     int err = 0;
     pst_reader_t *probe = pst_open(trace, &err);
     if (!probe) {
-        snprintf(msg, msglen, "%s", err == PS_ECORRUPT ? "not a poolscope trace (bad header)" : ps_strerror(err));
+        snprintf(msg, msglen, "%s", err == PSC_ECORRUPT ? "not a poolscope trace (bad header)" : psc_strerror(err));
         return err;
     }
     pst_close(probe);
@@ -310,9 +310,9 @@ int az_sql_write_progress(const char *trace, const char *dbpath, az_sql_stats_t 
                         NULL) != SQLITE_OK) {
         snprintf(msg, msglen, "cannot create database %s: %s", dbpath, L.db ? sqlite3_errmsg(L.db) : "error");
         sqlite3_close(L.db);
-        return PS_EIO;
+        return PSC_EIO;
     }
-    int rc = PS_EIO;
+    int rc = PSC_EIO;
     az_scan_t *s = NULL;
     /* temp_store stays FILE: with MEMORY, SQLite's sorter (CREATE INDEX)
      * mallocs every record and never spills; with FILE it packs records
@@ -336,7 +336,7 @@ int az_sql_write_progress(const char *trace, const char *dbpath, az_sql_stats_t 
     if ((rc = az_scan_file(trace, &so, &s, msg, msglen))) goto out;
     if (!L.rc) flush_rows(&L);
 
-    rc = PS_EIO;
+    rc = PSC_EIO;
     if (L.rc) { snprintf(msg, msglen, "sqlite insert failed: %s", sqlite3_errstr(L.rc)); goto out; }
     char wb[8];
     *warning = az_scan_warning(s, wb, sizeof wb) != NULL;

@@ -18,7 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "reader.h"
+#include "poolscope/reader.h"
 
 typedef struct az_sym az_sym_t;
 

@@ -3,7 +3,7 @@
  * Bytes: "64MiB", "1.5 GiB", "512KiB", "4096", "0" (KiB MiB GiB TiB, also
  * KB MB GB as the same binary units, and a plain B). Times: "1.5s",
  * "200ms", "30us", "100ns"; a plain number is seconds. Both return 0 or
- * PS_EINVAL.
+ * PSC_EINVAL.
  */
 #ifndef POOLSCOPE_UNITS_H
 #define POOLSCOPE_UNITS_H

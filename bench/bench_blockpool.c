@@ -19,7 +19,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "blockpool.h"
+#include "poolscope/blockpool.h"
 
 static double now_ns(void)
 {
@@ -36,7 +36,7 @@ static int cmp_double(const void *a, const void *b)
 
 static void fail(const char *what, int rc)
 {
-    fprintf(stderr, "bench_blockpool: %s: %s\n", what, ps_strerror(rc));
+    fprintf(stderr, "bench_blockpool: %s: %s\n", what, psc_strerror(rc));
     exit(1);
 }
 

@@ -20,7 +20,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "bufpool.h"
+#include "poolscope/bufpool.h"
 
 typedef struct model_shape {
     const char *name;

@@ -32,8 +32,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "reader.h"
-#include "writer.h"
+#include "poolscope/reader.h"
+#include "poolscope/writer.h"
 
 /* ---- workload ------------------------------------------------------------- */
 

@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "replay.h"
-#include "writer.h"
+#include "poolscope/writer.h"
 
 static int write_trace(const char *path, uint64_t n_events)
 {

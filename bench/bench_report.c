@@ -33,11 +33,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "reader.h"
+#include "poolscope/reader.h"
 #include "report.h"
 #include "scan.h"
 #include "sqlite.h"
-#include "writer.h"
+#include "poolscope/writer.h"
 
 static uint64_t rng = 88172645463325252ull;
 static uint64_t rnd(void) { rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17; return rng; }

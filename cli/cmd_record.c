@@ -38,7 +38,7 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "format.h"
+#include "poolscope/format.h"
 #include "record_summary.h"
 
 #define PRELOAD_NAME "libpoolscope-preload.so"

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "cli.h"
-#include "pserr.h"
+#include "poolscope/error.h"
 #include "report.h"
 #include "scan.h"
 #include "units.h"

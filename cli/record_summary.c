@@ -9,8 +9,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "pserr.h"
-#include "reader.h"
+#include "poolscope/error.h"
+#include "poolscope/reader.h"
 
 int record_manifest_line(char *line, long *pid, char **path)
 {
@@ -34,7 +34,7 @@ int record_trace_info(const char *path, rec_trace_info_t *info)
     memset(info, 0, sizeof *info);
     int err = 0;
     pst_reader_t *r = pst_open(path, &err);
-    if (!r) { info->err = err ? err : PS_EIO; return info->err; }
+    if (!r) { info->err = err ? err : PSC_EIO; return info->err; }
     const pst_header_t *h = pst_header(r);
     if (h && h->exe && *h->exe) {
         const char *b = strrchr(h->exe, '/');
@@ -64,8 +64,8 @@ int record_summary(const char *manifest, const char *expected_out, FILE *out)
         rec_trace_info_t in;
         record_trace_info(path, &in);
         listed++;
-        if (in.err && in.err != PS_ETRUNC) {
-            fprintf(out, "poolscope: pid %ld: %s: unreadable trace (%s)\n", pid, path, ps_strerror(in.err));
+        if (in.err && in.err != PSC_ETRUNC) {
+            fprintf(out, "poolscope: pid %ld: %s: unreadable trace (%s)\n", pid, path, psc_strerror(in.err));
             continue;
         }
         fprintf(out, "poolscope: pid %ld: %s: %llu events", pid, path, (unsigned long long)in.events);

@@ -18,7 +18,7 @@
 #include <dlfcn.h>
 #include <stddef.h>
 
-#include "poolscope.h"
+#include "poolscope/poolscope.h"
 
 const ps_api_t *ps__api;
 

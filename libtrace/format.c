@@ -12,8 +12,8 @@
  * varint is bounds-checked against `end`, and nothing beyond what the layout
  * names is written into the event.
  */
-#include "format.h"
-#include "pserr.h"
+#include "poolscope/format.h"
+#include "poolscope/error.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <nmmintrin.h>
@@ -417,7 +417,7 @@ static void tlv_uint(tlv_out_t *o, unsigned tag, uint64_t v)
 
 int pst_put_file_header(uint8_t *buf, size_t cap, const pst_file_info_t *in)
 {
-    if (cap < PST_FILE_HDR_FIXED) return PS_ERANGE;
+    if (cap < PST_FILE_HDR_FIXED) return PSC_ERANGE;
     tlv_out_t o = { buf, cap, PST_FILE_HDR_FIXED, 0 };
     tlv_uint(&o, PST_HDR_PID, in->pid);
     tlv_uint(&o, PST_HDR_PPID, in->ppid);
@@ -432,7 +432,7 @@ int pst_put_file_header(uint8_t *buf, size_t cap, const pst_file_info_t *in)
     tlv_uint(&o, PST_HDR_EXEC_GEN, in->exec_gen);
     if (in->tool) tlv_bytes(&o, PST_HDR_TOOL, in->tool, str_len(in->tool));
     if (in->host) tlv_bytes(&o, PST_HDR_HOST, in->host, str_len(in->host));
-    if (o.over || o.pos - PST_FILE_HDR_FIXED > UINT32_MAX || o.pos > 0x7fffffff) return PS_ERANGE;
+    if (o.over || o.pos - PST_FILE_HDR_FIXED > UINT32_MAX || o.pos > 0x7fffffff) return PSC_ERANGE;
     memcpy(buf, PST_MAGIC, 8);
     put_le16(buf + 8, PST_MAJOR);
     put_le16(buf + 10, PST_MINOR);

@@ -9,13 +9,13 @@
  * the stack and hand it to the tracer; the tracer stamps it into the calling
  * thread's stream and the pool_seq restores the pool's order across threads.
  */
-#include "pool_adapter.h"
+#include "poolscope/pool_adapter.h"
 
 #include <stdatomic.h>
 #include <unistd.h>
 
-#include "format.h"
-#include "poolscope.h"
+#include "poolscope/format.h"
+#include "poolscope/poolscope.h"
 
 static _Atomic uint64_t psa_next_id = 1;
 

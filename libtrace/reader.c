@@ -46,8 +46,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "pserr.h"
-#include "reader.h"
+#include "poolscope/error.h"
+#include "poolscope/reader.h"
 
 #define READ_BLOCK      (1u << 20)
 #define MAX_HDR_TLV     (16u << 20)
@@ -95,7 +95,7 @@ static int map_grow(u64map_t *m)
 {
     uint32_t cap = m->cap ? m->cap * 2 : 64;
     kv_t *t = malloc((size_t)cap * sizeof *t);
-    if (!t) return PS_ENOMEM;
+    if (!t) return PSC_ENOMEM;
     for (uint32_t i = 0; i < cap; i++) t[i].k = EMPTY_KEY;
     u64map_t nm = { t, cap, 0, 64 - (uint32_t)__builtin_ctz(cap), 0, 0 };
     for (uint32_t i = 0; i < m->cap; i++) {
@@ -116,7 +116,7 @@ static int map_put(u64map_t *m, uint64_t k, uint64_t v)
     if (k == EMPTY_KEY) { m->has_max = 1; m->max_v = v; return 0; }
     kv_t *e = map_find(m, k);
     if (e) { e->v = v; return 0; }
-    if ((m->n + 1) * 4 > m->cap * 3 && map_grow(m)) return PS_ENOMEM;   /* load <= 3/4 */
+    if ((m->n + 1) * 4 > m->cap * 3 && map_grow(m)) return PSC_ENOMEM;   /* load <= 3/4 */
     uint32_t mask = m->cap - 1, i = map_slot(m, k);
     while (m->t[i].k != EMPTY_KEY) i = (i + 1) & mask;
     m->t[i] = (kv_t){ k, v };
@@ -161,10 +161,10 @@ static int aset_rebuild(aset_t *s)
 {
     uint32_t cap = s->k ? s->mask + 1 : 64;
     while ((s->n + 1) * 4 > cap) cap *= 2;
-    if (cap > (1u << 31)) return PS_ENOMEM;
+    if (cap > (1u << 31)) return PSC_ENOMEM;
     uint64_t *k = calloc(cap, sizeof *k);
     uint8_t *lv = malloc(cap);
-    if (!k || !lv) { free(k); free(lv); return PS_ENOMEM; }
+    if (!k || !lv) { free(k); free(lv); return PSC_ENOMEM; }
     uint32_t shift = 64 - (uint32_t)__builtin_ctz(cap), mask = cap - 1;
     for (uint32_t i = 0; s->k && i <= s->mask; i++) {
         if (!s->k[i] || !s->live[i]) continue;
@@ -183,10 +183,10 @@ static int aset_rebuild(aset_t *s)
     return 0;
 }
 
-/* Add k (no-op when live). 0 or PS_ENOMEM. */
+/* Add k (no-op when live). 0 or PSC_ENOMEM. */
 static inline int aset_add(aset_t *s, uint64_t k)
 {
-    if (!s->k && aset_rebuild(s)) return PS_ENOMEM;
+    if (!s->k && aset_rebuild(s)) return PSC_ENOMEM;
     for (uint32_t i = AHASH(k, s->shift);; i = (i + 1) & s->mask) {
         uint64_t x = s->k[i];
         if (x == k) {
@@ -195,7 +195,7 @@ static inline int aset_add(aset_t *s, uint64_t k)
         }
         if (!x) {
             if ((s->n + s->dead + 1) * 2 > s->mask + 1) {
-                if (aset_rebuild(s)) return PS_ENOMEM;
+                if (aset_rebuild(s)) return PSC_ENOMEM;
                 return aset_add(s, k);
             }
             s->k[i] = k;
@@ -234,9 +234,9 @@ static inline uint64_t *amap_ref(const amap_t *m, uint64_t k)
 static int amap_grow(amap_t *m)
 {
     uint32_t cap = m->t ? (m->mask + 1) * 2 : 64;
-    if (cap == 0 || cap > (1u << 30)) return PS_ENOMEM;
+    if (cap == 0 || cap > (1u << 30)) return PSC_ENOMEM;
     kv_t *t = calloc(cap, sizeof *t);
-    if (!t) return PS_ENOMEM;
+    if (!t) return PSC_ENOMEM;
     uint32_t shift = 64 - (uint32_t)__builtin_ctz(cap), mask = cap - 1;
     for (uint32_t i = 0; m->t && i <= m->mask; i++) {
         if (!m->t[i].k) continue;
@@ -251,16 +251,16 @@ static int amap_grow(amap_t *m)
     return 0;
 }
 
-/* Room for one more key. 0 or PS_ENOMEM. */
+/* Room for one more key. 0 or PSC_ENOMEM. */
 static inline int amap_reserve(amap_t *m)
 {
     return (!m->t || (m->n + 1) * 2 > m->mask + 1) ? amap_grow(m) : 0;
 }
 
-/* Insert k, which is not present. 0 or PS_ENOMEM. */
+/* Insert k, which is not present. 0 or PSC_ENOMEM. */
 static inline int amap_insert(amap_t *m, uint64_t k, uint64_t v)
 {
-    if ((!m->t || (m->n + 1) * 2 > m->mask + 1) && amap_grow(m)) return PS_ENOMEM;
+    if ((!m->t || (m->n + 1) * 2 > m->mask + 1) && amap_grow(m)) return PSC_ENOMEM;
     uint32_t i = AHASH(k, m->shift);
     while (m->t[i].k) i = (i + 1) & m->mask;
     m->t[i] = (kv_t){ k, v };
@@ -363,7 +363,7 @@ static int sheap_push(sheap_t *h, rstream_t *s)
     if (h->n == h->cap) {
         uint32_t cap = h->cap ? h->cap * 2 : 16;
         rstream_t **a = realloc(h->a, cap * sizeof *a);
-        if (!a) return PS_ENOMEM;
+        if (!a) return PSC_ENOMEM;
         h->a = a;
         h->cap = cap;
     }
@@ -443,10 +443,10 @@ static int pend_new_run(pendtab_t *t, uint32_t *out)
         t->rfree = t->runs[idx].next;
     } else {
         if (t->rn == t->rcap) {
-            if (t->rcap > (UINT32_MAX >> 2)) return PS_ENOMEM;
+            if (t->rcap > (UINT32_MAX >> 2)) return PSC_ENOMEM;
             uint32_t cap = t->rcap ? t->rcap * 2 : 64;
             prun_t *a = realloc(t->runs, cap * sizeof *a);
-            if (!a) return PS_ENOMEM;
+            if (!a) return PSC_ENOMEM;
             t->runs = a;
             t->rcap = cap;
         }
@@ -479,10 +479,10 @@ static int pend_add(pendtab_t *t, uint64_t addr, rstream_t *s, int sp, uint64_t 
         if (!t->free_head) t->free_tail = 0;
     } else {
         if (t->n == t->cap) {
-            if (t->cap > (UINT32_MAX >> 2)) return PS_ENOMEM;
+            if (t->cap > (UINT32_MAX >> 2)) return PSC_ENOMEM;
             uint32_t cap = t->cap ? t->cap * 2 : 256;
             pnode_t *a = realloc(t->nodes, cap * sizeof *a);
-            if (!a) return PS_ENOMEM;
+            if (!a) return PSC_ENOMEM;
             t->nodes = a;
             t->cap = cap;
         }
@@ -523,7 +523,7 @@ static int pend_add(pendtab_t *t, uint64_t addr, rstream_t *s, int sp, uint64_t 
     return 0;
 nomem:
     pend_free_node(t, me);
-    return PS_ENOMEM;
+    return PSC_ENOMEM;
 }
 
 /* The free (s, seq) of addr goes out. */
@@ -611,7 +611,7 @@ static int pool_push(rpool_t *p, pent_t e)
     if (p->n == p->cap) {
         uint32_t cap = p->cap ? p->cap * 2 : 64;
         pent_t *a = realloc(p->h, cap * sizeof *a);
-        if (!a) return PS_ENOMEM;
+        if (!a) return PSC_ENOMEM;
         p->h = a;
         p->cap = cap;
     }
@@ -724,14 +724,14 @@ static long src_ensure(pst_reader_t *r, size_t n, const uint8_t **p)
             size_t cap = r->bcap;
             while (cap < n) cap *= 2;
             uint8_t *b = realloc(r->buf, cap);
-            if (!b) return PS_ENOMEM;
+            if (!b) return PSC_ENOMEM;
             r->buf = b;
             r->bcap = cap;
         }
         while (r->blim < n) {
             ssize_t k = read(r->fd, r->buf + r->blim, r->bcap - r->blim);
             if (k < 0 && errno == EINTR) continue;
-            if (k < 0) return PS_EIO;
+            if (k < 0) return PSC_EIO;
             if (k == 0) { r->src_eof = 1; break; }
             r->blim += (size_t)k;
         }
@@ -770,7 +770,7 @@ static void set_corrupt(pst_reader_t *r, uint64_t at, const char *why)
         r->st.corrupt = 1;
         r->st.corrupt_offset = at;
         r->st.corrupt_reason = why;
-        r->st.error = PS_ECORRUPT;
+        r->st.error = PSC_ECORRUPT;
     }
     r->eof = 1;
 }
@@ -779,7 +779,7 @@ static void set_truncated(pst_reader_t *r, uint64_t unread)
 {
     r->st.truncated = 1;
     r->st.unread_bytes = unread;
-    if (!r->st.error) r->st.error = PS_ETRUNC;
+    if (!r->st.error) r->st.error = PSC_ETRUNC;
     r->eof = 1;
 }
 
@@ -790,7 +790,7 @@ static void set_truncated(pst_reader_t *r, uint64_t unread)
         if ((n) == (cap)) {                                                       \
             size_t ncap_ = (cap) ? (size_t)(cap) * 2 : (init);                    \
             void *na_ = realloc((arr), ncap_ * sizeof *(arr));                    \
-            if (!na_) return PS_ENOMEM;                                           \
+            if (!na_) return PSC_ENOMEM;                                           \
             (arr) = na_;                                                          \
             (cap) = ncap_;                                                        \
         }                                                                         \
@@ -801,10 +801,10 @@ static int def_string(pst_reader_t *r, uint64_t id, const uint8_t *b, size_t len
     if (map_get(&r->string_ids, id, NULL)) return 0;     /* first definition wins */
     GROW(r->strings, r->n_strings, r->cap_strings, 64);
     char *s = malloc(len + 1);
-    if (!s) return PS_ENOMEM;
+    if (!s) return PSC_ENOMEM;
     memcpy(s, b, len);
     s[len] = 0;
-    if (map_put(&r->string_ids, id, r->n_strings)) { free(s); return PS_ENOMEM; }
+    if (map_put(&r->string_ids, id, r->n_strings)) { free(s); return PSC_ENOMEM; }
     r->strings[r->n_strings++].s = s;
     return 0;
 }
@@ -825,7 +825,7 @@ static int parse_meta(pst_reader_t *r, const uint8_t *p, const uint8_t *end)
             if (!(p = pst_get_varint(p, end, &id)) || !(p = pst_get_varint(p, end, &n))) return 0;
             if (n > MAX_STACK_DEPTH || n > (uint64_t)(end - p)) return 0;
             uint64_t *f = malloc((n ? n : 1) * sizeof *f);
-            if (!f) return PS_ENOMEM;
+            if (!f) return PSC_ENOMEM;
             for (uint64_t i = 0; i < n; i++) {
                 if (!(p = pst_get_varint(p, end, &v))) { free(f); return 0; }
                 f[i] = i ? f[i - 1] + (uint64_t)pst_unzigzag(v) : v;
@@ -834,11 +834,11 @@ static int parse_meta(pst_reader_t *r, const uint8_t *p, const uint8_t *end)
             if (r->n_stacks == r->cap_stacks) {
                 size_t cap = r->cap_stacks ? r->cap_stacks * 2 : 64;
                 rstack_t *a = realloc(r->stacks, cap * sizeof *a);
-                if (!a) { free(f); return PS_ENOMEM; }
+                if (!a) { free(f); return PSC_ENOMEM; }
                 r->stacks = a;
                 r->cap_stacks = (uint32_t)cap;
             }
-            if (map_put(&r->stack_ids, id, r->n_stacks)) { free(f); return PS_ENOMEM; }
+            if (map_put(&r->stack_ids, id, r->n_stacks)) { free(f); return PSC_ENOMEM; }
             r->stacks[r->n_stacks++] = (rstack_t){ f, (uint32_t)n };
         } else if (kind == PST_META_MODULE) {
             uint64_t op, ts, base, size, plen, blen;
@@ -863,7 +863,7 @@ static int parse_meta(pst_reader_t *r, const uint8_t *p, const uint8_t *end)
             GROW(r->mods, r->n_mods, r->cap_mods, 16);
             char *ps = malloc(plen + 1);
             uint8_t *bs = malloc(blen ? blen : 1);
-            if (!ps || !bs) { free(ps); free(bs); return PS_ENOMEM; }
+            if (!ps || !bs) { free(ps); free(bs); return PSC_ENOMEM; }
             memcpy(ps, path, plen);
             ps[plen] = 0;
             if (blen) memcpy(bs, bid, blen);
@@ -1077,14 +1077,14 @@ static int index_queued(pst_reader_t *r, rstream_t *s)
     if (!s->qlen) return 0;
     int sp;
     uint64_t a, seq = s->emit_seq;
-    if (frees_addr(&s->head, &sp, &a) && pend_add(&r->pend[sp], a, s, sp, seq, s->head.ts)) return PS_ENOMEM;
+    if (frees_addr(&s->head, &sp, &a) && pend_add(&r->pend[sp], a, s, sp, seq, s->head.ts)) return PSC_ENOMEM;
     pst_enc_t d = s->hdec;
     const uint8_t *p = s->b + s->bhead, *end = s->b + s->btail;
     hev_t e;
     while (p < end && (p = dec_rec(r, &d, p, end, &e, r->idbuf))) {
         if (e.type == PST_EV_TS) continue;
         seq++;
-        if (frees_addr(&e, &sp, &a) && pend_add(&r->pend[sp], a, s, sp, seq, d.last_ts)) return PS_ENOMEM;
+        if (frees_addr(&e, &sp, &a) && pend_add(&r->pend[sp], a, s, sp, seq, d.last_ts)) return PSC_ENOMEM;
     }
     return 0;
 }
@@ -1096,14 +1096,14 @@ static rstream_t *stream_get(pst_reader_t *r, uint32_t id, int *err)
     if (r->n_sv == r->cap_sv) {
         uint32_t cap = r->cap_sv ? r->cap_sv * 2 : 16;
         rstream_t **a = realloc(r->sv, cap * sizeof *a);
-        if (!a) { *err = PS_ENOMEM; return NULL; }
+        if (!a) { *err = PSC_ENOMEM; return NULL; }
         r->sv = a;
         r->cap_sv = cap;
     }
     /* a second stream: the first one's queued frees were not indexed */
     if (r->n_sv == 1 && (*err = index_queued(r, r->sv[0]))) return NULL;
     rstream_t *s = calloc(1, sizeof *s);
-    if (!s || map_put(&r->stream_ids, id, r->n_sv)) { free(s); *err = PS_ENOMEM; return NULL; }
+    if (!s || map_put(&r->stream_ids, id, r->n_sv)) { free(s); *err = PSC_ENOMEM; return NULL; }
     s->id = id;
     s->idx = r->n_sv;
     s->hq_pos = -1;
@@ -1132,7 +1132,7 @@ static int squeue_append(rstream_t *s, const uint8_t *p, size_t n)
             if (cap < s->bcap + s->bcap / 2) cap = s->bcap + s->bcap / 2;
             cap = (cap + 4095) & ~(size_t)4095;
             uint8_t *nb = malloc(cap);
-            if (!nb) return PS_ENOMEM;
+            if (!nb) return PSC_ENOMEM;
             if (live) memcpy(nb, s->b + s->bhead, live);
             free(s->b);
             s->b = nb;
@@ -1155,9 +1155,9 @@ static inline int head_next(pst_reader_t *r, rstream_t *s)
     for (;;) {
         if (p < end && (*p & PST_EV_TYPE_MASK) < PST_EV_MAX && r->ext_kind[*p & PST_EV_TYPE_MASK] == 'L' &&
             !s->ids && !(s->ids = malloc(PST_MAX_IDS * sizeof *s->ids)))
-            return PS_ENOMEM;
+            return PSC_ENOMEM;
         p = dec_rec(r, &s->hdec, p, end, &s->head, s->ids);
-        if (!p) return PS_ECORRUPT;   /* not reached: validated when read */
+        if (!p) return PSC_ECORRUPT;   /* not reached: validated when read */
         if (s->head.type != PST_EV_TS) break;
     }
     s->bhead = (size_t)(p - s->b);
@@ -1168,10 +1168,10 @@ static inline int head_next(pst_reader_t *r, rstream_t *s)
 
 static int fops_grow(pst_reader_t *r)
 {
-    if (r->cap_fops > (UINT32_MAX >> 2)) return PS_ENOMEM;
+    if (r->cap_fops > (UINT32_MAX >> 2)) return PSC_ENOMEM;
     uint32_t cap = r->cap_fops ? r->cap_fops * 2 : 1024;
     free_op_t *na = realloc(r->fops, cap * sizeof *na);
-    if (!na) return PS_ENOMEM;
+    if (!na) return PSC_ENOMEM;
     r->fops = na;
     r->cap_fops = cap;
     return 0;
@@ -1256,7 +1256,7 @@ static int process_events(pst_reader_t *r, const pst_chunk_hdr_t *h, const uint8
             if (r->n_pops == r->cap_pops) {
                 uint32_t cap = r->cap_pops ? r->cap_pops * 2 : 64;
                 pool_op_t *na = realloc(r->pops, cap * sizeof *na);
-                if (!na) return PS_ENOMEM;
+                if (!na) return PSC_ENOMEM;
                 r->pops = na;
                 r->cap_pops = cap;
             }
@@ -1273,7 +1273,7 @@ static int process_events(pst_reader_t *r, const pst_chunk_hdr_t *h, const uint8
     if (wrapped) r->ts_wrapped = 1;
     for (uint32_t i = 0; i < r->n_fops; i++) {
         const free_op_t *op = &r->fops[i];
-        if (pend_add(&r->pend[op->sp], op->addr, s, (int)op->sp, op->seq, op->ts)) return PS_ENOMEM;
+        if (pend_add(&r->pend[op->sp], op->addr, s, (int)op->sp, op->seq, op->ts)) return PSC_ENOMEM;
     }
     for (uint32_t i = 0; i < r->n_pops; i++) {
         const pool_op_t *op = &r->pops[i];
@@ -1281,10 +1281,10 @@ static int process_events(pst_reader_t *r, const pst_chunk_hdr_t *h, const uint8
         if (!map_get(&r->pool_ids, op->pool, &pi)) {
             GROW(r->pools, r->n_pools, r->cap_pools, 8);
             pi = r->n_pools;
-            if (map_put(&r->pool_ids, op->pool, pi)) return PS_ENOMEM;
+            if (map_put(&r->pool_ids, op->pool, pi)) return PSC_ENOMEM;
             memset(&r->pools[r->n_pools++], 0, sizeof(rpool_t));
         }
-        if (pool_push(&r->pools[pi], (pent_t){ op->pseq, s, op->seq })) return PS_ENOMEM;
+        if (pool_push(&r->pools[pi], (pent_t){ op->pseq, s, op->seq })) return PSC_ENOMEM;
     }
     r->st.lost += lost;
     int was_empty = s->qlen == 0;
@@ -1300,7 +1300,7 @@ static int process_events(pst_reader_t *r, const pst_chunk_hdr_t *h, const uint8
     if (r->st.queued > r->st.peak_queued) r->st.peak_queued = r->st.queued;
     if (was_empty && k) {
         if ((err = head_next(r, s))) return err;
-        if (sheap_push(&r->hq, s)) return PS_ENOMEM;
+        if (sheap_push(&r->hq, s)) return PSC_ENOMEM;
     }
     return 0;
 }
@@ -1438,7 +1438,7 @@ static inline int apply_effects(pst_reader_t *r, rstream_t *s, const hev_t *e)
         pend_del(&r->pend[sp], a, s, sp, e->seq);
         aset_del(&r->live[sp], a);
     }
-    if (allocs_addr(e, &sp, &a) && aset_add(&r->live[sp], a)) return PS_ENOMEM;
+    if (allocs_addr(e, &sp, &a) && aset_add(&r->live[sp], a)) return PSC_ENOMEM;
     if (is_pool_seq_event(e->type)) {
         uint64_t pi;
         if (map_get(&r->pool_ids, e->f[0], &pi)) {
@@ -1525,7 +1525,7 @@ static int force_push(pst_reader_t *r, rstream_t *t, uint64_t target)
     if (r->n_force == r->cap_force) {
         uint32_t cap = r->cap_force ? r->cap_force * 2 : 8;
         struct force *a = realloc(r->force, cap * sizeof *a);
-        if (!a) return PS_ENOMEM;
+        if (!a) return PSC_ENOMEM;
         r->force = a;
         r->cap_force = cap;
     }
@@ -1612,28 +1612,28 @@ static int parse_header(pst_reader_t *r)
     long n = src_ensure(r, PST_FILE_HDR_FIXED, &p);
     if (n < 0) return (int)n;
     size_t cmp = (size_t)n < 8 ? (size_t)n : 8;
-    if (memcmp(p, PST_MAGIC, cmp) != 0) return PS_ECORRUPT;
-    if (n < PST_FILE_HDR_FIXED) return PS_ETRUNC;
+    if (memcmp(p, PST_MAGIC, cmp) != 0) return PSC_ECORRUPT;
+    if (n < PST_FILE_HDR_FIXED) return PSC_ETRUNC;
     r->hdr.major = (uint16_t)(p[8] | p[9] << 8);
     r->hdr.minor = (uint16_t)(p[10] | p[11] << 8);
     uint32_t tlv = (uint32_t)p[12] | (uint32_t)p[13] << 8 | (uint32_t)p[14] << 16 | (uint32_t)p[15] << 24;
-    if (r->hdr.major != PST_MAJOR) return PS_EVERSION;
-    if (tlv > MAX_HDR_TLV) return PS_ECORRUPT;
+    if (r->hdr.major != PST_MAJOR) return PSC_EVERSION;
+    if (tlv > MAX_HDR_TLV) return PSC_ECORRUPT;
     n = src_ensure(r, PST_FILE_HDR_FIXED + (size_t)tlv, &p);
     if (n < 0) return (int)n;
-    if ((size_t)n < PST_FILE_HDR_FIXED + (size_t)tlv) return PS_ETRUNC;
+    if ((size_t)n < PST_FILE_HDR_FIXED + (size_t)tlv) return PSC_ETRUNC;
     const uint8_t *q = p + PST_FILE_HDR_FIXED, *end = q + tlv;
     while (q < end) {
         uint64_t tag, len, v = 0;
-        if (!(q = pst_get_varint(q, end, &tag)) || !(q = pst_get_varint(q, end, &len))) return PS_ECORRUPT;
-        if (len > (uint64_t)(end - q)) return PS_ECORRUPT;
+        if (!(q = pst_get_varint(q, end, &tag)) || !(q = pst_get_varint(q, end, &len))) return PSC_ECORRUPT;
+        if (len > (uint64_t)(end - q)) return PSC_ECORRUPT;
         const uint8_t *val = q;
         q += len;
         switch (tag) {
         case PST_HDR_PID: case PST_HDR_PPID: case PST_HDR_START_REAL: case PST_HDR_START_MONO:
         case PST_HDR_STACKS: case PST_HDR_DEPTH: case PST_HDR_PAGE_SIZE: case PST_HDR_PARENT_PID:
         case PST_HDR_EXEC_GEN:
-            if (pst_get_varint(val, q, &v) != q) return PS_ECORRUPT;
+            if (pst_get_varint(val, q, &v) != q) return PSC_ECORRUPT;
             break;
         default:
             break;
@@ -1657,14 +1657,14 @@ static int parse_header(pst_reader_t *r)
         }
         if (dst) {
             free(*dst);
-            if (!(*dst = dup_bytes(val, (size_t)len))) return PS_ENOMEM;
+            if (!(*dst = dup_bytes(val, (size_t)len))) return PSC_ENOMEM;
         }
     }
     /* split argv */
     size_t argc = 0;
     for (size_t i = 0; i < r->hdr.argv_len; i++)
         if (r->argv_raw[i] == 0 || i + 1 == r->hdr.argv_len) argc++;
-    if (!(r->argv = calloc(argc + 1, sizeof *r->argv))) return PS_ENOMEM;
+    if (!(r->argv = calloc(argc + 1, sizeof *r->argv))) return PSC_ENOMEM;
     size_t k = 0, startp = 0;
     for (size_t i = 0; i < r->hdr.argv_len; i++)
         if (r->argv_raw[i] == 0 || i + 1 == r->hdr.argv_len) {
@@ -1717,15 +1717,15 @@ static pst_reader_t *finish_open(pst_reader_t *r, int *err)
 pst_reader_t *pst_open(const char *path, int *err)
 {
     pst_reader_t *r = reader_new();
-    if (!r) { if (err) *err = PS_ENOMEM; return NULL; }
-    if (!(r->buf = malloc(READ_BLOCK))) { pst_close(r); if (err) *err = PS_ENOMEM; return NULL; }
+    if (!r) { if (err) *err = PSC_ENOMEM; return NULL; }
+    if (!(r->buf = malloc(READ_BLOCK))) { pst_close(r); if (err) *err = PSC_ENOMEM; return NULL; }
     r->bcap = READ_BLOCK;
     r->fd = open(path, O_RDONLY | O_CLOEXEC);
     if (r->fd < 0) {
         int e = errno;
         pst_close(r);
         errno = e;
-        if (err) *err = PS_EIO;
+        if (err) *err = PSC_EIO;
         return NULL;
     }
     return finish_open(r, err);
@@ -1734,7 +1734,7 @@ pst_reader_t *pst_open(const char *path, int *err)
 pst_reader_t *pst_open_mem(const void *buf, size_t len, int *err)
 {
     pst_reader_t *r = reader_new();
-    if (!r) { if (err) *err = PS_ENOMEM; return NULL; }
+    if (!r) { if (err) *err = PSC_ENOMEM; return NULL; }
     r->mem = buf;
     r->mem_len = len;
     return finish_open(r, err);

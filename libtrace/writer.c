@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pserr.h"
-#include "writer.h"
+#include "poolscope/error.h"
+#include "poolscope/writer.h"
 
 #define DEFAULT_CHUNK (64u << 10)
 
@@ -64,7 +64,7 @@ static uint8_t *reserve(pst_writer_t *w, wbuf_t *b, size_t more)
         size_t cap = b->cap ? b->cap : 4096;
         while (cap - b->len < more) cap *= 2;
         uint8_t *p = realloc(b->p, cap);
-        if (!p) { fail(w, PS_ENOMEM); return NULL; }
+        if (!p) { fail(w, PSC_ENOMEM); return NULL; }
         b->p = p;
         b->cap = cap;
     }
@@ -100,7 +100,7 @@ static int itab_grow(itab_t *t)
 {
     uint32_t n = t->nslot ? t->nslot * 2 : 64;
     uint32_t *s = calloc(n, sizeof *s);
-    if (!s) return PS_ENOMEM;
+    if (!s) return PSC_ENOMEM;
     for (uint32_t k = 0; k < t->n; k++) {
         uint32_t i = (uint32_t)t->ent[k].hash & (n - 1);
         while (s[i]) i = (i + 1) & (n - 1);
@@ -121,18 +121,18 @@ static uint32_t itab_intern(pst_writer_t *w, itab_t *t, const void *b, size_t le
     uint32_t id = itab_find(t, h, b, len, &slot);
     if (id) return id;
     if ((uint64_t)(t->n + 1) * 2 > t->nslot) {
-        if (itab_grow(t)) { fail(w, PS_ENOMEM); return 0; }
+        if (itab_grow(t)) { fail(w, PSC_ENOMEM); return 0; }
         itab_find(t, h, b, len, &slot);
     }
     if (t->n == t->cap) {
         uint32_t cap = t->cap ? t->cap * 2 : 64;
         ientry_t *e = realloc(t->ent, cap * sizeof *e);
-        if (!e) { fail(w, PS_ENOMEM); return 0; }
+        if (!e) { fail(w, PSC_ENOMEM); return 0; }
         t->ent = e;
         t->cap = cap;
     }
     uint8_t *copy = malloc(len ? len : 1);
-    if (!copy) { fail(w, PS_ENOMEM); return 0; }
+    if (!copy) { fail(w, PSC_ENOMEM); return 0; }
     if (len) memcpy(copy, b, len);
     t->ent[t->n] = (ientry_t){ h, copy, len };
     *slot = ++t->n;
@@ -152,14 +152,14 @@ static void itab_free(itab_t *t)
 static int write_all(pst_writer_t *w, const void *p, size_t n)
 {
     if (w->err) return w->err;
-    if (n && fwrite(p, 1, n, w->fp) != n) return fail(w, PS_EIO);
+    if (n && fwrite(p, 1, n, w->fp) != n) return fail(w, PSC_EIO);
     return 0;
 }
 
 static int write_chunk(pst_writer_t *w, unsigned kind, uint32_t stream, const void *payload, size_t len)
 {
     if (w->err) return w->err;
-    if (len > PST_MAX_CHUNK) return fail(w, PS_EINVAL);
+    if (len > PST_MAX_CHUNK) return fail(w, PSC_EINVAL);
     uint8_t hdr[PST_CHUNK_HDR];
     pst_put_chunk_hdr(hdr, kind, stream, payload, (uint32_t)len);
     write_all(w, hdr, sizeof hdr);
@@ -201,16 +201,16 @@ static wstream_t *find_stream(pst_writer_t *w, uint32_t id, int create)
     }
     if (lo < w->n_streams && w->streams[lo]->id == id) return w->streams[lo];
     if (!create) return NULL;
-    if (id == 0) { fail(w, PS_EINVAL); return NULL; }
+    if (id == 0) { fail(w, PSC_EINVAL); return NULL; }
     if (w->n_streams == w->cap_streams) {
         uint32_t cap = w->cap_streams ? w->cap_streams * 2 : 8;
         wstream_t **a = realloc(w->streams, cap * sizeof *a);
-        if (!a) { fail(w, PS_ENOMEM); return NULL; }
+        if (!a) { fail(w, PSC_ENOMEM); return NULL; }
         w->streams = a;
         w->cap_streams = cap;
     }
     wstream_t *s = calloc(1, sizeof *s);
-    if (!s) { fail(w, PS_ENOMEM); return NULL; }
+    if (!s) { fail(w, PSC_ENOMEM); return NULL; }
     s->id = id;
     s->tid = w->pid ? (uint32_t)(w->pid + id - 1) : id;
     memmove(&w->streams[lo + 1], &w->streams[lo], (w->n_streams - lo) * sizeof *w->streams);
@@ -231,7 +231,7 @@ static int put_event(pst_writer_t *w, wstream_t *s, const pst_event_t *ev)
         p = pst_put_ts(&s->enc, p, w->now);
     s->started = 1;
     p = pst_encode_event(&s->enc, p, ev);
-    if (!p) return fail(w, PS_EINVAL);
+    if (!p) return fail(w, PSC_EINVAL);
     s->buf.len += (size_t)(p - start);
     w->events++;
     w->now += w->tick_ns;
@@ -243,7 +243,7 @@ int pst_writer_thread(pst_writer_t *w, uint32_t stream, uint32_t tid, uint32_t p
     if (w->err) return w->err;
     wstream_t *s = find_stream(w, stream, 1);
     if (!s) return w->err;
-    if (s->started) return PS_EINVAL;
+    if (s->started) return PSC_EINVAL;
     s->tid = tid;
     s->parent = parent_stream;
     s->tid_set = 1;
@@ -254,7 +254,7 @@ int pst_writer_event(pst_writer_t *w, uint32_t stream, const pst_event_t *ev_in)
 {
     if (w->err) return w->err;
     const char *lay = pst_event_layout(ev_in->type);
-    if (!lay || ev_in->type == PST_EV_TS) return PS_EINVAL;
+    if (!lay || ev_in->type == PST_EV_TS) return PSC_EINVAL;
     wstream_t *s = find_stream(w, stream, 1);
     if (!s) return w->err;
     pst_event_t ev = *ev_in;
@@ -263,7 +263,7 @@ int pst_writer_event(pst_writer_t *w, uint32_t stream, const pst_event_t *ev_in)
             ev.f[i] = pst_writer_string(w, ev.str);
             if (!ev.f[i]) return w->err;
         }
-    if (ev.n_ids > PST_MAX_IDS || ev.n_payload > PST_MAX_PAYLOAD) return PS_EINVAL;
+    if (ev.n_ids > PST_MAX_IDS || ev.n_payload > PST_MAX_PAYLOAD) return PSC_EINVAL;
     if (!s->started && ev.type != PST_EV_THREAD_START) {
         pst_event_t ts = { .type = PST_EV_THREAD_START, .f = { s->tid, s->parent } };
         if (put_event(w, s, &ts)) return w->err;
@@ -276,12 +276,12 @@ int pst_writer_event(pst_writer_t *w, uint32_t stream, const pst_event_t *ev_in)
 int pst_writer_emitv(pst_writer_t *w, uint32_t stream, unsigned type, const uint64_t *f, unsigned nf)
 {
     const char *lay = pst_event_layout(type);
-    if (!lay || nf > PST_MAX_FIELDS || nf != strlen(lay)) return PS_EINVAL;
+    if (!lay || nf > PST_MAX_FIELDS || nf != strlen(lay)) return PSC_EINVAL;
     pst_event_t ev = { .type = (uint8_t)type };
     for (unsigned i = 0; i < nf; i++) ev.f[i] = f[i];
     for (unsigned i = 0; i < nf; i++)
         if (lay[i] == 'L' || lay[i] == 'P') {
-            if (f[i]) return PS_EINVAL;   /* contents need pst_writer_event */
+            if (f[i]) return PSC_EINVAL;   /* contents need pst_writer_event */
         }
     return pst_writer_event(w, stream, &ev);
 }
@@ -292,7 +292,7 @@ uint32_t pst_writer_string(pst_writer_t *w, const char *str)
 {
     if (w->err || !str) return 0;
     size_t len = strlen(str);
-    if (len > PST_MAX_CHUNK / 2) { fail(w, PS_EINVAL); return 0; }
+    if (len > PST_MAX_CHUNK / 2) { fail(w, PSC_EINVAL); return 0; }
     int is_new;
     uint32_t id = itab_intern(w, &w->strings, str, len, &is_new);
     if (!id || !is_new) return id;
@@ -306,7 +306,7 @@ uint32_t pst_writer_string(pst_writer_t *w, const char *str)
 uint32_t pst_writer_stack(pst_writer_t *w, const uint64_t *frames, uint32_t depth)
 {
     if (w->err) return 0;
-    if (depth > PST_MAX_DEPTH || (depth && !frames)) { fail(w, PS_EINVAL); return 0; }
+    if (depth > PST_MAX_DEPTH || (depth && !frames)) { fail(w, PSC_EINVAL); return 0; }
     int is_new;
     uint32_t id = itab_intern(w, &w->stacks, frames, depth * sizeof *frames, &is_new);
     if (!id || !is_new) return id;
@@ -322,7 +322,7 @@ int pst_writer_module(pst_writer_t *w, int map, uint64_t base, uint64_t size, co
 {
     if (w->err) return w->err;
     size_t plen = path ? strlen(path) : 0;
-    if (plen + bid_len > PST_MAX_CHUNK / 2) return fail(w, PS_EINVAL);
+    if (plen + bid_len > PST_MAX_CHUNK / 2) return fail(w, PSC_EINVAL);
     uint8_t *p = reserve(w, &w->meta, 1 + 6 * PST_VARINT_MAX + plen + bid_len);
     if (!p) return w->err;
     w->meta.len += (size_t)(pst_put_meta_module(p, map, w->now, base, size, path, plen,
@@ -338,7 +338,7 @@ void pst_writer_add_lost(pst_writer_t *w, uint64_t n) { w->lost_extra += n; }
 
 pst_writer_t *pst_writer_open_fp(FILE *fp, const pst_writer_cfg_t *cfg, int *err)
 {
-    int e = PS_ENOMEM;
+    int e = PSC_ENOMEM;
     pst_writer_t *w = calloc(1, sizeof *w);
     uint8_t *hdr = NULL;
     char *args = NULL;
@@ -370,7 +370,7 @@ pst_writer_t *pst_writer_open_fp(FILE *fp, const pst_writer_cfg_t *cfg, int *err
                + (cfg->host ? strlen(cfg->host) : 0);
     if (!(hdr = malloc(cap))) goto out;
     int n = pst_put_file_header(hdr, cap, &fi);
-    if (n < 0) { e = PS_EINVAL; goto out; }
+    if (n < 0) { e = PSC_EINVAL; goto out; }
     if (write_all(w, hdr, (size_t)n)) { e = w->err; goto out; }
     free(hdr);
     free(args);
@@ -386,7 +386,7 @@ out:
 pst_writer_t *pst_writer_open(const char *path, const pst_writer_cfg_t *cfg, int *err)
 {
     FILE *fp = fopen(path, "wb");
-    if (!fp) { if (err) *err = PS_EIO; return NULL; }
+    if (!fp) { if (err) *err = PSC_EIO; return NULL; }
     pst_writer_t *w = pst_writer_open_fp(fp, cfg, err);
     if (!w) { fclose(fp); return NULL; }
     w->own_fp = 1;
@@ -428,8 +428,8 @@ static int finish(pst_writer_t *w, int end)
         size_t n = (size_t)(pst_put_end(p, w->events, w->lost_extra, w->n_streams) - p);
         write_chunk(w, PST_CHUNK_END, 0, p, n);
     }
-    if (!w->err && fflush(w->fp)) fail(w, PS_EIO);
-    if (w->own_fp && fclose(w->fp)) fail(w, PS_EIO);
+    if (!w->err && fflush(w->fp)) fail(w, PSC_EIO);
+    if (w->own_fp && fclose(w->fp)) fail(w, PSC_EIO);
     int rc = w->err;
     for (uint32_t i = 0; i < w->n_streams; i++) {
         free(w->streams[i]->buf.p);

@@ -21,7 +21,7 @@
  *   - Every fallible step (meta allocation, mmap) happens before the first
  *     change to the bookkeeping, so every error leaves the pool as it was.
  */
-#include "blockpool.h"
+#include "poolscope/blockpool.h"
 
 #include <limits.h>
 #include <pthread.h>
@@ -118,7 +118,7 @@ static bool fmt_ok(kvb_format_t f) { return (unsigned)f < KVB_FMT_COUNT; }
 
 int kvb_format_bits(kvb_format_t f)
 {
-    return fmt_ok(f) ? fmt_tab[f].bits : PS_EINVAL;
+    return fmt_ok(f) ? fmt_tab[f].bits : PSC_EINVAL;
 }
 
 const char *kvb_format_name(kvb_format_t f)
@@ -129,11 +129,11 @@ const char *kvb_format_name(kvb_format_t f)
 int kvb_format_parse(const char *name)
 {
     if (!name)
-        return PS_EINVAL;
+        return PSC_EINVAL;
     for (int i = 0; i < KVB_FMT_COUNT; i++)
         if (strcmp(name, fmt_tab[i].name) == 0)
             return i;
-    return PS_EINVAL;
+    return PSC_EINVAL;
 }
 
 kvb_config_t kvb_config_default(void)
@@ -263,7 +263,7 @@ static int own_reserve(kvb_pool_t *p)
     uint32_t ncap = p->own_cap * 2;
     struct owner *t = own_alloc_table(p, ncap);
     if (!t)
-        return PS_ENOMEM;
+        return PSC_ENOMEM;
     for (uint32_t i = 0; i < p->own_cap; i++) {
         struct owner *o = &p->own[i];
         if (o->key < 0)
@@ -335,7 +335,7 @@ static int blocks_reserve(kvb_pool_t *p, int32_t k, uint8_t **base)
 {
     *base = NULL;
     if (k > INT32_MAX - p->n_ids)
-        return PS_EEXHAUSTED;
+        return PSC_EEXHAUSTED;
     int32_t want = p->n_ids + k;
     if (want > p->blk_cap) {
         int64_t ncap = (int64_t)p->blk_cap * 2;
@@ -345,7 +345,7 @@ static int blocks_reserve(kvb_pool_t *p, int32_t k, uint8_t **base)
             ncap = INT32_MAX;
         struct blk *nb = m_alloc(p, (size_t)ncap * sizeof *nb);
         if (!nb)
-            return PS_ENOMEM;
+            return PSC_ENOMEM;
         if (p->n_ids)
             memcpy(nb, p->blk, (size_t)p->n_ids * sizeof *nb);
         m_free(p, p->blk);
@@ -358,7 +358,7 @@ static int blocks_reserve(kvb_pool_t *p, int32_t k, uint8_t **base)
         int32_t ncap = p->chunk_cap ? p->chunk_cap * 2 : 4;
         struct chunk *nc = m_alloc(p, (size_t)ncap * sizeof *nc);
         if (!nc)
-            return PS_ENOMEM;
+            return PSC_ENOMEM;
         if (p->n_chunks)
             memcpy(nc, p->chunks, (size_t)p->n_chunks * sizeof *nc);
         m_free(p, p->chunks);
@@ -366,12 +366,12 @@ static int blocks_reserve(kvb_pool_t *p, int32_t k, uint8_t **base)
         p->chunk_cap = ncap;
     }
     if ((size_t)k > SIZE_MAX / p->slot_bytes)
-        return PS_ENOMEM;
+        return PSC_ENOMEM;
     size_t len = (size_t)k * p->slot_bytes;
     void *m = mmap(NULL, len, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (m == MAP_FAILED)
-        return PS_ENOMEM;
+        return PSC_ENOMEM;
     p->chunks[p->n_chunks++] = (struct chunk){ m, len };
     *base = m;
     return 0;
@@ -405,22 +405,22 @@ static void blocks_add(kvb_pool_t *p, int l, int32_t k, uint8_t *base)
 static int config_check(const kvb_config_t *c)
 {
     if (c->block_size < 1 || c->n_blocks < 1 || c->max_blocks < 0)
-        return PS_EINVAL;
+        return PSC_EINVAL;
     if (c->max_blocks != 0 && c->max_blocks < c->n_blocks)
-        return PS_EINVAL;
+        return PSC_EINVAL;
     if ((c->alloc.alloc == NULL) != (c->alloc.free == NULL))
-        return PS_EINVAL;
+        return PSC_EINVAL;
     if (c->row_elems) {
         /* slot = block_size * row_elems * 4 bytes, rounded to a page */
         if (c->row_elems > SIZE_MAX / 4 / (size_t)c->block_size - 65536)
-            return PS_EINVAL;
+            return PSC_EINVAL;
     }
     return 0;
 }
 
 kvb_pool_t *kvb_create(const kvb_config_t *cfg, int *err)
 {
-    int e = PS_EINVAL;
+    int e = PSC_EINVAL;
     kvb_pool_t *p = NULL;
     if (!cfg || (e = config_check(cfg)) != 0)
         goto fail;
@@ -431,7 +431,7 @@ kvb_pool_t *kvb_create(const kvb_config_t *cfg, int *err)
         a.free = sys_free;
         a.ctx = NULL;
     }
-    e = PS_ENOMEM;
+    e = PSC_ENOMEM;
     p = a.alloc(a.ctx, sizeof *p);
     if (!p)
         goto fail;
@@ -469,7 +469,7 @@ kvb_pool_t *kvb_create(const kvb_config_t *cfg, int *err)
     uint8_t *base;
     int rc = blocks_reserve(p, cfg->n_blocks, &base);
     if (rc) {
-        e = rc == PS_EEXHAUSTED ? PS_EINVAL : rc;
+        e = rc == PSC_EEXHAUSTED ? PSC_EINVAL : rc;
         goto fail_pool;
     }
     /* One mapping for the whole initial pool: K ids first, then V. */
@@ -515,13 +515,13 @@ void kvb_destroy(kvb_pool_t *p)
 
 /* ---- allocate / free ------------------------------------------------------------ */
 
-/* Grow list l by k blocks if the config allows; PS_EEXHAUSTED if not. */
+/* Grow list l by k blocks if the config allows; PSC_EEXHAUSTED if not. */
 static int grow(kvb_pool_t *p, int l, int32_t k)
 {
     if (!p->cfg.grow_on_exhaustion)
-        return PS_EEXHAUSTED;
+        return PSC_EEXHAUSTED;
     if (p->cap[l] && (int64_t)p->n_total[l] + k > p->cap[l])
-        return PS_EEXHAUSTED;
+        return PSC_EEXHAUSTED;
     uint8_t *base;
     int rc = blocks_reserve(p, k, &base);
     if (rc)
@@ -545,14 +545,14 @@ int kvb_allocate(kvb_pool_t *p, kvb_stream_t stream, int64_t n_tokens,
 {
     if (!p || n_tokens <= 0 || owner < 0 || !fmt_ok(format) || cap < 0 ||
         (!ids && cap > 0))
-        return PS_EINVAL;
+        return PSC_EINVAL;
     int l = list_of(p, stream);
     if (l < 0)
-        return PS_EINVAL;
+        return PSC_EINVAL;
     int32_t bs = p->cfg.block_size;
     int64_t need64 = n_tokens / bs + (n_tokens % bs != 0);
     if (need64 > cap)
-        return PS_ERANGE;
+        return PSC_ERANGE;
     int32_t need = (int32_t)need64;
 
     pthread_mutex_lock(&p->mu);
@@ -561,7 +561,7 @@ int kvb_allocate(kvb_pool_t *p, kvb_stream_t stream, int64_t n_tokens,
         goto out;
     if (p->n_free[l] < need) {
         rc = grow(p, l, need - p->n_free[l]);
-        if (rc == PS_EEXHAUSTED) {
+        if (rc == PSC_EEXHAUSTED) {
             p->n_exh++;
             if (p->cfg.observe) {
                 kvb_event_t ev;
@@ -679,12 +679,12 @@ static void block_put(kvb_pool_t *p, int32_t id)
 int kvb_free(kvb_pool_t *p, const int32_t *ids, int32_t n)
 {
     if (!p || n < 0 || (!ids && n > 0))
-        return PS_EINVAL;
+        return PSC_EINVAL;
     pthread_mutex_lock(&p->mu);
     for (int32_t i = 0; i < n; i++) {
         if (ids[i] < 0 || ids[i] >= p->n_ids) {
             pthread_mutex_unlock(&p->mu);
-            return PS_EINVAL;
+            return PSC_EINVAL;
         }
     }
     struct batch bt;
@@ -721,7 +721,7 @@ int kvb_free(kvb_pool_t *p, const int32_t *ids, int32_t n)
 int kvb_free_all(kvb_pool_t *p, int64_t owner)
 {
     if (!p || owner < 0)
-        return PS_EINVAL;
+        return PSC_EINVAL;
     pthread_mutex_lock(&p->mu);
     int freed = 0;
     struct owner *o = own_find(p, owner);
@@ -780,14 +780,14 @@ static void set_used_locked(kvb_pool_t *p, int32_t id, struct blk *b, int32_t n_
 int kvb_set_used(kvb_pool_t *p, int32_t id, int32_t n_used)
 {
     if (!p)
-        return PS_EINVAL;
+        return PSC_EINVAL;
     pthread_mutex_lock(&p->mu);
     int rc = 0;
     struct blk *b = blk_get(p, id);
     if (!b)
-        rc = PS_ENOENT;
+        rc = PSC_ENOENT;
     else if (b->owner < 0 || n_used < 0 || n_used > p->cfg.block_size)
-        rc = PS_EINVAL;
+        rc = PSC_EINVAL;
     else {
         set_used_locked(p, id, b, n_used);
         hist_push(p);
@@ -799,7 +799,7 @@ int kvb_set_used(kvb_pool_t *p, int32_t id, int32_t n_used)
 int kvb_blocks_for(kvb_pool_t *p, int64_t owner, int32_t *ids, int32_t cap)
 {
     if (!p || cap < 0 || (!ids && cap > 0))
-        return PS_EINVAL;
+        return PSC_EINVAL;
     pthread_mutex_lock(&p->mu);
     int n = 0;
     struct owner *o = owner >= 0 ? own_find(p, owner) : NULL;
@@ -814,10 +814,10 @@ int kvb_blocks_for(kvb_pool_t *p, int64_t owner, int32_t *ids, int32_t cap)
 int kvb_n_free(kvb_pool_t *p, kvb_stream_t stream)
 {
     if (!p)
-        return PS_EINVAL;
+        return PSC_EINVAL;
     int l = list_of(p, stream);
     if (l < 0)
-        return PS_EINVAL;
+        return PSC_EINVAL;
     pthread_mutex_lock(&p->mu);
     int n = p->n_free[l];
     pthread_mutex_unlock(&p->mu);
@@ -827,14 +827,14 @@ int kvb_n_free(kvb_pool_t *p, kvb_stream_t stream)
 int kvb_register_owner(kvb_pool_t *p, int64_t owner)
 {
     if (!p || owner < 0)
-        return PS_EINVAL;
+        return PSC_EINVAL;
     pthread_mutex_lock(&p->mu);
     struct owner *o = own_find(p, owner);
     int rc = 0;
     if (o && o->active) {
-        rc = PS_EOWNER;
+        rc = PSC_EOWNER;
     } else if (!o && (rc = own_reserve(p)) != 0) {
-        /* PS_ENOMEM */
+        /* PSC_ENOMEM */
     } else {
         o = own_insert(p, owner);
         o->active = 1;
@@ -848,7 +848,7 @@ int kvb_register_owner(kvb_pool_t *p, int64_t owner)
 int kvb_release_owner(kvb_pool_t *p, int64_t owner)
 {
     if (!p || owner < 0)
-        return PS_EINVAL;
+        return PSC_EINVAL;
     pthread_mutex_lock(&p->mu);
     struct owner *o = own_find(p, owner);
     if (o && o->active) {
@@ -865,10 +865,10 @@ int kvb_release_owner(kvb_pool_t *p, int64_t owner)
 int kvb_shrink(kvb_pool_t *p, kvb_stream_t stream, int32_t target_free)
 {
     if (!p || target_free < 0)
-        return PS_EINVAL;
+        return PSC_EINVAL;
     int l = list_of(p, stream);
     if (l < 0)
-        return PS_EINVAL;
+        return PSC_EINVAL;
     pthread_mutex_lock(&p->mu);
     int32_t k = p->n_free[l] - target_free;
     if (k > 0) {
@@ -906,9 +906,9 @@ int kvb_shrink(kvb_pool_t *p, kvb_stream_t stream, int32_t target_free)
 int kvb_block_get(kvb_pool_t *p, int32_t id, kvb_block_t *out)
 {
     if (!p || !out)
-        return PS_EINVAL;
+        return PSC_EINVAL;
     pthread_mutex_lock(&p->mu);
-    int rc = PS_ENOENT;
+    int rc = PSC_ENOENT;
     struct blk *b = blk_get(p, id);
     if (b) {
         out->id = id;
@@ -925,7 +925,7 @@ int kvb_block_get(kvb_pool_t *p, int32_t id, kvb_block_t *out)
 
 int32_t kvb_block_size(const kvb_pool_t *p)
 {
-    return p ? p->cfg.block_size : PS_EINVAL;
+    return p ? p->cfg.block_size : PSC_EINVAL;
 }
 
 const kvb_alloc_t *kvb_pool_allocator(const kvb_pool_t *p)
@@ -935,12 +935,12 @@ const kvb_alloc_t *kvb_pool_allocator(const kvb_pool_t *p)
 
 /* ---- invariant walker ------------------------------------------------------------ */
 
-#define CHECK(c) do { if (!(c)) { rc = PS_ECORRUPT; goto done; } } while (0)
+#define CHECK(c) do { if (!(c)) { rc = PSC_ECORRUPT; goto done; } } while (0)
 
 int kvb_check(kvb_pool_t *p)
 {
     if (!p)
-        return PS_EINVAL;
+        return PSC_EINVAL;
     int rc = 0;
     pthread_mutex_lock(&p->mu);
     /* The walker borrows no memory (it must work when allocation fails):
@@ -1021,7 +1021,7 @@ done:
 int kvb_stats(kvb_pool_t *p, kvb_stats_t *out)
 {
     if (!p || !out)
-        return PS_EINVAL;
+        return PSC_EINVAL;
     pthread_mutex_lock(&p->mu);
     stats_fill(p, out);
     pthread_mutex_unlock(&p->mu);
@@ -1031,7 +1031,7 @@ int kvb_stats(kvb_pool_t *p, kvb_stats_t *out)
 int kvb_history(kvb_pool_t *p, kvb_stats_t *out, int cap)
 {
     if (!p || cap < 0 || (!out && cap > 0))
-        return PS_EINVAL;
+        return PSC_EINVAL;
     pthread_mutex_lock(&p->mu);
     uint32_t n = p->hist_n < (uint32_t)cap ? p->hist_n : (uint32_t)cap;
     uint32_t skip = p->hist_n - n;
@@ -1078,11 +1078,11 @@ int kvb_stats_prometheus(const kvb_stats_t *s, const char *prefix,
                          char *buf, size_t cap)
 {
     if (!s || (!buf && cap > 0))
-        return PS_EINVAL;
+        return PSC_EINVAL;
     if (!prefix)
         prefix = KVB_PROM_PREFIX;
     if (!metric_name_ok(prefix))
-        return PS_EINVAL;
+        return PSC_EINVAL;
     static const struct {
         const char *name, *type, *help;
         int field; /* index into the values below */
@@ -1111,7 +1111,7 @@ int kvb_stats_prometheus(const kvb_stats_t *s, const char *prefix,
             outf(&o, "%s_%s %lld\n", prefix, m[i].name, (long long)v[m[i].field]);
     }
     if (o.len > INT_MAX)
-        return PS_ERANGE;
+        return PSC_ERANGE;
     return (int)o.len;
 }
 
@@ -1141,16 +1141,16 @@ int kvb_write(kvb_pool_t *p, int32_t id, int32_t offset,
               const void *rows, int32_t n_rows)
 {
     if (!p || !p->slot_bytes || offset < 0 || n_rows < 0 || (!rows && n_rows > 0))
-        return PS_EINVAL;
+        return PSC_EINVAL;
     pthread_mutex_lock(&p->mu);
     int rc = 0;
     struct blk *b = blk_get(p, id);
     if (!b) {
-        rc = PS_ENOENT;
+        rc = PSC_ENOENT;
     } else if (b->owner < 0) {
-        rc = PS_EINVAL;
+        rc = PSC_EINVAL;
     } else if (n_rows > p->cfg.block_size - offset) {
-        rc = PS_ERANGE;
+        rc = PSC_ERANGE;
     } else {
         size_t stride = kvb_row_bytes(p, (kvb_format_t)b->format);
         if (n_rows) {
@@ -1168,9 +1168,9 @@ int kvb_write(kvb_pool_t *p, int32_t id, int32_t offset,
 int kvb_read(kvb_pool_t *p, int32_t id, const void **rows, int32_t *n_rows)
 {
     if (!p || !p->slot_bytes || !rows || !n_rows)
-        return PS_EINVAL;
+        return PSC_EINVAL;
     pthread_mutex_lock(&p->mu);
-    int rc = PS_ENOENT;
+    int rc = PSC_ENOENT;
     struct blk *b = blk_get(p, id);
     if (b) {
         *rows = b->slot;
@@ -1199,7 +1199,7 @@ void *kvb_slot(kvb_pool_t *p, int32_t id)
 int64_t kvb_resident_bytes(kvb_pool_t *p)
 {
     if (!p)
-        return PS_EINVAL;
+        return PSC_EINVAL;
     pthread_mutex_lock(&p->mu);
     int64_t r = p->n_resident * (int64_t)p->slot_bytes;
     pthread_mutex_unlock(&p->mu);
@@ -1209,14 +1209,14 @@ int64_t kvb_resident_bytes(kvb_pool_t *p)
 int kvb_release(kvb_pool_t *p, int32_t id)
 {
     if (!p || !p->slot_bytes)
-        return PS_EINVAL;
+        return PSC_EINVAL;
     pthread_mutex_lock(&p->mu);
     int rc = 0;
     struct blk *b = blk_get(p, id);
     if (!b)
-        rc = PS_ENOENT;
+        rc = PSC_ENOENT;
     else if (b->owner >= 0)
-        rc = PS_EBUSY;
+        rc = PSC_EBUSY;
     else
         slot_giveback(p, b);
     pthread_mutex_unlock(&p->mu);
@@ -1226,7 +1226,7 @@ int kvb_release(kvb_pool_t *p, int32_t id)
 int kvb_storage_mappings(kvb_pool_t *p)
 {
     if (!p)
-        return PS_EINVAL;
+        return PSC_EINVAL;
     pthread_mutex_lock(&p->mu);
     int n = p->n_chunks;
     pthread_mutex_unlock(&p->mu);

@@ -39,7 +39,7 @@
  * The pool never dereferences a data pointer: the replay tool runs this
  * code over a simulated backing store that returns fake addresses.
  */
-#include "bufpool.h"
+#include "poolscope/bufpool.h"
 
 #include <assert.h>
 #include <pthread.h>
@@ -110,7 +110,7 @@ struct bp_pool {
     size_t out_bufs, peak_out_bufs, out_bytes, peak_out_bytes, req_bytes;
     size_t peak_reserved;
     double frag_at_peak;
-    int detached;                  /* bp_destroy returned PS_EBUSY */
+    int detached;                  /* bp_destroy returned PSC_EBUSY */
     bp_buf_t *all;
     bp_buf_t *spare;
     size_t nspare;
@@ -513,7 +513,7 @@ static int fill_allocator(bp_allocator_t *dst, const bp_allocator_t *src,
                           void *(*def_alloc)(void *, size_t, size_t))
 {
     if (!src->alloc != !src->free)
-        return PS_EINVAL;
+        return PSC_EINVAL;
     if (src->alloc) {
         *dst = *src;
     } else {
@@ -540,7 +540,7 @@ bp_pool_t *bp_create(const bp_config_t *cfg, int *err)
     bp_pool_t *p = meta.alloc(meta.ctx, sizeof *p, alignof(bp_pool_t));
     if (!p) {
         if (err)
-            *err = PS_ENOMEM;
+            *err = PSC_ENOMEM;
         return NULL;
     }
     memset(p, 0, sizeof *p);
@@ -550,7 +550,7 @@ bp_pool_t *bp_create(const bp_config_t *cfg, int *err)
     if (e != 0) {
         meta.free(meta.ctx, p, sizeof *p);
         if (err)
-            *err = PS_ENOMEM;
+            *err = PSC_ENOMEM;
         return NULL;
     }
     atomic_init(&p->outstanding, 0);
@@ -636,7 +636,7 @@ int bp_destroy(bp_pool_t *p)
         p->observe = NULL;
         pool_unlock(p, locked);
         BP_ASSERT(out == 0 && "bp_destroy: buffers still outstanding");
-        return PS_EBUSY;
+        return PSC_EBUSY;
     }
     pool_unlock(p, locked);
     free_pool_memory(p);
@@ -656,7 +656,7 @@ static bp_buf_t *acquire(bp_pool_t *p, bp_arm_t arm, bp_dtype_t dt, size_t n_ele
     if (p->detached) {
         pool_unlock(p, locked);
         if (err)
-            *err = PS_EINVAL;
+            *err = PSC_EINVAL;
         return NULL;
     }
     bp_buf_t *h = index_take(x, len, cls);
@@ -693,7 +693,7 @@ static bp_buf_t *acquire(bp_pool_t *p, bp_arm_t arm, bp_dtype_t dt, size_t n_ele
         if (h && !kept)
             p->meta.free(p->meta.ctx, h, sizeof *h);
         if (err)
-            *err = PS_ENOMEM;
+            *err = PSC_ENOMEM;
         return NULL;
     }
     memset(h, 0, sizeof *h);
@@ -728,7 +728,7 @@ bp_buf_t *bp_acquire(bp_pool_t *p, size_t n, int *err)
 {
     size_t len = bp_round_f32(n);
     if (!p || len == 0 || len > SIZE_MAX / sizeof(float))
-        return fail(err, PS_EINVAL);
+        return fail(err, PSC_EINVAL);
     return acquire(p, BP_ARM_F32, BP_DT_F32, n, n, n * sizeof(float), len,
                    len * sizeof(float), err);
 }
@@ -736,15 +736,15 @@ bp_buf_t *bp_acquire(bp_pool_t *p, size_t n, int *err)
 bp_buf_t *bp_acquire_typed(bp_pool_t *p, bp_dtype_t dt, size_t n, int *err)
 {
     if (!p || (unsigned)dt >= BP_DT_COUNT)
-        return fail(err, PS_EINVAL);
+        return fail(err, PSC_EINVAL);
     if (dt == BP_DT_F32)
         return bp_acquire(p, n, err);
     size_t req = bp_dtype_bytes(dt, n);
     if (n != 0 && req == 0)
-        return fail(err, PS_EINVAL);
+        return fail(err, PSC_EINVAL);
     size_t len = bp_round_slab(req);
     if (len == 0)
-        return fail(err, PS_EINVAL);
+        return fail(err, PSC_EINVAL);
     return acquire(p, BP_ARM_SLAB, dt, n, req, req, len, len, err);
 }
 
@@ -758,12 +758,12 @@ bp_buf_t *bp_acquire_scratch(bp_pool_t *p, size_t bytes, int *err)
 int bp_retain(bp_buf_t *h)
 {
     if (!h)
-        return PS_EINVAL;
+        return PSC_EINVAL;
     uint32_t old = atomic_fetch_add_explicit(&h->refs, 1, memory_order_relaxed);
     if (old == 0) {
         atomic_fetch_sub_explicit(&h->refs, 1, memory_order_relaxed);
         BP_ASSERT(!"bp_retain on a released buffer");
-        return PS_EINVAL;
+        return PSC_EINVAL;
     }
     return 0;
 }
@@ -771,7 +771,7 @@ int bp_retain(bp_buf_t *h)
 int bp_release(bp_buf_t *h)
 {
     if (!h)
-        return PS_EINVAL;
+        return PSC_EINVAL;
     /* Sole holder (the common case for a transient): nobody else can retain
      * or release concurrently, so a plain store does; the acquire load pairs
      * with the release decrements of earlier holders. Otherwise decrement. */
@@ -787,7 +787,7 @@ int bp_release(bp_buf_t *h)
     }
     if (old == 0) {
         BP_ASSERT(!"bp_release on a released buffer");
-        return PS_EINVAL;
+        return PSC_EINVAL;
     }
 
     /* Last reference: reclaim. */
@@ -882,7 +882,7 @@ size_t bp_max_cached_bytes(const bp_pool_t *p) { return p ? p->cap : 0; }
 int bp_stats(const bp_pool_t *cp, bp_stats_t *out)
 {
     if (!cp || !out)
-        return PS_EINVAL;
+        return PSC_EINVAL;
     bp_pool_t *p = (bp_pool_t *)cp;   /* the lock is mutable state */
     memset(out, 0, sizeof *out);
     int locked = pool_lock(p);
@@ -936,7 +936,7 @@ static int check_cached(bp_pool_t *p, bp_buf_t *h, int arm, size_t len, uint64_t
 {
     if (h->mark != seen || h->pool != p || h->arm != arm || h->len != len ||
         h->state != ST_CACHED || atomic_load_explicit(&h->refs, memory_order_relaxed) != 0)
-        return PS_ECORRUPT;
+        return PSC_ECORRUPT;
     h->mark = visit;
     acc->bufs++;
     acc->bytes += h->bytes;
@@ -949,7 +949,7 @@ static int check_stack(bp_pool_t *p, bp_buf_t *h, int arm, size_t len, uint64_t 
 {
     for (; h; h = h->below) {
         if (check_cached(p, h, arm, len, seen, visit, acc) != 0 || h->stamp >= *last_stamp)
-            return PS_ECORRUPT;
+            return PSC_ECORRUPT;
         *last_stamp = h->stamp;
     }
     return 0;
@@ -988,7 +988,7 @@ static int check_locked(bp_pool_t *p)
     for (bp_buf_t *h = p->all, *prev = NULL; h; prev = h, h = h->all_next) {
         if (h->mark == seen || h->all_prev != prev || h->pool != p ||
             h->arm >= BP_ARM_COUNT || !len_ok(h->arm, h->len, h->bytes))
-            return PS_ECORRUPT;
+            return PSC_ECORRUPT;
         h->mark = seen;
         if (h->state == ST_OUT) {
             out_bufs++;
@@ -997,16 +997,16 @@ static int check_locked(bp_pool_t *p)
             arm_out[h->arm]++;
             arm_out_bytes[h->arm] += h->bytes;
             if (h->req_bytes > h->bytes)
-                return PS_ECORRUPT;
+                return PSC_ECORRUPT;
         } else if (h->state == ST_CACHED) {
             cached_live++;
         } else {
-            return PS_ECORRUPT;
+            return PSC_ECORRUPT;
         }
     }
     if (out_bufs != p->out_bufs || out_bytes != p->out_bytes || req != p->req_bytes ||
         out_bufs != atomic_load_explicit(&p->outstanding, memory_order_relaxed))
-        return PS_ECORRUPT;
+        return PSC_ECORRUPT;
 
     size_t total_bufs = 0, total_bytes = 0;
     for (int a = 0; a < BP_ARM_COUNT; a++) {
@@ -1015,42 +1015,42 @@ static int check_locked(bp_pool_t *p)
         size_t prev_len = 0;
         if (arm_out[a] != x->st.outstanding_buffers ||
             arm_out_bytes[a] != x->st.outstanding_bytes)
-            return PS_ECORRUPT;
+            return PSC_ECORRUPT;
         for (size_t w = 0; w < BP_NWORDS; w++)
             if (((x->summary >> w) & 1) != (x->words[w] != 0))
-                return PS_ECORRUPT;
+                return PSC_ECORRUPT;
         for (size_t c = 0; c < BP_NCLASS; c++) {
             bp_buf_t *h = x->heads[c];
             if (((x->words[c >> 6] >> (c & 63)) & 1) != (h != NULL))
-                return PS_ECORRUPT;
+                return PSC_ECORRUPT;
             if (!h)
                 continue;
             /* Sorted: one length per class, increasing with the class. */
             if (class_of(a, h->len) != c || h->len <= prev_len)
-                return PS_ECORRUPT;
+                return PSC_ECORRUPT;
             prev_len = h->len;
             uint64_t stamp = UINT64_MAX;
             if (check_stack(p, h, a, h->len, seen, visit, &stamp, &acc) != 0)
-                return PS_ECORRUPT;
+                return PSC_ECORRUPT;
         }
         if (check_tree(p, x->tree, a, prev_len, SIZE_MAX, seen, visit, &acc, 0) < 0)
-            return PS_ECORRUPT;
+            return PSC_ECORRUPT;
         if (acc.bufs != x->st.cached_buffers || acc.bytes != x->st.cached_bytes)
-            return PS_ECORRUPT;
+            return PSC_ECORRUPT;
         total_bufs += acc.bufs;
         total_bytes += acc.bytes;
     }
     if (total_bufs != cached_live || total_bytes != p->cached_bytes)
-        return PS_ECORRUPT;
+        return PSC_ECORRUPT;
     if (!p->detached && p->cached_bytes > p->cap)
-        return PS_ECORRUPT;
+        return PSC_ECORRUPT;
     return 0;
 }
 
 int bp_check(const bp_pool_t *cp)
 {
     if (!cp)
-        return PS_EINVAL;
+        return PSC_EINVAL;
     bp_pool_t *p = (bp_pool_t *)cp;   /* lock and marks are mutable state */
     int locked = pool_lock(p);
     int rc = check_locked(p);

@@ -11,7 +11,7 @@
  * one call.  The tables are the only memory the cache owns; they use the
  * pool's meta allocator so allocation failure is testable here too.
  */
-#include "blockpool.h"
+#include "poolscope/blockpool.h"
 
 #include <string.h>
 
@@ -35,14 +35,14 @@ static void  c_free(kvb_cache_t *c, void *p)   { if (p) c->a->free(c->a->ctx, p)
 kvb_cache_t *kvb_cache_create(kvb_pool_t *pool, int64_t owner,
                               kvb_format_t format, int *err)
 {
-    int e = PS_EINVAL;
+    int e = PSC_EINVAL;
     kvb_cache_t *c = NULL;
     if (!pool || owner < 0 || kvb_format_bits(format) < 0)
         goto fail;
     const kvb_alloc_t *a = kvb_pool_allocator(pool);
     c = a->alloc(a->ctx, sizeof *c);
     if (!c) {
-        e = PS_ENOMEM;
+        e = PSC_ENOMEM;
         goto fail;
     }
     memset(c, 0, sizeof *c);
@@ -81,14 +81,14 @@ void kvb_cache_destroy(kvb_cache_t *c)
     c->a->free(c->a->ctx, c);
 }
 
-/* Room for `want` table entries in all four arrays, or PS_ENOMEM with the
+/* Room for `want` table entries in all four arrays, or PSC_ENOMEM with the
  * tables unchanged. */
 static int table_reserve(kvb_cache_t *c, int64_t want)
 {
     if (want <= c->cap)
         return 0;
     if (want > INT32_MAX / 2)
-        return PS_ENOMEM;
+        return PSC_ENOMEM;
     int32_t ncap = c->cap ? c->cap : 8;
     while (ncap < want)
         ncap *= 2;
@@ -102,7 +102,7 @@ static int table_reserve(kvb_cache_t *c, int64_t want)
                 c_free(c, ids[t]);
                 c_free(c, slots[t]);
             }
-            return PS_ENOMEM;
+            return PSC_ENOMEM;
         }
     }
     for (int s = 0; s < 2; s++) {
@@ -149,7 +149,7 @@ int kvb_cache_append(kvb_cache_t *c, const void *k_rows, const void *v_rows,
                      int32_t n_rows)
 {
     if (!c || n_rows < 0 || (!k_rows != !v_rows) || (k_rows && !c->stride))
-        return PS_EINVAL;
+        return PSC_EINVAL;
     if (n_rows == 0)
         return 0;
     int64_t room = (int64_t)c->n_blocks * c->bs - c->len;
@@ -188,7 +188,7 @@ int kvb_cache_append(kvb_cache_t *c, const void *k_rows, const void *v_rows,
 int kvb_cache_release(kvb_cache_t *c)
 {
     if (!c)
-        return PS_EINVAL;
+        return PSC_EINVAL;
     int rc = c->live ? kvb_free_all(c->pool, c->owner) : 0;
     c->live = false;
     c->len = 0;

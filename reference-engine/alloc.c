@@ -13,9 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pool_adapter.h"
-#include "poolscope.h"
-#include "pserr.h"
+#include "poolscope/pool_adapter.h"
+#include "poolscope/poolscope.h"
+#include "poolscope/error.h"
 
 #define RE_ARENA_FIRST ((size_t)1 << 20)
 #define RE_ARENA_ALIGN 64u
@@ -51,7 +51,7 @@ int re_alloc_mode_parse(const char *s)
     if (!strcmp(s, "pool")) return RE_ALLOC_POOL;
     if (!strcmp(s, "malloc")) return RE_ALLOC_MALLOC;
     if (!strcmp(s, "arena")) return RE_ALLOC_ARENA;
-    return PS_EINVAL;
+    return PSC_EINVAL;
 }
 
 static re_chunk_t *re_chunk_new(size_t cap)
@@ -71,12 +71,12 @@ re_alloc_t *re_alloc_create(const re_alloc_config_t *cfg, int *err)
 {
     if (!cfg || (cfg->mode != RE_ALLOC_POOL && cfg->mode != RE_ALLOC_MALLOC &&
                  cfg->mode != RE_ALLOC_ARENA)) {
-        if (err) *err = PS_EINVAL;
+        if (err) *err = PSC_EINVAL;
         return NULL;
     }
     re_alloc_t *a = calloc(1, sizeof *a);
     if (!a) {
-        if (err) *err = PS_ENOMEM;
+        if (err) *err = PSC_ENOMEM;
         return NULL;
     }
     a->mode = cfg->mode;
@@ -92,7 +92,7 @@ re_alloc_t *re_alloc_create(const re_alloc_config_t *cfg, int *err)
         if (!a->pool) {
             psa_bufpool_destroyed(&a->pool_cfg);
             free(a);
-            if (err) *err = e ? e : PS_ENOMEM;
+            if (err) *err = e ? e : PSC_ENOMEM;
             return NULL;
         }
     }
@@ -107,7 +107,7 @@ int re_alloc_destroy(re_alloc_t *a)
         rc = bp_destroy(a->pool);
         psa_bufpool_destroyed(&a->pool_cfg);
     }
-    if (a->arena_outstanding) rc = PS_EBUSY;
+    if (a->arena_outstanding) rc = PSC_EBUSY;
     for (re_chunk_t *c = a->chunks, *n; c; c = n) {
         n = c->next;
         free(c);
@@ -138,25 +138,25 @@ static void *re_arena_bump(re_alloc_t *a, size_t bytes)
 int re_tensor_acquire(re_alloc_t *a, size_t n, re_tensor_t *t)
 {
     memset(t, 0, sizeof *t);
-    if (!a || n == 0 || n > ((size_t)1 << 40)) return PS_EINVAL;
+    if (!a || n == 0 || n > ((size_t)1 << 40)) return PSC_EINVAL;
     size_t bytes = n * sizeof(float);
     switch (a->mode) {
     case RE_ALLOC_POOL: {
         int e = 0;
         bp_buf_t *b = bp_acquire(a->pool, n, &e);
-        if (!b) return e ? e : PS_ENOMEM;
+        if (!b) return e ? e : PSC_ENOMEM;
         t->h = b;
         t->data = bp_f32(b);
         break;
     }
     case RE_ALLOC_MALLOC:
         t->data = malloc(bytes);
-        if (!t->data) return PS_ENOMEM;
+        if (!t->data) return PSC_ENOMEM;
         t->h = t->data;
         break;
     case RE_ALLOC_ARENA:
         t->data = re_arena_bump(a, bytes);
-        if (!t->data) return PS_ENOMEM;
+        if (!t->data) return PSC_ENOMEM;
         a->arena_outstanding++;
         break;
     }
@@ -185,10 +185,10 @@ void re_tensor_release(re_alloc_t *a, re_tensor_t *t)
 
 int re_alloc_reset(re_alloc_t *a)
 {
-    if (!a) return PS_EINVAL;
+    if (!a) return PSC_EINVAL;
     a->st.resets++;
-    if (a->mode != RE_ALLOC_ARENA) return a->st.live_bytes ? PS_EBUSY : 0;
-    if (a->arena_outstanding) return PS_EBUSY;
+    if (a->mode != RE_ALLOC_ARENA) return a->st.live_bytes ? PSC_EBUSY : 0;
+    if (a->arena_outstanding) return PSC_EBUSY;
     re_chunk_t *c = a->chunks;
     if (c && c->next) {   /* merge: one chunk of the total size */
         size_t total = 0;
@@ -200,7 +200,7 @@ int re_alloc_reset(re_alloc_t *a)
         a->chunks = re_chunk_new(total);
         a->st.arena_capacity = a->chunks ? total : 0;
         if (a->chunks) a->st.arena_chunks_allocated++;
-        return a->chunks ? 0 : PS_ENOMEM;
+        return a->chunks ? 0 : PSC_ENOMEM;
     }
     if (c) c->used = 0;
     return 0;

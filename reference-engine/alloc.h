@@ -19,7 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "bufpool.h"
+#include "poolscope/bufpool.h"
 
 typedef enum re_alloc_mode {
     RE_ALLOC_POOL = 0,
@@ -27,7 +27,7 @@ typedef enum re_alloc_mode {
     RE_ALLOC_ARENA,
 } re_alloc_mode_t;
 
-/* "pool", "malloc", "arena"; parse returns the mode or PS_EINVAL. */
+/* "pool", "malloc", "arena"; parse returns the mode or PSC_EINVAL. */
 const char *re_alloc_mode_name(re_alloc_mode_t m);
 int re_alloc_mode_parse(const char *s);
 
@@ -59,17 +59,17 @@ typedef struct re_alloc_stats {
 } re_alloc_stats_t;
 
 re_alloc_t *re_alloc_create(const re_alloc_config_t *cfg, int *err);
-/* NULL ok. Returns 0, or PS_EBUSY if tensors are still held (they leak). */
+/* NULL ok. Returns 0, or PSC_EBUSY if tensors are still held (they leak). */
 int re_alloc_destroy(re_alloc_t *a);
 
-/* Acquire n floats (n >= 1). 0 or PS_ENOMEM / PS_EINVAL; *t is set to empty
+/* Acquire n floats (n >= 1). 0 or PSC_ENOMEM / PSC_EINVAL; *t is set to empty
  * on failure. Contents are undefined. */
 int re_tensor_acquire(re_alloc_t *a, size_t n, re_tensor_t *t);
 /* Release (last reference); empty tensors are ignored. *t becomes empty. */
 void re_tensor_release(re_alloc_t *a, re_tensor_t *t);
 
 /* End of a forward: the arena rewinds (every tensor must be released;
- * PS_EBUSY otherwise); other modes only check. */
+ * PSC_EBUSY otherwise); other modes only check. */
 int re_alloc_reset(re_alloc_t *a);
 
 re_alloc_mode_t re_alloc_mode(const re_alloc_t *a);

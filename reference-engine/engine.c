@@ -37,9 +37,9 @@
 #include <time.h>
 
 #include "kernels.h"
-#include "pool_adapter.h"
-#include "poolscope.h"
-#include "pserr.h"
+#include "poolscope/pool_adapter.h"
+#include "poolscope/poolscope.h"
+#include "poolscope/error.h"
 #include "sampler.h"
 #include "threadpool.h"
 
@@ -163,24 +163,24 @@ re_engine_t *re_engine_create(const re_model_t *model, const re_engine_config_t 
     int rc = 0;
     re_engine_t *e = NULL;
     re_engine_config_t cfg = cfgp ? *cfgp : re_engine_config_default();
-    if (!model || !model->mem) RE_FAIL(PS_EINVAL, "no model");
-    if (re_shape_check(&model->shape, msg, cap)) { rc = PS_EINVAL; goto fail; }
+    if (!model || !model->mem) RE_FAIL(PSC_EINVAL, "no model");
+    if (re_shape_check(&model->shape, msg, cap)) { rc = PSC_EINVAL; goto fail; }
     if (cfg.max_batch < 1 || cfg.max_batch > 4096)
-        RE_FAIL(PS_EINVAL, "--max-batch must be in 1..4096 (got %d)", cfg.max_batch);
+        RE_FAIL(PSC_EINVAL, "--max-batch must be in 1..4096 (got %d)", cfg.max_batch);
     if (cfg.max_batch_tokens < 1)
-        RE_FAIL(PS_EINVAL, "--max-batch-tokens must be >= 1 (got %d)", cfg.max_batch_tokens);
+        RE_FAIL(PSC_EINVAL, "--max-batch-tokens must be >= 1 (got %d)", cfg.max_batch_tokens);
     if (cfg.block_size < 1 || cfg.block_size > 65536)
-        RE_FAIL(PS_EINVAL, "--block-size must be in 1..65536 (got %d)", cfg.block_size);
+        RE_FAIL(PSC_EINVAL, "--block-size must be in 1..65536 (got %d)", cfg.block_size);
     if (cfg.threads < 1 || cfg.threads > 256)
-        RE_FAIL(PS_EINVAL, "--threads must be in 1..256 (got %d)", cfg.threads);
-    if (cfg.kv_blocks < 0) RE_FAIL(PS_EINVAL, "--kv-blocks must be >= 0 (got %d)", cfg.kv_blocks);
+        RE_FAIL(PSC_EINVAL, "--threads must be in 1..256 (got %d)", cfg.threads);
+    if (cfg.kv_blocks < 0) RE_FAIL(PSC_EINVAL, "--kv-blocks must be >= 0 (got %d)", cfg.kv_blocks);
     if (!(cfg.temperature >= 0.0f) || !isfinite(cfg.temperature))
-        RE_FAIL(PS_EINVAL, "--temperature must be >= 0");
+        RE_FAIL(PSC_EINVAL, "--temperature must be >= 0");
     if (!(cfg.top_p > 0.0f) || !(cfg.top_p <= 1.0f))
-        RE_FAIL(PS_EINVAL, "--top-p must be in (0, 1]");
+        RE_FAIL(PSC_EINVAL, "--top-p must be in (0, 1]");
 
     e = calloc(1, sizeof *e);
-    if (!e) RE_FAIL(PS_ENOMEM, "out of memory");
+    if (!e) RE_FAIL(PSC_ENOMEM, "out of memory");
     e->m = model;
     e->s = model->shape;
     e->cfg = cfg;
@@ -210,12 +210,12 @@ re_engine_t *re_engine_create(const re_model_t *model, const re_engine_config_t 
     e->rope_sin = calloc((size_t)s->seq_len * half, sizeof(float));
     if (!e->slots || !e->running || !e->row_tok || !e->row_pos || !e->row_slot ||
         !e->logit_row || !e->logit_req || !e->logits_out || !e->rope_cos || !e->rope_sin)
-        RE_FAIL(PS_ENOMEM, "out of memory");
+        RE_FAIL(PSC_ENOMEM, "out of memory");
     for (int i = 0; i < B; i++) {
         e->slots[i].req = -1;
         e->slots[i].ids = calloc((size_t)e->max_blocks_per_seq, sizeof(int32_t));
         e->slots[i].base = calloc((size_t)e->max_blocks_per_seq, sizeof(float *));
-        if (!e->slots[i].ids || !e->slots[i].base) RE_FAIL(PS_ENOMEM, "out of memory");
+        if (!e->slots[i].ids || !e->slots[i].base) RE_FAIL(PSC_ENOMEM, "out of memory");
     }
     /* RoPE: pair j of a head turns by pos / 10000^(2j / head_size) */
     for (int p = 0; p < s->seq_len; p++)
@@ -227,12 +227,12 @@ re_engine_t *re_engine_create(const re_model_t *model, const re_engine_config_t 
         }
 
     rc = re_sampler_init(&e->sampler, s->vocab_size, cfg.temperature, cfg.top_p, cfg.seed);
-    if (rc) RE_FAIL(rc, "cannot set up the sampler: %s", ps_strerror(rc));
+    if (rc) RE_FAIL(rc, "cannot set up the sampler: %s", psc_strerror(rc));
 
     int e2 = 0;
     e->alloc = re_alloc_create(&cfg.alloc, &e2);
-    if (!e->alloc) RE_FAIL(e2 ? e2 : PS_ENOMEM, "cannot create the %s allocator: %s",
-                           re_alloc_mode_name(cfg.alloc.mode), ps_strerror(e2));
+    if (!e->alloc) RE_FAIL(e2 ? e2 : PSC_ENOMEM, "cannot create the %s allocator: %s",
+                           re_alloc_mode_name(cfg.alloc.mode), psc_strerror(e2));
 
     kvb_config_t kc = kvb_config_default();
     kc.block_size = cfg.block_size;
@@ -245,12 +245,12 @@ re_engine_t *re_engine_create(const re_model_t *model, const re_engine_config_t 
     e->kv = kvb_create(&e->kv_cfg, &e2);
     if (!e->kv) {
         psa_blockpool_destroyed(&e->kv_cfg);
-        RE_FAIL(e2 ? e2 : PS_ENOMEM, "cannot create the KV block pool (%d blocks of %d tokens): %s",
-                e->cfg.kv_blocks, cfg.block_size, ps_strerror(e2));
+        RE_FAIL(e2 ? e2 : PSC_ENOMEM, "cannot create the KV block pool (%d blocks of %d tokens): %s",
+                e->cfg.kv_blocks, cfg.block_size, psc_strerror(e2));
     }
 
     e->tp = re_tp_create(cfg.threads, &e2);
-    if (!e->tp) RE_FAIL(e2 ? e2 : PS_ENOMEM, "cannot start %d threads", cfg.threads);
+    if (!e->tp) RE_FAIL(e2 ? e2 : PSC_ENOMEM, "cannot start %d threads", cfg.threads);
     re_tp_set_strict(e->tp, cfg.strict_threads);
     return e;
 fail:
@@ -266,7 +266,7 @@ static int re_wq_push(re_engine_t *e, int r, int front)
     if (e->wq_n == e->wq_cap) {
         int ncap = e->wq_cap ? e->wq_cap * 2 : 64;
         int *n = malloc((size_t)ncap * sizeof *n);
-        if (!n) return PS_ENOMEM;
+        if (!n) return PSC_ENOMEM;
         for (int i = 0; i < e->wq_n; i++) n[i] = e->wq[(e->wq_head + i) % e->wq_cap];
         free(e->wq);
         e->wq = n;
@@ -294,48 +294,48 @@ int re_engine_add(re_engine_t *e, int64_t id, const int32_t *prompt, int n, int 
                   char *msg, size_t cap)
 {
     const re_shape_t *s = &e->s;
-    if (id < 0) { if (msg) snprintf(msg, cap, "request id must be >= 0"); return PS_EINVAL; }
+    if (id < 0) { if (msg) snprintf(msg, cap, "request id must be >= 0"); return PSC_EINVAL; }
     if (n < 1 || max_tokens < 1) {
         if (msg) snprintf(msg, cap, "request %lld: prompt length and max tokens must be >= 1",
                           (long long)id);
-        return PS_EINVAL;
+        return PSC_EINVAL;
     }
     if ((long long)n + max_tokens > s->seq_len) {
         if (msg) snprintf(msg, cap, "request %lld: prompt %d + max tokens %d exceeds the context (%d)",
                           (long long)id, n, max_tokens, s->seq_len);
-        return PS_EINVAL;
+        return PSC_EINVAL;
     }
     /* the longest it can get: n + max_tokens - 1 positions stored */
     int need = (n + max_tokens - 1 + e->cfg.block_size - 1) / e->cfg.block_size;
     if (need > e->cfg.kv_blocks) {
         if (msg) snprintf(msg, cap, "request %lld needs %d KV blocks of %d tokens, the pool has %d",
                           (long long)id, need, e->cfg.block_size, e->cfg.kv_blocks);
-        return PS_EINVAL;
+        return PSC_EINVAL;
     }
     for (int i = 0; i < n; i++)
         if (prompt[i] < 0 || prompt[i] >= s->vocab_size) {
             if (msg) snprintf(msg, cap, "request %lld: prompt token %d out of range", (long long)id,
                               prompt[i]);
-            return PS_EINVAL;
+            return PSC_EINVAL;
         }
     /* ids must be unique (they are the block pool's owners); ids added in
      * increasing order, the usual case, need no scan */
     for (int i = 0; e->n_reqs > 0 && id <= e->max_id && i < e->n_reqs; i++)
         if (e->reqs[i].id == id) {
             if (msg) snprintf(msg, cap, "request id %lld used twice", (long long)id);
-            return PS_EINVAL;
+            return PSC_EINVAL;
         }
     if (e->n_reqs == e->cap_reqs) {
         int ncap = e->cap_reqs ? e->cap_reqs * 2 : 16;
         re_req_t *nr = realloc(e->reqs, (size_t)ncap * sizeof *nr);
-        if (!nr) return PS_ENOMEM;
+        if (!nr) return PSC_ENOMEM;
         e->reqs = nr;
         e->cap_reqs = ncap;
     }
     re_req_t *r = &e->reqs[e->n_reqs];
     memset(r, 0, sizeof *r);
     r->tokens = malloc(((size_t)n + (size_t)max_tokens) * sizeof(int32_t));
-    if (!r->tokens) return PS_ENOMEM;
+    if (!r->tokens) return PSC_ENOMEM;
     memcpy(r->tokens, prompt, (size_t)n * sizeof(int32_t));
     r->id = id;
     r->prompt_len = n;
@@ -584,7 +584,7 @@ static int re_bind_blocks(re_engine_t *e, re_slot_t *sl, int first, int n)
 {
     for (int i = first; i < first + n; i++) {
         sl->base[i] = kvb_slot(e->kv, sl->ids[i]);
-        if (!sl->base[i]) return PS_ECORRUPT;
+        if (!sl->base[i]) return PSC_ECORRUPT;
     }
     sl->n_blocks = first + n;
     return 0;
@@ -609,7 +609,7 @@ static int re_admit(re_engine_t *e)
         re_slot_t *sl = &e->slots[slot];
         int got = kvb_allocate(e->kv, KVB_STREAM_KV, len, r->id, KVB_FMT_F32, sl->ids,
                                e->max_blocks_per_seq);
-        if (got == PS_EEXHAUSTED) break;
+        if (got == PSC_EEXHAUSTED) break;
         if (got < 0) return got;
         int rc = re_bind_blocks(e, sl, 0, got);
         if (rc) return rc;
@@ -649,7 +649,7 @@ static int re_prepare_decode(re_engine_t *e)
         if (r->n_kv / bs < sl->n_blocks) { i++; continue; }
         int got = kvb_allocate(e->kv, KVB_STREAM_KV, 1, r->id, KVB_FMT_F32,
                                sl->ids + sl->n_blocks, 1);
-        if (got == PS_EEXHAUSTED) {
+        if (got == PSC_EEXHAUSTED) {
             int victim = e->running[e->n_running - 1];
             int rc = re_preempt(e, victim);
             if (rc) return rc;
@@ -749,7 +749,7 @@ int re_engine_step(re_engine_t *e)
         if (e->n_running > e->st.max_running) e->st.max_running = e->n_running;
         return 1;
     }
-    if (e->wq_n > 0) return PS_EEXHAUSTED;   /* cannot happen: re_engine_add checks the fit */
+    if (e->wq_n > 0) return PSC_EEXHAUSTED;   /* cannot happen: re_engine_add checks the fit */
     return 0;
 }
 

@@ -23,8 +23,8 @@
 #include <stdint.h>
 
 #include "alloc.h"
-#include "blockpool.h"
-#include "bufpool.h"
+#include "poolscope/blockpool.h"
+#include "poolscope/bufpool.h"
 #include "model.h"
 
 typedef struct re_engine re_engine_t;
@@ -75,7 +75,7 @@ void re_engine_destroy(re_engine_t *eng);   /* NULL ok */
 
 /* Queue a request (before or between steps). prompt: n >= 1 token ids in
  * [0, vocab). prompt + max_tokens must fit the context and the KV pool.
- * Returns the request's index (>= 0) or PS_EINVAL / PS_ENOMEM with msg. */
+ * Returns the request's index (>= 0) or PSC_EINVAL / PSC_ENOMEM with msg. */
 int re_engine_add(re_engine_t *eng, int64_t id, const int32_t *prompt, int n,
                   int max_tokens, char *msg, size_t cap);
 

@@ -15,7 +15,7 @@
 #include "engine.h"
 #include "kernels.h"
 #include "model.h"
-#include "pserr.h"
+#include "poolscope/error.h"
 #include "tokenizer.h"
 #include "workload.h"
 
@@ -187,7 +187,7 @@ int main(int argc, char **argv)
     } else {
         if (synthetic && re_shape_parse(synthetic, &shape, msg, sizeof msg)) die2("--synthetic: %s", msg);
         rc = re_model_synthetic(&model, &shape, seed, msg, sizeof msg);
-        if (rc == PS_EINVAL) die2("%s", msg);
+        if (rc == PSC_EINVAL) die2("%s", msg);
         if (rc) { fprintf(stderr, "refengine: %s\n", msg); return 1; }
     }
     const re_shape_t *s = &model.shape;
@@ -203,7 +203,7 @@ int main(int argc, char **argv)
     re_engine_t *eng = re_engine_create(&model, &cfg, &err, msg, sizeof msg);
     if (!eng) {
         fprintf(stderr, "refengine: %s\n", msg);
-        return err == PS_EINVAL ? 2 : 1;
+        return err == PSC_EINVAL ? 2 : 1;
     }
     int32_t *prompt = malloc((size_t)s->seq_len * sizeof *prompt);
     if (!prompt) { fprintf(stderr, "refengine: out of memory\n"); return 1; }
@@ -218,14 +218,14 @@ int main(int argc, char **argv)
             re_engine_destroy(eng);
             re_tok_free(tok);
             re_model_free(&model);
-            return rc == PS_EINVAL ? 2 : 1;
+            return rc == PSC_EINVAL ? 2 : 1;
         }
     }
     free(prompt);
 
     rc = re_engine_run(eng);
     if (rc < 0) {
-        fprintf(stderr, "refengine: engine failed: %s\n", ps_strerror(rc));
+        fprintf(stderr, "refengine: engine failed: %s\n", psc_strerror(rc));
         return 1;
     }
 

@@ -21,7 +21,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "pserr.h"
+#include "poolscope/error.h"
 
 #define RE_HEADER_BYTES (7 * sizeof(int32_t))
 
@@ -52,7 +52,7 @@ int re_shape_check(const re_shape_t *s, char *msg, size_t cap)
         if (msg) snprintf(msg, cap, "bad shape dim=%d,hidden=%d,layers=%d,heads=%d,kv_heads=%d,"
                           "vocab=%d,seq=%d: %s", s->dim, s->hidden_dim, s->n_layers,
                           s->n_heads, s->n_kv_heads, s->vocab_size, s->seq_len, why);
-        return PS_EINVAL;
+        return PSC_EINVAL;
     }
     return 0;
 }
@@ -62,7 +62,7 @@ int re_shape_parse(const char *spec, re_shape_t *s, char *msg, size_t cap)
     char buf[512];
     if (strlen(spec) >= sizeof buf) {
         snprintf(msg, cap, "shape spec too long");
-        return PS_EINVAL;
+        return PSC_EINVAL;
     }
     strcpy(buf, spec);
     char *save = NULL;
@@ -70,7 +70,7 @@ int re_shape_parse(const char *spec, re_shape_t *s, char *msg, size_t cap)
         char *eq = strchr(tok, '=');
         if (!eq) {
             snprintf(msg, cap, "bad shape item '%s' (want key=value)", tok);
-            return PS_EINVAL;
+            return PSC_EINVAL;
         }
         *eq = 0;
         char *end;
@@ -78,7 +78,7 @@ int re_shape_parse(const char *spec, re_shape_t *s, char *msg, size_t cap)
         long v = strtol(eq + 1, &end, 10);
         if (errno || *end || end == eq + 1 || v < -(1L << 30) || v > (1L << 30)) {
             snprintf(msg, cap, "bad value for shape key '%s': '%s'", tok, eq + 1);
-            return PS_EINVAL;
+            return PSC_EINVAL;
         }
         int iv = (int)v;
         if (!strcmp(tok, "dim")) s->dim = iv;
@@ -92,7 +92,7 @@ int re_shape_parse(const char *spec, re_shape_t *s, char *msg, size_t cap)
         else {
             snprintf(msg, cap, "unknown shape key '%s' (dim, layers, heads, kv_heads, hidden, "
                      "vocab, seq, shared)", tok);
-            return PS_EINVAL;
+            return PSC_EINVAL;
         }
     }
     return re_shape_check(s, msg, cap);
@@ -199,7 +199,7 @@ int re_model_synthetic(re_model_t *m, const re_shape_t *s, uint64_t seed, char *
     void *map = mmap(NULL, bytes + huge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (map == MAP_FAILED) {
         if (msg) snprintf(msg, cap, "out of memory for %zu bytes of synthetic weights", total * 4);
-        return PS_ENOMEM;
+        return PSC_ENOMEM;
     }
     /* align to 2 MiB and give back the slack on both sides */
     uintptr_t a = ((uintptr_t)map + huge - 1) & ~(uintptr_t)(huge - 1);
@@ -239,13 +239,13 @@ int re_model_load(re_model_t *m, const char *path, char *msg, size_t cap)
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         snprintf(msg, cap, "%s: cannot open: %s", path, strerror(errno));
-        return PS_EIO;
+        return PSC_EIO;
     }
     struct stat st;
     if (fstat(fd, &st) != 0) {
         snprintf(msg, cap, "%s: cannot stat: %s", path, strerror(errno));
         close(fd);
-        return PS_EIO;
+        return PSC_EIO;
     }
     size_t size = (size_t)st.st_size;
     int32_t h[7];
@@ -253,7 +253,7 @@ int re_model_load(re_model_t *m, const char *path, char *msg, size_t cap)
         snprintf(msg, cap, "%s: truncated checkpoint: %zu bytes, shorter than the 28-byte header",
                  path, size);
         close(fd);
-        return PS_ETRUNC;
+        return PSC_ETRUNC;
     }
     re_shape_t s = { .dim = h[0], .hidden_dim = h[1], .n_layers = h[2], .n_heads = h[3],
                      .n_kv_heads = h[4], .vocab_size = h[5] < 0 ? -h[5] : h[5], .seq_len = h[6],
@@ -263,20 +263,20 @@ int re_model_load(re_model_t *m, const char *path, char *msg, size_t cap)
         snprintf(msg, cap, "%s: impossible checkpoint header: %s", path,
                  h[5] == INT32_MIN ? "vocab_size out of range" : why);
         close(fd);
-        return PS_ECORRUPT;
+        return PSC_ECORRUPT;
     }
     size_t need = RE_HEADER_BYTES + re_total_floats(&s, 1) * sizeof(float);
     if (size != need) {
         snprintf(msg, cap, "%s: %s checkpoint: %zu bytes, the shape in its header needs %zu",
                  path, size < need ? "truncated" : "oversized", size, need);
         close(fd);
-        return size < need ? PS_ETRUNC : PS_ECORRUPT;
+        return size < need ? PSC_ETRUNC : PSC_ECORRUPT;
     }
     void *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
     close(fd);
     if (map == MAP_FAILED) {
         snprintf(msg, cap, "%s: cannot map: %s", path, strerror(errno));
-        return PS_EIO;
+        return PSC_EIO;
     }
     m->shape = s;
     m->mem = map;
@@ -288,14 +288,14 @@ int re_model_load(re_model_t *m, const char *path, char *msg, size_t cap)
 
 static int re_write_all(FILE *f, const void *p, size_t bytes)
 {
-    return fwrite(p, 1, bytes, f) == bytes ? 0 : PS_EIO;
+    return fwrite(p, 1, bytes, f) == bytes ? 0 : PSC_EIO;
 }
 
 int re_model_save(const re_model_t *m, const char *path)
 {
     const re_shape_t *s = &m->shape;
     FILE *f = fopen(path, "wb");
-    if (!f) return PS_EIO;
+    if (!f) return PSC_EIO;
     int32_t h[7] = { s->dim, s->hidden_dim, s->n_layers, s->n_heads, s->n_kv_heads,
                      s->shared_classifier ? s->vocab_size : -s->vocab_size, s->seq_len };
     size_t n[T_COUNT];
@@ -313,7 +313,7 @@ int re_model_save(const re_model_t *m, const char *path)
             rc = re_write_all(f, t[i], n[i] * sizeof(float));
         }
     }
-    if (fclose(f) != 0) rc = PS_EIO;
+    if (fclose(f) != 0) rc = PSC_EIO;
     return rc;
 }
 

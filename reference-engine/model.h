@@ -49,12 +49,12 @@ typedef struct re_model {
 static inline int re_head_size(const re_shape_t *s) { return s->dim / s->n_heads; }
 static inline int re_kv_dim(const re_shape_t *s) { return s->n_kv_heads * re_head_size(s); }
 
-/* Check a shape; 0 or PS_EINVAL with a one-line reason in msg. */
+/* Check a shape; 0 or PSC_EINVAL with a one-line reason in msg. */
 int re_shape_check(const re_shape_t *s, char *msg, size_t cap);
 
 /* Parse "dim=288,layers=6,heads=6,kv_heads=6,hidden=768,vocab=32000,seq=256"
  * (any subset, over the defaults already in *s; "shared=0" gives a separate
- * classifier). 0 or PS_EINVAL with msg. The result is checked. */
+ * classifier). 0 or PSC_EINVAL with msg. The result is checked. */
 int re_shape_parse(const char *spec, re_shape_t *s, char *msg, size_t cap);
 
 /* The 15M shape of llama2.c's stories15M (the default). */
@@ -68,16 +68,16 @@ size_t re_weight_bytes(const re_shape_t *s);
 size_t re_streamed_bytes(const re_shape_t *s);
 
 /* Synthetic weights from a seed: uniform in ±1/sqrt(fan_in) (norm weights
- * near 1). 0, PS_EINVAL (bad shape, msg) or PS_ENOMEM. */
+ * near 1). 0, PSC_EINVAL (bad shape, msg) or PSC_ENOMEM. */
 int re_model_synthetic(re_model_t *m, const re_shape_t *s, uint64_t seed,
                        char *msg, size_t cap);
 
-/* Map a llama2.c checkpoint. 0, or PS_EIO (open/stat/mmap), PS_ETRUNC
- * (shorter than the header or than its shape needs), PS_ECORRUPT (an
+/* Map a llama2.c checkpoint. 0, or PSC_EIO (open/stat/mmap), PSC_ETRUNC
+ * (shorter than the header or than its shape needs), PSC_ECORRUPT (an
  * impossible shape or trailing bytes); msg names the file and the problem. */
 int re_model_load(re_model_t *m, const char *path, char *msg, size_t cap);
 
-/* Write m's weights as a llama2.c checkpoint (tests and tools). 0 or PS_EIO. */
+/* Write m's weights as a llama2.c checkpoint (tests and tools). 0 or PSC_EIO. */
 int re_model_save(const re_model_t *m, const char *path);
 
 void re_model_free(re_model_t *m);   /* NULL ok */

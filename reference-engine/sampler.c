@@ -13,7 +13,7 @@
 
 #include "kernels.h"
 #include "model.h"
-#include "pserr.h"
+#include "poolscope/error.h"
 
 int re_sampler_init(re_sampler_t *s, int vocab_size, float temperature, float top_p, uint64_t seed)
 {
@@ -21,7 +21,7 @@ int re_sampler_init(re_sampler_t *s, int vocab_size, float temperature, float to
     s->idx = NULL;
     if (vocab_size < 1 || !(temperature >= 0.0f) || !isfinite(temperature) || !(top_p >= 0.0f) ||
         !isfinite(top_p))
-        return PS_EINVAL;
+        return PSC_EINVAL;
     s->temperature = temperature;
     s->top_p = top_p;
     s->seed = seed;
@@ -30,7 +30,7 @@ int re_sampler_init(re_sampler_t *s, int vocab_size, float temperature, float to
     s->idx = malloc((size_t)vocab_size * sizeof *s->idx);
     if (!s->probs || !s->idx) {
         re_sampler_free(s);
-        return PS_ENOMEM;
+        return PSC_ENOMEM;
     }
     return 0;
 }

@@ -20,7 +20,7 @@ typedef struct re_sampler {
     int32_t *idx;        /* (vocab_size) scratch */
 } re_sampler_t;
 
-/* 0, PS_EINVAL (bad temperature/top_p/vocab) or PS_ENOMEM. */
+/* 0, PSC_EINVAL (bad temperature/top_p/vocab) or PSC_ENOMEM. */
 int re_sampler_init(re_sampler_t *s, int vocab_size, float temperature, float top_p, uint64_t seed);
 void re_sampler_free(re_sampler_t *s);   /* NULL ok */
 

@@ -26,7 +26,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "pserr.h"
+#include "poolscope/error.h"
 
 #define RE_TP_SPIN 4000          /* pause iterations before sleeping / yielding */
 #define RE_TP_CHUNKS_PER_THREAD 4
@@ -124,7 +124,7 @@ static void *re_tp_main(void *p)
 re_tp_t *re_tp_create(int n_threads, int *err)
 {
     if (n_threads < 1 || n_threads > 256) {
-        if (err) *err = PS_EINVAL;
+        if (err) *err = PSC_EINVAL;
         return NULL;
     }
     re_tp_t *tp = calloc(1, sizeof *tp);
@@ -149,7 +149,7 @@ re_tp_t *re_tp_create(int n_threads, int *err)
     }
     return tp;
 nomem:
-    if (err) *err = PS_ENOMEM;
+    if (err) *err = PSC_ENOMEM;
     return NULL;
 }
 

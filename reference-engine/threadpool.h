@@ -20,7 +20,7 @@ typedef struct re_tp re_tp_t;
 typedef void (*re_tp_fn)(void *ctx, size_t begin, size_t end, int tid);
 
 /* n_threads >= 1 (1 = no workers: everything runs in the caller). NULL on
- * failure with *err = PS_EINVAL or PS_ENOMEM. */
+ * failure with *err = PSC_EINVAL or PSC_ENOMEM. */
 re_tp_t *re_tp_create(int n_threads, int *err);
 void re_tp_destroy(re_tp_t *tp);            /* NULL ok; joins the workers */
 int re_tp_threads(const re_tp_t *tp);       /* 1 for NULL */

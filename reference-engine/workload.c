@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "model.h"
-#include "pserr.h"
+#include "poolscope/error.h"
 
 int re_workload_parse(const char *spec, re_workload_t *w, char *msg, size_t cap)
 {
@@ -37,7 +37,7 @@ int re_workload_parse(const char *spec, re_workload_t *w, char *msg, size_t cap)
         }
     }
     snprintf(msg, cap, "bad --workload '%s' (want fixed:P,G with P,G >= 1, sharegpt or alpaca)", spec);
-    return PS_EINVAL;
+    return PSC_EINVAL;
 }
 
 static double re_normal(uint64_t seed, int64_t i, uint64_t which)

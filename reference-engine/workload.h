@@ -23,7 +23,7 @@ typedef struct re_workload {
     int prompt_len, gen_len;    /* fixed */
 } re_workload_t;
 
-/* Parse "fixed:P,G" | "sharegpt" | "alpaca". 0 or PS_EINVAL with msg. */
+/* Parse "fixed:P,G" | "sharegpt" | "alpaca". 0 or PSC_EINVAL with msg. */
 int re_workload_parse(const char *spec, re_workload_t *w, char *msg, size_t cap);
 
 /* Lengths of request i. seq_len >= 2. */

@@ -32,7 +32,7 @@ int rp_map_init(rp_map_t *m, size_t cap_hint)
     m->used = calloc(cap, 1);
     if (!m->keys || !m->vals || !m->used) {
         rp_map_free(m);
-        return PS_ENOMEM;
+        return PSC_ENOMEM;
     }
     m->cap = cap;
     return 0;
@@ -65,7 +65,7 @@ static int rp_map_rehash(rp_map_t *m, size_t cap)
         free(n.keys);
         free(n.vals);
         free(n.used);
-        return PS_ENOMEM;
+        return PSC_ENOMEM;
     }
     n.cap = cap;
     n.n = m->n;
@@ -140,7 +140,7 @@ int rp_slots_get(rp_slots_t *s, uint32_t *slot)
         *slot = s->free[--s->n_free];
         return 0;
     }
-    if (s->next == UINT32_MAX) return PS_ENOMEM;
+    if (s->next == UINT32_MAX) return PSC_ENOMEM;
     *slot = s->next++;
     return 0;
 }
@@ -150,7 +150,7 @@ int rp_slots_put(rp_slots_t *s, uint32_t slot)
     if (s->n_free == s->cap_free) {
         size_t cap = s->cap_free ? s->cap_free * 2 : 256;
         uint32_t *f = realloc(s->free, cap * sizeof *f);
-        if (!f) return PS_ENOMEM;
+        if (!f) return PSC_ENOMEM;
         s->free = f;
         s->cap_free = cap;
     }
@@ -170,7 +170,7 @@ int rp_grow(void **arr, size_t *cap, size_t need, size_t elem)
     size_t n = *cap ? *cap : 256;
     while (n <= need) n *= 2;
     unsigned char *p = realloc(*arr, n * elem);
-    if (!p) return PS_ENOMEM;
+    if (!p) return PSC_ENOMEM;
     memset(p + *cap * elem, 0, (n - *cap) * elem);
     *arr = p;
     *cap = n;

@@ -271,7 +271,7 @@ static int arena_finish(rp_pol_t *pp, uint64_t t_end, rp_result_t *res)
                                 ? pst_stack(pp->ctx->reader, a->vs[i].stack, &depth) : NULL;
         if (!f || !depth) continue;
         uint64_t *copy = malloc(depth * sizeof *copy);
-        if (!copy) return PS_ENOMEM;
+        if (!copy) return PSC_ENOMEM;
         memcpy(copy, f, depth * sizeof *copy);
         a->vs[i].frames = copy;
         a->vs[i].depth = depth;

@@ -92,7 +92,7 @@ static int write_all(int fd, const void *buf, size_t len)
     while (len) {
         ssize_t w = send(fd, p, len, MSG_NOSIGNAL);   /* a dead peer is an error, not SIGPIPE */
         if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) return PS_EIO;
+        if (w <= 0) return PSC_EIO;
         p += w;
         len -= (size_t)w;
     }
@@ -105,7 +105,7 @@ static int read_all(int fd, void *buf, size_t len)
     while (len) {
         ssize_t r = read(fd, p, len);
         if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) return r == 0 ? PS_ETRUNC : PS_EIO;
+        if (r <= 0) return r == 0 ? PSC_ETRUNC : PSC_EIO;
         p += r;
         len -= (size_t)r;
     }
@@ -169,7 +169,7 @@ static int child_batch(mchild_t *c, const rp_req_t *rq, size_t n, mres_t *out)
     for (size_t i = 0; i < n; i++)         /* room first: no realloc while timing */
         if (rq[i].op == RQ_ALLOC &&
             rp_grow((void **)&c->ptr, &c->cap, rq[i].slot, sizeof *c->ptr))
-            return PS_ENOMEM;
+            return PSC_ENOMEM;
     const size_t page = c->page;
     double t0 = now_s();
     for (size_t i = 0; i < n; i++) {
@@ -181,7 +181,7 @@ static int child_batch(mchild_t *c, const rp_req_t *rq, size_t n, mres_t *out)
         if (r->op == RQ_ALLOC) {
             size_t bytes = (size_t)r->bytes;
             unsigned char *q = malloc(bytes ? bytes : 1);
-            if (!q) return PS_ENOMEM;
+            if (!q) return PSC_ENOMEM;
             for (size_t off = 0; off < bytes; off += page) ((volatile unsigned char *)q)[off] = 1;
             if (bytes) ((volatile unsigned char *)q)[bytes - 1] = 1;
             c->ptr[r->slot] = q;
@@ -269,13 +269,13 @@ static int malloc_init(rp_pol_t *pp, const rp_ctx_t *ctx)
             : dlsym(RTLD_DEFAULT, "mi_process_info") ? "mimalloc" : "glibc";
     size_t max_batch = (ctx->cfg->batch ? ctx->cfg->batch : 4096) + RP_STREAM_MAX_OUT;
     int sv[2];
-    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv)) return PS_EIO;
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv)) return PSC_EIO;
     fflush(NULL);
     pid_t pid = fork();
     if (pid < 0) {
         close(sv[0]);
         close(sv[1]);
-        return PS_ENOMEM;
+        return PSC_ENOMEM;
     }
     if (pid == 0) {
         char fd[24], nb[24];
@@ -306,7 +306,7 @@ static int malloc_run(rp_pol_t *pp, const rp_req_t *rq, size_t n)
         return rc;
     if (p->last.err) return p->last.err;
     if (p->last.n != n || (rc = read_all(p->from_child, p->res, n * sizeof *p->res)))
-        return rc ? rc : PS_EIO;
+        return rc ? rc : PSC_EIO;
     for (size_t i = 0; i < n; i++) {
         const rp_req_t *r = &rq[i];
         const mres_t *o = &p->res[i];

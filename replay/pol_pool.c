@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bufpool.h"
+#include "poolscope/bufpool.h"
 #include "rp_internal.h"
 
 typedef struct pol_pool {
@@ -80,7 +80,7 @@ static int pool_init(rp_pol_t *pp, const rp_ctx_t *ctx)
     c.observe_ctx = p;
     int err = 0;
     p->pool = bp_create(&c, &err);
-    return p->pool ? 0 : (err ? err : PS_ENOMEM);
+    return p->pool ? 0 : (err ? err : PSC_ENOMEM);
 }
 
 static int pool_run(rp_pol_t *pp, const rp_req_t *rq, size_t n)
@@ -100,7 +100,7 @@ static int pool_run(rp_pol_t *pp, const rp_req_t *rq, size_t n)
                 b = bp_acquire_scratch(p->pool, (size_t)r->bytes, &err);
             else
                 b = bp_acquire_typed(p->pool, (bp_dtype_t)r->dtype, (size_t)r->n, &err);
-            if (!b) return err ? err : PS_ENOMEM;
+            if (!b) return err ? err : PSC_ENOMEM;
             p->buf[r->slot] = b;
             rc = az_alloc(pp->m, r->t, (uint64_t)(uintptr_t)bp_data(b), r->bytes, bp_bytes(b),
                           (uint64_t)bp_len(b) << 1 | (uint64_t)bp_arm(b), r->stack);
@@ -110,7 +110,7 @@ static int pool_run(rp_pol_t *pp, const rp_req_t *rq, size_t n)
             bp_buf_t *b = p->buf[r->slot];
             p->buf[r->slot] = NULL;
             az_free(pp->m, r->t, (uint64_t)(uintptr_t)bp_data(b));
-            if (bp_release(b) < 0) return PS_ECORRUPT;
+            if (bp_release(b) < 0) return PSC_ECORRUPT;
         }
     }
     return 0;

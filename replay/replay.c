@@ -18,7 +18,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "bufpool.h"
+#include "poolscope/bufpool.h"
 #include "rp_internal.h"
 
 #define RP_WINDOW_NS 20000000ull   /* 20 ms: see rp_config_t.window_ns */
@@ -49,7 +49,7 @@ int rp_policy_parse(const char *list, unsigned *mask, char *msg, size_t cap)
     const char *p = list ? list : "";
     if (!*p) {
         snprintf(msg, cap, "empty policy list");
-        return PS_EINVAL;
+        return PSC_EINVAL;
     }
     for (;;) {
         const char *e = strchr(p, ',');
@@ -62,7 +62,7 @@ int rp_policy_parse(const char *list, unsigned *mask, char *msg, size_t cap)
         if (!bit) {
             snprintf(msg, cap, "unknown policy '%.*s' (known: malloc, arena, pool, ideal, "
                      "kv-contiguous, kv-reserve, kv-step, kv-paged, kv, all)", (int)(len > 64 ? 64 : len), p);
-            return PS_EINVAL;
+            return PSC_EINVAL;
         }
         m |= bit;
         if (!e) break;
@@ -103,11 +103,11 @@ static double now_s(void)
 static int open_error(int err, char *msg, size_t cap)
 {
     switch (err) {
-    case PS_EIO: snprintf(msg, cap, "cannot read: %s", ps_strerror(err)); break;
-    case PS_ETRUNC: snprintf(msg, cap, "truncated: the file ends inside the trace header"); break;
-    case PS_ECORRUPT: snprintf(msg, cap, "not a poolscope trace (bad magic or header)"); break;
-    case PS_EVERSION: snprintf(msg, cap, "trace version not supported by this build"); break;
-    default: snprintf(msg, cap, "%s", ps_strerror(err)); break;
+    case PSC_EIO: snprintf(msg, cap, "cannot read: %s", psc_strerror(err)); break;
+    case PSC_ETRUNC: snprintf(msg, cap, "truncated: the file ends inside the trace header"); break;
+    case PSC_ECORRUPT: snprintf(msg, cap, "not a poolscope trace (bad magic or header)"); break;
+    case PSC_EVERSION: snprintf(msg, cap, "trace version not supported by this build"); break;
+    default: snprintf(msg, cap, "%s", psc_strerror(err)); break;
     }
     return err;
 }
@@ -118,7 +118,7 @@ static int damaged(const pst_status_t *st, char *msg, size_t cap)
         snprintf(msg, cap, "corrupt trace: %s at byte %llu",
                  st->corrupt_reason ? st->corrupt_reason : "bad chunk",
                  (unsigned long long)st->corrupt_offset);
-        return PS_ECORRUPT;
+        return PSC_ECORRUPT;
     }
     if (st->truncated) {
         if (st->unread_bytes)
@@ -127,7 +127,7 @@ static int damaged(const pst_status_t *st, char *msg, size_t cap)
         else
             snprintf(msg, cap, "truncated: no end record (the traced process died or the "
                      "disk filled)");
-        return PS_ETRUNC;
+        return PSC_ETRUNC;
     }
     return 0;
 }
@@ -163,7 +163,7 @@ static int prescan(const rp_src_t *src, int full, uint64_t window, rp_scan_t *sc
         }
     }
     if (rc < 0) {
-        snprintf(msg, cap, "read error: %s", ps_strerror(rc));
+        snprintf(msg, cap, "read error: %s", psc_strerror(rc));
         pst_close(r);
         return rc;
     }
@@ -226,13 +226,13 @@ static int run(const rp_src_t *src, const rp_config_t *ucfg, rp_report_t **out, 
         if (!defaulted) {
             snprintf(msg, cap, "kv-contiguous needs --kv-context N: the trace has no request "
                      "markers to take the context from");
-            return PS_EINVAL;
+            return PSC_EINVAL;
         }
         mask &= ~(1u << RP_KV_CONTIGUOUS);
     }
 
     rp_report_t *rep = calloc(1, sizeof *rep);
-    if (!rep) return PS_ENOMEM;
+    if (!rep) return PSC_ENOMEM;
     int err = 0;
     pst_reader_t *r = src_open(src, &err);
     if (!r) {
@@ -251,21 +251,21 @@ static int run(const rp_src_t *src, const rp_config_t *ucfg, rp_report_t **out, 
     rp_pol_t *pol[RP_POLICY_COUNT] = { 0 };
     size_t batch = cfg.batch ? cfg.batch : 4096;
     rp_req_t *buf = malloc((batch + RP_STREAM_MAX_OUT) * sizeof *buf);
-    rc = st && buf ? 0 : PS_ENOMEM;
+    rc = st && buf ? 0 : PSC_ENOMEM;
     for (int i = 0; i < RP_POLICY_COUNT && !rc; i++) {
         if (!(mask & (1u << i))) continue;
         const rp_pol_ops_t *ops = rp_ops[i];
         az_cfg_t acfg = { .no_sites = 1, .no_reuse = (i == RP_IDEAL || (1u << i) & RP_KV_MASK) };
         pol[i] = calloc(1, ops->size);
         if (!pol[i] || !(rep->ms[i] = az_create(&acfg, &err))) {
-            rc = PS_ENOMEM;
+            rc = PSC_ENOMEM;
             break;
         }
         pol[i]->ops = ops;
         pol[i]->ctx = &ctx;
         pol[i]->m = rep->ms[i];
         if ((rc = ops->init(pol[i], &ctx))) {
-            snprintf(msg, cap, "%s: cannot start: %s", rp_names[i], ps_strerror(rc));
+            snprintf(msg, cap, "%s: cannot start: %s", rp_names[i], psc_strerror(rc));
             ops->fini(pol[i]);
             free(pol[i]);
             pol[i] = NULL;
@@ -286,7 +286,7 @@ static int run(const rp_src_t *src, const rp_config_t *ucfg, rp_report_t **out, 
     while (!rc && more) {
         int got = pst_next(r, &ev);
         if (got < 0) {
-            snprintf(msg, cap, "read error: %s", ps_strerror(got));
+            snprintf(msg, cap, "read error: %s", psc_strerror(got));
             rc = got;
             break;
         }
@@ -305,7 +305,7 @@ static int run(const rp_src_t *src, const rp_config_t *ucfg, rp_report_t **out, 
                 pol[i]->seconds += dt;
                 pol[i]->requests += n;
                 policy_seconds += dt;
-                if (rc) snprintf(msg, cap, "%s: %s", rp_names[i], ps_strerror(rc));
+                if (rc) snprintf(msg, cap, "%s: %s", rp_names[i], psc_strerror(rc));
             }
             requests += n;
             n = 0;
@@ -336,7 +336,7 @@ static int run(const rp_src_t *src, const rp_config_t *ucfg, rp_report_t **out, 
             res->policy = (rp_policy_t)i;
             res->name = rp_names[i];
             if ((rc = pol[i]->ops->finish(pol[i], t_last, res))) {
-                snprintf(msg, cap, "%s: %s", rp_names[i], ps_strerror(rc));
+                snprintf(msg, cap, "%s: %s", rp_names[i], psc_strerror(rc));
                 break;
             }
             rep->n++;
@@ -358,7 +358,7 @@ static int run(const rp_src_t *src, const rp_config_t *ucfg, rp_report_t **out, 
     rp_stream_destroy(st);
     pst_close(r);
     if (rc) {
-        if (!msg[0]) snprintf(msg, cap, "%s", ps_strerror(rc));
+        if (!msg[0]) snprintf(msg, cap, "%s", psc_strerror(rc));
         rp_report_free(rep);
         return rc;
     }
@@ -369,7 +369,7 @@ static int run(const rp_src_t *src, const rp_config_t *ucfg, rp_report_t **out, 
 int rp_run(const char *path, const rp_config_t *cfg, rp_report_t **out, char *msg, size_t cap)
 {
     rp_src_t s = { .path = path };
-    if (!path || !out) return PS_EINVAL;
+    if (!path || !out) return PSC_EINVAL;
     return run(&s, cfg, out, msg, cap);
 }
 
@@ -377,7 +377,7 @@ int rp_run_mem(const void *buf, size_t len, const rp_config_t *cfg, rp_report_t 
                size_t cap)
 {
     rp_src_t s = { .buf = buf, .len = len };
-    if (!buf || !out) return PS_EINVAL;
+    if (!buf || !out) return PSC_EINVAL;
     return run(&s, cfg, out, msg, cap);
 }
 

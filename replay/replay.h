@@ -29,7 +29,7 @@
  *   rp_report_free(rep);
  *
  * Memory is bounded by the live objects (and the live KV requests), not by
- * the length of the trace. Errors follow pool/pserr.h; the library never
+ * the length of the trace. Errors follow include/poolscope/error.h; the library never
  * prints except through the progress callback.
  */
 #ifndef POOLSCOPE_REPLAY_H
@@ -40,7 +40,7 @@
 #include <stdio.h>
 
 #include "metrics.h"
-#include "pserr.h"
+#include "poolscope/error.h"
 
 typedef enum rp_policy {
     RP_MALLOC = 0,
@@ -61,7 +61,7 @@ typedef enum rp_policy {
 /* "malloc", "arena", ...; "?" otherwise. */
 const char *rp_policy_name(rp_policy_t p);
 /* Comma-separated names (or "all") into a bit set (1 << rp_policy_t).
- * 0 or PS_EINVAL with a message naming the bad entry. */
+ * 0 or PSC_EINVAL with a message naming the bad entry. */
 int rp_policy_parse(const char *list, unsigned *mask, char *msg, size_t cap);
 
 typedef enum rp_source {

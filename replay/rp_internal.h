@@ -13,7 +13,7 @@
 #include <stdint.h>
 
 #include "metrics.h"
-#include "reader.h"
+#include "poolscope/reader.h"
 #include "replay.h"
 
 /* ---- u64 -> u32 map (open addressing, linear probing, backward-shift
@@ -29,7 +29,7 @@ int  rp_map_init(rp_map_t *m, size_t cap_hint);
 void rp_map_free(rp_map_t *m);
 /* Value of key, or UINT32_MAX. */
 uint32_t rp_map_get(const rp_map_t *m, uint64_t key);
-/* Insert or overwrite. 0 or PS_ENOMEM. */
+/* Insert or overwrite. 0 or PSC_ENOMEM. */
 int rp_map_put(rp_map_t *m, uint64_t key, uint32_t val);
 /* Remove; returns the value or UINT32_MAX if absent. */
 uint32_t rp_map_del(rp_map_t *m, uint64_t key);
@@ -81,7 +81,7 @@ typedef struct rp_rstream rp_rstream_t;
 rp_rstream_t *rp_stream_create(const rp_stream_cfg_t *cfg, int *err);
 void rp_stream_destroy(rp_rstream_t *s);
 /* Turn one trace event into requests appended at out[*n] (room for at least
- * RP_STREAM_MAX_OUT). 0 or PS_ENOMEM. */
+ * RP_STREAM_MAX_OUT). 0 or PSC_ENOMEM. */
 #define RP_STREAM_MAX_OUT (2 * PST_MAX_IDS + 8)
 int rp_stream_event(rp_rstream_t *s, const pst_event_t *ev, rp_req_t *out, size_t *n);
 /* At the end of the trace: a final RQ_RESET if a reset scope is open is not

@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "blockpool.h"
+#include "poolscope/blockpool.h"
 #include "rp_internal.h"
 
 #define RP_KV_KEY(pool, id) ((1ull << 63) | ((uint64_t)(pool) << 32) | (uint32_t)(id))
@@ -71,7 +71,7 @@ struct rp_rstream {
 rp_rstream_t *rp_stream_create(const rp_stream_cfg_t *cfg, int *err)
 {
     rp_rstream_t *s = calloc(1, sizeof *s);
-    int rc = PS_ENOMEM;
+    int rc = PSC_ENOMEM;
     if (!s) goto fail;
     s->cfg = *cfg;
     if ((rc = rp_map_init(&s->objs, 1024)) || (rc = rp_map_init(&s->blocks, 64)) ||

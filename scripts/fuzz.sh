@@ -13,10 +13,10 @@ CC_FUZZ=${CC_FUZZ:-clang}
 out="$BUILD/fuzz"
 mkdir -p "$out/corpus" "$out/crashes"
 
-flags="-std=c11 -D_GNU_SOURCE -O1 -g -fno-omit-frame-pointer -Ipool -Ilibtrace \
+flags="-std=c11 -D_GNU_SOURCE -O1 -g -fno-omit-frame-pointer -Iinclude -Icommon -Ilibtrace \
        -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all"
 if ! $CC_FUZZ $flags -o "$out/fuzz_reader" tests/fuzz/fuzz_reader.c \
-        libtrace/reader.c libtrace/format.c pool/pserr.c; then
+        libtrace/reader.c libtrace/format.c common/*.c; then
     echo "fuzz: build failed" >&2
     exit 2
 fi

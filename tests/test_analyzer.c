@@ -16,11 +16,11 @@
 #include "export.h"
 #include "gate.h"
 #include "json.h"
-#include "pserr.h"
+#include "poolscope/error.h"
 #include "report.h"
 #include "scan.h"
 #include "sqlite.h"
-#include "writer.h"
+#include "poolscope/writer.h"
 
 static char dir[256];
 
@@ -492,8 +492,8 @@ static void test_gate_tolerance_edges(void **st)
     assert_int_equal(gate("{\"peak_live_bytes\": 1}", base, AZ_RULE_TOL, "no.such.metric=5"), 2);
     az_gate_rule_t r;
     char msg[128];
-    assert_int_equal(az_gate_rule_parse(AZ_RULE_TOL, "peak_live_bytes", &r, msg, sizeof msg), PS_EINVAL);
-    assert_int_equal(az_gate_rule_parse(AZ_RULE_MAX, "x=lots", &r, msg, sizeof msg), PS_EINVAL);
+    assert_int_equal(az_gate_rule_parse(AZ_RULE_TOL, "peak_live_bytes", &r, msg, sizeof msg), PSC_EINVAL);
+    assert_int_equal(az_gate_rule_parse(AZ_RULE_MAX, "x=lots", &r, msg, sizeof msg), PSC_EINVAL);
 }
 
 static void test_diff_of_a_trace_with_itself_is_empty(void **st)

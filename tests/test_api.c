@@ -16,11 +16,11 @@
 
 #include <cmocka.h>
 
-#include "blockpool.h"
-#include "bufpool.h"
-#include "format.h"
-#include "pool_adapter.h"
-#include "poolscope.h"
+#include "poolscope/blockpool.h"
+#include "poolscope/bufpool.h"
+#include "poolscope/format.h"
+#include "poolscope/pool_adapter.h"
+#include "poolscope/poolscope.h"
 
 int ps__api_usable(const ps_api_t *t);
 int ps__api_resolve(void);

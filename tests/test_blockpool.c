@@ -14,7 +14,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "blockpool.h"
+#include "poolscope/blockpool.h"
 
 /* ---- helpers ------------------------------------------------------------------ */
 
@@ -131,11 +131,11 @@ static void test_invalid_config_is_rejected(void **st)
         c.max_blocks = bad[i].max;
         int err = 0;
         assert_null(kvb_create(&c, &err));
-        assert_int_equal(err, PS_EINVAL);
+        assert_int_equal(err, PSC_EINVAL);
     }
     int err = 0;
     assert_null(kvb_create(NULL, &err));
-    assert_int_equal(err, PS_EINVAL);
+    assert_int_equal(err, PSC_EINVAL);
     kvb_config_t c = kvb_config_default();
     c.max_blocks = c.n_blocks;                 /* equal is fine */
     kvb_pool_t *p = kvb_create(&c, NULL);
@@ -153,8 +153,8 @@ static void test_formats_have_bits_and_names(void **st)
         assert_int_equal(kvb_format_bits((kvb_format_t)f), bits[f]);
         assert_int_equal(kvb_format_parse(names[f]), f);
     }
-    assert_int_equal(kvb_format_bits(KVB_FMT_COUNT), PS_EINVAL);
-    assert_int_equal(kvb_format_parse("fp8"), PS_EINVAL);
+    assert_int_equal(kvb_format_bits(KVB_FMT_COUNT), PSC_EINVAL);
+    assert_int_equal(kvb_format_parse("fp8"), PSC_EINVAL);
     assert_string_equal(kvb_stream_name(KVB_STREAM_KV), "kv");
 }
 
@@ -165,13 +165,13 @@ static void test_bad_allocate_arguments_change_nothing(void **st)
     (void)st;
     kvb_pool_t *p = mkpool(16, 8, true, false, 0);
     int32_t ids[8];
-    assert_int_equal(kvb_allocate(p, KVB_STREAM_K, 0, 1, KVB_FMT_F16, ids, 8), PS_EINVAL);
-    assert_int_equal(kvb_allocate(p, KVB_STREAM_K, -5, 1, KVB_FMT_F16, ids, 8), PS_EINVAL);
-    assert_int_equal(kvb_allocate(p, KVB_STREAM_K, 4, -1, KVB_FMT_F16, ids, 8), PS_EINVAL);
-    assert_int_equal(kvb_allocate(p, KVB_STREAM_K, 4, 1, KVB_FMT_COUNT, ids, 8), PS_EINVAL);
-    assert_int_equal(kvb_allocate(p, KVB_STREAM_KV, 4, 1, KVB_FMT_F16, ids, 8), PS_EINVAL);
-    assert_int_equal(kvb_allocate(p, (kvb_stream_t)7, 4, 1, KVB_FMT_F16, ids, 8), PS_EINVAL);
-    assert_int_equal(kvb_allocate(p, KVB_STREAM_K, 40, 1, KVB_FMT_F16, ids, 2), PS_ERANGE);
+    assert_int_equal(kvb_allocate(p, KVB_STREAM_K, 0, 1, KVB_FMT_F16, ids, 8), PSC_EINVAL);
+    assert_int_equal(kvb_allocate(p, KVB_STREAM_K, -5, 1, KVB_FMT_F16, ids, 8), PSC_EINVAL);
+    assert_int_equal(kvb_allocate(p, KVB_STREAM_K, 4, -1, KVB_FMT_F16, ids, 8), PSC_EINVAL);
+    assert_int_equal(kvb_allocate(p, KVB_STREAM_K, 4, 1, KVB_FMT_COUNT, ids, 8), PSC_EINVAL);
+    assert_int_equal(kvb_allocate(p, KVB_STREAM_KV, 4, 1, KVB_FMT_F16, ids, 8), PSC_EINVAL);
+    assert_int_equal(kvb_allocate(p, (kvb_stream_t)7, 4, 1, KVB_FMT_F16, ids, 8), PSC_EINVAL);
+    assert_int_equal(kvb_allocate(p, KVB_STREAM_K, 40, 1, KVB_FMT_F16, ids, 2), PSC_ERANGE);
     kvb_stats_t s = stats(p);
     assert_int_equal(s.n_allocations, 0);
     assert_int_equal(s.n_exhausted, 0);
@@ -187,7 +187,7 @@ static void test_exhausted_allocate_hands_out_nothing(void **st)
     kvb_pool_t *p = mkpool(16, 8, true, false, 0);   /* K 4, V 4 */
     int32_t ids[8];
     assert_int_equal(kvb_allocate(p, KVB_STREAM_K, 48, 1, KVB_FMT_F16, ids, 8), 3);
-    assert_int_equal(kvb_allocate(p, KVB_STREAM_K, 17, 2, KVB_FMT_F16, ids, 8), PS_EEXHAUSTED);
+    assert_int_equal(kvb_allocate(p, KVB_STREAM_K, 17, 2, KVB_FMT_F16, ids, 8), PSC_EEXHAUSTED);
     assert_int_equal(kvb_n_free(p, KVB_STREAM_K), 1);
     assert_int_equal(kvb_n_free(p, KVB_STREAM_V), 4);
     kvb_stats_t s = stats(p);
@@ -249,21 +249,21 @@ static void test_growth_adds_just_enough_and_stops_at_max_blocks(void **st)
     assert_int_equal(kvb_allocate(p, KVB_STREAM_K, 1, 1, KVB_FMT_F16, ids, 8), 1);
     assert_int_equal(stats(p).n_blocks, 6);
     /* K is at its cap of 4: one more block would pass it */
-    assert_int_equal(kvb_allocate(p, KVB_STREAM_K, 1, 1, KVB_FMT_F16, ids, 8), PS_EEXHAUSTED);
+    assert_int_equal(kvb_allocate(p, KVB_STREAM_K, 1, 1, KVB_FMT_F16, ids, 8), PSC_EEXHAUSTED);
     s = stats(p);
     assert_int_equal(s.n_blocks, 6);
     assert_int_equal(s.n_grown, 2);
     assert_int_equal(s.n_exhausted, 1);
     /* V grows up to its own half: 2 + 2 */
     assert_int_equal(kvb_allocate(p, KVB_STREAM_V, 64, 2, KVB_FMT_F16, ids, 8), 4);
-    assert_int_equal(kvb_allocate(p, KVB_STREAM_V, 1, 2, KVB_FMT_F16, ids, 8), PS_EEXHAUSTED);
+    assert_int_equal(kvb_allocate(p, KVB_STREAM_V, 1, 2, KVB_FMT_F16, ids, 8), PSC_EEXHAUSTED);
     s = stats(p);
     assert_int_equal(s.n_blocks, 8);
     assert_int_equal(s.n_exhausted, 2);
     /* a request bigger than the cap fails without growing */
     kvb_destroy(p);
     p = mkpool(16, 4, false, true, 6);
-    assert_int_equal(kvb_allocate(p, KVB_STREAM_KV, 16 * 7, 1, KVB_FMT_F16, ids, 8), PS_EEXHAUSTED);
+    assert_int_equal(kvb_allocate(p, KVB_STREAM_KV, 16 * 7, 1, KVB_FMT_F16, ids, 8), PSC_EEXHAUSTED);
     assert_int_equal(stats(p).n_blocks, 4);
     assert_int_equal(stats(p).n_grown, 0);
     assert_int_equal(kvb_allocate(p, KVB_STREAM_KV, 16 * 6, 1, KVB_FMT_F16, ids, 8), 6);
@@ -296,8 +296,8 @@ static void test_shrink_retires_only_free_blocks_and_returns_count(void **st)
     assert_int_equal(kvb_shrink(p, KVB_STREAM_K, 1), 1);
     assert_int_equal(kvb_n_free(p, KVB_STREAM_K), 1);
     assert_int_equal(kvb_shrink(p, KVB_STREAM_K, 5), 0);
-    assert_int_equal(kvb_shrink(p, KVB_STREAM_K, -1), PS_EINVAL);
-    assert_int_equal(kvb_shrink(p, KVB_STREAM_KV, 0), PS_EINVAL);
+    assert_int_equal(kvb_shrink(p, KVB_STREAM_K, -1), PSC_EINVAL);
+    assert_int_equal(kvb_shrink(p, KVB_STREAM_KV, 0), PSC_EINVAL);
     kvb_stats_t s = stats(p);
     assert_int_equal(s.n_retired, 1);
     assert_int_equal(s.n_blocks, 7);
@@ -313,11 +313,11 @@ static void test_shrink_retires_only_free_blocks_and_returns_count(void **st)
     int retired = 0;
     kvb_block_t b;
     for (int32_t id = 0; id < 8; id++)
-        if (kvb_block_get(p, id, &b) == PS_ENOENT)
+        if (kvb_block_get(p, id, &b) == PSC_ENOENT)
             retired++;
     assert_int_equal(retired, 2);
     /* retired ids are never handed out again; live blocks still free normally */
-    assert_int_equal(kvb_allocate(p, KVB_STREAM_K, 1, 2, KVB_FMT_F16, ids, 8), PS_EEXHAUSTED);
+    assert_int_equal(kvb_allocate(p, KVB_STREAM_K, 1, 2, KVB_FMT_F16, ids, 8), PSC_EEXHAUSTED);
     assert_int_equal(kvb_free_all(p, 1), 2);
     assert_int_equal(kvb_allocate(p, KVB_STREAM_K, 32, 2, KVB_FMT_F16, ids, 8), 2);
     assert_true((ids[0] == live[0] || ids[0] == live[1]) && (ids[1] == live[0] || ids[1] == live[1]));
@@ -342,7 +342,7 @@ static void test_free_is_idempotent(void **st)
     int32_t bad[2] = { ids[0], 99 };
     assert_int_equal(kvb_allocate(p, KVB_STREAM_K, 1, 1, KVB_FMT_F16, ids, 2), 1);
     bad[0] = ids[0];
-    assert_int_equal(kvb_free(p, bad, 2), PS_EINVAL);   /* nothing freed */
+    assert_int_equal(kvb_free(p, bad, 2), PSC_EINVAL);   /* nothing freed */
     assert_int_equal(stats(p).blocks_in_use, 1);
     assert_int_equal(kvb_check(p), 0);
     kvb_destroy(p);
@@ -395,14 +395,14 @@ static void test_register_owner_rejects_active_owner_only(void **st)
     kvb_pool_t *p = mkpool(16, 16, true, false, 0);
     int32_t ids[4];
     assert_int_equal(kvb_register_owner(p, 5), 0);
-    assert_int_equal(kvb_register_owner(p, 5), PS_EOWNER);
-    assert_int_equal(kvb_register_owner(p, -1), PS_EINVAL);
+    assert_int_equal(kvb_register_owner(p, 5), PSC_EOWNER);
+    assert_int_equal(kvb_register_owner(p, -1), PSC_EINVAL);
     /* the same request growing is never an error */
     assert_int_equal(kvb_allocate(p, KVB_STREAM_K, 16, 5, KVB_FMT_F16, ids, 4), 1);
     assert_int_equal(kvb_allocate(p, KVB_STREAM_K, 16, 5, KVB_FMT_F16, ids, 4), 1);
     /* an owner made active by allocate collides too */
     assert_int_equal(kvb_allocate(p, KVB_STREAM_K, 16, 6, KVB_FMT_F16, ids, 4), 1);
-    assert_int_equal(kvb_register_owner(p, 6), PS_EOWNER);
+    assert_int_equal(kvb_register_owner(p, 6), PSC_EOWNER);
     /* release keeps the blocks but frees the id */
     assert_int_equal(kvb_release_owner(p, 5), 0);
     assert_int_equal(kvb_blocks_for(p, 5, ids, 4), 2);
@@ -419,7 +419,7 @@ static void test_register_owner_rejects_active_owner_only(void **st)
     /* free of every block of an active owner keeps it active */
     assert_int_equal(kvb_blocks_for(p, 6, ids, 4), 1);
     assert_int_equal(kvb_free(p, ids, 1), 1);
-    assert_int_equal(kvb_register_owner(p, 6), PS_EOWNER);
+    assert_int_equal(kvb_register_owner(p, 6), PSC_EOWNER);
     assert_int_equal(kvb_check(p), 0);
     kvb_destroy(p);
 }
@@ -445,10 +445,10 @@ static void test_separate_kv_on_uses_two_free_lists_and_odd_count_favours_k(void
     kvb_pool_t *p = mkpool(16, 5, true, false, 0);
     assert_int_equal(kvb_n_free(p, KVB_STREAM_K), 3);
     assert_int_equal(kvb_n_free(p, KVB_STREAM_V), 2);
-    assert_int_equal(kvb_n_free(p, KVB_STREAM_KV), PS_EINVAL);
+    assert_int_equal(kvb_n_free(p, KVB_STREAM_KV), PSC_EINVAL);
     int32_t ids[4];
     assert_int_equal(kvb_allocate(p, KVB_STREAM_V, 32, 1, KVB_FMT_F16, ids, 4), 2);
-    assert_int_equal(kvb_allocate(p, KVB_STREAM_V, 1, 1, KVB_FMT_F16, ids, 4), PS_EEXHAUSTED);
+    assert_int_equal(kvb_allocate(p, KVB_STREAM_V, 1, 1, KVB_FMT_F16, ids, 4), PSC_EEXHAUSTED);
     assert_int_equal(kvb_n_free(p, KVB_STREAM_K), 3);   /* V pressure does not touch K */
     kvb_block_t b;
     assert_int_equal(kvb_block_get(p, ids[0], &b), 0);
@@ -475,7 +475,7 @@ static void test_separate_kv_off_treats_k_and_v_as_kv(void **st)
     assert_int_equal(kvb_block_get(p, ids[3], &b), 0);
     assert_int_equal(b.stream, KVB_STREAM_KV);
     assert_int_equal(kvb_allocate(p, KVB_STREAM_KV, 1, 2, KVB_FMT_F16, ids, 4), 1);
-    assert_int_equal(kvb_allocate(p, (kvb_stream_t)3, 1, 2, KVB_FMT_F16, ids, 4), PS_EINVAL);
+    assert_int_equal(kvb_allocate(p, (kvb_stream_t)3, 1, 2, KVB_FMT_F16, ids, 4), PSC_EINVAL);
     kvb_destroy(p);
 }
 
@@ -491,11 +491,11 @@ static void test_set_used_moves_fragmentation(void **st)
     assert_int_equal(kvb_set_used(p, ids[0], 3), 0);
     assert_int_equal(kvb_set_used(p, ids[1], 0), 0);
     assert_true(stats(p).fragmentation == 2.0 / 10.0);
-    assert_int_equal(kvb_set_used(p, ids[0], 17), PS_EINVAL);
-    assert_int_equal(kvb_set_used(p, ids[0], -1), PS_EINVAL);
-    assert_int_equal(kvb_set_used(p, 4242, 1), PS_ENOENT);
+    assert_int_equal(kvb_set_used(p, ids[0], 17), PSC_EINVAL);
+    assert_int_equal(kvb_set_used(p, ids[0], -1), PSC_EINVAL);
+    assert_int_equal(kvb_set_used(p, 4242, 1), PSC_ENOENT);
     assert_int_equal(kvb_free(p, ids, 2), 2);
-    assert_int_equal(kvb_set_used(p, ids[0], 1), PS_EINVAL);   /* free block */
+    assert_int_equal(kvb_set_used(p, ids[0], 1), PSC_EINVAL);   /* free block */
     assert_true(stats(p).fragmentation == 0.0);
     assert_int_equal(kvb_check(p), 0);
     kvb_destroy(p);
@@ -536,16 +536,16 @@ static void test_every_mutating_call_appends_one_snapshot(void **st)
     assert_int_equal(kvb_register_owner(p, 1), 0);                      n++;
     assert_int_equal(kvb_allocate(p, KVB_STREAM_K, 16, 1, 0, ids, 4), 1); n++;
     assert_int_equal(kvb_set_used(p, ids[0], 3), 0);                    n++;
-    assert_int_equal(kvb_allocate(p, KVB_STREAM_K, 48, 1, 0, ids + 1, 3), PS_EEXHAUSTED); n++;
+    assert_int_equal(kvb_allocate(p, KVB_STREAM_K, 48, 1, 0, ids + 1, 3), PSC_EEXHAUSTED); n++;
     assert_int_equal(kvb_free(p, ids, 1), 1);                           n++;
     assert_int_equal(kvb_free_all(p, 1), 0);                            n++;
     assert_int_equal(kvb_release_owner(p, 1), 0);                       n++;
     assert_int_equal(kvb_shrink(p, KVB_STREAM_V, 1), 1);                n++;
     assert_int_equal(hist_len(p), n);
     /* rejected calls and reads append nothing */
-    assert_int_equal(kvb_register_owner(p, -4), PS_EINVAL);
-    assert_int_equal(kvb_shrink(p, KVB_STREAM_V, -1), PS_EINVAL);
-    assert_int_equal(kvb_set_used(p, ids[0], 3), PS_EINVAL);
+    assert_int_equal(kvb_register_owner(p, -4), PSC_EINVAL);
+    assert_int_equal(kvb_shrink(p, KVB_STREAM_V, -1), PSC_EINVAL);
+    assert_int_equal(kvb_set_used(p, ids[0], 3), PSC_EINVAL);
     (void)kvb_n_free(p, KVB_STREAM_K);
     (void)stats(p);
     assert_int_equal(hist_len(p), n);
@@ -610,9 +610,9 @@ static void test_prometheus_text_has_help_type_and_values(void **st)
     /* prefixes */
     assert_true(kvb_stats_prometheus(&s, "vq", buf, sizeof buf) > 0);
     assert_non_null(find_line(buf, "vq_allocations_total 3"));
-    assert_int_equal(kvb_stats_prometheus(&s, "9bad", buf, sizeof buf), PS_EINVAL);
-    assert_int_equal(kvb_stats_prometheus(&s, "a b", buf, sizeof buf), PS_EINVAL);
-    assert_int_equal(kvb_stats_prometheus(&s, "", buf, sizeof buf), PS_EINVAL);
+    assert_int_equal(kvb_stats_prometheus(&s, "9bad", buf, sizeof buf), PSC_EINVAL);
+    assert_int_equal(kvb_stats_prometheus(&s, "a b", buf, sizeof buf), PSC_EINVAL);
+    assert_int_equal(kvb_stats_prometheus(&s, "", buf, sizeof buf), PSC_EINVAL);
     kvb_destroy(p);
 }
 
@@ -720,7 +720,7 @@ static void test_observer_events_rebuild_the_stats_exactly(void **st)
         if (op < 5) {
             int rc = kvb_allocate(p, rand() % 2 ? KVB_STREAM_K : KVB_STREAM_V,
                                   1 + rand() % 100, owner, KVB_FMT_INT4, ids, 64);
-            assert_true(rc > 0 || rc == PS_EEXHAUSTED);
+            assert_true(rc > 0 || rc == PSC_EEXHAUSTED);
         } else if (op < 7) {
             int n = kvb_blocks_for(p, owner, ids, 64);
             if (n > 0)
@@ -772,7 +772,7 @@ static void test_observer_sees_owner_and_exhaustion_events_in_order(void **st)
     int32_t ids[4];
     assert_int_equal(kvb_register_owner(p, 3), 0);
     assert_int_equal(kvb_allocate(p, KVB_STREAM_K, 10, 3, KVB_FMT_F16, ids, 4), 1);
-    assert_int_equal(kvb_allocate(p, KVB_STREAM_K, 10, 4, KVB_FMT_F16, ids, 4), PS_EEXHAUSTED);
+    assert_int_equal(kvb_allocate(p, KVB_STREAM_K, 10, 4, KVB_FMT_F16, ids, 4), PSC_EEXHAUSTED);
     assert_int_equal(kvb_free_all(p, 3), 1);
     assert_true(r.seq_ok);
     assert_int_equal(r.next_seq, 6);   /* create, register, allocate, exhausted, free, release */
@@ -856,22 +856,22 @@ static void test_write_past_block_size_is_a_range_error(void **st)
     int32_t id;
     static float rows[17 * 8];
     assert_int_equal(kvb_allocate(p, KVB_STREAM_K, 1, 1, KVB_FMT_F32, &id, 1), 1);
-    assert_int_equal(kvb_write(p, id, 0, rows, 17), PS_ERANGE);
-    assert_int_equal(kvb_write(p, id, 10, rows, 7), PS_ERANGE);
-    assert_int_equal(kvb_write(p, id, 16, rows, 1), PS_ERANGE);
+    assert_int_equal(kvb_write(p, id, 0, rows, 17), PSC_ERANGE);
+    assert_int_equal(kvb_write(p, id, 10, rows, 7), PSC_ERANGE);
+    assert_int_equal(kvb_write(p, id, 16, rows, 1), PSC_ERANGE);
     assert_int_equal(kvb_write(p, id, 10, rows, 6), 0);
-    assert_int_equal(kvb_write(p, id, -1, rows, 1), PS_EINVAL);
-    assert_int_equal(kvb_write(p, 99, 0, rows, 1), PS_ENOENT);
+    assert_int_equal(kvb_write(p, id, -1, rows, 1), PSC_EINVAL);
+    assert_int_equal(kvb_write(p, 99, 0, rows, 1), PSC_ENOENT);
     kvb_block_t b;
     assert_int_equal(kvb_block_get(p, id, &b), 0);
     assert_int_equal(b.n_used, 16);
     assert_int_equal(kvb_free(p, &id, 1), 1);
-    assert_int_equal(kvb_write(p, id, 0, rows, 1), PS_EINVAL);   /* free block */
+    assert_int_equal(kvb_write(p, id, 0, rows, 1), PSC_EINVAL);   /* free block */
     kvb_destroy(p);
     /* no storage configured */
     p = mkpool(16, 8, true, false, 0);
     assert_int_equal(kvb_allocate(p, KVB_STREAM_K, 1, 1, KVB_FMT_F32, &id, 1), 1);
-    assert_int_equal(kvb_write(p, id, 0, rows, 1), PS_EINVAL);
+    assert_int_equal(kvb_write(p, id, 0, rows, 1), PSC_EINVAL);
     assert_null(kvb_slot(p, id));
     assert_int_equal(kvb_slot_bytes(p), 0);
     kvb_destroy(p);
@@ -950,14 +950,14 @@ static void test_resident_bytes_follow_writes_and_release_gives_pages_back(void 
     int32_t n;
     assert_int_equal(kvb_read(p, ids[0], &r, &n), 0);
     assert_true(page_resident(r));
-    assert_int_equal(kvb_release(p, ids[0]), PS_EBUSY);        /* still checked out */
+    assert_int_equal(kvb_release(p, ids[0]), PSC_EBUSY);        /* still checked out */
     assert_int_equal(kvb_free(p, ids, 1), 1);
     assert_int_equal(kvb_resident_bytes(p), (int64_t)(2 * slot)); /* free keeps pages */
     assert_int_equal(kvb_release(p, ids[0]), 0);
     assert_int_equal(kvb_resident_bytes(p), (int64_t)slot);
     assert_false(page_resident(r));
     assert_true(((const float *)r)[0] == 0.0f);                /* reads as zero */
-    assert_int_equal(kvb_release(p, 1000), PS_ENOENT);
+    assert_int_equal(kvb_release(p, 1000), PSC_ENOENT);
     assert_int_equal(kvb_check(p), 0);
     kvb_destroy(p);
 }
@@ -982,7 +982,7 @@ static void test_shrink_gives_retired_storage_back(void **st)
 /* ---- allocation failure ------------------------------------------------------------ */
 
 /* Runs a workload touching every entry point that allocates; every call must
- * either work or fail cleanly with PS_ENOMEM leaving the pool unchanged.
+ * either work or fail cleanly with PSC_ENOMEM leaving the pool unchanged.
  * Returns 1 if an injected failure was hit. */
 static int failure_scenario(long fail_at)
 {
@@ -996,7 +996,7 @@ static int failure_scenario(long fail_at)
     int err = 0;
     kvb_pool_t *p = kvb_create(&c, &err);
     if (!p) {
-        assert_int_equal(err, PS_ENOMEM);
+        assert_int_equal(err, PSC_ENOMEM);
         assert_int_equal(cnt.live, 0);
         return 1;
     }
@@ -1007,7 +1007,7 @@ static int failure_scenario(long fail_at)
         int nf = kvb_n_free(p, KVB_STREAM_K);
         int rc = o % 2 ? kvb_register_owner(p, o)
                        : kvb_allocate(p, KVB_STREAM_K, 1 + o % 9, o, KVB_FMT_F16, ids, 64);
-        if (rc == PS_ENOMEM) {
+        if (rc == PSC_ENOMEM) {
             hit = 1;
             kvb_stats_t after = stats(p);
             assert_memory_equal(&before, &after, sizeof before);
@@ -1064,7 +1064,7 @@ static void *worker_run(void *arg)
                               1 + rand_r(&seed) % 40, owner, KVB_FMT_F32, ids, 64);
             if (rc > 0 && kvb_write(w->p, ids[0], 0, rows, 1) != 0)
                 w->errors++;
-            else if (rc < 0 && rc != PS_EEXHAUSTED)
+            else if (rc < 0 && rc != PSC_EEXHAUSTED)
                 w->errors++;
         } else if (op < 6) {
             int n = kvb_blocks_for(w->p, owner, ids, 64);

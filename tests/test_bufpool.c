@@ -15,7 +15,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "bufpool.h"
+#include "poolscope/bufpool.h"
 
 /* --- a counting allocator that can fail the Nth call ----------------------- */
 
@@ -534,7 +534,7 @@ static void test_destroy_with_outstanding_reports_busy(void **state)
     bp_buf_t *c = bp_acquire(p, 5000, NULL);
     bp_release(c);                              /* cached */
     assert_int_equal(bp_retain(b), 0);
-    assert_int_equal(bp_destroy(p), PS_EBUSY);
+    assert_int_equal(bp_destroy(p), PSC_EBUSY);
     /* Cached buffers are gone; the two outstanding ones remain. */
     assert_int_equal(atomic_load(&ta.live), 2);
     assert_int_equal(bp_release(a), 1);
@@ -551,38 +551,38 @@ static void test_invalid_arguments_are_rejected(void **state)
     int err = 0;
     assert_int_equal(bp_destroy(NULL), 0);
     assert_null(bp_acquire(NULL, 10, &err));
-    assert_int_equal(err, PS_EINVAL);
-    assert_int_equal(bp_release(NULL), PS_EINVAL);
-    assert_int_equal(bp_retain(NULL), PS_EINVAL);
-    assert_int_equal(bp_stats(NULL, NULL), PS_EINVAL);
-    assert_int_equal(bp_check(NULL), PS_EINVAL);
+    assert_int_equal(err, PSC_EINVAL);
+    assert_int_equal(bp_release(NULL), PSC_EINVAL);
+    assert_int_equal(bp_retain(NULL), PSC_EINVAL);
+    assert_int_equal(bp_stats(NULL, NULL), PSC_EINVAL);
+    assert_int_equal(bp_check(NULL), PSC_EINVAL);
 
     bp_config_t cfg = bp_config_default();
     cfg.backing.alloc = t_alloc;          /* alloc without free */
     assert_null(bp_create(&cfg, &err));
-    assert_int_equal(err, PS_EINVAL);
+    assert_int_equal(err, PSC_EINVAL);
 
     bp_pool_t *p = bp_create(NULL, &err);
     assert_non_null(p);
     assert_int_equal(bp_max_cached_bytes(p), BP_DEFAULT_MAX_CACHED_BYTES);
     assert_string_equal(bp_name(p), "");
     assert_null(bp_acquire(p, SIZE_MAX, &err));
-    assert_int_equal(err, PS_EINVAL);
+    assert_int_equal(err, PSC_EINVAL);
     assert_null(bp_acquire(p, SIZE_MAX / 2, &err));
-    assert_int_equal(err, PS_EINVAL);
+    assert_int_equal(err, PSC_EINVAL);
     assert_null(bp_acquire_scratch(p, SIZE_MAX, &err));
-    assert_int_equal(err, PS_EINVAL);
+    assert_int_equal(err, PSC_EINVAL);
     assert_null(bp_acquire_typed(p, BP_DT_COUNT, 4, &err));
-    assert_int_equal(err, PS_EINVAL);
+    assert_int_equal(err, PSC_EINVAL);
     assert_null(bp_acquire_typed(p, BP_DT_I32, SIZE_MAX / 2, &err));
-    assert_int_equal(err, PS_EINVAL);
+    assert_int_equal(err, PSC_EINVAL);
     bp_buf_t *h = bp_acquire(p, 0, &err);        /* empty tensors get one element */
     assert_non_null(h);
     assert_int_equal(bp_len(h), 1);
     assert_int_equal(bp_release(h), 1);
 #if !PS_DEBUG
-    assert_int_equal(bp_release(h), PS_EINVAL);  /* over-release is caught */
-    assert_int_equal(bp_retain(h), PS_EINVAL);
+    assert_int_equal(bp_release(h), PSC_EINVAL);  /* over-release is caught */
+    assert_int_equal(bp_retain(h), PSC_EINVAL);
 #endif
     assert_int_equal(bp_check(p), 0);
     assert_int_equal(bp_destroy(p), 0);
@@ -620,7 +620,7 @@ static void test_stats_report_internal_fragmentation(void **state)
 
 /* --- allocation failure ------------------------------------------------------- */
 
-/* Acquire with failure allowed: NULL must come with PS_ENOMEM and leave the
+/* Acquire with failure allowed: NULL must come with PSC_ENOMEM and leave the
  * pool consistent. */
 static bp_buf_t *try_acquire(bp_pool_t *p, int kind, size_t n)
 {
@@ -631,7 +631,7 @@ static bp_buf_t *try_acquire(bp_pool_t *p, int kind, size_t n)
     if (h)
         assert_int_equal(err, 0);
     else
-        assert_int_equal(err, PS_ENOMEM);
+        assert_int_equal(err, PSC_ENOMEM);
     assert_int_equal(bp_check(p), 0);
     return h;
 }
@@ -647,7 +647,7 @@ static void test_allocation_failure_at_every_entry_point(void **state)
 
     tm.fail_all = 1;                           /* bp_create */
     assert_null(bp_create(&cfg, &err));
-    assert_int_equal(err, PS_ENOMEM);
+    assert_int_equal(err, PSC_ENOMEM);
     tm.fail_all = 0;
     bp_pool_t *p = bp_create(&cfg, &err);
     assert_non_null(p);
@@ -693,7 +693,7 @@ static void failing_workload(talloc_t *ta, talloc_t *tm, size_t cap)
     int err = 0;
     bp_pool_t *p = bp_create(&cfg, &err);
     if (!p) {
-        assert_int_equal(err, PS_ENOMEM);
+        assert_int_equal(err, PSC_ENOMEM);
         return;
     }
     bp_buf_t *live[16] = {0};

@@ -20,7 +20,7 @@
 #include "engine.h"
 #include "kernels.h"
 #include "model.h"
-#include "pserr.h"
+#include "poolscope/error.h"
 #include "sampler.h"
 #include "threadpool.h"
 #include "workload.h"
@@ -600,30 +600,30 @@ static void test_bad_checkpoints_are_rejected_with_a_reason(void **state)
     re_model_t m;
     /* shorter than the header */
     assert_int_equal(write_file(path, "abc", 3), 0);
-    assert_int_equal(re_model_load(&m, path, msg, sizeof msg), PS_ETRUNC);
+    assert_int_equal(re_model_load(&m, path, msg, sizeof msg), PSC_ETRUNC);
     assert_non_null(strstr(msg, path));
     assert_non_null(strstr(msg, "header"));
     /* impossible shapes */
     int32_t h[7] = { 10, 20, 1, 3, 1, 50, 8 };          /* dim 10 not a multiple of 3 heads */
     assert_int_equal(write_file(path, h, sizeof h), 0);
-    assert_int_equal(re_model_load(&m, path, msg, sizeof msg), PS_ECORRUPT);
+    assert_int_equal(re_model_load(&m, path, msg, sizeof msg), PSC_ECORRUPT);
     assert_non_null(strstr(msg, "heads"));
     int32_t h2[7] = { 8, 20, 1, 2, 4, 50, 8 };          /* kv_heads > heads */
     assert_int_equal(write_file(path, h2, sizeof h2), 0);
-    assert_int_equal(re_model_load(&m, path, msg, sizeof msg), PS_ECORRUPT);
+    assert_int_equal(re_model_load(&m, path, msg, sizeof msg), PSC_ECORRUPT);
     int32_t h3[7] = { 8, 20, 0, 2, 2, 50, 8 };          /* zero layers */
     assert_int_equal(write_file(path, h3, sizeof h3), 0);
-    assert_int_equal(re_model_load(&m, path, msg, sizeof msg), PS_ECORRUPT);
+    assert_int_equal(re_model_load(&m, path, msg, sizeof msg), PSC_ECORRUPT);
     /* a good header with the weights cut short */
     int32_t h4[7] = { 8, 20, 1, 2, 2, 50, 8 };
     char buf[28 + 400];
     memset(buf, 0, sizeof buf);
     memcpy(buf, h4, sizeof h4);
     assert_int_equal(write_file(path, buf, sizeof buf), 0);
-    assert_int_equal(re_model_load(&m, path, msg, sizeof msg), PS_ETRUNC);
+    assert_int_equal(re_model_load(&m, path, msg, sizeof msg), PSC_ETRUNC);
     assert_non_null(strstr(msg, "truncated"));
     /* missing file */
-    assert_int_equal(re_model_load(&m, "/nonexistent/x.bin", msg, sizeof msg), PS_EIO);
+    assert_int_equal(re_model_load(&m, "/nonexistent/x.bin", msg, sizeof msg), PSC_EIO);
     unlink(path);
 }
 
@@ -632,14 +632,14 @@ static void test_bad_shapes_and_configs_are_rejected(void **state)
     (void)state;
     char msg[256];
     re_shape_t s = re_shape_default();
-    assert_int_equal(re_shape_parse("dim=100,heads=3", &s, msg, sizeof msg), PS_EINVAL);
+    assert_int_equal(re_shape_parse("dim=100,heads=3", &s, msg, sizeof msg), PSC_EINVAL);
     s = re_shape_default();
-    assert_int_equal(re_shape_parse("dim=288,kv_heads=4", &s, msg, sizeof msg), PS_EINVAL);
+    assert_int_equal(re_shape_parse("dim=288,kv_heads=4", &s, msg, sizeof msg), PSC_EINVAL);
     s = re_shape_default();
-    assert_int_equal(re_shape_parse("bogus=1", &s, msg, sizeof msg), PS_EINVAL);
+    assert_int_equal(re_shape_parse("bogus=1", &s, msg, sizeof msg), PSC_EINVAL);
     assert_non_null(strstr(msg, "bogus"));
     s = re_shape_default();
-    assert_int_equal(re_shape_parse("dim=abc", &s, msg, sizeof msg), PS_EINVAL);
+    assert_int_equal(re_shape_parse("dim=abc", &s, msg, sizeof msg), PSC_EINVAL);
     s = re_shape_default();
     assert_int_equal(re_shape_parse("dim=256,layers=4,heads=8,kv_heads=4,hidden=768,vocab=8000,seq=1024",
                                     &s, msg, sizeof msg), 0);
@@ -653,7 +653,7 @@ static void test_bad_shapes_and_configs_are_rejected(void **state)
     int err = 0;
     c.max_batch = 0;
     assert_null(re_engine_create(&m, &c, &err, msg, sizeof msg));
-    assert_int_equal(err, PS_EINVAL);
+    assert_int_equal(err, PSC_EINVAL);
     c = re_engine_config_default();
     c.block_size = 0;
     assert_null(re_engine_create(&m, &c, &err, msg, sizeof msg));
@@ -663,13 +663,13 @@ static void test_bad_shapes_and_configs_are_rejected(void **state)
     re_engine_t *e = re_engine_create(&m, &c, &err, msg, sizeof msg);
     assert_non_null(e);
     int32_t p[100] = { 0 };
-    assert_int_equal(re_engine_add(e, 1, p, 5, 10, msg, sizeof msg), PS_EINVAL);   /* 14 positions > 8 */
+    assert_int_equal(re_engine_add(e, 1, p, 5, 10, msg, sizeof msg), PSC_EINVAL);   /* 14 positions > 8 */
     assert_non_null(strstr(msg, "KV blocks"));
-    assert_int_equal(re_engine_add(e, 1, p, 90, 10, msg, sizeof msg), PS_EINVAL);  /* > context */
+    assert_int_equal(re_engine_add(e, 1, p, 90, 10, msg, sizeof msg), PSC_EINVAL);  /* > context */
     assert_int_equal(re_engine_add(e, 1, p, 3, 2, msg, sizeof msg), 0);
-    assert_int_equal(re_engine_add(e, 1, p, 3, 2, msg, sizeof msg), PS_EINVAL);    /* same id */
+    assert_int_equal(re_engine_add(e, 1, p, 3, 2, msg, sizeof msg), PSC_EINVAL);    /* same id */
     p[0] = 5000;
-    assert_int_equal(re_engine_add(e, 2, p, 3, 2, msg, sizeof msg), PS_EINVAL);    /* bad token */
+    assert_int_equal(re_engine_add(e, 2, p, 3, 2, msg, sizeof msg), PSC_EINVAL);    /* bad token */
     re_engine_destroy(e);
     re_model_free(&m);
 }
@@ -738,9 +738,9 @@ static void test_workloads_are_deterministic_and_shaped_like_the_mixes(void **st
     re_workload_lengths(&w, 2, 0, 64, &p, &g);
     assert_int_equal(p, 7);
     assert_int_equal(g, 9);
-    assert_int_equal(re_workload_parse("fixed:0,9", &w, msg, sizeof msg), PS_EINVAL);
-    assert_int_equal(re_workload_parse("fixed:7", &w, msg, sizeof msg), PS_EINVAL);
-    assert_int_equal(re_workload_parse("lmsys", &w, msg, sizeof msg), PS_EINVAL);
+    assert_int_equal(re_workload_parse("fixed:0,9", &w, msg, sizeof msg), PSC_EINVAL);
+    assert_int_equal(re_workload_parse("fixed:7", &w, msg, sizeof msg), PSC_EINVAL);
+    assert_int_equal(re_workload_parse("lmsys", &w, msg, sizeof msg), PSC_EINVAL);
 }
 
 /* The recipe kernels.c documents, written out plainly: 8 lanes, lane l sums
@@ -824,7 +824,7 @@ static void test_thread_pool_runs_every_item_exactly_once(void **state)
     for (int t = 0; t < 3; t++) assert_int_equal(re_tp_chunks_run(tp, t) - before[t], 200 * 4);
     re_tp_destroy(tp);
     assert_null(re_tp_create(0, &err));
-    assert_int_equal(err, PS_EINVAL);
+    assert_int_equal(err, PSC_EINVAL);
 }
 
 int main(void)

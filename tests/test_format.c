@@ -12,8 +12,8 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "format.h"
-#include "pserr.h"
+#include "poolscope/format.h"
+#include "poolscope/error.h"
 
 uint32_t pst__crc32c_sw(uint32_t crc, const void *buf, size_t len);
 uint32_t pst__crc32c_hw(uint32_t crc, const void *buf, size_t len, int *used);
@@ -436,7 +436,7 @@ static void test_file_header_has_magic_version_and_fields(void **state)
     assert_true(seen_exe && seen_argv);
     /* too small a buffer at every size */
     for (size_t cap = 0; cap < (size_t)n; cap++)
-        assert_int_equal(pst_put_file_header(buf, cap, &fi), PS_ERANGE);
+        assert_int_equal(pst_put_file_header(buf, cap, &fi), PSC_ERANGE);
 }
 
 static void test_chunk_header_round_trips_with_crc(void **state)

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "blockpool.h"
+#include "poolscope/blockpool.h"
 
 enum { ROW = 8 };   /* elements per token row in these tests */
 
@@ -152,9 +152,9 @@ static void test_cache_updates_per_block_token_counts(void **st)
     assert_int_equal(kvb_cache_n_blocks(c), 3);
     assert_true(stats(p).fragmentation == 0.0);
     static float rows[ROW];
-    assert_int_equal(kvb_cache_append(c, rows, rows, 1), PS_EINVAL);  /* no storage */
-    assert_int_equal(kvb_cache_append(c, rows, NULL, 1), PS_EINVAL);
-    assert_int_equal(kvb_cache_append(c, NULL, NULL, -1), PS_EINVAL);
+    assert_int_equal(kvb_cache_append(c, rows, rows, 1), PSC_EINVAL);  /* no storage */
+    assert_int_equal(kvb_cache_append(c, rows, NULL, 1), PSC_EINVAL);
+    assert_int_equal(kvb_cache_append(c, NULL, NULL, -1), PSC_EINVAL);
     assert_null(kvb_cache_row(c, KVB_STREAM_K, 0));
     assert_int_equal(kvb_check(p), 0);
     kvb_cache_destroy(c);
@@ -201,11 +201,11 @@ static void test_cache_create_rejects_an_active_owner(void **st)
     assert_non_null(a);
     assert_int_equal(err, 0);
     assert_null(kvb_cache_create(p, 4, KVB_FMT_F16, &err));
-    assert_int_equal(err, PS_EOWNER);
+    assert_int_equal(err, PSC_EOWNER);
     assert_null(kvb_cache_create(p, -1, KVB_FMT_F16, &err));
-    assert_int_equal(err, PS_EINVAL);
+    assert_int_equal(err, PSC_EINVAL);
     assert_null(kvb_cache_create(p, 5, KVB_FMT_COUNT, &err));
-    assert_int_equal(err, PS_EINVAL);
+    assert_int_equal(err, PSC_EINVAL);
     kvb_cache_destroy(a);
     kvb_cache_t *b = kvb_cache_create(p, 4, KVB_FMT_F16, &err);  /* destroy released it */
     assert_non_null(b);
@@ -219,7 +219,7 @@ static void test_cache_gives_k_blocks_back_when_v_is_exhausted(void **st)
     (void)st;
     kvb_pool_t *p = mkpool(4, 3, true, ROW, NULL);         /* K 2, V 1 */
     kvb_cache_t *c = kvb_cache_create(p, 1, KVB_FMT_F32, NULL);
-    assert_int_equal(append_tokens(c, 0, 5), PS_EEXHAUSTED);
+    assert_int_equal(append_tokens(c, 0, 5), PSC_EEXHAUSTED);
     assert_int_equal(kvb_cache_len(c), 0);
     assert_int_equal(kvb_cache_n_blocks(c), 0);
     assert_int_equal(kvb_n_free(p, KVB_STREAM_K), 2);
@@ -238,7 +238,7 @@ static void test_cache_on_a_shared_kv_stream(void **st)
     kvb_cache_t *c = kvb_cache_create(p, 1, KVB_FMT_F32, NULL);
     assert_int_equal(append_tokens(c, 0, 24), 0);
     assert_int_equal(kvb_n_free(p, KVB_STREAM_KV), 0);
-    assert_int_equal(append_tokens(c, 24, 1), PS_EEXHAUSTED);
+    assert_int_equal(append_tokens(c, 24, 1), PSC_EEXHAUSTED);
     const float *v = kvb_cache_row(c, KVB_STREAM_V, 23);
     assert_true(v[0] == (float)(2300 + 10000));
     kvb_cache_destroy(c);
@@ -266,7 +266,7 @@ static int cache_failure_scenario(long fail_at)
         int err = 0;
         cs[i] = kvb_cache_create(p, i, KVB_FMT_F32, &err);
         if (!cs[i]) {
-            assert_int_equal(err, PS_ENOMEM);
+            assert_int_equal(err, PSC_ENOMEM);
             hit = 1;
         }
     }
@@ -276,7 +276,7 @@ static int cache_failure_scenario(long fail_at)
                 continue;
             int64_t len = kvb_cache_len(cs[i]);
             int rc = append_tokens(cs[i], len, 1 + (t + i) % 3);
-            if (rc == PS_ENOMEM) {
+            if (rc == PSC_ENOMEM) {
                 hit = 1;
                 assert_int_equal(kvb_cache_len(cs[i]), len);
                 assert_int_equal(kvb_blocks_for(p, i, NULL, 0), 2 * kvb_cache_n_blocks(cs[i]));

@@ -9,7 +9,7 @@
 
 #include "json.h"
 #include "metrics.h"
-#include "pserr.h"
+#include "poolscope/error.h"
 #include "units.h"
 
 static az_metrics_t *mk(void)
@@ -382,7 +382,7 @@ static void test_unmatched_free_and_double_alloc(void **st)
 {
     (void)st;
     az_metrics_t *m = mk();
-    assert_int_equal(az_free(m, 1, 0x999), PS_ENOENT);
+    assert_int_equal(az_free(m, 1, 0x999), PSC_ENOENT);
     az_alloc(m, 2, 0x10, 8, 8, 8, 0);
     az_alloc(m, 3, 0x10, 16, 16, 16, 0);
     az_finish(m, 4);
@@ -444,7 +444,7 @@ static void test_json_roundtrip_and_paths(void **st)
     free(buf);
     const char *bad = "{\"a\": 1,\n \"b\" 2}";
     assert_null(az_json_parse(bad, strlen(bad), &err, eb, sizeof eb));
-    assert_int_equal(err, PS_ECORRUPT);
+    assert_int_equal(err, PSC_ECORRUPT);
     assert_non_null(strstr(eb, "line 2"));
 }
 
@@ -456,11 +456,11 @@ static void test_units(void **st)
     assert_int_equal(az_parse_bytes("1.5 GiB", &v), 0); assert_true(v == 1.5 * 1073741824.0);
     assert_int_equal(az_parse_bytes("0", &v), 0); assert_true(v == 0);
     assert_int_equal(az_parse_bytes("0.25", &v), 0); assert_true(v == 0.25);
-    assert_int_equal(az_parse_bytes("12 parsecs", &v), PS_EINVAL);
+    assert_int_equal(az_parse_bytes("12 parsecs", &v), PSC_EINVAL);
     uint64_t t;
     assert_int_equal(az_parse_time_ns("200ms", &t), 0); assert_int_equal(t, 200000000);
     assert_int_equal(az_parse_time_ns("1.5", &t), 0); assert_int_equal(t, 1500000000);
-    assert_int_equal(az_parse_time_ns("-1s", &t), PS_EINVAL);
+    assert_int_equal(az_parse_time_ns("-1s", &t), PSC_EINVAL);
 }
 
 int main(void)

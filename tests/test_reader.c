@@ -14,10 +14,10 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "format.h"
-#include "pserr.h"
-#include "reader.h"
-#include "writer.h"
+#include "poolscope/format.h"
+#include "poolscope/error.h"
+#include "poolscope/reader.h"
+#include "poolscope/writer.h"
 
 /* ---- helpers ------------------------------------------------------------- */
 
@@ -281,7 +281,7 @@ static void test_file_reader_matches_memory_reader_across_read_blocks(void **sta
     free(buf);
     unlink(path);
     assert_null(pst_open("/nonexistent/x.pst", &err));
-    assert_int_equal(err, PS_EIO);
+    assert_int_equal(err, PSC_EIO);
 }
 
 /* ---- damaged input --------------------------------------------------------- */
@@ -322,7 +322,7 @@ static void test_truncation_at_every_offset_keeps_complete_chunks(void **state)
         pst_reader_t *r = pst_open_mem(copy, len, &err);
         if (len < hdr_end) {
             assert_null(r);
-            assert_int_equal(err, PS_ETRUNC);
+            assert_int_equal(err, PSC_ETRUNC);
             free(copy);
             continue;
         }
@@ -342,7 +342,7 @@ static void test_truncation_at_every_offset_keeps_complete_chunks(void **state)
         for (size_t i = 0; i < nch; i++) if (ch[i].end <= len) complete_end = ch[i].end;
         assert_true(st->truncated);
         assert_false(st->corrupt);
-        assert_int_equal(st->error, PS_ETRUNC);
+        assert_int_equal(st->error, PSC_ETRUNC);
         assert_int_equal(st->unread_bytes, len - complete_end);
         assert_int_equal(st->bytes, complete_end);
         assert_int_equal(st->queued, 0);
@@ -369,7 +369,7 @@ static void test_every_flipped_byte_is_caught_or_harmless(void **state)
         pst_reader_t *r = pst_open_mem(b, m.len, &err);
         if (i < 10) {                        /* magic, major: a clear refusal */
             assert_null(r);
-            assert_int_equal(err, i < 8 ? PS_ECORRUPT : PS_EVERSION);
+            assert_int_equal(err, i < 8 ? PSC_ECORRUPT : PSC_EVERSION);
         }
         if (r) {
             pst_event_t ev;
@@ -452,11 +452,11 @@ static void test_wrong_magic_and_version_are_refused(void **state)
     int err = 0;
     b[0] = 'X';
     assert_null(pst_open_mem(b, m.len, &err));
-    assert_int_equal(err, PS_ECORRUPT);
+    assert_int_equal(err, PSC_ECORRUPT);
     b[0] = 'P';
     b[8] = PST_MAJOR + 1;
     assert_null(pst_open_mem(b, m.len, &err));
-    assert_int_equal(err, PS_EVERSION);
+    assert_int_equal(err, PSC_EVERSION);
     b[8] = PST_MAJOR;
     b[10] = 7;                 /* a newer minor version is read */
     pst_reader_t *r = pst_open_mem(b, m.len, &err);
@@ -464,11 +464,11 @@ static void test_wrong_magic_and_version_are_refused(void **state)
     assert_int_equal(pst_header(r)->minor, 7);
     pst_close(r);
     assert_null(pst_open_mem("PSTR", 4, &err));
-    assert_int_equal(err, PS_ETRUNC);
+    assert_int_equal(err, PSC_ETRUNC);
     assert_null(pst_open_mem("", 0, &err));
-    assert_int_equal(err, PS_ETRUNC);
+    assert_int_equal(err, PSC_ETRUNC);
     assert_null(pst_open_mem("#!/bin/sh\necho hello\n", 21, &err));
-    assert_int_equal(err, PS_ECORRUPT);
+    assert_int_equal(err, PSC_ECORRUPT);
     free(m.p);
 }
 
@@ -535,7 +535,7 @@ static void test_missing_end_chunk_is_reported_as_truncated(void **state)
     assert_true(st.truncated);
     assert_false(st.end_seen);
     assert_int_equal(st.unread_bytes, 0);
-    assert_int_equal(st.error, PS_ETRUNC);
+    assert_int_equal(st.error, PSC_ETRUNC);
     free(l);
     free(m.p);
 }
@@ -565,7 +565,7 @@ static void test_stream_offset_gap_stops_at_that_chunk(void **state)
     assert_true(st.corrupt);
     assert_string_equal(st.corrupt_reason, "stream offset gap");
     assert_int_equal(st.corrupt_offset, ch[1].start);
-    assert_int_equal(st.error, PS_ECORRUPT);
+    assert_int_equal(st.error, PSC_ECORRUPT);
     free(l);
     free(m.p);
 }

@@ -17,7 +17,7 @@
 #include <cmocka.h>
 
 #include "../cli/record_summary.c"
-#include "writer.h"
+#include "poolscope/writer.h"
 
 static char dir[] = "/tmp/test_record.XXXXXX";
 
@@ -122,9 +122,9 @@ static void test_not_a_trace_is_an_error(void **state)
     fputs("this is not a trace, just text long enough for a header\n", f);
     fclose(f);
     rec_trace_info_t in;
-    assert_int_equal(record_trace_info(p, &in), PS_ECORRUPT);
+    assert_int_equal(record_trace_info(p, &in), PSC_ECORRUPT);
     snprintf(p, sizeof p, "%s/missing.pst", dir);
-    assert_int_equal(record_trace_info(p, &in), PS_EIO);
+    assert_int_equal(record_trace_info(p, &in), PSC_EIO);
 }
 
 static void test_summary_lists_each_manifest_line(void **state)

@@ -19,11 +19,11 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "bufpool.h"
+#include "poolscope/bufpool.h"
 #include "replay.h"
 #include "rp_internal.h"
 #include "scan.h"
-#include "writer.h"
+#include "poolscope/writer.h"
 
 /* This cmocka has no assert_double_equal. */
 #define assert_double_equal(a, b, eps) near_((double)(a), (double)(b), (eps), #a, __FILE__, __LINE__)
@@ -156,10 +156,10 @@ static void test_policy_list_parses_names_and_refuses_unknown(void **st)
     assert_int_equal(m, RP_KV_MASK);
     assert_int_equal(rp_policy_parse("all", &m, msg, sizeof msg), 0);
     assert_int_equal(m, RP_ALL_MASK);
-    assert_int_equal(rp_policy_parse("pool,bogus", &m, msg, sizeof msg), PS_EINVAL);
+    assert_int_equal(rp_policy_parse("pool,bogus", &m, msg, sizeof msg), PSC_EINVAL);
     assert_non_null(strstr(msg, "bogus"));
-    assert_int_equal(rp_policy_parse("pool,", &m, msg, sizeof msg), PS_EINVAL);
-    assert_int_equal(rp_policy_parse("", &m, msg, sizeof msg), PS_EINVAL);
+    assert_int_equal(rp_policy_parse("pool,", &m, msg, sizeof msg), PSC_EINVAL);
+    assert_int_equal(rp_policy_parse("", &m, msg, sizeof msg), PSC_EINVAL);
     assert_string_equal(rp_policy_name(RP_KV_PAGED), "kv-paged");
 }
 
@@ -651,7 +651,7 @@ static void test_bad_input_is_refused_with_a_reason(void **st)
     assert_true(fd >= 0);
     assert_int_equal(write(fd, "hello, world, this is not a trace\n", 34), 34);
     close(fd);
-    assert_int_equal(run_expect_fail(path, NULL, NULL, msg, sizeof msg), PS_ECORRUPT);
+    assert_int_equal(run_expect_fail(path, NULL, NULL, msg, sizeof msg), PSC_ECORRUPT);
     /* empty */
     fd = open(path, O_WRONLY | O_TRUNC);
     close(fd);
@@ -664,7 +664,7 @@ static void test_bad_input_is_refused_with_a_reason(void **st)
     acq(&b, 1, 100);
     rel(&b, 1);
     assert_int_equal(pst_writer_abandon(b.w), 0);
-    assert_int_equal(run_expect_fail(b.path, "pool", NULL, msg, sizeof msg), PS_ETRUNC);
+    assert_int_equal(run_expect_fail(b.path, "pool", NULL, msg, sizeof msg), PSC_ETRUNC);
     assert_non_null(strstr(msg, "truncated"));
     unlink(b.path);
 
@@ -681,12 +681,12 @@ static void test_bad_input_is_refused_with_a_reason(void **st)
     f = fopen(b.path, "wb");
     fwrite(buf, 1, len - 40, f);
     fclose(f);
-    assert_int_equal(run_expect_fail(b.path, "pool,arena", NULL, msg, sizeof msg), PS_ETRUNC);
+    assert_int_equal(run_expect_fail(b.path, "pool,arena", NULL, msg, sizeof msg), PSC_ETRUNC);
     buf[len / 2] ^= 0x5a;
     f = fopen(b.path, "wb");
     fwrite(buf, 1, len, f);
     fclose(f);
-    assert_int_equal(run_expect_fail(b.path, "pool,arena", NULL, msg, sizeof msg), PS_ECORRUPT);
+    assert_int_equal(run_expect_fail(b.path, "pool,arena", NULL, msg, sizeof msg), PSC_ECORRUPT);
     assert_non_null(strstr(msg, "corrupt"));
     unlink(b.path);
 
@@ -694,7 +694,7 @@ static void test_bad_input_is_refused_with_a_reason(void **st)
     tb_open(&b);
     acq(&b, 1, 100);
     tb_close(&b);
-    assert_int_equal(run_expect_fail(b.path, "kv-contiguous", NULL, msg, sizeof msg), PS_EINVAL);
+    assert_int_equal(run_expect_fail(b.path, "kv-contiguous", NULL, msg, sizeof msg), PSC_EINVAL);
     unlink(b.path);
 }
 

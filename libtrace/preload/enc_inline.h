@@ -13,7 +13,7 @@
 #ifndef PS_ENC_INLINE_H
 #define PS_ENC_INLINE_H
 
-#include "format.h"
+#include "poolscope/format.h"
 
 static inline uint8_t *ps_put_varint(uint8_t *p, uint64_t v)
 {

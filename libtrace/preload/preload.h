@@ -22,7 +22,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "format.h"
+#include "poolscope/format.h"
 
 #define PS_LIKELY(x)   __builtin_expect(!!(x), 1)
 #define PS_UNLIKELY(x) __builtin_expect(!!(x), 0)

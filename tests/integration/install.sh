@@ -38,7 +38,7 @@ files_present() {
         lib/pkgconfig/poolscope.pc lib/pkgconfig/poolscope-pool.pc \
         include/poolscope/poolscope.h include/poolscope/format.h include/poolscope/reader.h \
         include/poolscope/writer.h include/poolscope/pool_adapter.h include/poolscope/bufpool.h \
-        include/poolscope/blockpool.h include/poolscope/pserr.h; do
+        include/poolscope/blockpool.h include/poolscope/error.h; do
         [ -s "$PFX/$f" ] || { echo "  missing: \$PREFIX/$f" >&2; miss=1; }
     done
     # refengine is installed when it is built

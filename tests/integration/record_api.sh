@@ -29,7 +29,7 @@ markers() {
 check markers_pie markers pie "$P/markers"
 
 nopie() {
-    cc -std=c11 -D_GNU_SOURCE -O2 -no-pie -fno-pie -I"$ROOT/libtrace" -o "$T/markers-nopie" \
+    cc -std=c11 -D_GNU_SOURCE -O2 -no-pie -fno-pie -I"$ROOT/include" -o "$T/markers-nopie" \
         "$ROOT/tests/progs/markers.c" "$B/lib/libpstrace.a" -ldl -pthread || return 1
     readelf -h "$T/markers-nopie" | grep -q 'Type:.*EXEC' || { echo "  not a non-PIE executable" >&2; return 1; }
     markers nopie "$T/markers-nopie"

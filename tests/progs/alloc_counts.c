@@ -24,7 +24,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "poolscope.h"
+#include "poolscope/poolscope.h"
 
 /* Declared by glibc only under some feature sets. */
 extern void *pvalloc(size_t size);

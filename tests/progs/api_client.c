@@ -22,8 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "poolscope.h"
-#include "reader.h"
+#include "poolscope/poolscope.h"
+#include "poolscope/reader.h"
 
 static int read_trace(const char *path)
 {

@@ -19,9 +19,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "format.h"
-#include "pserr.h"
-#include "reader.h"
+#include "poolscope/format.h"
+#include "poolscope/error.h"
+#include "poolscope/reader.h"
 
 static int is_heap_call(unsigned t)
 {
@@ -38,7 +38,7 @@ int main(int argc, char **argv)
     int err = 0;
     pst_reader_t *r = pst_open(argv[1], &err);
     if (!r) {
-        fprintf(stderr, "eng_steps: %s: %s\n", argv[1], ps_strerror(err));
+        fprintf(stderr, "eng_steps: %s: %s\n", argv[1], psc_strerror(err));
         return 2;
     }
     uint64_t decode = 0, decode_end = 0, prefill = 0, forward = 0, layer = 0, req_b = 0, req_e = 0;

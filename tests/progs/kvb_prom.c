@@ -5,11 +5,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "blockpool.h"
+#include "poolscope/blockpool.h"
 
 static int die(const char *what, int rc)
 {
-    fprintf(stderr, "kvb_prom: %s: %s\n", what, ps_strerror(rc));
+    fprintf(stderr, "kvb_prom: %s: %s\n", what, psc_strerror(rc));
     return 2;
 }
 
@@ -42,7 +42,7 @@ int main(int argc, char **argv)
     }
     int32_t ids[64];
     rc = kvb_allocate(p, KVB_STREAM_K, 16 * 60, 99, KVB_FMT_F16, ids, 64);
-    if (rc != PS_EEXHAUSTED)
+    if (rc != PSC_EEXHAUSTED)
         return die("expected exhaustion", rc);
     kvb_cache_destroy(live[1]);
     if ((rc = kvb_shrink(p, KVB_STREAM_V, 4)) < 0)
@@ -54,7 +54,7 @@ int main(int argc, char **argv)
     if (rc < 0)
         return die("prometheus", rc);
     if ((size_t)rc >= sizeof buf)
-        return die("prometheus", PS_ERANGE);
+        return die("prometheus", PSC_ERANGE);
     fputs(buf, stdout);
     kvb_cache_destroy(live[3]);
     kvb_destroy(p);

@@ -13,7 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "poolscope.h"
+#include "poolscope/poolscope.h"
 
 int main(int argc, char **argv)
 {

@@ -25,17 +25,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "blockpool.h"
-#include "bufpool.h"
-#include "pool_adapter.h"
-#include "poolscope.h"
+#include "poolscope/blockpool.h"
+#include "poolscope/bufpool.h"
+#include "poolscope/pool_adapter.h"
+#include "poolscope/poolscope.h"
 
 static int rounds = 200;
 static bp_pool_t *pool;
 
 static void die(const char *what, int err)
 {
-    fprintf(stderr, "pool_events: %s: %s\n", what, ps_strerror(err));
+    fprintf(stderr, "pool_events: %s: %s\n", what, psc_strerror(err));
     exit(1);
 }
 
@@ -48,7 +48,7 @@ static void *bp_worker(void *arg)
         seed = seed * 1103515245u + 12345u;
         int slot = (int)((seed >> 16) % 8);
         if (held[slot]) {
-            if (bp_release(held[slot]) < 0) die("release", PS_EINVAL);
+            if (bp_release(held[slot]) < 0) die("release", PSC_EINVAL);
             held[slot] = NULL;
         }
         size_t n = 16 + (seed >> 8) % 20000;
@@ -81,7 +81,7 @@ static void run_bufpool(void)
     if (!pool) die("bp_create", err);
     pthread_t t[2];
     for (int i = 0; i < 2; i++)
-        if (pthread_create(&t[i], NULL, bp_worker, (void *)(uintptr_t)(i + 1))) die("pthread_create", PS_ENOMEM);
+        if (pthread_create(&t[i], NULL, bp_worker, (void *)(uintptr_t)(i + 1))) die("pthread_create", PSC_ENOMEM);
     for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
     bp_stats_t s;
     if ((err = bp_stats(pool, &s))) die("bp_stats", err);
@@ -131,10 +131,10 @@ static void run_blockpool(void)
         for (int64_t owner = 0; owner < 4; owner++) {
             int64_t tokens = 1 + (r * 37 + owner * 11) % 120;
             int n = kvb_allocate(kv, KVB_STREAM_K, tokens, owner, KVB_FMT_F16, ids, 256);
-            if (n < 0 && n != PS_EEXHAUSTED) die("kvb_allocate", n);
+            if (n < 0 && n != PSC_EEXHAUSTED) die("kvb_allocate", n);
             if (n > 0) kvb_set_used(kv, ids[n - 1], (int32_t)(1 + tokens % 16));
             n = kvb_allocate(kv, KVB_STREAM_V, tokens, owner, KVB_FMT_F16, ids, 256);
-            if (n < 0 && n != PS_EEXHAUSTED) die("kvb_allocate", n);
+            if (n < 0 && n != PSC_EEXHAUSTED) die("kvb_allocate", n);
             if (n > 1) kvb_free(kv, ids, 1);   /* give one back early */
         }
         for (int64_t owner = 0; owner < 4; owner += (r % 2) + 1)
@@ -161,8 +161,8 @@ static void run_blockpool(void)
     small = psa_blockpool_config(&small, "kv-small");
     kvb_pool_t *sp = kvb_create(&small, &err);
     if (!sp) die("kvb_create", err);
-    if (kvb_allocate(sp, KVB_STREAM_KV, 48, 1, KVB_FMT_F32, ids, 256) < 0) die("kvb_allocate", PS_EINVAL);
-    if (kvb_allocate(sp, KVB_STREAM_KV, 48, 2, KVB_FMT_F32, ids, 256) != PS_EEXHAUSTED) die("expected exhaustion", PS_EINVAL);
+    if (kvb_allocate(sp, KVB_STREAM_KV, 48, 1, KVB_FMT_F32, ids, 256) < 0) die("kvb_allocate", PSC_EINVAL);
+    if (kvb_allocate(sp, KVB_STREAM_KV, 48, 2, KVB_FMT_F32, ids, 256) != PSC_EEXHAUSTED) die("expected exhaustion", PSC_EINVAL);
     kvb_free_all(sp, 1);
     if ((err = kvb_stats(sp, &s))) die("kvb_stats", err);
     print_kvb(psa_blockpool_id(&small), &s);

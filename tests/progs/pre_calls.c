@@ -20,7 +20,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "poolscope.h"
+#include "poolscope/poolscope.h"
 
 #define LINE 96
 static int iters;

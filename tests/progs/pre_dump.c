@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "reader.h"
+#include "poolscope/reader.h"
 
 /* -r: walk the chunks ourselves. */
 static int raw_check(const char *path)

@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "preload/enc_inline.h"
+#include "../../libtrace/preload/enc_inline.h"
 
 static uint64_t rng = 1;
 

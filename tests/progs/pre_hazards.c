@@ -30,7 +30,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "poolscope.h"
+#include "poolscope/poolscope.h"
 
 extern pid_t _Fork(void);
 

@@ -32,9 +32,9 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "format.h"
-#include "pserr.h"
-#include "reader.h"
+#include "poolscope/format.h"
+#include "poolscope/error.h"
+#include "poolscope/reader.h"
 
 #define MAX_NAMES 512
 
@@ -163,7 +163,7 @@ int main(int argc, char **argv)
 
     int err = 0;
     pst_reader_t *r = pst_open(path, &err);
-    if (!r) { fprintf(stderr, "pstdump: %s: %s\n", path, ps_strerror(err)); return 2; }
+    if (!r) { fprintf(stderr, "pstdump: %s: %s\n", path, psc_strerror(err)); return 2; }
 
     uint64_t by_type[PST_EV_MAX] = { 0 }, mmap_anon = 0, mmap_file = 0;
     uint64_t stack_events = 0, max_depth = 0;
@@ -207,7 +207,7 @@ int main(int argc, char **argv)
             else mmap_file++;
         }
     }
-    if (rc < 0) fprintf(stderr, "pstdump: %s: %s\n", path, ps_strerror(rc));
+    if (rc < 0) fprintf(stderr, "pstdump: %s: %s\n", path, psc_strerror(rc));
 
     const pst_header_t *h = pst_header(r);
     const pst_status_t *st = pst_status(r);

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "poolscope.h"
+#include "poolscope/poolscope.h"
 
 static void *volatile sink;
 

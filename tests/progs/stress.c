@@ -39,7 +39,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "poolscope.h"
+#include "poolscope/poolscope.h"
 
 #define MAX_THREADS 64
 #define LOCAL_SLOTS 512

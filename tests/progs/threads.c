@@ -12,7 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "poolscope.h"
+#include "poolscope/poolscope.h"
 
 static int allocs = 2000;
 static void *volatile handoff[64];

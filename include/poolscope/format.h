@@ -50,6 +50,10 @@
 #include <stdint.h>
 #include <string.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define PST_MAGIC        "PSTRACE"   /* 8 bytes with its NUL */
 #define PST_MAJOR        1
 #define PST_MINOR        1   /* 1: SYNC chunks */
@@ -337,7 +341,7 @@ typedef struct pst_file_info {
 } pst_file_info_t;
 
 /* Write the file header (fixed part and TLV fields) into buf. Returns the
- * bytes written, or PS_ERANGE (-6) if `cap` is too small. */
+ * bytes written, or PSC_ERANGE (-6) if `cap` is too small. */
 int pst_put_file_header(uint8_t *buf, size_t cap, const pst_file_info_t *info);
 
 /* Write the 16-byte chunk header for `len` payload bytes at `payload` (CRC
@@ -362,5 +366,9 @@ static inline uint8_t *pst_put_sync(uint8_t *p, uint64_t watermark) { return pst
 /* The start of an EVENTS payload: the stream offset of its first event byte
  * (bytes of this stream's event data written before this chunk). */
 static inline uint8_t *pst_put_stream_offset(uint8_t *p, uint64_t off) { return pst_put_varint(p, off); }
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

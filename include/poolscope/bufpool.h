@@ -21,7 +21,7 @@
  *    hand out fake addresses (the replay tool runs this code over a
  *    simulated store).
  *
- * Errors follow pserr.h: int-returning functions return 0 (or a small
+ * Errors follow error.h: int-returning functions return 0 (or a small
  * non-negative value where documented) or a negative PS_E* code;
  * pointer-returning functions return NULL and store the code in *err when
  * err is not NULL.
@@ -37,7 +37,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "pserr.h"
+#include "error.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -177,39 +177,39 @@ typedef struct bp_stats {
 } bp_stats_t;
 
 /* Create a pool. cfg may be NULL (= bp_config_default()). Returns NULL on
- * failure: PS_ENOMEM (meta allocator failed) or PS_EINVAL (an allocator with
+ * failure: PSC_ENOMEM (meta allocator failed) or PSC_EINVAL (an allocator with
  * only one of alloc/free set). Thread-safe (independent pools). */
 bp_pool_t *bp_create(const bp_config_t *cfg, int *err);
 
 /* Destroy a pool; NULL is accepted (returns 0). Frees every cached buffer.
- * Returns 0, or PS_EBUSY if buffers are still outstanding: then the pool is
+ * Returns 0, or PSC_EBUSY if buffers are still outstanding: then the pool is
  * detached (no more observer calls, no more acquires allowed) and each
  * outstanding buffer is freed to the backing store when its last reference
- * goes; the pool's memory goes with the last one. Asserts on PS_EBUSY when
+ * goes; the pool's memory goes with the last one. Asserts on PSC_EBUSY when
  * built with -DPS_DEBUG=1. Must not race with other calls on this pool
  * except bp_release()/bp_retain() of outstanding buffers. */
 int bp_destroy(bp_pool_t *pool);
 
 /* Acquire an f32 buffer of at least n elements (granted bp_round_f32(n)).
- * Refcount 1. NULL on failure with *err = PS_ENOMEM (either allocator
- * failed; the pool is unchanged) or PS_EINVAL (size overflow, NULL pool).
+ * Refcount 1. NULL on failure with *err = PSC_ENOMEM (either allocator
+ * failed; the pool is unchanged) or PSC_EINVAL (size overflow, NULL pool).
  * Thread-safe. */
 bp_buf_t *bp_acquire(bp_pool_t *pool, size_t n, int *err);
 /* Acquire a buffer for n elements of dtype: BP_DT_F32 goes to the f32 arm
  * (as bp_acquire), every other dtype to the slab arm. Errors as above, and
- * PS_EINVAL for an unknown dtype. Thread-safe. */
+ * PSC_EINVAL for an unknown dtype. Thread-safe. */
 bp_buf_t *bp_acquire_typed(bp_pool_t *pool, bp_dtype_t dtype, size_t n, int *err);
 /* A raw scratch lease of at least `bytes` bytes from the slab arm
  * (dtype BP_DT_RAW). Errors as bp_acquire. Thread-safe. */
 bp_buf_t *bp_acquire_scratch(bp_pool_t *pool, size_t bytes, int *err);
 
-/* Take one more reference (a view). Returns 0, or PS_EINVAL if buf is NULL
+/* Take one more reference (a view). Returns 0, or PSC_EINVAL if buf is NULL
  * or its refcount was already 0 (a use after release; asserts under
  * PS_DEBUG). Lock-free; any thread. */
 int bp_retain(bp_buf_t *buf);
 /* Drop one reference. Returns 1 if this was the last one (the buffer was
  * reclaimed: cached or destroyed, and buf must not be used again), 0 if
- * references remain, PS_EINVAL if buf is NULL or already released.
+ * references remain, PSC_EINVAL if buf is NULL or already released.
  * Any thread; takes the pool lock only for the last reference. */
 int bp_release(bp_buf_t *buf);
 
@@ -225,7 +225,7 @@ bp_dtype_t bp_dtype(const bp_buf_t *buf); /* dtype of the current lease */
 uint64_t bp_id(const bp_buf_t *buf);      /* stable per backing buffer, from 1 */
 uint32_t bp_refcount(const bp_buf_t *buf); /* a snapshot; for tests and debugging */
 
-/* Snapshot the counters (taken under the lock). Returns 0 or PS_EINVAL. */
+/* Snapshot the counters (taken under the lock). Returns 0 or PSC_EINVAL. */
 int bp_stats(const bp_pool_t *pool, bp_stats_t *out);
 /* Outstanding buffers, lock-free (an atomic read). */
 size_t bp_outstanding(const bp_pool_t *pool);
@@ -236,7 +236,7 @@ size_t bp_max_cached_bytes(const bp_pool_t *pool);
  * entry per length, LIFO order consistent within a length, no buffer twice,
  * cached bytes and counts add up per arm, cached <= cap, outstanding
  * buffers/bytes match the buffers handed out. O(buffers + size classes).
- * Returns 0, PS_ECORRUPT, or PS_EINVAL for NULL. */
+ * Returns 0, PSC_ECORRUPT, or PSC_EINVAL for NULL. */
 int bp_check(const bp_pool_t *pool);
 
 #ifdef __cplusplus

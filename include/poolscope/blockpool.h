@@ -24,7 +24,7 @@
  *     they are split between K and V; an odd count gives the extra block to K
  *     (K = n - n/2, V = n/2), so n_blocks = 1 leaves V empty until it grows.
  *     max_blocks is split the same way and caps each stream's growth.
- *   - Streams: with separate_kv on, K and V are valid and KV is PS_EINVAL.
+ *   - Streams: with separate_kv on, K and V are valid and KV is PSC_EINVAL.
  *     With separate_kv off there is one free list; K, V and KV are all accepted
  *     and all mean KV (as the seed says), and block records report KV.
  *   - Owners are ids >= 0 (-1 means "no owner").  An owner is *active* once
@@ -41,7 +41,7 @@
  * Thread safety: every call on a pool takes one internal mutex.  A kvb_cache_t
  * is used by one thread at a time (several caches may share a pool).
  *
- * Errors: the project convention in pserr.h (negative PS_E* codes).
+ * Errors: the project convention in error.h (negative PSC_E* codes).
  */
 #ifndef POOLSCOPE_BLOCKPOOL_H
 #define POOLSCOPE_BLOCKPOOL_H
@@ -50,7 +50,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "pserr.h"
+#include "error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 /* ---- streams and formats ------------------------------------------------ */
 
@@ -76,9 +80,9 @@ typedef enum {
     KVB_FMT_COUNT
 } kvb_format_t;
 
-int         kvb_format_bits(kvb_format_t f);        /* 32,16,16,8,4,2,1; PS_EINVAL otherwise */
+int         kvb_format_bits(kvb_format_t f);        /* 32,16,16,8,4,2,1; PSC_EINVAL otherwise */
 const char *kvb_format_name(kvb_format_t f);        /* "f32".."int1"; "?" otherwise */
-int         kvb_format_parse(const char *name);     /* the enum value, or PS_EINVAL */
+int         kvb_format_parse(const char *name);     /* the enum value, or PSC_EINVAL */
 
 /* ---- configuration -------------------------------------------------------- */
 
@@ -144,46 +148,46 @@ kvb_config_t kvb_config_default(void);
 
 typedef struct kvb_pool kvb_pool_t;
 
-/* NULL on failure with *err (may be NULL) set: PS_EINVAL for block_size < 1,
+/* NULL on failure with *err (may be NULL) set: PSC_EINVAL for block_size < 1,
  * n_blocks < 1, max_blocks != 0 && max_blocks < n_blocks, max_blocks < 0, or
- * a storage size that overflows; PS_ENOMEM if memory or mmap fails. */
+ * a storage size that overflows; PSC_ENOMEM if memory or mmap fails. */
 kvb_pool_t *kvb_create(const kvb_config_t *cfg, int *err);
 void        kvb_destroy(kvb_pool_t *pool);   /* NULL ok; frees even live blocks */
 
 /* Check out ceil(n_tokens / block_size) blocks to owner, all or nothing.
- * The ids go to ids[0..count) (cap must be >= count, else PS_ERANGE) and the
+ * The ids go to ids[0..count) (cap must be >= count, else PSC_ERANGE) and the
  * count is returned.  n_used is filled (16,16,8 for 40 tokens at 16).
- * Errors: PS_EINVAL (n_tokens <= 0, owner < 0, bad stream/format),
- * PS_EEXHAUSTED (not enough free blocks and no growth allowed/possible),
- * PS_ENOMEM.  A repeated allocate for an active owner is the same request
+ * Errors: PSC_EINVAL (n_tokens <= 0, owner < 0, bad stream/format),
+ * PSC_EEXHAUSTED (not enough free blocks and no growth allowed/possible),
+ * PSC_ENOMEM.  A repeated allocate for an active owner is the same request
  * growing: never an error.  An unseen owner is registered. */
 int kvb_allocate(kvb_pool_t *pool, kvb_stream_t stream, int64_t n_tokens,
                  int64_t owner, kvb_format_t format, int32_t *ids, int32_t cap);
 
 /* Return blocks; already free (or retired) blocks are skipped.  Returns the
- * number actually freed; PS_EINVAL (nothing freed) if any id was never part
+ * number actually freed; PSC_EINVAL (nothing freed) if any id was never part
  * of the pool. */
 int kvb_free(kvb_pool_t *pool, const int32_t *ids, int32_t n);
 
 /* Free every block of owner and release it.  Returns the number freed. */
 int kvb_free_all(kvb_pool_t *pool, int64_t owner);
 
-/* Set the token count of a checked-out block (0..block_size).  PS_EINVAL for
- * a free block or a bad count, PS_ENOENT for an id not in the pool. */
+/* Set the token count of a checked-out block (0..block_size).  PSC_EINVAL for
+ * a free block or a bad count, PSC_ENOENT for an id not in the pool. */
 int kvb_set_used(kvb_pool_t *pool, int32_t id, int32_t n_used);
 
 /* Copies the owner's block ids in allocation order into ids[0..min(cap,n));
  * returns n (snprintf-style), 0 for an unknown owner. */
 int kvb_blocks_for(kvb_pool_t *pool, int64_t owner, int32_t *ids, int32_t cap);
 
-int kvb_n_free(kvb_pool_t *pool, kvb_stream_t stream);   /* or PS_EINVAL */
+int kvb_n_free(kvb_pool_t *pool, kvb_stream_t stream);   /* or PSC_EINVAL */
 
-int kvb_register_owner(kvb_pool_t *pool, int64_t owner); /* PS_EOWNER if active */
+int kvb_register_owner(kvb_pool_t *pool, int64_t owner); /* PSC_EOWNER if active */
 int kvb_release_owner(kvb_pool_t *pool, int64_t owner);  /* no-op if inactive */
 
 /* Retire free blocks of stream (coldest first: the bottom of the LIFO list)
  * until target_free remain; live blocks are never touched.  Returns how many
- * were retired (PS_EINVAL if target_free < 0).  Retired ids are never reused
+ * were retired (PSC_EINVAL if target_free < 0).  Retired ids are never reused
  * and their storage pages are given back. */
 int kvb_shrink(kvb_pool_t *pool, kvb_stream_t stream, int32_t target_free);
 
@@ -196,7 +200,7 @@ typedef struct {
     bool         ever_allocated;
 } kvb_block_t;
 
-/* PS_ENOENT for an id never in the pool or retired. */
+/* PSC_ENOENT for an id never in the pool or retired. */
 int kvb_block_get(kvb_pool_t *pool, int32_t id, kvb_block_t *out);
 
 int32_t kvb_block_size(const kvb_pool_t *pool);   /* immutable: no lock */
@@ -206,7 +210,7 @@ int32_t kvb_block_size(const kvb_pool_t *pool);   /* immutable: no lock */
 const kvb_alloc_t *kvb_pool_allocator(const kvb_pool_t *pool);
 
 /* Invariant walker: free lists, owner lists, counters, resident flags.
- * 0 or PS_ECORRUPT. */
+ * 0 or PSC_ECORRUPT. */
 int kvb_check(kvb_pool_t *pool);
 
 /* ---- stats ------------------------------------------------------------------ */
@@ -235,7 +239,7 @@ int kvb_history(kvb_pool_t *pool, kvb_stats_t *out, int cap);
 #define KVB_PROM_PREFIX "poolscope_block_pool"
 /* Prometheus text exposition of a snapshot into buf (snprintf-style: always
  * NUL-terminated when cap > 0, returns the length the full text needs).
- * prefix NULL = KVB_PROM_PREFIX; PS_EINVAL for a prefix that is not a valid
+ * prefix NULL = KVB_PROM_PREFIX; PSC_EINVAL for a prefix that is not a valid
  * metric name.  Gauges: blocks_in_use, blocks_managed (the seed's
  * "blocks_total": renamed because Prometheus reserves _total for counters and
  * promtool rejects it on a gauge), fragmentation, peak_blocks_in_use.
@@ -255,8 +259,8 @@ size_t kvb_slot_bytes(const kvb_pool_t *pool);
 
 /* Copy n_rows rows (at the block's format stride) into a checked-out block at
  * token offset; extends n_used to offset + n_rows if that is larger.
- * PS_ERANGE past block_size, PS_EINVAL for a free block or no storage,
- * PS_ENOENT for an unknown/retired id.  Never allocates. */
+ * PSC_ERANGE past block_size, PSC_EINVAL for a free block or no storage,
+ * PSC_ENOENT for an unknown/retired id.  Never allocates. */
 int kvb_write(kvb_pool_t *pool, int32_t id, int32_t offset,
               const void *rows, int32_t n_rows);
 
@@ -272,7 +276,7 @@ void *kvb_slot(kvb_pool_t *pool, int32_t id);
 int64_t kvb_resident_bytes(kvb_pool_t *pool);
 
 /* Give a free block's pages back to the OS (MADV_DONTNEED); its contents
- * read as zero afterwards.  PS_EBUSY for a checked-out block. */
+ * read as zero afterwards.  PSC_EBUSY for a checked-out block. */
 int kvb_release(kvb_pool_t *pool, int32_t id);
 
 /* Number of storage mappings (one at creation, one per growth step). */
@@ -282,7 +286,7 @@ int kvb_storage_mappings(kvb_pool_t *pool);
 
 typedef struct kvb_cache kvb_cache_t;
 
-/* A cache for one owner.  Registers the owner (PS_EOWNER if it is active).
+/* A cache for one owner.  Registers the owner (PSC_EOWNER if it is active).
  * Its block tables use the pool's meta allocator.  Destroy caches before the
  * pool. */
 kvb_cache_t *kvb_cache_create(kvb_pool_t *pool, int64_t owner,
@@ -309,5 +313,9 @@ const int32_t *kvb_cache_blocks(const kvb_cache_t *c, kvb_stream_t s);
 void *const   *kvb_cache_slots(const kvb_cache_t *c, kvb_stream_t s);
 /* Row of token t in stream s (NULL out of range or no storage). */
 const void *kvb_cache_row(const kvb_cache_t *c, kvb_stream_t s, int64_t t);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

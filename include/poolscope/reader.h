@@ -3,7 +3,7 @@
  *
  *   int err;
  *   pst_reader_t *r = pst_open("run.pst", &err);
- *   if (!r) { fprintf(stderr, "run.pst: %s\n", ps_strerror(err)); ... }
+ *   if (!r) { fprintf(stderr, "run.pst: %s\n", psc_strerror(err)); ... }
  *   pst_event_t ev;
  *   int rc;
  *   while ((rc = pst_next(r, &ev)) > 0) { ... ev.type, ev.ts, ev.f[], ev.str ... }
@@ -38,13 +38,17 @@
 
 #include "format.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct pst_reader pst_reader_t;
 
 /* Open a trace file / a trace in memory (not copied: keep buf alive until
  * pst_close). Reads and checks the header. NULL on failure with *err:
- * PS_EIO (open/read failed; errno kept), PS_ETRUNC (header cut short),
- * PS_ECORRUPT (not a trace: wrong magic, malformed header), PS_EVERSION
- * (a major version this build does not read), PS_ENOMEM. */
+ * PSC_EIO (open/read failed; errno kept), PSC_ETRUNC (header cut short),
+ * PSC_ECORRUPT (not a trace: wrong magic, malformed header), PSC_EVERSION
+ * (a major version this build does not read), PSC_ENOMEM. */
 pst_reader_t *pst_open(const char *path, int *err);
 pst_reader_t *pst_open_mem(const void *buf, size_t len, int *err);
 /* Accepts NULL. */
@@ -75,7 +79,7 @@ const pst_header_t *pst_header(const pst_reader_t *r);
 /* ---- iteration ------------------------------------------------------------ */
 
 /* Next event in merged order: 1 with *ev filled, 0 at the end, negative
- * PS_EIO / PS_ENOMEM. ev->f holds the layout's fields only; n_ids and
+ * PSC_EIO / PSC_ENOMEM. ev->f holds the layout's fields only; n_ids and
  * n_payload are 0 for layouts without L/P. */
 int pst_next(pst_reader_t *r, pst_event_t *ev);
 
@@ -110,7 +114,7 @@ typedef struct pst_status {
     int      corrupt;              /* reading stopped at a bad chunk */
     uint64_t corrupt_offset;       /* file offset of that chunk's header */
     const char *corrupt_reason;    /* "crc mismatch", "stream offset gap", ... */
-    int      error;                /* 0, or PS_ETRUNC / PS_ECORRUPT matching the above */
+    int      error;                /* 0, or PSC_ETRUNC / PSC_ECORRUPT matching the above */
 
     uint64_t events;               /* handed out so far */
     uint64_t lost;                 /* sum of LOST records + the END chunk's lost count */
@@ -132,5 +136,9 @@ typedef struct pst_status {
 } pst_status_t;
 
 const pst_status_t *pst_status(const pst_reader_t *r);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -46,6 +46,10 @@
 
 #include "format.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct pst_writer pst_writer_t;
 
 typedef struct pst_writer_cfg {
@@ -65,7 +69,7 @@ typedef struct pst_writer_cfg {
 } pst_writer_cfg_t;
 
 /* Create (truncate) `path` and write the header. NULL on failure, *err set
- * (PS_EIO, PS_ENOMEM, PS_EINVAL). */
+ * (PSC_EIO, PSC_ENOMEM, PSC_EINVAL). */
 pst_writer_t *pst_writer_open(const char *path, const pst_writer_cfg_t *cfg, int *err);
 /* The same onto an open stream (e.g. open_memstream); fp is not closed. */
 pst_writer_t *pst_writer_open_fp(FILE *fp, const pst_writer_cfg_t *cfg, int *err);
@@ -82,7 +86,7 @@ uint32_t pst_writer_stack(pst_writer_t *w, const uint64_t *frames, uint32_t dept
 int pst_writer_module(pst_writer_t *w, int map, uint64_t base, uint64_t size, const char *path,
                       const uint8_t *build_id, size_t bid_len);
 
-/* Kernel tid and parent stream for a stream not used yet (PS_EINVAL after). */
+/* Kernel tid and parent stream for a stream not used yet (PSC_EINVAL after). */
 int pst_writer_thread(pst_writer_t *w, uint32_t stream, uint32_t tid, uint32_t parent_stream);
 
 /* Append one event to a stream. Fields as in pst_event_t (ev->f in layout
@@ -118,5 +122,9 @@ int pst_writer_close(pst_writer_t *w);
 /* Flush everything but write no END chunk (a trace of a killed process);
  * frees w. Accepts NULL. */
 int pst_writer_abandon(pst_writer_t *w);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif
