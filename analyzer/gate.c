@@ -119,7 +119,7 @@ static int is_bytes(const char *path)
 
 static void fmt_val(const char *path, double v, char *buf, size_t len)
 {
-    if (is_bytes(path) && v >= 0 && v == floor(v)) az_fmt_bytes((uint64_t)v, buf, len);
+    if (is_bytes(path) && v >= 0 && v == floor(v)) psc_fmt_bytes((uint64_t)v, buf, len);
     else if (v == floor(v) && fabs(v) < 1e15) snprintf(buf, len, "%.0f", v);
     else snprintf(buf, len, "%.4g", v);
 }
@@ -279,8 +279,8 @@ size_t az_diff_docs(const az_jv_t *a, const az_jv_t *b, int json, FILE *out)
             az_json_end(&j);
         } else {
             char x1[32], x2[32];
-            fprintf(out, "  %12s -> %-12s calls %.0f -> %.0f  %s\n", az_fmt_bytes((uint64_t)sd[i].a, x1, sizeof x1),
-                    az_fmt_bytes((uint64_t)sd[i].b, x2, sizeof x2), sd[i].ca, sd[i].cb, sd[i].name);
+            fprintf(out, "  %12s -> %-12s calls %.0f -> %.0f  %s\n", psc_fmt_bytes((uint64_t)sd[i].a, x1, sizeof x1),
+                    psc_fmt_bytes((uint64_t)sd[i].b, x2, sizeof x2), sd[i].ca, sd[i].cb, sd[i].name);
         }
     }
     free(sd);

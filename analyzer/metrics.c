@@ -28,9 +28,8 @@
  *   phases  one entry per marker name, with the cumulative call counters at
  *           the moment its phase opened.
  *
- * Hash tables use Fibonacci hashing (the top bits of key * 2^64/phi): heap
- * addresses share their low bits (alignment), which the top bits of the
- * product do not depend on alone.
+ * The three tables are the common hash map (common/hashmap.h: Fibonacci
+ * hashing, linear probing, backward-shift deletion, inline lookups).
  */
 #include "metrics.h"
 
@@ -38,156 +37,21 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hashmap.h"
 #include "poolscope/error.h"
 
-/* ---- hash tables ------------------------------------------------------------ */
+/* ---- tables ------------------------------------------------------------------ */
 
-#define HMUL 0x9E3779B97F4A7C15ull
-
-static inline size_t hslot(uint64_t k, unsigned shift) { return (size_t)((k * HMUL) >> shift); }
-
-static unsigned shift_for(size_t cap)   /* cap a power of two >= 2 */
-{
-    return 64u - (unsigned)__builtin_ctzll((unsigned long long)cap);
-}
-
+/* live: addr -> the object; grows beyond 1/2 full (short probes, short shifts) */
 typedef struct live_obj {
-    uint64_t addr, req, rnd, key, t;
+    uint64_t req, rnd, key, t;
     uint32_t stack;
-    uint32_t used;
 } live_obj_t;
 
-typedef struct live_tab {
-    live_obj_t *e;
-    size_t mask, n, max_n;     /* max_n: grow beyond 1/2 full (short probes, short shifts) */
-    unsigned shift;
-} live_tab_t;
-
-typedef struct kv_ent { uint64_t k, v; } kv_ent_t;   /* v == 0: empty (values stored +1) */
-
-typedef struct kv_tab {
-    kv_ent_t *e;
-    size_t mask, n;
-    unsigned shift;
-} kv_tab_t;
-
-/* reuse table entry: stamp 0 = empty slot (stamps start at 1) */
-typedef struct reuse_ent { uint64_t addr; uint32_t stamp, pad; } reuse_ent_t;
-
-typedef struct reuse_tab {
-    reuse_ent_t *e;
-    size_t mask, n, max_n;
-    unsigned shift;
-} reuse_tab_t;
-
-static int live_init(live_tab_t *t, size_t cap)
-{
-    t->e = calloc(cap, sizeof *t->e);
-    t->mask = cap - 1;
-    t->n = 0;
-    t->max_n = cap / 2;
-    t->shift = shift_for(cap);
-    return t->e ? 0 : PSC_ENOMEM;
-}
-
-/* The entry of addr, or the empty slot where it would go (o->used == 0). */
-static inline live_obj_t *live_probe(const live_tab_t *t, uint64_t addr)
-{
-    size_t i = hslot(addr, t->shift);
-    for (;;) {
-        live_obj_t *o = &t->e[i];
-        if (!o->used || o->addr == addr) return o;
-        i = (i + 1) & t->mask;
-    }
-}
-
-static int live_grow(live_tab_t *t)
-{
-    live_tab_t nt;
-    if (live_init(&nt, (t->mask + 1) * 2)) return PSC_ENOMEM;
-    for (size_t i = 0; i <= t->mask; i++) {
-        if (!t->e[i].used) continue;
-        size_t j = hslot(t->e[i].addr, nt.shift);
-        while (nt.e[j].used) j = (j + 1) & nt.mask;
-        nt.e[j] = t->e[i];
-    }
-    nt.n = t->n;
-    free(t->e);
-    *t = nt;
-    return 0;
-}
-
-/* Remove the entry at o (backward-shift deletion). */
-static void live_remove(live_tab_t *t, live_obj_t *o)
-{
-    size_t i = (size_t)(o - t->e);
-    size_t j = i;
-    for (;;) {
-        j = (j + 1) & t->mask;
-        if (!t->e[j].used) break;
-        size_t home = hslot(t->e[j].addr, t->shift);
-        /* can entry j move to i? yes if home is not in (i, j] cyclically */
-        if ((j > i && (home <= i || home > j)) || (j < i && home <= i && home > j)) {
-            t->e[i] = t->e[j];
-            i = j;
-        }
-    }
-    t->e[i].used = 0;
-    t->n--;
-}
-
-static int kv_init(kv_tab_t *t, size_t cap)
-{
-    t->e = calloc(cap, sizeof *t->e);
-    t->mask = cap - 1;
-    t->n = 0;
-    t->shift = shift_for(cap);
-    return t->e ? 0 : PSC_ENOMEM;
-}
-
-static kv_ent_t *kv_find(const kv_tab_t *t, uint64_t k)
-{
-    size_t i = hslot(k, t->shift);
-    for (;;) {
-        kv_ent_t *e = &t->e[i];
-        if (!e->v) return NULL;
-        if (e->k == k) return e;
-        i = (i + 1) & t->mask;
-    }
-}
-
-/* Find or insert k (value 0 meaning "new" is returned as v == 1 placeholder
- * set by the caller). NULL on allocation failure. */
-static kv_ent_t *kv_upsert(kv_tab_t *t, uint64_t k, int *is_new)
-{
-    size_t i = hslot(k, t->shift);
-    for (;;) {
-        kv_ent_t *e = &t->e[i];
-        if (!e->v) break;
-        if (e->k == k) { *is_new = 0; return e; }
-        i = (i + 1) & t->mask;
-    }
-    if ((t->n + 1) * 4 > (t->mask + 1) * 3) {
-        kv_tab_t nt;
-        if (kv_init(&nt, (t->mask + 1) * 2)) return NULL;
-        for (size_t a = 0; a <= t->mask; a++) {
-            if (!t->e[a].v) continue;
-            size_t j = hslot(t->e[a].k, nt.shift);
-            while (nt.e[j].v) j = (j + 1) & nt.mask;
-            nt.e[j] = t->e[a];
-        }
-        nt.n = t->n;
-        free(t->e);
-        *t = nt;
-        i = hslot(k, t->shift);
-        while (t->e[i].v) i = (i + 1) & t->mask;
-    }
-    t->e[i].k = k;
-    t->e[i].v = 1;
-    t->n++;
-    *is_new = 1;
-    return &t->e[i];
-}
+/* reuse: addr -> the stamp of its latest allocation (0 while being added);
+ * grows beyond 3/4 full; never deleted from, so slot indices stay put
+ * between growths (owner[] holds them) */
+/* lastfree: size key -> the address most recently freed with it; 3/4 */
 
 /* ---- the accumulator ---------------------------------------------------------- */
 
@@ -219,10 +83,10 @@ struct az_metrics {
     az_state_t st;
     az_result_t r;
 
-    live_tab_t live;
+    psc_map_t live;           /* addr -> live_obj_t */
 
     /* reuse */
-    reuse_tab_t reuse;        /* addr -> latest stamp */
+    psc_map_t reuse;          /* addr -> uint32_t latest stamp */
     uint32_t *owner;          /* stamp -> reuse slot, valid where the stamp's bit is set; stamp_cap entries */
     uint64_t *bits;           /* stamp_cap bits: 1 at each address's latest stamp */
     uint32_t *fw;             /* Fenwick tree over popcount(bits[w]), 1-based, stamp_cap/64 entries */
@@ -230,7 +94,7 @@ struct az_metrics {
     uint64_t clock;           /* latest stamp handed out */
     uint64_t sealed;          /* words below this are in the tree; the rest are counted directly */
     int      popcnt;          /* the CPU has the popcnt instruction */
-    kv_tab_t lastfree;        /* size key -> addr + 1 */
+    psc_map_t lastfree;       /* size key -> uint64_t addr */
     uint64_t dist_exact[EXACT_DIST];
     uint64_t dist_fine[64][16];
 
@@ -265,16 +129,6 @@ static inline uint64_t sealed_for(uint64_t clock)
 {
     uint64_t cw = clock >> 6;
     return cw > NEAR_WORDS ? cw - NEAR_WORDS : 0;
-}
-
-static int reuse_tab_init(reuse_tab_t *t, size_t cap)
-{
-    t->e = calloc(cap, sizeof *t->e);
-    t->mask = cap - 1;
-    t->n = 0;
-    t->max_n = cap / 4 * 3;
-    t->shift = shift_for(cap);
-    return t->e ? 0 : PSC_ENOMEM;
 }
 
 /* Size the stamp structures to cap stamps (a multiple of 64, >= the current
@@ -333,9 +187,11 @@ az_metrics_t *az_create(const az_cfg_t *cfg, int *err)
     if (!m->step_marker) goto fail;
     m->counting = 1;
     m->st.last_reuse_distance = -2;
-    if (live_init(&m->live, 1024)) goto fail;
+    /* 1024 slots each for live and reuse, 256 for lastfree, as before */
+    if (psc_map_init(&m->live, sizeof(live_obj_t), 512, 50, NULL)) goto fail;
     if (!m->cfg.no_reuse) {
-        if (reuse_tab_init(&m->reuse, 1024) || kv_init(&m->lastfree, 256)) goto fail;
+        if (psc_map_init(&m->reuse, sizeof(uint32_t), 768, 75, NULL) ||
+            psc_map_init(&m->lastfree, sizeof(uint64_t), 192, 75, NULL)) goto fail;
         if (stamps_resize(m, STAMP_MIN_CAP)) goto fail;
         stamps_rebuild(m, 0);
 #ifdef HAVE_POPCNT_VARIANT
@@ -354,12 +210,12 @@ fail:
 void az_destroy(az_metrics_t *m)
 {
     if (!m) return;
-    free(m->live.e);
-    free(m->reuse.e);
+    psc_map_free(&m->live);
+    psc_map_free(&m->reuse);
     free(m->owner);
     free(m->bits);
     free(m->fw);
-    free(m->lastfree.e);
+    psc_map_free(&m->lastfree);
     free(m->sites);
     free(m->site_out);
     for (size_t i = 0; i < m->n_phases; i++) free((char *)m->phases[i].p.name);
@@ -472,7 +328,7 @@ static int stamps_compact(az_metrics_t *m)
         for (uint64_t b = m->bits[w]; b; b &= b - 1) {
             uint32_t o = m->owner[w * 64 + (uint64_t)__builtin_ctzll(b)];
             m->owner[++k] = o;
-            m->reuse.e[o].stamp = (uint32_t)k;
+            *(uint32_t *)psc_map_at(&m->reuse, o) = (uint32_t)k;
         }
     }
     uint64_t want = (k * 4 + 63) & ~(uint64_t)63;
@@ -484,31 +340,13 @@ static int stamps_compact(az_metrics_t *m)
     return rc && k + 1 >= m->stamp_cap ? rc : 0;
 }
 
-static int reuse_grow(az_metrics_t *m)
+/* The reuse table grew: its slot indices moved, re-aim owner[] at them. */
+static void reuse_reindex(az_metrics_t *m)
 {
-    reuse_tab_t nt, *t = &m->reuse;
-    if (reuse_tab_init(&nt, (t->mask + 1) * 2)) return PSC_ENOMEM;
-    for (size_t i = 0; i <= t->mask; i++) {
-        if (!t->e[i].stamp) continue;
-        size_t j = hslot(t->e[i].addr, nt.shift);
-        while (nt.e[j].stamp) j = (j + 1) & nt.mask;
-        nt.e[j] = t->e[i];
-        m->owner[t->e[i].stamp] = (uint32_t)j;
-    }
-    nt.n = t->n;
-    free(t->e);
-    *t = nt;
-    return 0;
-}
-
-static inline reuse_ent_t *reuse_probe(const reuse_tab_t *t, uint64_t addr)
-{
-    size_t i = hslot(addr, t->shift);
-    for (;;) {
-        reuse_ent_t *e = &t->e[i];
-        if (!e->stamp || e->addr == addr) return e;
-        i = (i + 1) & t->mask;
-    }
+    size_t it = 0;
+    void *v;
+    while (psc_map_next(&m->reuse, &it, NULL, &v))
+        m->owner[*(uint32_t *)v] = (uint32_t)psc_map_index(&m->reuse, v);
 }
 
 /* Reuse bookkeeping for an allocation at addr. Compiled twice (with and
@@ -521,19 +359,19 @@ static inline __attribute__((always_inline)) void reuse_alloc_body(az_metrics_t 
         m->st.last_reuse_distance = -2;
         return;
     }
-    reuse_ent_t *e = reuse_probe(&m->reuse, addr);
-    if (!e->stamp) {                  /* not tracked yet */
-        if (m->reuse.n >= m->cfg.reuse_cap) {
-            e = NULL;
-            m->r.reuse_capped = 1;
-        } else if (m->reuse.n + 1 > m->reuse.max_n) {
-            e = reuse_grow(m) ? NULL : reuse_probe(&m->reuse, addr);
-        }
-        if (e) { e->addr = addr; m->reuse.n++; is_new = 1; }
+    uint32_t *e;
+    size_t tracked = psc_map_count(&m->reuse);
+    if (__builtin_expect(tracked >= m->cfg.reuse_cap, 0)) {
+        e = psc_map_get_sz(&m->reuse, addr, sizeof(uint32_t));            /* full: only known addresses */
+        if (!e) m->r.reuse_capped = 1;
+    } else {
+        size_t cap0 = psc_map_capacity(&m->reuse);
+        e = psc_map_put_sz(&m->reuse, addr, &is_new, sizeof(uint32_t));   /* NULL: could not grow */
+        if (__builtin_expect(psc_map_capacity(&m->reuse) != cap0, 0)) reuse_reindex(m);
     }
     if (m->counting) {
-        kv_ent_t *lf = kv_find(&m->lastfree, key);
-        if (lf && lf->v - 1 == addr) m->r.same_address_hits++;
+        const uint64_t *lf = psc_map_get_sz(&m->lastfree, key, sizeof(uint64_t));
+        if (lf && *lf == addr) m->r.same_address_hits++;
     }
     if (!e) {                         /* untracked (cap or ENOMEM): count as fresh */
         if (m->counting) m->r.fresh_addresses++;
@@ -546,7 +384,7 @@ static inline __attribute__((always_inline)) void reuse_alloc_body(az_metrics_t 
     } else {
         /* every tracked address has one 1, at its latest stamp: the ones
          * after a's previous stamp are the distinct addresses since */
-        uint64_t prev = e->stamp, pw = prev >> 6, d;
+        uint64_t prev = *e, pw = prev >> 6, d;
         uint64_t upto = ~0ull >> (63 - (prev & 63));            /* stamps <= prev in its word */
         if (pw >= m->sealed) {
             uint64_t cw = m->clock >> 6;
@@ -556,7 +394,7 @@ static inline __attribute__((always_inline)) void reuse_alloc_body(az_metrics_t 
             uint64_t c = 0;
             for (uint64_t i = pw; i > 0; i &= i - 1) c += m->fw[i];   /* words 0..pw-1 */
             c += (uint64_t)__builtin_popcountll(m->bits[pw] & upto);
-            d = m->reuse.n - c;
+            d = psc_map_count(&m->reuse) - c;
             fw_add(m, pw, (uint32_t)-1);
         }
         m->bits[pw] &= ~(1ull << (prev & 63));        /* owner[prev] is stale from now on */
@@ -570,8 +408,8 @@ static inline __attribute__((always_inline)) void reuse_alloc_body(az_metrics_t 
         m->sealed++;
     }
     m->bits[now >> 6] |= 1ull << (now & 63);
-    m->owner[now] = (uint32_t)(e - m->reuse.e);
-    e->stamp = (uint32_t)now;
+    m->owner[now] = (uint32_t)psc_map_index_sz(&m->reuse, e, sizeof(uint32_t));
+    *e = (uint32_t)now;
 }
 
 static void reuse_alloc_plain(az_metrics_t *m, uint64_t addr, uint64_t key)
@@ -600,22 +438,17 @@ int az_alloc(az_metrics_t *m, uint64_t t, uint64_t addr, uint64_t req, uint64_t 
 {
     /* the reuse entry is looked up after the live table: start loading it
      * now so the two cache misses overlap */
-    if (!m->cfg.no_reuse) __builtin_prefetch(&m->reuse.e[hslot(addr, m->reuse.shift)]);
+    if (!m->cfg.no_reuse) __builtin_prefetch(psc_map_prefetch_addr(&m->reuse, addr));
     advance(m, t);
     if (rnd < req) rnd = req;
-    live_obj_t *o = live_probe(&m->live, addr);
-    if (__builtin_expect(o->used, 0)) {
+    int is_new;
+    live_obj_t *o = psc_map_put_sz(&m->live, addr, &is_new, sizeof(live_obj_t));
+    if (__builtin_expect(o && !is_new, 0)) {
         m->r.double_allocs++;
         az_free(m, t, addr);
-        o = live_probe(&m->live, addr);
+        o = psc_map_put_sz(&m->live, addr, NULL, sizeof(live_obj_t));
     }
-    if (__builtin_expect(m->live.n + 1 > m->live.max_n, 0)) {
-        if (live_grow(&m->live)) return PSC_ENOMEM;
-        o = live_probe(&m->live, addr);
-    }
-    o->used = 1;
-    o->addr = addr;
-    m->live.n++;
+    if (!o) return PSC_ENOMEM;
     o->req = req; o->rnd = rnd; o->key = size_key; o->t = m->st.t; o->stack = stack;
     m->st.live_bytes += req;
     m->st.live_rnd_bytes += rnd;
@@ -641,14 +474,14 @@ int az_alloc(az_metrics_t *m, uint64_t t, uint64_t addr, uint64_t req, uint64_t 
 int az_free(az_metrics_t *m, uint64_t t, uint64_t addr)
 {
     advance(m, t);
-    live_obj_t *o = live_probe(&m->live, addr);
-    if (!o->used) {
+    live_obj_t *o = psc_map_get_sz(&m->live, addr, sizeof(live_obj_t));
+    if (!o) {
         m->r.unmatched_frees++;
         return PSC_ENOENT;
     }
     uint64_t req = o->req, rnd = o->rnd, key = o->key, t0 = o->t;
     uint32_t stack = o->stack;
-    live_remove(&m->live, o);
+    psc_map_erase_sz(&m->live, o, sizeof(live_obj_t));
     m->st.live_bytes -= req;
     m->st.live_rnd_bytes -= rnd;
     m->st.live_count--;
@@ -661,10 +494,9 @@ int az_free(az_metrics_t *m, uint64_t t, uint64_t addr)
         if (temp) m->r.temporary++;
     }
     if (!m->cfg.no_reuse) {
-        int is_new;
-        kv_ent_t *lf = (m->lastfree.n < m->cfg.reuse_cap) ? kv_upsert(&m->lastfree, key, &is_new)
-                                                          : kv_find(&m->lastfree, key);
-        if (lf) lf->v = addr + 1;
+        uint64_t *lf = psc_map_count(&m->lastfree) < m->cfg.reuse_cap ? psc_map_put_sz(&m->lastfree, key, NULL, sizeof(uint64_t))
+                                                                        : psc_map_get_sz(&m->lastfree, key, sizeof(uint64_t));
+        if (lf) *lf = addr;
     }
     site_t *s = site_get(m, stack);
     if (s) {
@@ -877,7 +709,7 @@ void az_result(const az_metrics_t *m, az_result_t *r)
     r->same_address_reuse = r->allocs ? (double)r->same_address_hits / (double)r->allocs : 0;
     r->distance_p50 = az_reuse_percentile(m, 0.5);
     r->distance_p90 = az_reuse_percentile(m, 0.9);
-    r->reuse_tracked = m->reuse.n;
+    r->reuse_tracked = psc_map_count(&m->reuse);
     if (r->has_kv) {
         r->kv_utilization = m->kv_w > 0 ? m->kv_int / m->kv_w : r->kv_utilization_at_peak;
         r->kv_waste_ratio = r->peak_kv_blocks ? 1.0 - r->kv_utilization : 0;

@@ -89,7 +89,7 @@ static int hist_figure(const char *dir, const char *name, const char *title, con
     for (int i = lo; i <= hi; i++) {
         char lab[32];
         uint64_t from = i ? 1ull << (i - 1) : 0;
-        if (bytes) az_fmt_bytes(from, lab, sizeof lab); else az_fmt_ns(from, lab, sizeof lab);
+        if (bytes) psc_fmt_bytes(from, lab, sizeof lab); else psc_fmt_ns(from, lab, sizeof lab);
         fprintf(f, "%" PRIu64 " \"%s\" %" PRIu64 " %.3f\n", from, lab, h[i], total ? 100.0 * (double)h[i] / (double)total : 0.0);
     }
     fclose(f);

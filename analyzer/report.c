@@ -11,38 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-const char *az_fmt_bytes(uint64_t v, char *buf, size_t len)
-{
-    static const char *const u[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB" };
-    if (v < 1024) { snprintf(buf, len, "%" PRIu64 " B", v); return buf; }
-    double d = (double)v;
-    int i = 0;
-    while (d >= 1024 && i < 5) { d /= 1024; i++; }
-    snprintf(buf, len, d < 10 ? "%.2f %s" : d < 100 ? "%.1f %s" : "%.0f %s", d, u[i]);
-    return buf;
-}
-
-const char *az_fmt_ns(uint64_t ns, char *buf, size_t len)
-{
-    if (ns < 1000) snprintf(buf, len, "%" PRIu64 " ns", ns);
-    else if (ns < 1000000) snprintf(buf, len, "%.1f us", (double)ns / 1e3);
-    else if (ns < 1000000000) snprintf(buf, len, "%.1f ms", (double)ns / 1e6);
-    else snprintf(buf, len, "%.3f s", (double)ns / 1e9);
-    return buf;
-}
-
-const char *az_fmt_count(uint64_t v, char *buf, size_t len)
-{
-    char tmp[32];
-    int n = snprintf(tmp, sizeof tmp, "%" PRIu64, v), o = 0;
-    for (int i = 0; i < n && (size_t)o + 2 < len; i++) {
-        if (i && (n - i) % 3 == 0) buf[o++] = ',';
-        buf[o++] = tmp[i];
-    }
-    buf[o] = 0;
-    return buf;
-}
-
 const char *az_site_name(const az_scan_t *s, az_sym_t *sym, uint32_t stack, char *buf, size_t len)
 {
     uint32_t depth = 0;
@@ -102,21 +70,37 @@ static az_site_t *sorted_sites(const az_scan_t *s, int (*cmp)(const void *, cons
     return a;
 }
 
-static void hist_text(FILE *out, const char *title, const uint64_t *h, int bytes)
+/* A log2 histogram. floor > 0 (times): the buckets that end at or below it
+ * are one row, "below the resolution": a trace cannot tell them apart. */
+static void hist_text(FILE *out, const char *title, const uint64_t *h, int bytes, uint64_t floor)
 {
     int lo = -1, hi = -1;
-    uint64_t mx = 0, total = 0;
-    for (int i = 0; i < AZ_HIST_BUCKETS; i++)
+    uint64_t mx = 0, total = 0, under = 0;
+    int fb = 0;   /* buckets [0, fb) end at or below floor */
+    while (floor && fb < AZ_HIST_BUCKETS && (fb ? 1ull << fb : 1) <= floor) fb++;
+    for (int i = 0; i < AZ_HIST_BUCKETS; i++) {
+        if (i < fb) { under += h[i]; continue; }
         if (h[i]) { if (lo < 0) lo = i; hi = i; if (h[i] > mx) mx = h[i]; total += h[i]; }
+    }
+    if (under > mx) mx = under;
+    total += under;
     fprintf(out, "\n%s\n", title);
-    if (lo < 0) { fputs("  (none)\n", out); return; }
-    for (int i = lo; i <= hi; i++) {
+    if (!total) { fputs("  (none)\n", out); return; }
+    if (under) {
+        char a[32], c[32];
+        int bar = (int)((double)under * 40.0 / (double)mx + 0.5);
+        fprintf(out, "  %10s .. <%-10s %12s %5.1f%%  ", "0 ns", psc_fmt_ns(fb ? 1ull << (fb - 1) : 1, a, sizeof a),
+                psc_fmt_count(under, c, sizeof c), 100.0 * (double)under / (double)total);
+        for (int k = 0; k < bar; k++) fputc('#', out);
+        fputs("  (below the trace's time resolution)\n", out);
+    }
+    for (int i = lo; lo >= 0 && i <= hi; i++) {
         char a[32], b[32], c[32];
         uint64_t from = i ? 1ull << (i - 1) : 0, to = i ? (i < 64 ? (1ull << i) : UINT64_MAX) : 1;
-        if (bytes) { az_fmt_bytes(from, a, sizeof a); az_fmt_bytes(to, b, sizeof b); }
-        else { az_fmt_ns(from, a, sizeof a); az_fmt_ns(to, b, sizeof b); }
+        if (bytes) { psc_fmt_bytes(from, a, sizeof a); psc_fmt_bytes(to, b, sizeof b); }
+        else { psc_fmt_ns(from, a, sizeof a); psc_fmt_ns(to, b, sizeof b); }
         int bar = (int)((double)h[i] * 40.0 / (double)mx + 0.5);
-        fprintf(out, "  %10s .. <%-10s %12s %5.1f%%  ", a, b, az_fmt_count(h[i], c, sizeof c),
+        fprintf(out, "  %10s .. <%-10s %12s %5.1f%%  ", a, b, psc_fmt_count(h[i], c, sizeof c),
                 100.0 * (double)h[i] / (double)total);
         for (int k = 0; k < bar; k++) fputc('#', out);
         fputc('\n', out);
@@ -142,11 +126,11 @@ static void sites_text(FILE *out, const az_scan_t *s, az_sym_t *sym, const char 
             snprintf(b3, sizeof b3, "%.1f%%", s->heap_r.peak_live_bytes ?
                      100.0 * (double)v / (double)s->heap_r.peak_live_bytes : 0.0);
         else if (what == 3)
-            az_fmt_count(x->live_count, b3, sizeof b3);
+            psc_fmt_count(x->live_count, b3, sizeof b3);
         else
-            az_fmt_bytes(x->calls ? x->bytes / x->calls : 0, b3, sizeof b3);
-        fprintf(out, "  %12s %12s %12s  %s\n", az_fmt_bytes(v, b1, sizeof b1),
-                what == 3 ? b3 : az_fmt_count(x->calls, b2, sizeof b2),
+            psc_fmt_bytes(x->calls ? x->bytes / x->calls : 0, b3, sizeof b3);
+        fprintf(out, "  %12s %12s %12s  %s\n", psc_fmt_bytes(v, b1, sizeof b1),
+                what == 3 ? b3 : psc_fmt_count(x->calls, b2, sizeof b2),
                 what == 3 ? "" : b3, name);
         shown++;
     }
@@ -173,44 +157,52 @@ void az_report_text(const az_scan_t *s, const az_report_opts_t *o, FILE *out)
     fprintf(out, "  program     %s (pid %" PRIu64 ")%s\n", hd->exe && hd->exe[0] ? hd->exe : "?", hd->pid,
             hd->parent_pid ? " — fork child" : "");
     fprintf(out, "  duration    %s, %" PRIu64 " thread%s, %" PRIu64 " fork%s, %" PRIu64 " exec%s\n",
-            az_fmt_ns(s->t_last - s->t_first, a, sizeof a), s->threads, s->threads == 1 ? "" : "s",
+            psc_fmt_ns(s->t_last - s->t_first, a, sizeof a), s->threads, s->threads == 1 ? "" : "s",
             s->forks, s->forks == 1 ? "" : "s", s->execs, s->execs == 1 ? "" : "s");
-    fprintf(out, "  events      %s", az_fmt_count(s->events, a, sizeof a));
-    if (s->events_counted != s->events) fprintf(out, " (%s in the selected window)", az_fmt_count(s->events_counted, b, sizeof b));
-    fprintf(out, ", lost %s%s\n", az_fmt_count(s->lost, c, sizeof c), s->lost ? "  <-- the tracer dropped events" : "");
+    fprintf(out, "  events      %s", psc_fmt_count(s->events, a, sizeof a));
+    if (s->events_counted != s->events) fprintf(out, " (%s in the selected window)", psc_fmt_count(s->events_counted, b, sizeof b));
+    fprintf(out, ", lost %s%s\n", psc_fmt_count(s->lost, c, sizeof c),
+            s->status && s->status->end_killed ? "  <-- the process was killed (SIGKILL or OOM): that many were in its rings"
+            : s->lost ? "  <-- the tracer dropped events" : "");
+    if (s->resolution_ns)
+        fprintf(out, "  time        every event within %s of when it happened (the trace's resolution)\n",
+                psc_fmt_ns(s->resolution_ns, a, sizeof a));
     /* events by kind, in rows of four */
     int col = 0;
     for (unsigned t = 0; t < PST_EV_MAX; t++) {
         if (!s->by_type[t] || t == PST_EV_THREAD_START) continue;
         const char *nm = pst_event_name(t);
         if (!col) fputs("             ", out);
-        fprintf(out, " %-15s %11s", nm ? nm : "?", az_fmt_count(s->by_type[t], a, sizeof a));
+        fprintf(out, " %-15s %11s", nm ? nm : "?", psc_fmt_count(s->by_type[t], a, sizeof a));
         if (++col == 3) { fputc('\n', out); col = 0; }
     }
     if (col) fputc('\n', out);
 
     fputs("\nMemory\n", out);
     fprintf(out, "  peak live heap    %12s  at %s, %s objects (sum of requested bytes)\n",
-            az_fmt_bytes(h->peak_live_bytes, a, sizeof a), az_fmt_ns(h->peak_live_t - s->t_first, b, sizeof b),
-            az_fmt_count(h->peak_live_count, c, sizeof c));
-    fprintf(out, "  peak RSS          %12s  at %s (%s samples)\n", az_fmt_bytes(s->peak_rss, a, sizeof a),
-            s->rss_samples ? az_fmt_ns(s->peak_rss_t - s->t_first, b, sizeof b) : "-",
-            az_fmt_count(s->rss_samples, c, sizeof c));
+            psc_fmt_bytes(h->peak_live_bytes, a, sizeof a), psc_fmt_ns(h->peak_live_t - s->t_first, b, sizeof b),
+            psc_fmt_count(h->peak_live_count, c, sizeof c));
+    fprintf(out, "  peak RSS          %12s  at %s (%s samples)\n", psc_fmt_bytes(s->peak_rss, a, sizeof a),
+            s->rss_samples ? psc_fmt_ns(s->peak_rss_t - s->t_first, b, sizeof b) : "-",
+            psc_fmt_count(s->rss_samples, c, sizeof c));
+    if (s->tracer_bytes)
+        fprintf(out, "  of which tracer   %12s  at most: its rings, tables and counters, not the program's\n",
+                psc_fmt_bytes(s->tracer_bytes, a, sizeof a));
     fprintf(out, "  peak mmap         %12s  anonymous %s, file-backed %s\n",
-            az_fmt_bytes(s->peak_mmap_total, a, sizeof a), az_fmt_bytes(s->peak_mmap_anon, b, sizeof b),
-            az_fmt_bytes(s->peak_mmap_file, c, sizeof c));
+            psc_fmt_bytes(s->peak_mmap_total, a, sizeof a), psc_fmt_bytes(s->peak_mmap_anon, b, sizeof b),
+            psc_fmt_bytes(s->peak_mmap_file, c, sizeof c));
     fprintf(out, "  total allocated   %12s  in %s allocations (%s calls)\n",
-            az_fmt_bytes(h->total_allocated_bytes, a, sizeof a), az_fmt_count(h->allocs, b, sizeof b),
-            az_fmt_count(h->calls, c, sizeof c));
+            psc_fmt_bytes(h->total_allocated_bytes, a, sizeof a), psc_fmt_count(h->allocs, b, sizeof b),
+            psc_fmt_count(h->calls, c, sizeof c));
     fprintf(out, "  temporary         %12s  allocations freed before the next one (%.1f%%)\n",
-            az_fmt_count(h->temporary, a, sizeof a), pct(h->temporary, h->allocs));
-    fprintf(out, "  leaked at exit    %12s  in %s objects\n", az_fmt_bytes(h->leaked_bytes, a, sizeof a),
-            az_fmt_count(h->leaked_count, b, sizeof b));
+            psc_fmt_count(h->temporary, a, sizeof a), pct(h->temporary, h->allocs));
+    fprintf(out, "  leaked at exit    %12s  in %s objects\n", psc_fmt_bytes(h->leaked_bytes, a, sizeof a),
+            psc_fmt_count(h->leaked_count, b, sizeof b));
     fprintf(out, "  internal frag     %11.1f%%  at the peak (glibc rounding); %.1f%% time-weighted\n",
             100 * h->internal_frag, 100 * h->internal_frag_avg);
     if (s->failed_allocs || h->unmatched_frees)
         fprintf(out, "  anomalies         %s failed allocations, %s frees of unknown addresses\n",
-                az_fmt_count(s->failed_allocs, a, sizeof a), az_fmt_count(h->unmatched_frees, b, sizeof b));
+                psc_fmt_count(s->failed_allocs, a, sizeof a), psc_fmt_count(h->unmatched_frees, b, sizeof b));
 
     /* over time: at most 16 rows, each the maximum over its slice */
     if (s->tl_used) {
@@ -230,28 +222,28 @@ void az_report_text(const az_scan_t *s, const az_report_opts_t *o, FILE *out)
                 if (x->kv_blocks >= m.kv_blocks) { m.kv_blocks = x->kv_blocks; m.kv_tokens = x->kv_tokens; m.kv_capacity = x->kv_capacity; }
             }
             uint64_t t = (s->tl_t0 - s->t_first) + ((uint64_t)i << s->tl_shift);
-            fprintf(out, "  %10s %11s %11s %11s %11s", az_fmt_ns(t, a, sizeof a), az_fmt_bytes(m.heap, b, sizeof b),
-                    az_fmt_bytes(m.mmap_anon, c, sizeof c), az_fmt_bytes(m.mmap_file, d, sizeof d),
-                    az_fmt_bytes(m.rss, e, sizeof e));
+            fprintf(out, "  %10s %11s %11s %11s %11s", psc_fmt_ns(t, a, sizeof a), psc_fmt_bytes(m.heap, b, sizeof b),
+                    psc_fmt_bytes(m.mmap_anon, c, sizeof c), psc_fmt_bytes(m.mmap_file, d, sizeof d),
+                    psc_fmt_bytes(m.rss, e, sizeof e));
             if (kv) fprintf(out, " %11" PRIu64 " %7.1f%%", m.kv_blocks, m.kv_capacity ? 100.0 * (double)m.kv_tokens / (double)m.kv_capacity : 0.0);
             fputc('\n', out);
         }
     }
 
-    hist_text(out, "Allocation sizes (requested)", h->size_hist, 1);
-    hist_text(out, "Lifetimes (allocation to free)", h->lifetime_hist, 0);
+    hist_text(out, "Allocation sizes (requested)", h->size_hist, 1, 0);
+    hist_text(out, "Lifetimes (allocation to free)", h->lifetime_hist, 0, s->resolution_ns);
 
     fputs("\nPools\n", out);
     if (!p->acquires && !s->n_pools) {
         fputs("  (no pool events in this trace)\n", out);
     } else {
         fprintf(out, "  acquires %s, hits %s, misses %s: hit rate %.1f%%; backing allocations %s\n",
-                az_fmt_count(p->acquires, a, sizeof a), az_fmt_count(p->hits, b, sizeof b),
-                az_fmt_count(p->misses, c, sizeof c), 100 * p->hit_rate, az_fmt_count(p->backing_allocs, d, sizeof d));
+                psc_fmt_count(p->acquires, a, sizeof a), psc_fmt_count(p->hits, b, sizeof b),
+                psc_fmt_count(p->misses, c, sizeof c), 100 * p->hit_rate, psc_fmt_count(p->backing_allocs, d, sizeof d));
         fprintf(out, "  peak outstanding %s, peak cached %s, peak reserved %s (%.2fx the peak live %s)\n",
-                az_fmt_bytes(p->peak_outstanding_bytes, a, sizeof a), az_fmt_bytes(p->peak_cached_bytes, b, sizeof b),
-                az_fmt_bytes(p->peak_reserved_bytes, c, sizeof c), p->reserved_over_live,
-                az_fmt_bytes(p->peak_live_bytes, d, sizeof d));
+                psc_fmt_bytes(p->peak_outstanding_bytes, a, sizeof a), psc_fmt_bytes(p->peak_cached_bytes, b, sizeof b),
+                psc_fmt_bytes(p->peak_reserved_bytes, c, sizeof c), p->reserved_over_live,
+                psc_fmt_bytes(p->peak_live_bytes, d, sizeof d));
         fprintf(out, "  internal fragmentation %.1f%% at the peak, %.1f%% time-weighted\n",
                 100 * p->internal_frag, 100 * p->internal_frag_avg);
         fprintf(out, "  %-16s %6s %12s %12s %12s %12s\n", "pool", "kind", "acquires", "hit rate", "peak out", "peak cached");
@@ -261,9 +253,9 @@ void az_report_text(const az_scan_t *s, const az_report_opts_t *o, FILE *out)
                 fprintf(out, "  %-16s %6s %12s %12s %12s %12s  block %" PRIu64 " tokens\n", x->name, "kv", "-", "-", "-", "-", x->block_size);
                 continue;
             }
-            fprintf(out, "  %-16s %6s %12s %11.1f%% %12s %12s\n", x->name, "buffer", az_fmt_count(x->acquires, a, sizeof a),
-                    pct(x->hits, x->acquires), az_fmt_bytes(x->peak_out, b, sizeof b),
-                    az_fmt_bytes(x->peak_cached, c, sizeof c));
+            fprintf(out, "  %-16s %6s %12s %11.1f%% %12s %12s\n", x->name, "buffer", psc_fmt_count(x->acquires, a, sizeof a),
+                    pct(x->hits, x->acquires), psc_fmt_bytes(x->peak_out, b, sizeof b),
+                    psc_fmt_bytes(x->peak_cached, c, sizeof c));
         }
     }
 
@@ -271,7 +263,7 @@ void az_report_text(const az_scan_t *s, const az_report_opts_t *o, FILE *out)
     fprintf(out, "  same address as the last free of that size  %5.1f%%\n", 100 * h->same_address_reuse);
     fprintf(out, "  fresh addresses (never handed out before)   %5.1f%%\n", 100 * h->fresh_address_ratio);
     fprintf(out, "  reuse distance (distinct addresses between uses): p50 %" PRIu64 ", p90 %" PRIu64 ", max %" PRIu64 " over %s re-uses%s\n",
-            h->distance_p50, h->distance_p90, h->distance_max, az_fmt_count(h->reuse_samples, a, sizeof a),
+            h->distance_p50, h->distance_p90, h->distance_max, psc_fmt_count(h->reuse_samples, a, sizeof a),
             h->reuse_capped ? " (capped: more distinct addresses than tracked)" : "");
     {
         int lo = -1, hi = -1;
@@ -290,7 +282,7 @@ void az_report_text(const az_scan_t *s, const az_report_opts_t *o, FILE *out)
         fputs("  (no KV block events in this trace)\n", out);
     } else {
         fprintf(out, "  peak blocks in use %" PRIu64 " at %s; utilization %.1f%% time-weighted, %.1f%% at the peak; waste %.1f%%\n",
-                h->peak_kv_blocks, az_fmt_ns(h->peak_kv_t - s->t_first, a, sizeof a), 100 * h->kv_utilization,
+                h->peak_kv_blocks, psc_fmt_ns(h->peak_kv_t - s->t_first, a, sizeof a), 100 * h->kv_utilization,
                 100 * h->kv_utilization_at_peak, 100 * h->kv_waste_ratio);
     }
 
@@ -299,13 +291,13 @@ void az_report_text(const az_scan_t *s, const az_report_opts_t *o, FILE *out)
     else fprintf(out, "  %-16s %10s %12s %12s %12s %10s\n", "marker", "count", "heap calls", "heap bytes", "calls/each", "time");
     for (size_t i = 0; i < h->n_phases; i++) {
         const az_phase_t *x = &h->phases[i];
-        fprintf(out, "  %-16s %10s %12s %12s %12.1f %10s\n", x->name, az_fmt_count(x->count, a, sizeof a),
-                az_fmt_count(x->heap_calls, b, sizeof b), az_fmt_bytes(x->heap_bytes, c, sizeof c),
-                x->count ? (double)x->heap_calls / (double)x->count : 0.0, az_fmt_ns(x->time_ns, d, sizeof d));
+        fprintf(out, "  %-16s %10s %12s %12s %12.1f %10s\n", x->name, psc_fmt_count(x->count, a, sizeof a),
+                psc_fmt_count(x->heap_calls, b, sizeof b), psc_fmt_bytes(x->heap_bytes, c, sizeof c),
+                x->count ? (double)x->heap_calls / (double)x->count : 0.0, psc_fmt_ns(x->time_ns, d, sizeof d));
     }
     if (h->decode_steps)
         fprintf(out, "  allocs per decode step: %.2f (%s steps; steady state = steps after the first 4)\n",
-                h->allocs_per_decode_step, az_fmt_count(h->decode_steps, a, sizeof a));
+                h->allocs_per_decode_step, psc_fmt_count(h->decode_steps, a, sizeof a));
 
     sites_text(out, s, sym, "Sites live at the peak", by_peak, top, 0);
     sites_text(out, s, sym, "Top sites by calls", by_calls, top, 1);
@@ -371,6 +363,10 @@ void az_report_json(const az_scan_t *s, const az_report_opts_t *o, FILE *out)
     az_json_f64(&j, "internal_frag_avg", h->internal_frag_avg);
     az_json_u64(&j, "duration_ns", s->t_last - s->t_first);
     az_json_u64(&j, "threads", s->threads);
+    az_json_u64(&j, "unknown_frees", h->unmatched_frees);
+    az_json_u64(&j, "tracer_bytes", s->tracer_bytes);
+    az_json_u64(&j, "time_resolution_ns", s->resolution_ns);
+    az_json_bool(&j, "killed", s->status && s->status->end_killed);
     az_json_bool(&j, "complete", s->status && s->status->complete);
 
     az_json_begin(&j, "pool", '{');

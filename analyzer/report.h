@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "fmt.h"
 #include "scan.h"
 #include "symbolize.h"
 
@@ -21,12 +22,8 @@ typedef struct az_report_opts {
 void az_report_text(const az_scan_t *s, const az_report_opts_t *o, FILE *out);
 void az_report_json(const az_scan_t *s, const az_report_opts_t *o, FILE *out);
 
-/* "12.3 MiB", "512 B" — binary units, 3 significant digits. Returns buf. */
-const char *az_fmt_bytes(uint64_t v, char *buf, size_t len);
-/* "1.234 s", "12.5 ms", "830 ns". Returns buf. */
-const char *az_fmt_ns(uint64_t ns, char *buf, size_t len);
-/* "1,234,567". Returns buf. */
-const char *az_fmt_count(uint64_t v, char *buf, size_t len);
+/* The number formatters (psc_fmt_bytes, psc_fmt_ns, psc_fmt_count) are in
+ * common/fmt.h. */
 
 /* The name of an allocation site: its first frame outside the allocator,
  * "fn (file:line) < caller" when a caller is known. "(no stack)" for 0. */

@@ -12,6 +12,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "checked.h"
+#include "hashmap.h"
 #include "poolscope/error.h"
 
 #define MAP_ANON_FLAG 0x20       /* Linux MAP_ANONYMOUS */
@@ -21,8 +23,8 @@ const char *const az_func_names[AZ_F_COUNT] = {
     "aligned_alloc", "memalign", "valloc", "pvalloc", "mmap", "munmap", "mremap",
 };
 
-/* mapping table: start -> len, anon; linear probing, backward shift */
-typedef struct mapent { uint64_t addr, len; uint8_t used, anon; } mapent_t;
+/* mapping table (the common map, grown beyond 1/2 full): start -> len, anon */
+typedef struct mapent { uint64_t len; uint8_t anon; } mapent_t;
 
 typedef struct kvpool {
     uint64_t id, block_size;
@@ -33,8 +35,7 @@ typedef struct kvpool {
 } kvpool_t;
 
 typedef struct priv {
-    mapent_t *maps;
-    size_t map_mask, map_n;
+    psc_map_t maps;              /* start -> mapent_t */
     kvpool_t *kv;
     size_t n_kv;
     uint64_t phase_open;         /* open scopes of opts.phase */
@@ -45,53 +46,14 @@ typedef struct priv {
     az_tl_bucket_t last;         /* gauges after the latest timeline update */
 } priv_t;
 
-static inline uint64_t mh(uint64_t k) { k ^= k >> 31; k *= 0x9E3779B97F4A7C15ull; return k ^ (k >> 29); }
-
-static int map_init(priv_t *p, size_t cap)
-{
-    p->maps = calloc(cap, sizeof *p->maps);
-    p->map_mask = cap - 1;
-    p->map_n = 0;
-    return p->maps ? 0 : PSC_ENOMEM;
-}
-
-static mapent_t *map_find(priv_t *p, uint64_t a)
-{
-    for (size_t i = mh(a) & p->map_mask;; i = (i + 1) & p->map_mask) {
-        if (!p->maps[i].used) return NULL;
-        if (p->maps[i].addr == a) return &p->maps[i];
-    }
-}
-
-static void map_del(priv_t *p, mapent_t *e)
-{
-    size_t i = (size_t)(e - p->maps), j = i;
-    for (;;) {
-        j = (j + 1) & p->map_mask;
-        if (!p->maps[j].used) break;
-        size_t h = mh(p->maps[j].addr) & p->map_mask;
-        if ((j > i && (h <= i || h > j)) || (j < i && h <= i && h > j)) { p->maps[i] = p->maps[j]; i = j; }
-    }
-    p->maps[i].used = 0;
-    p->map_n--;
-}
+static inline mapent_t *map_find(priv_t *p, uint64_t a) { return psc_map_get_sz(&p->maps, a, sizeof(mapent_t)); }
 
 static int map_put(priv_t *p, uint64_t a, uint64_t len, int anon)
 {
-    mapent_t *e = map_find(p, a);
-    if (e) { e->len = len; e->anon = (uint8_t)anon; return 0; }
-    if ((p->map_n + 1) * 2 > p->map_mask + 1) {
-        mapent_t *old = p->maps;
-        size_t n = p->map_mask + 1;
-        if (map_init(p, n * 2)) { p->maps = old; p->map_mask = n - 1; return PSC_ENOMEM; }
-        for (size_t i = 0; i < n; i++)
-            if (old[i].used) map_put(p, old[i].addr, old[i].len, old[i].anon);
-        free(old);
-    }
-    size_t i = mh(a) & p->map_mask;
-    while (p->maps[i].used) i = (i + 1) & p->map_mask;
-    p->maps[i] = (mapent_t){ a, len, 1, (uint8_t)anon };
-    p->map_n++;
+    mapent_t *e = psc_map_put_sz(&p->maps, a, NULL, sizeof(mapent_t));
+    if (!e) return PSC_ENOMEM;
+    e->len = len;
+    e->anon = (uint8_t)anon;
     return 0;
 }
 
@@ -256,10 +218,10 @@ static void unmap(az_scan_t *s, uint64_t addr, uint64_t len)
     if (cut < e->len) {
         uint64_t rest = e->len - cut;
         int anon = e->anon;
-        map_del(p, e);
+        psc_map_erase_sz(&p->maps, e, sizeof(mapent_t));
         map_put(p, addr + cut, rest, anon);
     } else {
-        map_del(p, e);
+        psc_map_erase_sz(&p->maps, e, sizeof(mapent_t));
     }
 }
 
@@ -298,9 +260,18 @@ static void on_event(az_scan_t *s, const pst_event_t *ev)
     case PST_EV_PVALLOC:
         CALL(AZ_F_PVALLOC, f[1]);
         heap_alloc(s, ev, f[0], f[1]); gauge = 2; break;
-    case PST_EV_CALLOC:
-        CALL(AZ_F_CALLOC, f[1] * f[2]);
-        heap_alloc(s, ev, f[0], f[1] * f[2]); gauge = 2; break;
+    case PST_EV_CALLOC: {
+        uint64_t size;
+        if (psc_mul_u64(f[1], f[2], &size)) {     /* nmemb * size overflows: calloc fails */
+            CALL(AZ_F_CALLOC, 0);
+            s->failed_allocs++;
+        } else {
+            CALL(AZ_F_CALLOC, size);
+            heap_alloc(s, ev, f[0], size);
+        }
+        gauge = 2;
+        break;
+    }
     case PST_EV_POSIX_MEMALIGN: case PST_EV_ALIGNED_ALLOC: case PST_EV_MEMALIGN: {
         int k = ev->type == PST_EV_POSIX_MEMALIGN ? AZ_F_POSIX_MEMALIGN :
                 ev->type == PST_EV_ALIGNED_ALLOC ? AZ_F_ALIGNED_ALLOC : AZ_F_MEMALIGN;
@@ -309,9 +280,12 @@ static void on_event(az_scan_t *s, const pst_event_t *ev)
     }
     case PST_EV_REALLOC: case PST_EV_REALLOCARRAY: {
         int arr = ev->type == PST_EV_REALLOCARRAY;
-        uint64_t old = f[0], ret = f[1], size = arr ? f[2] * f[3] : f[2];
-        CALL(arr ? AZ_F_REALLOCARRAY : AZ_F_REALLOC, size);
-        if (old == 0) heap_alloc(s, ev, ret, size);
+        uint64_t old = f[0], ret = f[1], size = f[2];
+        /* nmemb * size overflows: reallocarray fails, the old block stays */
+        int ovf = arr && psc_mul_u64(f[2], f[3], &size);
+        CALL(arr ? AZ_F_REALLOCARRAY : AZ_F_REALLOC, ovf ? 0 : size);
+        if (ovf) s->failed_allocs++;
+        else if (old == 0) heap_alloc(s, ev, ret, size);
         else if (ret == 0 && size == 0) az_free(s->heap, t, old);
         else if (ret == 0) s->failed_allocs++;       /* failed: the old block stays */
         else { az_free(s->heap, t, old); heap_alloc(s, ev, ret, size); }
@@ -480,7 +454,7 @@ int az_scan_file(const char *path, const az_scan_opts_t *opts, az_scan_t **out,
     if (p->opts.keep_markers) s->markers = malloc(p->opts.keep_markers * sizeof *s->markers);
     s->heap = az_create(NULL, &err);
     s->pool = az_create(NULL, &err);
-    if (!s->tl || !s->heap || !s->pool || map_init(p, 256) ||
+    if (!s->tl || !s->heap || !s->pool || psc_map_init(&p->maps, sizeof(mapent_t), 128, 50, NULL) ||
         (p->opts.keep_markers && !s->markers)) {
         az_scan_free(s);
         snprintf(msg, msglen, "out of memory");
@@ -518,6 +492,12 @@ int az_scan_file(const char *path, const az_scan_opts_t *opts, az_scan_t **out,
         return rc;
     }
     if (s->status->lost > s->lost) s->lost = s->status->lost;
+    /* The tracer's own thread (it samples RSS) is not one of the program's;
+     * its mappings are reported apart from the program's memory. */
+    if (s->status->tracer_stream && s->threads) s->threads--;
+    s->tracer_bytes = s->status->tracer_bytes_peak;
+    if (s->status->sync_fields)
+        s->resolution_ns = s->status->tick_gap_max_ns > PST_TICK_NS ? s->status->tick_gap_max_ns : PST_TICK_NS;
     /* the window ends the count at `to` even if events go on */
     az_finish(s->heap, s->t_last);
     az_finish(s->pool, s->t_last);
@@ -532,7 +512,7 @@ void az_scan_free(az_scan_t *s)
     if (!s) return;
     priv_t *p = s->priv;
     if (p) {
-        free(p->maps);
+        psc_map_free(&p->maps);
         for (size_t i = 0; i < p->n_kv; i++) { free(p->kv[i].n_used); free(p->kv[i].held); }
         free(p->kv);
         free(p);

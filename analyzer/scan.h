@@ -81,7 +81,9 @@ struct az_scan {
     uint64_t by_type[PST_EV_MAX];
     uint64_t calls[AZ_F_COUNT];
     uint64_t t_first, t_last;
-    uint64_t threads, forks, execs, lost;
+    uint64_t threads, forks, execs, lost;   /* threads: the program's (the tracer's own is not counted) */
+    uint64_t tracer_bytes;       /* most memory the tracer itself had mapped (format 1.2), 0 unknown */
+    uint64_t resolution_ns;      /* events' times are this close to the truth (format 1.2), 0 unknown */
     uint64_t failed_allocs;
 
     /* now and peaks */

@@ -3,8 +3,8 @@
  * One Dwfl session, modules reported with dwfl_report_elf at the address of
  * their first PT_LOAD (add_p_vaddr = true, so prelinked or non-zero p_vaddr
  * files land right). A file that cannot be opened is skipped: its addresses
- * come out as module+offset. Lookups are memoized in an open-addressing
- * table keyed by the looked-up address.
+ * come out as module+offset. Lookups are memoized in the common hash map,
+ * keyed by the looked-up address.
  */
 #include "symbolize.h"
 
@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct ment { uint64_t pc; az_frame_t f; int used; } ment_t;
+#include "hashmap.h"
 
 struct az_sym {
     Dwfl *dwfl;
@@ -21,8 +21,7 @@ struct az_sym {
     char *debuginfo_path;
     struct { uint64_t base, size; char *name; } *mods;
     size_t n_mods;
-    ment_t *cache;
-    size_t mask, n;
+    psc_map_t cache;             /* looked-up address -> az_frame_t */
     char **strs;                 /* owned strings */
     size_t n_strs, cap_strs;
 };
@@ -49,10 +48,9 @@ az_sym_t *az_sym_create(const pst_module_t *mods, size_t n)
     s->cb.find_debuginfo = dwfl_standard_find_debuginfo;
     s->cb.debuginfo_path = &s->debuginfo_path;
     s->dwfl = dwfl_begin(&s->cb);
-    s->mask = 1023;
-    s->cache = calloc(s->mask + 1, sizeof *s->cache);
+    int rc = psc_map_init(&s->cache, sizeof(az_frame_t), 512, 50, NULL);   /* 1024 slots */
     s->mods = calloc(n ? n : 1, sizeof *s->mods);
-    if (!s->cache || !s->mods) { az_sym_destroy(s); return NULL; }
+    if (rc || !s->mods) { az_sym_destroy(s); return NULL; }
     if (s->dwfl) dwfl_report_begin(s->dwfl);
     /* the latest map at a base wins: report from the end, skip bases seen */
     for (size_t i = n; i-- > 0;) {
@@ -79,7 +77,7 @@ void az_sym_destroy(az_sym_t *s)
     if (s->dwfl) dwfl_end(s->dwfl);
     for (size_t i = 0; i < s->n_strs; i++) free(s->strs[i]);
     free(s->strs);
-    free(s->cache);
+    psc_map_free(&s->cache);
     free(s->mods);
     free(s);
 }
@@ -109,27 +107,11 @@ static void resolve(az_sym_t *s, uint64_t a, az_frame_t *out)
 void az_sym_lookup(az_sym_t *s, uint64_t pc, int ret_addr, az_frame_t *out)
 {
     uint64_t a = ret_addr && pc ? pc - 1 : pc;
-    size_t i = (size_t)((a * 0x9E3779B97F4A7C15ull) >> 40) & s->mask;
-    for (; s->cache[i].used; i = (i + 1) & s->mask)
-        if (s->cache[i].pc == a) { *out = s->cache[i].f; return; }
+    const az_frame_t *hit = psc_map_get_sz(&s->cache, a, sizeof(az_frame_t));
+    if (hit) { *out = *hit; return; }
     resolve(s, a, out);
-    if ((s->n + 1) * 2 > s->mask + 1) {                /* grow the memo, or just skip it */
-        size_t nm = (s->mask + 1) * 2 - 1;
-        ment_t *c = calloc(nm + 1, sizeof *c);
-        if (!c) return;
-        for (size_t k = 0; k <= s->mask; k++) {
-            if (!s->cache[k].used) continue;
-            size_t j = (size_t)((s->cache[k].pc * 0x9E3779B97F4A7C15ull) >> 40) & nm;
-            while (c[j].used) j = (j + 1) & nm;
-            c[j] = s->cache[k];
-        }
-        free(s->cache);
-        s->cache = c; s->mask = nm;
-        i = (size_t)((a * 0x9E3779B97F4A7C15ull) >> 40) & s->mask;
-        while (s->cache[i].used) i = (i + 1) & s->mask;
-    }
-    s->cache[i] = (ment_t){ a, *out, 1 };
-    s->n++;
+    az_frame_t *slot = psc_map_put_sz(&s->cache, a, NULL, sizeof(az_frame_t));   /* NULL: the memo cannot grow, skip it */
+    if (slot) *slot = *out;
 }
 
 const char *az_sym_format(const az_frame_t *f, uint64_t pc, char *buf, size_t len)

@@ -29,6 +29,44 @@ void cli_progress(void *ctx, uint64_t events, uint64_t bytes, uint64_t file_byte
 int  cli_progress_wanted(void);
 void cli_progress_done(const cli_progress_t *p);
 
+/* ---- what the trace-reading subcommands share (cli/common_args.c) ---------
+ * Their messages all start "poolscope CMD: ", a bad file's as
+ * "poolscope CMD: FILE: what is wrong". */
+void cli_cmd_err(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* "poolscope CMD: FILE: MSG" on stderr; returns CLI_USAGE. */
+int  cli_file_err(const char *cmd, const char *file, const char *msg);
+/* "poolscope CMD: FILE: warning: trace is damaged or cut short; DONE what
+ * was readable" (DONE: "exported", "plotted", ...). */
+void cli_warn_damaged(const char *cmd, const char *file, const char *done);
+
+/* One option, or several handled alike: a flag (sets *flag to 1), or an
+ * option taking a value, which goes to *value or to take() with the
+ * spelling used (called again for a repeated option; returns 0, or
+ * CLI_USAGE after printing one line). */
+typedef struct cli_opt {
+    const char *names;                 /* its spellings, blank-separated: "-o --output" */
+    int *flag;
+    const char **value;
+    int (*take)(void *ctx, const char *opt, const char *value);
+} cli_opt_t;
+
+typedef struct cli_args {
+    const char *cmd;                   /* "report": message prefix, `poolscope help CMD` */
+    void (*help)(FILE *out);           /* printed for -h / --help */
+    const cli_opt_t *opts;             /* ends with an entry whose names are NULL */
+    void *ctx;                         /* passed to take() */
+    const char **files;                /* the arguments that are not options ("-" is one) */
+    int max_files;                     /* more is a usage error */
+    int n_files;                       /* out */
+} cli_args_t;
+
+/* Returned by cli_parse_args when the subcommand should go on. */
+#define CLI_CONTINUE (-1)
+/* Parse argv[1..argc) against a->opts. Returns CLI_CONTINUE, or the exit code
+ * to return at once: CLI_OK after the help, CLI_USAGE after one line saying
+ * what is wrong (unknown option, missing value, one file too many). */
+int  cli_parse_args(cli_args_t *a, int argc, char **argv);
+
 int  cmd_record(int argc, char **argv);
 void cmd_record_help(FILE *out);
 int  cmd_report(int argc, char **argv);

@@ -8,9 +8,6 @@
 #include "cli.h"
 #include "gate.h"
 
-int  cmd_diff(int argc, char **argv);
-void cmd_diff_help(FILE *out);
-
 void cmd_diff_help(FILE *out)
 {
     fputs("usage: poolscope diff A B [--json]\n\n"
@@ -26,24 +23,20 @@ void cmd_diff_help(FILE *out)
 int cmd_diff(int argc, char **argv)
 {
     const char *f[2] = { NULL, NULL };
-    int json = 0, nf = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--json")) json = 1;
-        else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) { cmd_diff_help(stdout); return CLI_OK; }
-        else if (argv[i][0] == '-' && argv[i][1]) { cli_err("diff: unknown option '%s'", argv[i]); return CLI_USAGE; }
-        else if (nf < 2) f[nf++] = argv[i];
-        else { cli_err("diff: takes two files ('%s' is extra)", argv[i]); return CLI_USAGE; }
-    }
-    if (nf != 2) { cli_err("diff: usage: poolscope diff A B [--json]"); return CLI_USAGE; }
+    int json = 0;
+    const cli_opt_t opts[] = { { "--json", &json, NULL, NULL }, { NULL, NULL, NULL, NULL } };
+    cli_args_t args = { "diff", cmd_diff_help, opts, NULL, f, 2, 0 };
+    int rc = cli_parse_args(&args, argc, argv);
+    if (rc != CLI_CONTINUE) return rc;
+    if (args.n_files != 2) { cli_cmd_err("diff", "usage: poolscope diff A B [--json]"); return CLI_USAGE; }
     az_jdoc_t *d[2] = { NULL, NULL };
     char msg[512];
     int err;
     for (int k = 0; k < 2; k++) {
         d[k] = az_metrics_doc(f[k], &err, msg, sizeof msg);
         if (!d[k]) {
-            fprintf(stderr, "poolscope diff: %s: %s\n", f[k], msg);
             az_json_free(d[0]);
-            return CLI_USAGE;
+            return cli_file_err("diff", f[k], msg);
         }
     }
     if (!json) printf("diff %s -> %s\n", f[0], f[1]);

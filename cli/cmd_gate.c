@@ -10,9 +10,6 @@
 #include "gate.h"
 #include "units.h"
 
-int  cmd_gate(int argc, char **argv);
-void cmd_gate_help(FILE *out);
-
 void cmd_gate_help(FILE *out)
 {
     fputs("usage: poolscope gate FILE --baseline BASE.json [--tol METRIC=PCT]...\n"
@@ -36,59 +33,66 @@ void cmd_gate_help(FILE *out)
           "2 bad usage or input. --baseline is optional when only --max/--min are given.\n", out);
 }
 
+/* The rules as the options give them (at most one per argument). */
+typedef struct gate_args {
+    az_gate_rule_t *rules;
+    size_t n;
+    double dtol;
+    int need_base;               /* a --tol was given */
+} gate_args_t;
+
+/* --tol, --max, --min (repeatable) and --default-tol */
+static int take(void *ctx, const char *opt, const char *v)
+{
+    gate_args_t *ga = ctx;
+    char msg[512];
+    if (!strcmp(opt, "--default-tol")) {
+        if (az_parse_bytes(v, &ga->dtol) || ga->dtol < 0) {
+            cli_cmd_err("gate", "--default-tol: '%s' is not a percentage", v);
+            return CLI_USAGE;
+        }
+        return 0;
+    }
+    int kind = !strcmp(opt, "--tol") ? AZ_RULE_TOL : !strcmp(opt, "--max") ? AZ_RULE_MAX : AZ_RULE_MIN;
+    if (kind == AZ_RULE_TOL) ga->need_base = 1;
+    if (az_gate_rule_parse(kind, v, &ga->rules[ga->n], msg, sizeof msg)) { cli_cmd_err("gate", "%s", msg); return CLI_USAGE; }
+    ga->n++;
+    return 0;
+}
+
 int cmd_gate(int argc, char **argv)
 {
     const char *file = NULL, *base = NULL;
-    az_gate_rule_t *rules = calloc((size_t)argc, sizeof *rules);
-    size_t n = 0;
-    double dtol = 0;
-    int rc = CLI_USAGE;
+    gate_args_t ga = { calloc((size_t)argc, sizeof *ga.rules), 0, 0, 0 };
     char msg[512];
     az_jdoc_t *dc = NULL, *db = NULL;
-    if (!rules) { cli_err("gate: out of memory"); return CLI_USAGE; }
-    int need_base = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { cmd_gate_help(stdout); rc = CLI_OK; goto out; }
-        if (!strcmp(a, "--baseline") || !strcmp(a, "--tol") || !strcmp(a, "--max") ||
-            !strcmp(a, "--min") || !strcmp(a, "--default-tol")) {
-            if (i + 1 >= argc) { cli_err("gate: %s needs a value", a); goto out; }
-            const char *v = argv[++i];
-            if (!strcmp(a, "--baseline")) { base = v; continue; }
-            if (!strcmp(a, "--default-tol")) {
-                if (az_parse_bytes(v, &dtol) || dtol < 0) { cli_err("gate: --default-tol: '%s' is not a percentage", v); goto out; }
-                continue;
-            }
-            int kind = !strcmp(a, "--tol") ? AZ_RULE_TOL : !strcmp(a, "--max") ? AZ_RULE_MAX : AZ_RULE_MIN;
-            if (kind == AZ_RULE_TOL) need_base = 1;
-            if (az_gate_rule_parse(kind, v, &rules[n], msg, sizeof msg)) { cli_err("gate: %s", msg); goto out; }
-            n++;
-        } else if (a[0] == '-' && a[1]) {
-            cli_err("gate: unknown option '%s' (see poolscope help gate)", a); goto out;
-        } else if (!file) {
-            file = a;
-        } else {
-            cli_err("gate: one trace file only ('%s' is extra)", a); goto out;
-        }
-    }
-    if (!file) { cli_err("gate: no trace file (usage: poolscope gate FILE --baseline BASE.json)"); goto out; }
-    if (!base && (need_base || n == 0)) { cli_err("gate: --baseline BASE.json is required for tolerances"); goto out; }
+    if (!ga.rules) { cli_cmd_err("gate", "out of memory"); return CLI_USAGE; }
+    const cli_opt_t opts[] = {
+        { "--baseline", NULL, &base, NULL }, { "--tol --max --min --default-tol", NULL, NULL, take },
+        { NULL, NULL, NULL, NULL },
+    };
+    cli_args_t args = { "gate", cmd_gate_help, opts, &ga, &file, 1, 0 };
+    int rc = cli_parse_args(&args, argc, argv);
+    if (rc != CLI_CONTINUE) goto out;
+    rc = CLI_USAGE;
+    if (!file) { cli_cmd_err("gate", "no trace file (usage: poolscope gate FILE --baseline BASE.json)"); goto out; }
+    if (!base && (ga.need_base || ga.n == 0)) { cli_cmd_err("gate", "--baseline BASE.json is required for tolerances"); goto out; }
     int err;
     if (base) {
         char eb[200];
         db = az_json_parse_file(base, &err, eb, sizeof eb);
-        if (!db) { fprintf(stderr, "poolscope gate: %s: %s\n", base, eb); goto out; }
-        if (az_json_root(db)->type != AZ_JV_OBJ) { fprintf(stderr, "poolscope gate: %s: not a report --json object\n", base); goto out; }
+        if (!db) { cli_file_err("gate", base, eb); goto out; }
+        if (az_json_root(db)->type != AZ_JV_OBJ) { cli_file_err("gate", base, "not a report --json object"); goto out; }
     }
     dc = az_metrics_doc(file, &err, msg, sizeof msg);
-    if (!dc) { fprintf(stderr, "poolscope gate: %s: %s\n", file, msg); goto out; }
-    rc = az_gate_check(az_json_root(dc), db ? az_json_root(db) : NULL, rules, n, dtol, stdout, msg, sizeof msg);
-    if (rc == 2) fprintf(stderr, "poolscope gate: %s: %s\n", file, msg);
+    if (!dc) { cli_file_err("gate", file, msg); goto out; }
+    rc = az_gate_check(az_json_root(dc), db ? az_json_root(db) : NULL, ga.rules, ga.n, ga.dtol, stdout, msg, sizeof msg);
+    if (rc == 2) cli_file_err("gate", file, msg);
     else if (rc == 1) printf("gate: FAILED — the metrics marked REGRESSED got worse than allowed\n");
     else printf("gate: passed\n");
 out:
     az_json_free(dc);
     az_json_free(db);
-    free(rules);
+    free(ga.rules);
     return rc;
 }

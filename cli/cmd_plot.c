@@ -7,9 +7,6 @@
 #include "cli.h"
 #include "plot.h"
 
-int  cmd_plot(int argc, char **argv);
-void cmd_plot_help(FILE *out);
-
 void cmd_plot_help(FILE *out)
 {
     fputs("usage: poolscope plot FILE -o DIR [--replay REPLAY.json]\n"
@@ -28,25 +25,19 @@ int cmd_plot(int argc, char **argv)
 {
     const char *file = NULL, *dir = NULL, *replay = NULL;
     int quiet = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-o") || !strcmp(a, "--replay")) {
-            if (i + 1 >= argc) { cli_err("plot: %s needs a value", a); return CLI_USAGE; }
-            if (!strcmp(a, "-o")) dir = argv[++i]; else replay = argv[++i];
-        } else if (!strcmp(a, "--quiet")) quiet = 1;
-        else if (!strcmp(a, "-h") || !strcmp(a, "--help")) { cmd_plot_help(stdout); return CLI_OK; }
-        else if (a[0] == '-' && a[1]) { cli_err("plot: unknown option '%s'", a); return CLI_USAGE; }
-        else if (!file) file = a;
-        else { cli_err("plot: one trace file only ('%s' is extra)", a); return CLI_USAGE; }
-    }
-    if ((!file && !replay) || !dir) { cli_err("plot: usage: poolscope plot FILE -o DIR [--replay REPLAY.json]"); return CLI_USAGE; }
+    const cli_opt_t opts[] = {
+        { "-o", NULL, &dir, NULL }, { "--replay", NULL, &replay, NULL }, { "--quiet", &quiet, NULL, NULL },
+        { NULL, NULL, NULL, NULL },
+    };
+    cli_args_t args = { "plot", cmd_plot_help, opts, NULL, &file, 1, 0 };
+    int rc = cli_parse_args(&args, argc, argv);
+    if (rc != CLI_CONTINUE) return rc;
+    if ((!file && !replay) || !dir) { cli_cmd_err("plot", "usage: poolscope plot FILE -o DIR [--replay REPLAY.json]"); return CLI_USAGE; }
     char made[8192], msg[512];
     int warn;
-    if (az_plot(file, dir, replay, &warn, made, sizeof made, msg, sizeof msg)) {
-        fprintf(stderr, "poolscope plot: %s: %s\n", file ? file : replay, msg);
-        return CLI_USAGE;
-    }
-    if (warn) fprintf(stderr, "poolscope plot: %s: warning: trace is damaged or cut short; plotted what was readable\n", file);
+    if (az_plot(file, dir, replay, &warn, made, sizeof made, msg, sizeof msg))
+        return cli_file_err("plot", file ? file : replay, msg);
+    if (warn) cli_warn_damaged("plot", file, "plotted");
     if (!quiet) fputs(made, stdout);
     return CLI_OK;
 }

@@ -5,7 +5,6 @@
  */
 #include <errno.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,18 +52,6 @@ void cmd_replay_help(FILE *out)
           "usage or input.\n", out);
 }
 
-__attribute__((format(printf, 2, 3))) static int bad(const char *what, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "poolscope replay: ");
-    if (what) fprintf(stderr, "%s: ", what);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-    return CLI_USAGE;
-}
-
 static int parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
 {
     char *e;
@@ -76,64 +63,62 @@ static int parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
     return 0;
 }
 
+static int bad_value(const char *opt, const char *v, const char *want)
+{
+    cli_cmd_err("replay", "bad value for %s: '%s' (want %s)", opt, v, want);
+    return CLI_USAGE;
+}
+
+/* Every option that takes a value; ctx is the rp_config_t. */
+static int take(void *ctx, const char *a, const char *v)
+{
+    rp_config_t *cfg = ctx;
+    char msg[256];
+    uint64_t x;
+    if (!strcmp(a, "--policy")) {
+        if (rp_policy_parse(v, &cfg->policies, msg, sizeof msg)) { cli_cmd_err("replay", "%s", msg); return CLI_USAGE; }
+    } else if (!strcmp(a, "--stream")) {
+        if (!strcmp(v, "tensor")) cfg->stream = RP_STREAM_TENSOR;
+        else if (!strcmp(v, "heap")) cfg->stream = RP_STREAM_HEAP;
+        else if (!strcmp(v, "auto")) cfg->stream = RP_STREAM_AUTO;
+        else { cli_cmd_err("replay", "--stream takes tensor, heap or auto, not '%s'", v); return CLI_USAGE; }
+    } else if (!strcmp(a, "--pool-cap")) {
+        double d;
+        if (az_parse_bytes(v, &d) || d < 0 || d > (double)(1ull << 50) || d != (double)(uint64_t)d)
+            return bad_value(a, v, "bytes, e.g. 64MiB");
+        cfg->pool_cap = (uint64_t)d;
+        cfg->pool_cap_set = 1;
+    } else if (!strcmp(a, "--arena-reset")) {
+        if (!*v) { cli_cmd_err("replay", "--arena-reset needs a marker name"); return CLI_USAGE; }
+        cfg->arena_reset = v;
+    } else if (!strcmp(a, "--block-size")) {
+        if (parse_u64(v, 1, 1u << 20, &x)) return bad_value(a, v, "1..1048576 tokens");
+        cfg->block_size = (uint32_t)x;
+    } else if (!strcmp(a, "--kv-context")) {
+        if (parse_u64(v, 1, 1ull << 32, &x)) return bad_value(a, v, "tokens >= 1");
+        cfg->kv_context = x;
+    } else if (!strcmp(a, "--kv-step")) {
+        if (parse_u64(v, 1, 1u << 20, &x)) return bad_value(a, v, "1..1048576 tokens");
+        cfg->kv_step = (uint32_t)x;
+    }
+    return 0;
+}
+
 int cmd_replay(int argc, char **argv)
 {
     rp_config_t cfg = rp_config_default();
     const char *file = NULL;
     int json = 0;
     char msg[256];
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            cmd_replay_help(stdout);
-            return CLI_OK;
-        }
-        if (!strcmp(a, "--json")) { json = 1; continue; }
-        if (!strcmp(a, "--with-kv")) { cfg.with_kv = 1; continue; }
-        if (a[0] != '-' || !strcmp(a, "-")) {
-            if (file) return bad(NULL, "one trace file only (got '%s' too)", a);
-            file = a;
-            continue;
-        }
-        static const char *const takes[] = { "--policy", "--stream", "--pool-cap", "--arena-reset",
-                                             "--block-size", "--kv-context", "--kv-step", NULL };
-        int known = 0;
-        for (int k = 0; takes[k]; k++) known |= !strcmp(a, takes[k]);
-        if (!known) return bad(NULL, "unknown option '%s' (see poolscope help replay)", a);
-        if (i + 1 >= argc) return bad(NULL, "%s needs a value", a);
-        const char *v = argv[++i];
-        uint64_t x;
-        if (!strcmp(a, "--policy")) {
-            if (rp_policy_parse(v, &cfg.policies, msg, sizeof msg)) return bad(NULL, "%s", msg);
-        } else if (!strcmp(a, "--stream")) {
-            if (!strcmp(v, "tensor")) cfg.stream = RP_STREAM_TENSOR;
-            else if (!strcmp(v, "heap")) cfg.stream = RP_STREAM_HEAP;
-            else if (!strcmp(v, "auto")) cfg.stream = RP_STREAM_AUTO;
-            else return bad(NULL, "--stream takes tensor, heap or auto, not '%s'", v);
-        } else if (!strcmp(a, "--pool-cap")) {
-            double d;
-            if (az_parse_bytes(v, &d) || d < 0 || d > (double)(1ull << 50) || d != (double)(uint64_t)d)
-                return bad(NULL, "bad value for --pool-cap: '%s' (want bytes, e.g. 64MiB)", v);
-            cfg.pool_cap = (uint64_t)d;
-            cfg.pool_cap_set = 1;
-        } else if (!strcmp(a, "--arena-reset")) {
-            if (!*v) return bad(NULL, "%s", "--arena-reset needs a marker name");
-            cfg.arena_reset = v;
-        } else if (!strcmp(a, "--block-size")) {
-            if (parse_u64(v, 1, 1u << 20, &x))
-                return bad(NULL, "bad value for --block-size: '%s' (want 1..1048576 tokens)", v);
-            cfg.block_size = (uint32_t)x;
-        } else if (!strcmp(a, "--kv-context")) {
-            if (parse_u64(v, 1, 1ull << 32, &x))
-                return bad(NULL, "bad value for --kv-context: '%s' (want tokens >= 1)", v);
-            cfg.kv_context = x;
-        } else if (!strcmp(a, "--kv-step")) {
-            if (parse_u64(v, 1, 1u << 20, &x))
-                return bad(NULL, "bad value for --kv-step: '%s' (want 1..1048576 tokens)", v);
-            cfg.kv_step = (uint32_t)x;
-        }
-    }
-    if (!file) return bad(NULL, "%s", "no trace file (usage: poolscope replay FILE [options])");
+    const cli_opt_t opts[] = {
+        { "--json", &json, NULL, NULL }, { "--with-kv", &cfg.with_kv, NULL, NULL },
+        { "--policy --stream --pool-cap --arena-reset --block-size --kv-context --kv-step", NULL, NULL, take },
+        { NULL, NULL, NULL, NULL },
+    };
+    cli_args_t args = { "replay", cmd_replay_help, opts, &cfg, &file, 1, 0 };
+    int rc = cli_parse_args(&args, argc, argv);
+    if (rc != CLI_CONTINUE) return rc;
+    if (!file) { cli_cmd_err("replay", "no trace file (usage: poolscope replay FILE [options])"); return CLI_USAGE; }
 
     cli_progress_t pg = { "replay", file, 0 };
     if (cli_progress_wanted()) {
@@ -141,12 +126,12 @@ int cmd_replay(int argc, char **argv)
         cfg.progress_ctx = &pg;
     }
     rp_report_t *rep = NULL;
-    int rc = rp_run(file, &cfg, &rep, msg, sizeof msg);
+    rc = rp_run(file, &cfg, &rep, msg, sizeof msg);
     cli_progress_done(&pg);
-    if (rc) return bad(file, "%s", msg);
+    if (rc) return cli_file_err("replay", file, msg);
     if (json) rp_report_json(rep, stdout);
     else rp_report_table(rep, stdout);
     rp_report_free(rep);
-    if (fflush(stdout) != 0) return bad(file, "%s", "cannot write the output");
+    if (fflush(stdout) != 0) return cli_file_err("replay", file, "cannot write the output");
     return CLI_OK;
 }

@@ -12,9 +12,6 @@
 #include "scan.h"
 #include "units.h"
 
-int  cmd_report(int argc, char **argv);
-void cmd_report_help(FILE *out);
-
 void cmd_report_help(FILE *out)
 {
     fputs("usage: poolscope report FILE [--json] [--top N] [--phase NAME] [--from T --to T]\n\n"
@@ -36,48 +33,49 @@ void cmd_report_help(FILE *out)
           "reported up to the damage with a warning on stderr.\n", out);
 }
 
+typedef struct report_args {
+    az_report_opts_t ro;
+    az_scan_opts_t so;
+    int have_from, have_to;
+} report_args_t;
+
+/* --top N, --from T, --to T */
+static int take(void *ctx, const char *opt, const char *v)
+{
+    report_args_t *ra = ctx;
+    if (!strcmp(opt, "--top")) {
+        char *end;
+        long n = strtol(v, &end, 10);
+        if (*end || n < 1 || n > 100000) { cli_cmd_err("report", "--top: '%s' is not a count", v); return CLI_USAGE; }
+        ra->ro.top = (unsigned)n;
+        return 0;
+    }
+    uint64_t t;
+    if (az_parse_time_ns(v, &t)) { cli_cmd_err("report", "%s: '%s' is not a time (e.g. 1.5s, 200ms)", opt, v); return CLI_USAGE; }
+    if (!strcmp(opt, "--from")) { ra->so.from = t; ra->have_from = 1; } else { ra->so.to = t; ra->have_to = 1; }
+    return 0;
+}
+
 int cmd_report(int argc, char **argv)
 {
     const char *file = NULL;
     int json = 0;
-    az_report_opts_t ro = { 0 };
-    az_scan_opts_t so = { 0 };
-    int have_from = 0, have_to = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--json")) json = 1;
-        else if (!strcmp(a, "--no-symbols")) ro.no_symbols = 1;
-        else if (!strcmp(a, "-h") || !strcmp(a, "--help")) { cmd_report_help(stdout); return CLI_OK; }
-        else if (!strcmp(a, "--top") || !strcmp(a, "--phase") || !strcmp(a, "--from") || !strcmp(a, "--to")) {
-            if (i + 1 >= argc) { cli_err("report: %s needs a value", a); return CLI_USAGE; }
-            const char *v = argv[++i];
-            if (!strcmp(a, "--top")) {
-                char *end;
-                long n = strtol(v, &end, 10);
-                if (*end || n < 1 || n > 100000) { cli_err("report: --top: '%s' is not a count", v); return CLI_USAGE; }
-                ro.top = (unsigned)n;
-            } else if (!strcmp(a, "--phase")) {
-                so.phase = v;
-            } else {
-                uint64_t t;
-                if (az_parse_time_ns(v, &t)) { cli_err("report: %s: '%s' is not a time (e.g. 1.5s, 200ms)", a, v); return CLI_USAGE; }
-                if (!strcmp(a, "--from")) { so.from = t; have_from = 1; } else { so.to = t; have_to = 1; }
-            }
-        } else if (a[0] == '-' && a[1]) {
-            cli_err("report: unknown option '%s' (see poolscope help report)", a);
-            return CLI_USAGE;
-        } else if (!file) {
-            file = a;
-        } else {
-            cli_err("report: one trace file only ('%s' is extra)", a);
-            return CLI_USAGE;
-        }
-    }
-    if (!file) { cli_err("report: no trace file (usage: poolscope report FILE [--json])"); return CLI_USAGE; }
-    if (have_from || have_to) {
+    report_args_t ra = { 0 };
+    const cli_opt_t opts[] = {
+        { "--json", &json, NULL, NULL }, { "--no-symbols", &ra.ro.no_symbols, NULL, NULL },
+        { "--phase", NULL, &ra.so.phase, NULL }, { "--top --from --to", NULL, NULL, take },
+        { NULL, NULL, NULL, NULL },
+    };
+    cli_args_t args = { "report", cmd_report_help, opts, &ra, &file, 1, 0 };
+    int rc = cli_parse_args(&args, argc, argv);
+    if (rc != CLI_CONTINUE) return rc;
+    if (!file) { cli_cmd_err("report", "no trace file (usage: poolscope report FILE [--json])"); return CLI_USAGE; }
+    az_report_opts_t ro = ra.ro;
+    az_scan_opts_t so = ra.so;
+    if (ra.have_from || ra.have_to) {
         so.window = 1;
-        if (!have_to) so.to = UINT64_MAX;
-        if (so.from > so.to) { cli_err("report: --from is after --to"); return CLI_USAGE; }
+        if (!ra.have_to) so.to = UINT64_MAX;
+        if (so.from > so.to) { cli_cmd_err("report", "--from is after --to"); return CLI_USAGE; }
     }
     az_scan_t *s;
     char msg[256];
@@ -85,10 +83,7 @@ int cmd_report(int argc, char **argv)
     if (cli_progress_wanted()) { so.progress = cli_progress; so.progress_ctx = &pg; }
     int scan_rc = az_scan_file(file, &so, &s, msg, sizeof msg);
     cli_progress_done(&pg);
-    if (scan_rc) {
-        fprintf(stderr, "poolscope report: %s: %s\n", file, msg);
-        return CLI_USAGE;
-    }
+    if (scan_rc) return cli_file_err("report", file, msg);
     char wb[256];
     const char *w = az_scan_warning(s, wb, sizeof wb);
     if (w) fprintf(stderr, "poolscope report: %s: warning: %s\n", file, w);

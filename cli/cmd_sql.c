@@ -7,9 +7,6 @@
 #include "cli.h"
 #include "sqlite.h"
 
-int  cmd_sql(int argc, char **argv);
-void cmd_sql_help(FILE *out);
-
 void cmd_sql_help(FILE *out)
 {
     fputs("usage: poolscope sql FILE -o DB.sqlite\n\n"
@@ -26,18 +23,13 @@ int cmd_sql(int argc, char **argv)
 {
     const char *file = NULL, *db = NULL;
     int quiet = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
-            if (i + 1 >= argc) { cli_err("sql: -o needs a file"); return CLI_USAGE; }
-            db = argv[++i];
-        } else if (!strcmp(a, "--quiet")) quiet = 1;
-        else if (!strcmp(a, "-h") || !strcmp(a, "--help")) { cmd_sql_help(stdout); return CLI_OK; }
-        else if (a[0] == '-' && a[1]) { cli_err("sql: unknown option '%s'", a); return CLI_USAGE; }
-        else if (!file) file = a;
-        else { cli_err("sql: one trace file only ('%s' is extra)", a); return CLI_USAGE; }
-    }
-    if (!file || !db) { cli_err("sql: usage: poolscope sql FILE -o DB.sqlite"); return CLI_USAGE; }
+    const cli_opt_t opts[] = {
+        { "-o --output", NULL, &db, NULL }, { "--quiet", &quiet, NULL, NULL }, { NULL, NULL, NULL, NULL },
+    };
+    cli_args_t args = { "sql", cmd_sql_help, opts, NULL, &file, 1, 0 };
+    int rc = cli_parse_args(&args, argc, argv);
+    if (rc != CLI_CONTINUE) return rc;
+    if (!file || !db) { cli_cmd_err("sql", "usage: poolscope sql FILE -o DB.sqlite"); return CLI_USAGE; }
     az_sql_stats_t st;
     int warn;
     char msg[512];
@@ -45,11 +37,8 @@ int cmd_sql(int argc, char **argv)
     int sql_rc = az_sql_write_progress(file, db, &st, &warn, cli_progress_wanted() ? cli_progress : NULL,
                                        &pg, msg, sizeof msg);
     cli_progress_done(&pg);
-    if (sql_rc) {
-        fprintf(stderr, "poolscope sql: %s: %s\n", file, msg);
-        return CLI_USAGE;
-    }
-    if (warn) fprintf(stderr, "poolscope sql: %s: warning: trace is damaged or cut short; loaded what was readable\n", file);
+    if (sql_rc) return cli_file_err("sql", file, msg);
+    if (warn) cli_warn_damaged("sql", file, "loaded");
     if (!quiet)
         printf("%s: %llu events, %llu stacks, %llu frames, %llu markers, %llu pool rows, %llu block rows in %.2f s (%.2f M events/s)\n",
                db, (unsigned long long)st.events, (unsigned long long)st.stacks, (unsigned long long)st.frames,

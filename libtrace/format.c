@@ -435,7 +435,7 @@ int pst_put_file_header(uint8_t *buf, size_t cap, const pst_file_info_t *in)
     if (o.over || o.pos - PST_FILE_HDR_FIXED > UINT32_MAX || o.pos > 0x7fffffff) return PSC_ERANGE;
     memcpy(buf, PST_MAGIC, 8);
     put_le16(buf + 8, PST_MAJOR);
-    put_le16(buf + 10, PST_MINOR);
+    put_le16(buf + 10, in->minor ? in->minor : PST_MINOR);
     put_le32(buf + 12, (uint32_t)(o.pos - PST_FILE_HDR_FIXED));
     return (int)o.pos;
 }

@@ -1,7 +1,8 @@
 /* writer.c — the tools' and tests' .pst writer (see writer.h).
  *
  * One buffer per stream, one META buffer, interning tables for strings and
- * stacks (open addressing over an array of entries, keyed by the bytes).
+ * stacks (an array of entries, found through the common hash map keyed by
+ * a 64-bit hash of the bytes; entries with equal hashes are chained).
  * Everything goes through the encoders of format.c, so a hand-built trace
  * is byte-for-byte what the format says. Deterministic: the same calls give
  * the same bytes (the golden test relies on it).
@@ -10,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hashmap.h"
 #include "poolscope/error.h"
 #include "poolscope/writer.h"
 
@@ -27,10 +29,13 @@ typedef struct wstream {
 } wstream_t;
 
 /* interning: bytes -> id */
-typedef struct ientry { uint64_t hash; uint8_t *bytes; size_t len; } ientry_t;
+typedef struct ientry {
+    uint64_t hash; uint8_t *bytes; size_t len;
+    uint32_t next;                     /* id of the next entry with the same hash, 0 = none */
+} ientry_t;
 typedef struct itab {
     ientry_t *ent; uint32_t n, cap;    /* entry i has id i + 1 */
-    uint32_t *slot; uint32_t nslot;    /* 0 empty, else entry index + 1 */
+    psc_map_t ids;                     /* hash -> id of the newest entry with it (0: none yet) */
 } itab_t;
 
 struct pst_writer {
@@ -80,49 +85,21 @@ static uint64_t hash_bytes(const void *data, size_t len)
     return h;
 }
 
-/* Find bytes in t; *found = 1 with the id, or 0 with the id it would get. */
-static uint32_t itab_find(itab_t *t, uint64_t h, const void *b, size_t len, uint32_t **slotp)
-{
-    if (!t->nslot) { *slotp = NULL; return 0; }
-    uint32_t mask = t->nslot - 1;
-    for (uint32_t i = (uint32_t)h & mask;; i = (i + 1) & mask) {
-        uint32_t s = t->slot[i];
-        if (!s) { *slotp = &t->slot[i]; return 0; }
-        ientry_t *e = &t->ent[s - 1];
-        if (e->hash == h && e->len == len && (len == 0 || memcmp(e->bytes, b, len) == 0)) {
-            *slotp = &t->slot[i];
-            return s;
-        }
-    }
-}
-
-static int itab_grow(itab_t *t)
-{
-    uint32_t n = t->nslot ? t->nslot * 2 : 64;
-    uint32_t *s = calloc(n, sizeof *s);
-    if (!s) return PSC_ENOMEM;
-    for (uint32_t k = 0; k < t->n; k++) {
-        uint32_t i = (uint32_t)t->ent[k].hash & (n - 1);
-        while (s[i]) i = (i + 1) & (n - 1);
-        s[i] = k + 1;
-    }
-    free(t->slot);
-    t->slot = s;
-    t->nslot = n;
-    return 0;
-}
-
 /* Returns the id (existing or new, *is_new set), 0 on failure. */
 static uint32_t itab_intern(pst_writer_t *w, itab_t *t, const void *b, size_t len, int *is_new)
 {
     uint64_t h = hash_bytes(b, len);
-    uint32_t *slot;
     *is_new = 0;
-    uint32_t id = itab_find(t, h, b, len, &slot);
-    if (id) return id;
-    if ((uint64_t)(t->n + 1) * 2 > t->nslot) {
-        if (itab_grow(t)) { fail(w, PSC_ENOMEM); return 0; }
-        itab_find(t, h, b, len, &slot);
+    if (!psc_map_capacity(&t->ids) && psc_map_init(&t->ids, sizeof(uint32_t), 32, 50, NULL)) {
+        fail(w, PSC_ENOMEM);
+        return 0;
+    }
+    /* the head is added first: if a later step fails it stays 0 (an empty chain) */
+    uint32_t *head = psc_map_put_sz(&t->ids, h, NULL, sizeof(uint32_t));
+    if (!head) { fail(w, PSC_ENOMEM); return 0; }
+    for (uint32_t id = *head; id; id = t->ent[id - 1].next) {
+        const ientry_t *e = &t->ent[id - 1];
+        if (e->len == len && (len == 0 || memcmp(e->bytes, b, len) == 0)) return id;
     }
     if (t->n == t->cap) {
         uint32_t cap = t->cap ? t->cap * 2 : 64;
@@ -134,8 +111,8 @@ static uint32_t itab_intern(pst_writer_t *w, itab_t *t, const void *b, size_t le
     uint8_t *copy = malloc(len ? len : 1);
     if (!copy) { fail(w, PSC_ENOMEM); return 0; }
     if (len) memcpy(copy, b, len);
-    t->ent[t->n] = (ientry_t){ h, copy, len };
-    *slot = ++t->n;
+    t->ent[t->n] = (ientry_t){ h, copy, len, *head };
+    *head = ++t->n;
     *is_new = 1;
     return t->n;
 }
@@ -144,7 +121,7 @@ static void itab_free(itab_t *t)
 {
     for (uint32_t i = 0; i < t->n; i++) free(t->ent[i].bytes);
     free(t->ent);
-    free(t->slot);
+    psc_map_free(&t->ids);
 }
 
 /* ---- output --------------------------------------------------------------- */
@@ -364,7 +341,7 @@ pst_writer_t *pst_writer_open_fp(FILE *fp, const pst_writer_cfg_t *cfg, int *err
         .pid = cfg->pid, .ppid = cfg->ppid, .parent_pid = cfg->parent_pid, .exec_gen = cfg->exec_gen,
         .start_real_ns = cfg->start_real_ns, .start_mono_ns = cfg->start_mono_ns,
         .stacks = cfg->stacks, .depth = cfg->depth, .page_size = cfg->page_size ? cfg->page_size : 4096,
-        .exe = cfg->exe, .argv = args, .argv_len = alen, .tool = cfg->tool, .host = cfg->host,
+        .exe = cfg->exe, .argv = args, .argv_len = alen, .tool = cfg->tool, .host = cfg->host, .minor = cfg->minor,
     };
     size_t cap = 256 + alen + (cfg->exe ? strlen(cfg->exe) : 0) + (cfg->tool ? strlen(cfg->tool) : 0)
                + (cfg->host ? strlen(cfg->host) : 0);

@@ -11,9 +11,10 @@
  *     the free list of a stream is a singly linked stack (next), the blocks of
  *     an owner a doubly linked list (prev/next) in allocation order, so free
  *     of any block is O(1) and blocks_for needs no sorting.
- *   - Owners sit in an open-addressing table (linear probing, backward-shift
- *     deletion: no tombstones).  Its room is reserved before anything is
- *     committed, so a failed allocation never leaves a half-done allocate.
+ *   - Owners sit in the common hash map (common/hashmap.h: linear probing,
+ *     backward-shift deletion, no tombstones), allocated through the meta
+ *     allocator.  Its room is reserved before anything is committed, so a
+ *     failed allocation never leaves a half-done allocate.
  *   - Storage is part of the pool (cfg.row_elems > 0): one anonymous
  *     MAP_NORESERVE mapping at creation and one per growth step, made under
  *     the pool's lock when the blocks are added.  Pages commit on first write;
@@ -32,6 +33,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "hashmap.h"
+
 #define NIL (-1)
 
 enum { F_EVER = 1, F_RETIRED = 2, F_RESIDENT = 4 };
@@ -47,8 +50,7 @@ struct blk {
     uint8_t  flags;
 };
 
-struct owner {
-    int64_t key;       /* -1 = empty slot */
+struct owner {          /* the value of an owner id in the owner map */
     int32_t head, tail;
     int32_t count;
     int32_t active;
@@ -73,8 +75,7 @@ struct kvb_pool {
     int32_t     n_total[2];    /* managed blocks per list (not retired) */
     int32_t     cap[2];        /* growth cap per list; 0 = none */
 
-    struct owner *own;         /* [own_cap], power of two */
-    uint32_t      own_cap, own_n;
+    psc_map_t       own;       /* owner id -> struct owner; grows beyond 1/2 full */
 
     int64_t n_alloc, n_frees, n_reused, n_exh, n_grown, n_retired, peak;
     int64_t n_partial, n_resident;
@@ -228,92 +229,43 @@ static void hist_push(kvb_pool_t *p)
 
 /* ---- owner table ------------------------------------------------------------ */
 
-static uint32_t own_hash(int64_t key, uint32_t cap)
+static void *own_alloc(void *ctx, size_t n)
 {
-    uint64_t h = (uint64_t)key * 0x9E3779B97F4A7C15ull;
-    return (uint32_t)(h >> 32) & (cap - 1);
+    const kvb_alloc_t *a = ctx;
+    return a->alloc(a->ctx, n);
 }
 
-static struct owner *own_find(kvb_pool_t *p, int64_t key)
+static void own_free(void *ctx, void *q, size_t n)
 {
-    uint32_t m = p->own_cap - 1;
-    for (uint32_t i = own_hash(key, p->own_cap);; i = (i + 1) & m) {
-        struct owner *o = &p->own[i];
-        if (o->key == key)
-            return o;
-        if (o->key < 0)
-            return NULL;
-    }
+    const kvb_alloc_t *a = ctx;
+    (void)n;
+    a->free(a->ctx, q);
 }
 
-static struct owner *own_alloc_table(kvb_pool_t *p, uint32_t cap)
+static inline struct owner *own_find(kvb_pool_t *p, int64_t key)
 {
-    struct owner *t = m_alloc(p, (size_t)cap * sizeof *t);
-    if (t)
-        for (uint32_t i = 0; i < cap; i++)
-            t[i] = (struct owner){ .key = -1, .head = NIL, .tail = NIL };
-    return t;
+    return psc_map_get_sz(&p->own, (uint64_t)key, sizeof(struct owner));
 }
 
 /* Make room for one more owner (load <= 1/2).  The only fallible step. */
 static int own_reserve(kvb_pool_t *p)
 {
-    if ((p->own_n + 1) * 2 <= p->own_cap)
-        return 0;
-    uint32_t ncap = p->own_cap * 2;
-    struct owner *t = own_alloc_table(p, ncap);
-    if (!t)
-        return PSC_ENOMEM;
-    for (uint32_t i = 0; i < p->own_cap; i++) {
-        struct owner *o = &p->own[i];
-        if (o->key < 0)
-            continue;
-        uint32_t j = own_hash(o->key, ncap);
-        while (t[j].key >= 0)
-            j = (j + 1) & (ncap - 1);
-        t[j] = *o;
-    }
-    m_free(p, p->own);
-    p->own = t;
-    p->own_cap = ncap;
-    return 0;
+    return psc_map_reserve(&p->own, psc_map_count(&p->own) + 1);
 }
 
 /* Room must have been reserved. */
 static struct owner *own_insert(kvb_pool_t *p, int64_t key)
 {
-    uint32_t m = p->own_cap - 1;
-    uint32_t i = own_hash(key, p->own_cap);
-    while (p->own[i].key >= 0) {
-        if (p->own[i].key == key)
-            return &p->own[i];
-        i = (i + 1) & m;
-    }
-    p->own[i] = (struct owner){ .key = key, .head = NIL, .tail = NIL };
-    p->own_n++;
-    return &p->own[i];
+    int is_new;
+    struct owner *o = psc_map_put_sz(&p->own, (uint64_t)key, &is_new, sizeof(struct owner));
+    if (is_new)
+        *o = (struct owner){ .head = NIL, .tail = NIL };
+    return o;
 }
 
-/* Backward-shift deletion: keeps probe chains intact without tombstones. */
 static void own_delete(kvb_pool_t *p, struct owner *o)
 {
-    uint32_t m = p->own_cap - 1;
-    uint32_t i = (uint32_t)(o - p->own);
-    uint32_t j = i;
-    for (;;) {
-        j = (j + 1) & m;
-        if (p->own[j].key < 0)
-            break;
-        uint32_t h = own_hash(p->own[j].key, p->own_cap);
-        /* Move j back to i if its home h is not cyclically in (i, j]. */
-        bool stays = (i <= j) ? (i < h && h <= j) : (i < h || h <= j);
-        if (!stays) {
-            p->own[i] = p->own[j];
-            i = j;
-        }
-    }
-    p->own[i] = (struct owner){ .key = -1, .head = NIL, .tail = NIL };
-    p->own_n--;
+    psc_map_erase_sz(&p->own, o, sizeof(struct owner));
 }
 
 /* ---- storage ---------------------------------------------------------------- */
@@ -460,9 +412,10 @@ kvb_pool_t *kvb_create(const kvb_config_t *cfg, int *err)
         goto fail;
     }
     p->hist = m_alloc(p, KVB_HISTORY_LEN * sizeof *p->hist);
-    p->own_cap = 64;
-    p->own = own_alloc_table(p, p->own_cap);
-    if (!p->hist || !p->own)
+    if (!p->hist)
+        goto fail_pool;
+    psc_alloc_t own_al = { own_alloc, own_free, &p->a };
+    if (psc_map_init(&p->own, sizeof(struct owner), 32, 50, &own_al))   /* 64 slots */
         goto fail_pool;
 
     int32_t nk = p->n_lists == 2 ? cfg->n_blocks - cfg->n_blocks / 2 : cfg->n_blocks;
@@ -507,7 +460,7 @@ void kvb_destroy(kvb_pool_t *p)
         munmap(p->chunks[i].base, p->chunks[i].len);
     m_free(p, p->chunks);
     m_free(p, p->blk);
-    m_free(p, p->own);
+    psc_map_free(&p->own);
     m_free(p, p->hist);
     pthread_mutex_destroy(&p->mu);
     p->a.free(p->a.ctx, p);
@@ -960,19 +913,20 @@ int kvb_check(kvb_pool_t *p)
         CHECK(n == p->n_free[l]);
         seen_free += n;
     }
-    uint32_t owners = 0;
-    for (uint32_t i = 0; i < p->own_cap; i++) {
-        struct owner *o = &p->own[i];
-        if (o->key < 0)
-            continue;
+    size_t owners = 0, it = 0;
+    uint64_t okey;
+    void *ov;
+    while (psc_map_next(&p->own, &it, &okey, &ov)) {
+        struct owner *o = ov;
+        int64_t key = (int64_t)okey;
         owners++;
-        CHECK(own_find(p, o->key) == o);
+        CHECK(key >= 0 && own_find(p, key) == o);
         CHECK(o->active || o->count > 0);
         int32_t n = 0, prev = NIL;
         for (int32_t id = o->head; id != NIL; id = p->blk[id].next) {
             CHECK(id >= 0 && id < p->n_ids);
             struct blk *b = &p->blk[id];
-            CHECK(b->owner == o->key && b->prev == prev);
+            CHECK(b->owner == key && b->prev == prev);
             CHECK(b->n_used >= 0 && b->n_used <= p->cfg.block_size);
             CHECK(++n <= o->count);
             prev = id;
@@ -980,7 +934,7 @@ int kvb_check(kvb_pool_t *p)
         CHECK(n == o->count && o->tail == prev);
         seen_owned += n;
     }
-    CHECK(owners == p->own_n);
+    CHECK(owners == psc_map_count(&p->own));
     int64_t total[2] = { 0, 0 }, owned = 0;
     for (int32_t id = 0; id < p->n_ids; id++) {
         struct blk *b = &p->blk[id];

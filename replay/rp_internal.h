@@ -12,17 +12,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "hashmap.h"
 #include "metrics.h"
 #include "poolscope/reader.h"
 #include "replay.h"
 
-/* ---- u64 -> u32 map (open addressing, linear probing, backward-shift
- * deletion: no tombstones, so memory follows the live set) ---------------- */
+/* ---- u64 -> u32 map: the common hash map (common/hashmap.h) with u32
+ * values, shrunk when a burst of live objects is gone so memory follows the
+ * live set ---------------------------------------------------------------- */
 typedef struct rp_map {
-    uint64_t *keys;
-    uint32_t *vals;
-    uint8_t  *used;
-    size_t cap, n;          /* cap: power of two */
+    psc_map_t m;
+    size_t cap;             /* slots; nonzero once initialized */
 } rp_map_t;
 
 int  rp_map_init(rp_map_t *m, size_t cap_hint);

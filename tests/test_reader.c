@@ -93,6 +93,7 @@ static const pst_writer_cfg_t base_cfg = {
     .pid = 4242, .ppid = 1, .start_real_ns = 1700000000000000000ull, .start_mono_ns = 123456789,
     .stacks = PST_STACKS_FP, .depth = 32, .page_size = 4096, .exe = "/usr/bin/demo",
     .argv = (const char *const[]){ "demo", "--x", "", "y", NULL }, .tool = "test_reader", .host = "h",
+    .minor = 1,   /* these tests craft times as minor-1 writers made them (not causal across streams) */
 };
 
 /* ---- round trip ---------------------------------------------------------- */
@@ -1149,7 +1150,7 @@ static void make_golden(membuf_t *m)
         .pid = 1000, .ppid = 999, .exec_gen = 0, .start_real_ns = 1700000000123456789ull,
         .start_mono_ns = 5000000000ull, .stacks = PST_STACKS_FP, .depth = 16, .page_size = 4096,
         .exe = "/opt/golden/app", .argv = (const char *const[]){ "app", "--steps", "2", NULL },
-        .tool = "poolscope-golden 1", .host = "golden", .chunk_bytes = 96,
+        .tool = "poolscope-golden 1", .host = "golden", .chunk_bytes = 96, .minor = 1,
     };
     pst_writer_t *w = mem_writer(m, &cfg);
     const uint64_t st1[] = { 0x401a20, 0x401900, 0x402000 };

@@ -698,8 +698,26 @@ static void test_bad_input_is_refused_with_a_reason(void **st)
     unlink(b.path);
 }
 
+/* The malloc policy runs its calls in build/bin/poolscope-malloc-helper,
+ * which it looks for next to the running binary; this one is in
+ * build/tests/, so point the override at the helper unless already set. */
+static void use_built_malloc_helper(void)
+{
+    const char *env = getenv("POOLSCOPE_MALLOC_HELPER");
+    if (env && *env) return;
+    char exe[4096];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 64);
+    if (n <= 0) return;
+    exe[n] = 0;
+    char *slash = strrchr(exe, '/');
+    if (!slash) return;
+    strcpy(slash, "/../bin/poolscope-malloc-helper");
+    setenv("POOLSCOPE_MALLOC_HELPER", exe, 1);
+}
+
 int main(void)
 {
+    use_built_malloc_helper();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_policy_list_parses_names_and_refuses_unknown),
         cmocka_unit_test(test_pool_small_sequence_exact),

@@ -2,7 +2,9 @@
  * reader. This header is the contract; libtrace/FORMAT.md explains it for
  * people. Nothing here allocates or does I/O: the interposer compiles
  * format.c into the preload library and calls these encoders from inside
- * malloc.
+ * malloc. Public are the numbers, the layouts, pst_event_t and the three
+ * functions after it; the encoder and decoder kit below the "internal: not
+ * a stable API" line is for the project's own writers, reader and tools.
  *
  * Layout of a file
  *   header   "PSTRACE\0", u16 major, u16 minor, u32 tlv_len, then tlv_len
@@ -56,11 +58,12 @@ extern "C" {
 
 #define PST_MAGIC        "PSTRACE"   /* 8 bytes with its NUL */
 #define PST_MAJOR        1
-#define PST_MINOR        1   /* 1: SYNC chunks */
+#define PST_MINOR        2   /* 1: SYNC chunks; 2: a time per event (the tick), SYNC and END fields below */
 #define PST_FILE_HDR_FIXED 16        /* magic + major + minor + tlv_len */
 #define PST_CHUNK_HDR    16
 #define PST_MAX_CHUNK    (16u << 20) /* readers reject longer payloads as corrupt */
-#define PST_TS_EVERY     64          /* events between periodic TS records */
+#define PST_TS_EVERY     64          /* events between a writer's checks that its time base still moves */
+#define PST_TICK_NS      100000u     /* minor 2: the interposer's time base advances this often */
 #define PST_MAX_DEPTH    128         /* deepest stack a writer records */
 
 /* ---- file header fields (TLV tags) --------------------------------------- */
@@ -85,10 +88,18 @@ enum { PST_STACKS_NONE = 0, PST_STACKS_FP = 1, PST_STACKS_DWARF = 2 };
 enum pst_chunk_kind {
     PST_CHUNK_META   = 1,  /* definitions: PST_META_* records */
     PST_CHUNK_EVENTS = 2,  /* a slice of one thread stream: varint stream offset, then events */
-    PST_CHUNK_END    = 3,  /* varint events written, varint events lost, varint streams */
+    PST_CHUNK_END    = 3,  /* varint events written, varint events lost, varint streams
+                              [, varint flags (minor 2): PST_END_*] */
     PST_CHUNK_SYNC   = 4,  /* varint watermark: every event stamped earlier than this
-                              (ns since trace start) is in the chunks before this one */
+                              (ns since trace start) is in the chunks before this one
+                              [, minor 2: varint longest tick interval since the previous
+                              SYNC (ns), varint bytes the tracer has mapped, varint the
+                              tracer's own stream (0 none)] */
 };
+
+/* END flags (minor 2). Readers of minor 1 read three varints and ignore the rest. */
+#define PST_END_KILLED 1u   /* written by `poolscope record` after the process was killed:
+                               `lost` counts exactly what its rings held (ctl.h) */
 
 typedef struct pst_chunk_hdr {
     uint8_t  kind;      /* pst_chunk_kind; unknown kinds are skipped by length */
@@ -184,6 +195,42 @@ enum pst_ev {                    /* layout      fields                          
 
 enum { PST_LOST_WRITE = 1, PST_LOST_NOBUF = 2, PST_LOST_BOOTSTRAP = 3, PST_LOST_EXEC = 4 };
 
+/* ---- one event, as writers give it and readers hand it out ---------------- */
+typedef struct pst_event {
+    uint8_t  type;        /* pst_ev */
+    uint32_t stream;      /* reader: the writer's stream id */
+    uint32_t tid;         /* reader: kernel tid of the stream (its THREAD_START) */
+    uint64_t seq;         /* reader: index of the event in its stream, from 0 (TS records not counted) */
+    uint64_t ts;          /* reader: ns since trace start */
+    uint32_t stack;       /* stack id, 0 = none */
+    uint64_t f[PST_MAX_FIELDS]; /* the fields in layout order: A and u as is, z as
+                                   (uint64_t)(int64_t), S the string id, L and P
+                                   their counts */
+    const uint32_t *ids;  /* L: the ids (reader: valid until the next read) */
+    uint32_t n_ids;
+    int64_t  payload[PST_MAX_PAYLOAD]; /* P */
+    uint32_t n_payload;
+    const char *str;      /* reader: the resolved S field, or NULL */
+} pst_event_t;
+
+/* Layout string of an event type (see above), or NULL for an unknown type. */
+const char *pst_event_layout(unsigned type);
+/* Name of an event type ("malloc", "pool_acquire", ...), or NULL if unknown. */
+const char *pst_event_name(unsigned type);
+
+/* CRC-32C of a buffer (hardware instruction when the CPU has it). */
+uint32_t pst_crc32c(uint32_t crc, const void *buf, size_t len);
+
+/* ==== internal: not a stable API ==========================================
+ * Everything from here to the end of the header is the encoder and decoder
+ * kit that libtrace's writer and reader, the interposer (libtrace/preload/,
+ * which compiles format.c into itself and calls these from inside malloc)
+ * and the project's own tools and tests share. It is installed because the
+ * inline functions live here, but names, signatures and buffer sizes may
+ * change with any release: programs read traces with reader.h and write
+ * them with writer.h.
+ * ========================================================================== */
+
 /* ---- encoding primitives -------------------------------------------------- */
 /* Longest encodings, for sizing buffers. PST_EVENT_MAX covers every event
  * but its L list; an event with ids needs PST_VARINT_MAX more per id. */
@@ -267,32 +314,6 @@ typedef struct pst_enc {
     uint32_t since_ts;    /* events since that TS record */
 } pst_enc_t;
 
-/* ---- one event, as writers give it and readers hand it out ---------------- */
-typedef struct pst_event {
-    uint8_t  type;        /* pst_ev */
-    uint32_t stream;      /* reader: the writer's stream id */
-    uint32_t tid;         /* reader: kernel tid of the stream (its THREAD_START) */
-    uint64_t seq;         /* reader: index of the event in its stream, from 0 (TS records not counted) */
-    uint64_t ts;          /* reader: ns since trace start */
-    uint32_t stack;       /* stack id, 0 = none */
-    uint64_t f[PST_MAX_FIELDS]; /* the fields in layout order: A and u as is, z as
-                                   (uint64_t)(int64_t), S the string id, L and P
-                                   their counts */
-    const uint32_t *ids;  /* L: the ids (reader: valid until the next read) */
-    uint32_t n_ids;
-    int64_t  payload[PST_MAX_PAYLOAD]; /* P */
-    uint32_t n_payload;
-    const char *str;      /* reader: the resolved S field, or NULL */
-} pst_event_t;
-
-/* Layout string of an event type (see above), or NULL for an unknown type. */
-const char *pst_event_layout(unsigned type);
-/* Name of an event type ("malloc", "pool_acquire", ...), or NULL if unknown. */
-const char *pst_event_name(unsigned type);
-
-/* CRC-32C of a buffer (hardware instruction when the CPU has it). */
-uint32_t pst_crc32c(uint32_t crc, const void *buf, size_t len);
-
 /* Encode a TS record; `now` is ns since trace start. The writer decides when
  * (first event of a stream, then every PST_TS_EVERY events). Returns the end
  * position. */
@@ -320,7 +341,7 @@ const uint8_t *pst_decode_event(pst_enc_t *dec, const uint8_t *p, const uint8_t 
                                 pst_event_t *ev, uint32_t *idbuf);
 
 
-/* ---- helpers for writers (added with format.c; no allocation, no I/O) ---- */
+/* ---- helpers for writers (no allocation, no I/O) ------------------------- */
 /* pst_encode_event counts the event in enc->since_ts; pst_put_ts resets it,
  * so a writer emits a TS record when enc->since_ts >= PST_TS_EVERY. */
 
@@ -338,6 +359,7 @@ typedef struct pst_file_info {
     size_t   argv_len;
     const char *tool;          /* NUL-terminated */
     const char *host;          /* NUL-terminated */
+    uint16_t minor;            /* 0: PST_MINOR; an older minor for a file written as its writers did */
 } pst_file_info_t;
 
 /* Write the file header (fixed part and TLV fields) into buf. Returns the

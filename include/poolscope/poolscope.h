@@ -11,10 +11,17 @@
  * Numbers are the trace format's (libtrace/format.h): an event is its type
  * and its fields in the order of its layout. Strings are copied (interned) by
  * the tracer; block-id and payload arrays are read during the call only.
+ *
+ * C and C++: the header compiles as C11 and as C++11 and later with
+ * -Wall -Wextra -Werror (tests/integration/install.sh builds
+ * tests/cxx/api_link.cpp against the installed package). Names with the
+ * prefix ps__ are internal: they are part of the ABI the inline functions
+ * below compile into, not an API to call.
  */
 #ifndef POOLSCOPE_H
 #define POOLSCOPE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -35,7 +42,11 @@ typedef struct ps_event {
     uint32_t n_payload;
 } ps_event_t;
 
-/* The table the preload library exports under the symbol "poolscope_api". */
+/* ---- internal: not a stable API ---------------------------------------------
+ * The table the preload library exports under the symbol "poolscope_api",
+ * and the pointer to it that the inline functions test. Their layout is
+ * ABI (an older program must keep working with a newer tracer); call the
+ * functions below instead of using them. */
 typedef struct ps_api {
     uint32_t version;                      /* PS_API_VERSION */
     uint32_t size;                         /* sizeof(ps_api_t) of the tracer */
@@ -47,6 +58,16 @@ typedef struct ps_api {
 /* NULL unless the preload library is loaded. Resolved once by a constructor
  * in libtrace/api.c; read-only afterwards. */
 extern const ps_api_t *ps__api;
+
+/* An event of `type` with every other member zero. Members are set one by
+ * one below: designated initializers are C++20 only, and a partial brace
+ * list warns under -Wmissing-field-initializers in C++. */
+static inline ps_event_t ps__event(uint32_t type)
+{
+    ps_event_t ev = { type, 0, { 0 }, NULL, NULL, 0, NULL, 0 };
+    return ev;
+}
+/* ---- end of internal ------------------------------------------------------- */
 
 /* Event numbers used by the helpers below (the same as format.h's). */
 enum {
@@ -74,22 +95,32 @@ static inline void ps_emit(const ps_event_t *ev)
 static inline void ps_mark(const char *name, const int64_t *payload, uint32_t n)
 {
     if (ps_active()) {
-        ps_event_t ev = { .type = PS_MARK_POINT, .name = name, .payload = payload, .n_payload = n };
+        ps_event_t ev = ps__event(PS_MARK_POINT);
+        ev.name = name;
+        ev.payload = payload;
+        ev.n_payload = n;
         ps__api->emit(&ev);
     }
 }
 static inline void ps_begin(const char *name, uint64_t instance, const int64_t *payload, uint32_t n)
 {
     if (ps_active()) {
-        ps_event_t ev = { .type = PS_MARK_BEGIN, .n_fields = 2, .f = { 0, instance },
-                          .name = name, .payload = payload, .n_payload = n };
+        ps_event_t ev = ps__event(PS_MARK_BEGIN);
+        ev.n_fields = 2;
+        ev.f[1] = instance;       /* f[0] is the S field: ignored, name carries it */
+        ev.name = name;
+        ev.payload = payload;
+        ev.n_payload = n;
         ps__api->emit(&ev);
     }
 }
 static inline void ps_end(const char *name, uint64_t instance)
 {
     if (ps_active()) {
-        ps_event_t ev = { .type = PS_MARK_END, .n_fields = 2, .f = { 0, instance }, .name = name };
+        ps_event_t ev = ps__event(PS_MARK_END);
+        ev.n_fields = 2;
+        ev.f[1] = instance;
+        ev.name = name;
         ps__api->emit(&ev);
     }
 }
@@ -101,15 +132,22 @@ static inline void ps_tensor_acquire(uint64_t id, uint32_t arm, uint32_t dtype,
                                      uint64_t n_elems, uint64_t bytes)
 {
     if (ps_active()) {
-        ps_event_t ev = { .type = PS_TENSOR_ACQUIRE, .n_fields = 5,
-                          .f = { id, arm, dtype, n_elems, bytes } };
+        ps_event_t ev = ps__event(PS_TENSOR_ACQUIRE);
+        ev.n_fields = 5;
+        ev.f[0] = id;
+        ev.f[1] = arm;
+        ev.f[2] = dtype;
+        ev.f[3] = n_elems;
+        ev.f[4] = bytes;
         ps__api->emit(&ev);
     }
 }
 static inline void ps_tensor_release(uint64_t id)
 {
     if (ps_active()) {
-        ps_event_t ev = { .type = PS_TENSOR_RELEASE, .n_fields = 1, .f = { id } };
+        ps_event_t ev = ps__event(PS_TENSOR_RELEASE);
+        ev.n_fields = 1;
+        ev.f[0] = id;
         ps__api->emit(&ev);
     }
 }
@@ -118,7 +156,8 @@ static inline void ps_tensor_release(uint64_t id)
 static inline void ps_thread_name(const char *name)
 {
     if (ps_active()) {
-        ps_event_t ev = { .type = PS_THREAD_NAME, .name = name };
+        ps_event_t ev = ps__event(PS_THREAD_NAME);
+        ev.name = name;
         ps__api->emit(&ev);
     }
 }

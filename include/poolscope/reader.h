@@ -133,9 +133,49 @@ typedef struct pst_status {
     uint64_t queued;               /* events decoded, not yet handed out */
     uint64_t peak_queued;
     uint64_t live;                 /* addresses live in the reader's view */
+
+    /* format 1.2 (0 for older traces) */
+    uint64_t unknown_frees;        /* frees of addresses never allocated under the tracer */
+    int      end_killed;           /* END written by `poolscope record` after a SIGKILL (PST_END_KILLED) */
+    int      sync_fields;          /* SYNC chunks carry the fields below */
+    uint64_t tick_gap_max_ns;      /* the time base's longest interval: the trace's time resolution */
+    uint64_t tracer_bytes_peak;    /* most memory the tracer itself had mapped */
+    uint32_t tracer_stream;        /* the tracer's own thread (0: none), not one of the program's */
+    uint64_t plan_failed;          /* ticks whose tied events no consistent order was found for */
 } pst_status_t;
 
 const pst_status_t *pst_status(const pst_reader_t *r);
+
+/* ---- the END chunk alone (no events read) ---------------------------------- */
+/* What a complete trace says about itself without reading its events: the
+ * file header's fields and the END chunk's counts. pst_read_end reads the
+ * header and the last bytes of the file only (one pread from the end), and
+ * checks that they are an END chunk: kind, version, stream 0, length, CRC
+ * and a payload of exactly three varints. It does not check the chunks in
+ * between (a damaged middle chunk goes unnoticed: read the trace for that).
+ *
+ * Returns 0 with *out filled; PSC_ENOENT when the header is good but the
+ * file does not end in a valid END chunk (cut short, killed, still being
+ * written): the header fields are filled, the counts are 0, and only
+ * reading the trace can tell more; otherwise pst_open's codes (PSC_EIO,
+ * PSC_ETRUNC header cut short, PSC_ECORRUPT not a trace, PSC_EVERSION,
+ * PSC_ENOMEM) with *out zeroed. Strings are cut to fit, NUL-terminated. */
+typedef struct pst_end_info {
+    uint64_t events;               /* END: event records written (TS not counted) */
+    uint64_t lost;                 /* END: events lost that no LOST record reports */
+    uint64_t streams;              /* END: streams (the highest stream id) */
+    uint16_t major, minor;
+    uint64_t pid, ppid, parent_pid, exec_gen;
+    uint64_t start_real_ns, start_mono_ns;
+    uint32_t stacks, depth;
+    uint64_t header_bytes;         /* the file header: fixed part + TLV fields */
+    uint64_t end_offset;           /* file offset of the END chunk's header (0 if none) */
+    uint64_t file_bytes;           /* size of the file when it was read */
+    char exe[4096];                /* PST_HDR_EXE, "" when absent */
+    char argv0[256];               /* the first argument of PST_HDR_ARGV, "" when absent */
+} pst_end_info_t;
+
+int pst_read_end(const char *path, pst_end_info_t *out);
 
 #ifdef __cplusplus
 }

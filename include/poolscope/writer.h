@@ -66,6 +66,8 @@ typedef struct pst_writer_cfg {
     const char *host;             /* may be NULL */
     uint32_t chunk_bytes;         /* EVENTS chunk target size; 0: 64 KiB */
     uint64_t tick_ns;             /* 0: exact times; > 0: synthetic clock (see above) */
+    uint16_t minor;               /* 0: PST_MINOR. 1: the file claims minor 1, whose times were not
+                                     causal across streams (tests of how older traces read) */
 } pst_writer_cfg_t;
 
 /* Create (truncate) `path` and write the header. NULL on failure, *err set
@@ -97,9 +99,16 @@ int pst_writer_event(pst_writer_t *w, uint32_t stream, const pst_event_t *ev);
 /* The same from a list of field values in layout order (no L/P contents). */
 int pst_writer_emitv(pst_writer_t *w, uint32_t stream, unsigned type,
                      const uint64_t *f, unsigned nf);
+/* PST_EMIT(w, stream, type, field...): pst_writer_emitv with the fields as
+ * arguments, each converted to uint64_t. C++ has no compound literals, so
+ * there the macro calls a function template (after the extern "C" block). */
+#ifndef __cplusplus
 #define PST_EMIT(w, stream, type, ...) \
     pst_writer_emitv((w), (stream), (type), (const uint64_t[]){ __VA_ARGS__ }, \
                      (unsigned)(sizeof((const uint64_t[]){ __VA_ARGS__ }) / sizeof(uint64_t)))
+#else
+#define PST_EMIT(w, stream, type, ...) pst__emit_cxx((w), (stream), (type), __VA_ARGS__)
+#endif
 /* An event with no fields (THREAD_END, TRACE_ON, TRACE_OFF). */
 #define PST_EMIT0(w, stream, type) pst_writer_emitv((w), (stream), (type), NULL, 0)
 
@@ -124,6 +133,19 @@ int pst_writer_close(pst_writer_t *w);
 int pst_writer_abandon(pst_writer_t *w);
 
 #ifdef __cplusplus
+} /* extern "C" */
+
+/* internal: not a stable API. What PST_EMIT expands to in C++: the fields
+ * converted as C converts them in the compound literal, then one call.
+ * extern "C++" keeps it a template even when this header is included
+ * inside someone's extern "C" block. */
+extern "C++" {
+template <typename... Fields>
+inline int pst__emit_cxx(pst_writer_t *w, uint32_t stream, unsigned type, Fields... fields)
+{
+    const uint64_t f[] = { static_cast<uint64_t>(fields)... };
+    return pst_writer_emitv(w, stream, type, f, static_cast<unsigned>(sizeof...(Fields)));
+}
 }
 #endif
 

@@ -36,17 +36,25 @@
 #include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
+#include <linux/membarrier.h>
 
 __thread ps_tls_t ps_tls __attribute__((tls_model("initial-exec")));
 ps_global_t ps_g = {
     .wlock = PTHREAD_MUTEX_INITIALIZER,
     .tlock = PTHREAD_MUTEX_INITIALIZER,
     .mlock = PTHREAD_MUTEX_INITIALIZER,
+    .child_lock = PTHREAD_MUTEX_INITIALIZER,
+    .stk = {
+        .stab = { .lock = PTHREAD_MUTEX_INITIALIZER, .bits = 20 },
+        .strtab = { .lock = PTHREAD_MUTEX_INITIALIZER, .bits = 16 },
+        .modlock = PTHREAD_MUTEX_INITIALIZER,
+        .seen_adds = ~0ull, .seen_subs = ~0ull,
+    },
+    .page_size = 4096,
     .fd = -1,
+    .cnt = &ps_g.cnt_local,
+    .ctl_fd = -1,
 };
-static pthread_mutex_t child_lock = PTHREAD_MUTEX_INITIALIZER;
-static uint64_t retry_after;   /* ps_now() before which a failed file is not retried */
-static long page_size = 4096;
 
 extern void *__libc_stack_end;
 void ps_resolve_real(void);     /* hooks_alloc.c */
@@ -54,14 +62,23 @@ void ps_install_signal(void);   /* hooks_proc.c */
 
 /* ---- small system helpers (no libc allocation, never our own hooks) ----- */
 
+/* Every mapping the tracer makes for itself goes through these two, so
+ * tracer_bytes is what the tracer adds to the process (reported in SYNC). */
 void *ps_sys_mmap(size_t len)
 {
     void *p = (void *)syscall(SYS_mmap, NULL, len, PROT_READ | PROT_WRITE,
                               MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    return p == MAP_FAILED ? NULL : p;
+    if (p == MAP_FAILED) return NULL;
+    __atomic_add_fetch(&ps_g.tracer_bytes, len, __ATOMIC_RELAXED);
+    return p;
 }
 
-void ps_sys_munmap(void *p, size_t len) { if (p) syscall(SYS_munmap, p, len); }
+void ps_sys_munmap(void *p, size_t len)
+{
+    if (!p) return;
+    syscall(SYS_munmap, p, len);
+    __atomic_sub_fetch(&ps_g.tracer_bytes, len, __ATOMIC_RELAXED);
+}
 
 int ps_real_close(int fd) { return (int)syscall(SYS_close, fd); }
 
@@ -76,12 +93,49 @@ static uint64_t mono_ns(void)
 
 uint64_t ps_now(void) { return mono_ns() - ps_g.start_mono; }
 
+/* Moves the tick forward to v, never back (the flusher and busy threads
+ * both advance it); returns the tick after the move. */
+static uint64_t tick_advance(uint64_t v)
+{
+    uint64_t cur = __atomic_load_n(&ps_g.tick, __ATOMIC_RELAXED);
+    while (cur < v && !__atomic_compare_exchange_n(&ps_g.tick, &cur, v, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+    }
+    return cur < v ? v : cur;
+}
+
+/* Every PST_TS_EVERY events without a TS record (a busy thread while the
+ * tick stands still: the flusher is not being scheduled), read the clock,
+ * and if the tick is more than PS_TICK_STALE_NS behind, advance it. The
+ * thread advances the shared tick rather than stamping its own time, so
+ * times stay causal: whatever another thread does after this event (a
+ * free of what it allocated) reads a tick at least as late. */
+uint64_t ps_stale_tick(ps_thr_t *t, uint64_t tick)
+{
+    t->enc.since_ts = 0;
+    uint64_t now = ps_now();
+    return now > tick + PS_TICK_STALE_NS ? tick_advance(now) : tick;
+}
+
 void ps_recompute_on(void)
 {
     ps_g.on = ps_g.active && !ps_g.paused && !ps_g.closed && !ps_g.child_pending && !ps_g.stopping;
 }
 
-static void add_lost(uint64_t n) { __atomic_add_fetch(&ps_g.lost_total, n, __ATOMIC_RELAXED); }
+static void add_lost(uint64_t n) { __atomic_add_fetch(&ps_g.cnt->lost_total, n, __ATOMIC_RELAXED); }
+
+/* Locks on the closing paths. Normally a plain lock; while a fatal signal
+ * closes the trace (ps_g.fatal), a try until the deadline: the signal may
+ * have interrupted this very thread inside the tracer, holding the lock. */
+static int lock_c(pthread_mutex_t *m)
+{
+    if (PS_LIKELY(!ps_g.fatal)) return pthread_mutex_lock(m);
+    while (pthread_mutex_trylock(m) != 0) {
+        if (mono_ns() > ps_g.fatal_deadline) return -1;
+        struct timespec d = { 0, 100 * 1000 };
+        nanosleep(&d, NULL);
+    }
+    return 0;
+}
 
 /* ---- writing the file ----------------------------------------------------- */
 
@@ -128,7 +182,7 @@ static int check_fd_locked(void)
 static int writable_locked(void)
 {
     if (ps_g.write_broken || ps_g.closed) return 0;
-    return !(retry_after && ps_now() < retry_after);
+    return !(ps_g.retry_after && ps_now() < ps_g.retry_after);
 }
 
 /* Write all of iov or nothing (a partial write is truncated away). A
@@ -139,7 +193,7 @@ static int write_all_locked(struct iovec *iov, int n, size_t total)
     if (!writable_locked()) return -1;
     int saved_errno = errno;
     if (check_fd_locked() != 0) {
-        retry_after = ps_now() + 100000000u;
+        ps_g.retry_after = ps_now() + 100000000u;
         errno = saved_errno;
         return -1;
     }
@@ -148,7 +202,7 @@ static int write_all_locked(struct iovec *iov, int n, size_t total)
     struct rlimit fsz;
     if (getrlimit(RLIMIT_FSIZE, &fsz) == 0 && fsz.rlim_cur != RLIM_INFINITY &&
         ps_g.file_off + total > (uint64_t)fsz.rlim_cur) {
-        retry_after = ps_now() + 100000000u;
+        ps_g.retry_after = ps_now() + 100000000u;
         errno = saved_errno;
         return -1;
     }
@@ -165,12 +219,12 @@ static int write_all_locked(struct iovec *iov, int n, size_t total)
         if (n > 0) { iov->iov_base = (char *)iov->iov_base + w; iov->iov_len -= (size_t)w; }
     }
     ps_g.file_off += total;
-    retry_after = 0;
+    ps_g.retry_after = 0;
     errno = saved_errno;
     return 0;
 fail:
     if (done && ftruncate(ps_g.fd, (off_t)ps_g.file_off) != 0) ps_g.write_broken = 1;
-    retry_after = ps_now() + 100000000u;
+    ps_g.retry_after = ps_now() + 100000000u;
     errno = saved_errno;
     return -1;
 }
@@ -202,7 +256,7 @@ static int write_chunk_raw_locked(uint8_t kind, uint32_t stream, struct iovec *i
 static int meta_flush_locked(void)
 {
     int rc = 0;
-    pthread_mutex_lock(&ps_g.mlock);
+    if (lock_c(&ps_g.mlock) != 0) return -1;
     if (ps_g.meta_len) {
         struct iovec iov[2] = { { 0, 0 }, { ps_g.meta, ps_g.meta_len } };
         rc = write_chunk_raw_locked(PST_CHUNK_META, 0, iov, 2);
@@ -249,8 +303,8 @@ int ps_write_end_locked(void)
     uint8_t buf[3 * PST_VARINT_MAX];
     /* END's lost count: what no LOST record in a stream reports (readers
      * add both). */
-    uint64_t lost = __atomic_load_n(&ps_g.lost_total, __ATOMIC_RELAXED);
-    uint64_t rep = __atomic_load_n(&ps_g.lost_reported, __ATOMIC_RELAXED);
+    uint64_t lost = __atomic_load_n(&ps_g.cnt->lost_total, __ATOMIC_RELAXED);
+    uint64_t rep = __atomic_load_n(&ps_g.cnt->lost_reported, __ATOMIC_RELAXED);
     uint8_t *p = pst_put_end(buf, ps_g.ev_written, lost > rep ? lost - rep : 0,
                              __atomic_load_n(&ps_g.next_stream, __ATOMIC_RELAXED));
     struct iovec iov[2] = { { 0, 0 }, { buf, (size_t)(p - buf) } };
@@ -262,7 +316,7 @@ int ps_write_end_locked(void)
 static int flush_thr_locked(ps_thr_t *t)
 {
     uint64_t h = __atomic_load_n(&t->head, __ATOMIC_ACQUIRE);
-    uint64_t nev = __atomic_load_n(&t->nev, __ATOMIC_RELAXED);
+    uint64_t nev = __atomic_load_n(&t->c.nev, __ATOMIC_RELAXED);
     uint64_t tl = t->tail;
     if (h == tl) return 0;
     uint8_t off[PST_VARINT_MAX];
@@ -274,8 +328,8 @@ static int flush_thr_locked(ps_thr_t *t)
         { t->ring + start, (size_t)seg1 },
         { t->ring, (size_t)(len - seg1) },
     };
-    pthread_mutex_lock(&ps_g.wlock);
-    int rc = write_chunk_locked(PST_CHUNK_EVENTS, t->stream, iov, len > seg1 ? 4 : 3);
+    if (lock_c(&ps_g.wlock) != 0) return -1;
+    int rc = write_chunk_locked(PST_CHUNK_EVENTS, t->c.stream, iov, len > seg1 ? 4 : 3);
     if (rc == 0) ps_g.ev_written += nev - t->nev_done;
     pthread_mutex_unlock(&ps_g.wlock);
     if (rc == 0) {
@@ -287,7 +341,7 @@ static int flush_thr_locked(ps_thr_t *t)
 
 void ps_flush_thr(ps_thr_t *t)
 {
-    pthread_mutex_lock(&t->clock);
+    if (lock_c(&t->clock) != 0) return;
     flush_thr_locked(t);
     pthread_mutex_unlock(&t->clock);
 }
@@ -295,12 +349,12 @@ void ps_flush_thr(ps_thr_t *t)
 static void put_lost(ps_thr_t *t, uint64_t n, unsigned reason)
 {
     uint8_t *p = t->ring + (t->head & PS_RING_MASK);
-    if (t->enc.since_ts >= PST_TS_EVERY || t->ts_kick) {
-        t->ts_kick = 0;
-        p = pst_put_ts(&t->enc, p, ps_now());
-    }
+    t->inflight = 1;
+    PS_SIGFENCE();
+    uint64_t now = ps_g.tick;
+    if (now > t->enc.last_ts) p = pst_put_ts(&t->enc, p, now);
     t->enc.since_ts++;
-    __atomic_add_fetch(&ps_g.lost_reported, n, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&ps_g.cnt->lost_reported, n, __ATOMIC_RELAXED);
     *p++ = PST_EV_LOST;
     p = pst_put_varint(p, n);
     p = pst_put_varint(p, reason);
@@ -333,9 +387,8 @@ int ps_make_room(ps_thr_t *t)
 
 static void thr_start_stream(ps_thr_t *t, uint32_t parent)
 {
-    t->stream = __atomic_add_fetch(&ps_g.next_stream, 1, __ATOMIC_RELAXED);
+    t->c.stream = __atomic_add_fetch(&ps_g.next_stream, 1, __ATOMIC_RELAXED);
     t->tid = ps_gettid();
-    t->ts_kick = 1;
     pst_event_t ev = { .type = PST_EV_THREAD_START, .f = { (uint64_t)t->tid, parent } };
     ps_emit_generic(t, &ev);
     if (ps_tls.nobuf) {
@@ -375,14 +428,121 @@ static void stack_bounds(ps_thr_t *t, pid_t tid)
     }
 }
 
+/* ---- the counters file (ctl.h) ------------------------------------------- */
+
+#define REC_BYTES ((sizeof(ps_thr_t) + 4095) & ~(size_t)4095)
+#define RING_MAP  (PS_RING_SIZE + PS_RING_SLACK)
+
+static void *map_shared(int fd, size_t len, uint64_t off)
+{
+    void *p = (void *)syscall(SYS_mmap, NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)off);
+    if (p == MAP_FAILED) return NULL;
+    __atomic_add_fetch(&ps_g.tracer_bytes, len, __ATOMIC_RELAXED);
+    return p;
+}
+
+/* Is ctl_fd still the counters file? (The program may have closed or
+ * reused the number.) Re-open by path if not; -1: no file any more. */
+static int ctl_fd_ok(void)
+{
+    struct stat st;
+    if (ps_g.ctl_fd >= 0 && fstat(ps_g.ctl_fd, &st) == 0 && st.st_dev == ps_g.ctl_dev && st.st_ino == ps_g.ctl_ino)
+        return 0;
+    ps_g.ctl_fd = -1;
+    if (!ps_g.ctl_path[0]) return -1;
+    int fd = open(ps_g.ctl_path, O_RDWR | O_CLOEXEC);
+    if (fd < 0) return -1;
+    if (fstat(fd, &st) != 0 || st.st_dev != ps_g.ctl_dev || st.st_ino != ps_g.ctl_ino) { ps_real_close(fd); return -1; }
+    ps_g.ctl_fd = move_fd_high(fd, 0, -1);
+    return 0;
+}
+
+/* After the trace file is open: create its counters file and move the
+ * counters there. Without tmpfs the counters stay in memory and a SIGKILL
+ * is reported as an unknown loss. */
+static void ctl_open(void)
+{
+    pst_ctl_hdr_t local = *ps_g.cnt;
+    ps_g.cnt = &ps_g.cnt_local;
+    ps_g.ctl_fd = -1;
+    ps_g.ctl_path[0] = 0;
+    if (pst_ctl_path(ps_g.ctl_path, sizeof ps_g.ctl_path, (uint64_t)ps_g.dev, (uint64_t)ps_g.ino) != 0) return;
+    unlink(ps_g.ctl_path);   /* a stale file of a dead inode number: ours now */
+    int fd = open(ps_g.ctl_path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    struct stat st;
+    pst_ctl_hdr_t *h = NULL;
+    if (fd >= 0 && fstat(fd, &st) == 0 && ftruncate(fd, PST_CTL_HDR) == 0) {
+        fd = move_fd_high(fd, 0, -1);
+        h = map_shared(fd, PST_CTL_HDR, 0);
+    }
+    if (!h) {
+        if (fd >= 0) { ps_real_close(fd); unlink(ps_g.ctl_path); }
+        ps_g.ctl_path[0] = 0;
+        return;
+    }
+    ps_g.ctl_dev = st.st_dev;
+    ps_g.ctl_ino = st.st_ino;
+    local.slot_bytes = (uint32_t)REC_BYTES;
+    local.n_slots = 0;
+    local.pid = (uint64_t)ps_g.pid;
+    local.end_written = 0;
+    *h = local;
+    memcpy(h->magic, PST_CTL_MAGIC, 8);
+    ps_g.ctl_fd = fd;
+    ps_g.cnt = h;
+}
+
+/* END is in the trace: the counters file has served its purpose. */
+static void ctl_done(void)
+{
+    ps_g.cnt->end_written = 1;
+    if (ps_g.ctl_path[0]) unlink(ps_g.ctl_path);
+    ps_g.ctl_path[0] = 0;
+}
+
+/* A thread record: a retired one, else a new slot of the counters file,
+ * else anonymous memory; its ring is always anonymous. tlock held. */
+static ps_thr_t *rec_alloc(void)
+{
+    ps_thr_t *t = ps_g.thr_free;
+    if (t) {
+        ps_g.thr_free = t->next;
+        uint8_t *ring = t->ring;
+        size_t len = t->map_len;
+        int in_ctl = t->in_ctl;
+        memset(t, 0, sizeof *t);
+        t->ring = ring;
+        t->map_len = len;
+        t->in_ctl = in_ctl;
+        return t;
+    }
+    uint8_t *ring = ps_sys_mmap(RING_MAP);
+    if (!ring) return NULL;
+    if (ps_g.cnt != &ps_g.cnt_local && ctl_fd_ok() == 0) {
+        uint64_t off = PST_CTL_HDR + (uint64_t)ps_g.cnt->n_slots * REC_BYTES;
+        if (ftruncate(ps_g.ctl_fd, (off_t)(off + REC_BYTES)) == 0 && (t = map_shared(ps_g.ctl_fd, REC_BYTES, off))) {
+            t->in_ctl = 1;
+            __atomic_store_n(&ps_g.cnt->n_slots, ps_g.cnt->n_slots + 1, __ATOMIC_RELEASE);
+        }
+    }
+    if (!t && !(t = ps_sys_mmap(REC_BYTES))) { ps_sys_munmap(ring, RING_MAP); return NULL; }
+    t->ring = ring;
+    t->map_len = REC_BYTES;
+    return t;
+}
+
+static void rec_unmap(ps_thr_t *t)
+{
+    ps_sys_munmap(t->ring, RING_MAP);
+    ps_sys_munmap(t, t->map_len);
+}
+
 static ps_thr_t *thr_register(void)
 {
-    size_t hdr = (sizeof(ps_thr_t) + 4095) & ~(size_t)4095;
-    size_t len = hdr + PS_RING_SIZE + PS_RING_SLACK;
-    ps_thr_t *t = ps_sys_mmap(len);
+    pthread_mutex_lock(&ps_g.tlock);
+    ps_thr_t *t = rec_alloc();
+    pthread_mutex_unlock(&ps_g.tlock);
     if (!t) return NULL;
-    t->ring = (uint8_t *)t + hdr;
-    t->map_len = len;
     t->soft = PS_SOFT_FILL;
     pthread_mutex_init(&t->clock, NULL);
     pid_t tid = ps_gettid();
@@ -453,7 +613,7 @@ static ps_thr_t *enter_slow(void)
     }
     if (ps_g.child_pending) ps_ensure_child();
     if (ps_g.closing && !ps_g.paused) {   /* an exec or the exit flush is closing the file */
-        __atomic_add_fetch(&ps_g.closing_lost, 1, __ATOMIC_RELAXED);
+        __atomic_add_fetch(&ps_g.cnt->closing_lost, 1, __ATOMIC_RELAXED);
         return NULL;
     }
     if (!ps_g.on) return NULL;
@@ -474,6 +634,29 @@ static ps_thr_t *enter_slow(void)
     return t;
 }
 
+/* While tracing is paused, frees (free, realloc's old block, munmap) are
+ * still recorded, so memory allocated while recording and released while
+ * paused is not reported as leaked; the matching allocations of memory
+ * allocated while paused are absent, and their frees are the trace's only
+ * "unknown frees" (FORMAT.md). Called by those hooks when ps_enter said no. */
+ps_thr_t *ps_enter_paused(void)
+{
+    if (!ps_g.paused || !ps_g.active || ps_g.closed || ps_g.stopping || ps_g.child_pending ||
+        ps_g.closing || ps_tls.busy)
+        return NULL;
+    ps_thr_t *t = ps_tls.thr;
+    if (t == PS_THR_DEAD) return NULL;
+    ps_tls.busy = 1;
+    PS_SIGFENCE();
+    if (!t) {
+        int saved_errno = errno;
+        t = thr_register();
+        errno = saved_errno;
+        if (!t) { PS_SIGFENCE(); ps_tls.busy = 0; }
+    }
+    return t;
+}
+
 void ps_leave(void)
 {
     PS_SIGFENCE();
@@ -483,14 +666,22 @@ void ps_leave(void)
 /* Events of other types than the hand-coded ones. */
 void ps_emit_generic(ps_thr_t *t, const pst_event_t *ev)
 {
-    uint8_t *p = ps_rec_begin(t);
+    ps_emit_generic_at(t, ev, UINT64_MAX);
+}
+
+/* The same, stamped with a tick read earlier (ps_tick_pre), or with the
+ * tick now when at is UINT64_MAX. */
+void ps_emit_generic_at(ps_thr_t *t, const pst_event_t *ev, uint64_t at)
+{
+    uint8_t *p = at == UINT64_MAX ? ps_rec_begin(t) : ps_rec_begin_at(t, at);
     if (!p) return;
     uint8_t *e = pst_encode_event(&t->enc, p, ev);
     if (!e) {   /* invalid event (the API checks first): keep a TS record written */
         if (p != t->ring + (t->head & PS_RING_MASK)) {
             ps_rec_end(t, p);
-            __atomic_store_n(&t->nev, t->nev - 1, __ATOMIC_RELAXED);
+            __atomic_store_n(&t->c.nev, t->c.nev - 1, __ATOMIC_RELAXED);
         }
+        t->inflight = 0;
         return;
     }
     ps_rec_end(t, e);
@@ -509,7 +700,7 @@ static uint64_t end_of_image_locked(int drop)
     uint64_t n = 0;
     for (ps_thr_t *t = ps_g.threads; t; t = t->next) {
         uint64_t head = __atomic_load_n(&t->head, __ATOMIC_ACQUIRE);
-        uint64_t nev = __atomic_load_n(&t->nev, __ATOMIC_RELAXED);
+        uint64_t nev = __atomic_load_n(&t->c.nev, __ATOMIC_RELAXED);
         if (t->tail != head && nev > t->nev_done) {
             n += nev - t->nev_done;
             if (drop) {
@@ -519,7 +710,7 @@ static uint64_t end_of_image_locked(int drop)
         }
     }
     add_lost(n);
-    retry_after = 0;
+    ps_g.retry_after = 0;
     return n;
 }
 
@@ -527,7 +718,7 @@ void ps_flush_all(void)
 {
     ps_thr_t *t = __atomic_load_n(&ps_g.threads, __ATOMIC_ACQUIRE);
     for (; t; t = t->next) ps_flush_thr(t);
-    pthread_mutex_lock(&ps_g.wlock);
+    if (lock_c(&ps_g.wlock) != 0) return;
     meta_flush_locked();
     pthread_mutex_unlock(&ps_g.wlock);
 }
@@ -541,7 +732,7 @@ static void ps_quiesce(void)
     ps_recompute_on();
     int others = 0;
     /* Under tlock: the flusher unmaps dead threads' records (retire_dead). */
-    pthread_mutex_lock(&ps_g.tlock);
+    if (lock_c(&ps_g.tlock) != 0) return;
     for (ps_thr_t *t = ps_g.threads; t; t = t->next)
         if (t != ps_tls.thr && !t->dead && !t->is_flusher) others = 1;
     pthread_mutex_unlock(&ps_g.tlock);
@@ -565,7 +756,6 @@ void ps_emit_toggle(ps_thr_t *t)
     pst_event_t ev = { .type = ps_g.paused ? PST_EV_TRACE_OFF : PST_EV_TRACE_ON };
     p = pst_encode_event(&t->enc, p, &ev);
     ps_rec_end(t, p);
-    t->ts_kick = 1;
 }
 
 void ps_final(void)
@@ -575,22 +765,32 @@ void ps_final(void)
     ps_tls.busy++;
     PS_SIGFENCE();
     ps_quiesce();
-    pthread_mutex_lock(&ps_g.tlock);
+    int have_tlock = lock_c(&ps_g.tlock) == 0;   /* fails only from a signal */
     ps_emit_toggle(ps_tls.thr);   /* a toggle the flusher had no tick for */
-    retry_after = 0;              /* the last flush tries even a refused file */
+    ps_g.retry_after = 0;              /* the last flush tries even a refused file */
     ps_flush_all();
     end_of_image_locked(1);
-    add_lost(__atomic_exchange_n(&ps_g.closing_lost, 0, __ATOMIC_RELAXED));
-    pthread_mutex_lock(&ps_g.wlock);
-    if (!ps_g.closed) {
-        ps_write_end_locked();
-        ps_g.closed = 1;
-        ps_recompute_on();
+    add_lost(__atomic_exchange_n(&ps_g.cnt->closing_lost, 0, __ATOMIC_RELAXED));
+    if (lock_c(&ps_g.wlock) == 0) {
+        if (!ps_g.closed) {
+            if (ps_write_end_locked() == 0) ctl_done();
+            ps_g.closed = 1;
+            ps_recompute_on();
+        }
+        pthread_mutex_unlock(&ps_g.wlock);
     }
-    pthread_mutex_unlock(&ps_g.wlock);
-    pthread_mutex_unlock(&ps_g.tlock);
+    if (have_tlock) pthread_mutex_unlock(&ps_g.tlock);
     PS_SIGFENCE();
     ps_tls.busy--;
+}
+
+/* A fatal signal's handler (hooks_signal.c): ps_final with every lock
+ * tried for at most 200 ms in all. Runs at most once. */
+void ps_final_from_signal(void)
+{
+    if (__atomic_exchange_n(&ps_g.fatal, 1, __ATOMIC_ACQ_REL)) return;
+    ps_g.fatal_deadline = mono_ns() + 200 * 1000 * 1000;
+    ps_final();
 }
 
 /* ---- the flusher thread --------------------------------------------------- */
@@ -610,9 +810,8 @@ static void sample_rss(ps_thr_t *t)
     res = strtoull(q, &q, 10);
     shared = strtoull(q, &q, 10);
     (void)size;
-    t->ts_kick = 1;
-    pst_event_t ev = { .type = PST_EV_RSS, .f = { res * (uint64_t)page_size,
-        (res > shared ? res - shared : 0) * (uint64_t)page_size, shared * (uint64_t)page_size } };
+    pst_event_t ev = { .type = PST_EV_RSS, .f = { res * (uint64_t)ps_g.page_size,
+        (res > shared ? res - shared : 0) * (uint64_t)ps_g.page_size, shared * (uint64_t)ps_g.page_size } };
     ps_emit_generic(t, &ev);
 }
 
@@ -624,7 +823,9 @@ static void retire_dead(void)
         ps_thr_t *t = *pp;
         if (__atomic_load_n(&t->dead, __ATOMIC_ACQUIRE) && t->tail == t->head) {
             *pp = t->next;
-            ps_sys_munmap(t, t->map_len);
+            t->c.stream = 0;           /* a free slot: everything it published is in the file */
+            t->next = ps_g.thr_free;
+            ps_g.thr_free = t;
         } else {
             pp = &t->next;
         }
@@ -632,42 +833,85 @@ static void retire_dead(void)
     pthread_mutex_unlock(&ps_g.tlock);
 }
 
+/* Advance the time base. Every event reads ps_g.tick with one plain load,
+ * so this store is the whole cost of "a time per event" (DESIGN.md). */
+static void store_tick(uint64_t *last)
+{
+    uint64_t now = ps_now();
+    /* how old the tick was: the resolution events actually had (a busy
+     * thread may have moved it since our last store) */
+    uint64_t cur = __atomic_load_n(&ps_g.tick, __ATOMIC_RELAXED);
+    if (*last && now > cur && now - cur > ps_g.tick_gap_max) ps_g.tick_gap_max = now - cur;
+    *last = now;
+    tick_advance(now);
+}
+
+/* One flush round: every ring out, then a SYNC chunk whose watermark W
+ * promises that no later chunk holds an event stamped before W.
+ *
+ * W is the tick just stored. A thread that read an older tick and has not
+ * published its event yet is caught by its `inflight` flag: the tick store
+ * and each thread's flag store are ordered by a process-wide barrier
+ * (membarrier, or failing that a pause far longer than a store buffer takes
+ * to drain), so a thread whose flag we read as 0 either published already
+ * or reads W or later. For a thread caught in flight the watermark stays at
+ * its stream's previous stamp, which its pending event cannot undercut. */
+static void flush_round(ps_thr_t *self, uint64_t *last_tick)
+{
+    ps_modules_poll();
+    store_tick(last_tick);
+    uint64_t mark = *last_tick;   /* what we stored; the tick may be later already */
+    if (!ps_g.membarrier_ok ||
+        syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) != 0) {
+        struct timespec d = { 0, 50 * 1000 };
+        nanosleep(&d, NULL);
+    }
+    ps_thr_t *t = __atomic_load_n(&ps_g.threads, __ATOMIC_ACQUIRE);
+    for (; t; t = t->next) {
+        if (t->inflight) {
+            uint64_t prev = t->enc.last_ts;
+            if (prev < mark) mark = prev;
+        }
+        if (__atomic_load_n(&t->head, __ATOMIC_ACQUIRE) != t->tail) ps_flush_thr(t);
+    }
+    uint8_t sync[4 * PST_VARINT_MAX];
+    uint8_t *q = pst_put_sync(sync, mark);
+    q = pst_put_varint(q, ps_g.tick_gap_max);
+    q = pst_put_varint(q, __atomic_load_n(&ps_g.tracer_bytes, __ATOMIC_RELAXED));
+    q = pst_put_varint(q, self ? self->c.stream : 0);
+    ps_g.tick_gap_max = 0;
+    struct iovec iov[2] = { { 0, 0 }, { sync, (size_t)(q - sync) } };
+    pthread_mutex_lock(&ps_g.wlock);
+    meta_flush_locked();
+    write_chunk_locked(PST_CHUNK_SYNC, 0, iov, 2);
+    pthread_mutex_unlock(&ps_g.wlock);
+    retire_dead();
+}
+
+/* The flusher: stores the tick every PS_TICK_NS, samples RSS every 10 ms,
+ * flushes every ring every 50 ms. */
 static void *flusher_main(void *arg)
 {
     (void)arg;
     ps_tls.busy = 1;             /* everything this thread does is the tracer's own */
     ps_thr_t *self = thr_register();
     if (self) self->is_flusher = 1;
-    for (unsigned tick = 1;; tick++) {
-        struct timespec d = { 0, 10 * 1000 * 1000 };
+    uint64_t last_tick = 0, next_rss = 0, next_flush = 0;
+    for (;;) {
+        struct timespec d = { 0, PS_TICK_NS };
         clock_nanosleep(CLOCK_MONOTONIC, 0, &d, NULL);
         if (ps_g.closed || !ps_g.active) continue;
+        store_tick(&last_tick);
+        if (last_tick < next_rss) continue;
+        next_rss = last_tick + 10 * 1000 * 1000;
         pthread_mutex_lock(&ps_g.tlock);   /* not while a final flush runs */
         if (ps_g.closed || ps_g.stopping) { pthread_mutex_unlock(&ps_g.tlock); continue; }
         ps_emit_toggle(self);              /* the toggle signal arrived */
         if (self && ps_g.on) sample_rss(self);
         pthread_mutex_unlock(&ps_g.tlock);
-        if (tick % 5 == 0) {
-            ps_modules_poll();
-            /* The watermark is read before any ring: an event stamped
-             * earlier is published by now (or is being encoded this very
-             * moment: readers count that rare one as late). Kicking the TS
-             * before reading a head makes the owner's next event carry a
-             * fresh time, so such stragglers stay rare. */
-            uint64_t mark = ps_now();
-            ps_thr_t *t = __atomic_load_n(&ps_g.threads, __ATOMIC_ACQUIRE);
-            for (; t; t = t->next) {
-                t->ts_kick = 1;
-                if (__atomic_load_n(&t->head, __ATOMIC_ACQUIRE) != t->tail) ps_flush_thr(t);
-            }
-            uint8_t sync[PST_VARINT_MAX];
-            struct iovec iov[2] = { { 0, 0 }, { sync, (size_t)(pst_put_sync(sync, mark) - sync) } };
-            pthread_mutex_lock(&ps_g.wlock);
-            meta_flush_locked();
-            write_chunk_locked(PST_CHUNK_SYNC, 0, iov, 2);
-            pthread_mutex_unlock(&ps_g.wlock);
-            retire_dead();
-        }
+        if (last_tick < next_flush) continue;
+        next_flush = last_tick + 50 * 1000 * 1000;
+        flush_round(self, &last_tick);
     }
     return NULL;
 }
@@ -718,7 +962,7 @@ static int write_header(int fd)
         .parent_pid = (uint64_t)ps_g.parent_pid, .exec_gen = ps_g.gen,
         .start_real_ns = ps_g.start_real, .start_mono_ns = ps_g.start_mono,
         .stacks = (uint32_t)ps_g.stacks, .depth = (uint32_t)ps_g.depth,
-        .page_size = (uint64_t)page_size,
+        .page_size = (uint64_t)ps_g.page_size,
         .exe = exe, .argv = an ? args : NULL, .argv_len = (size_t)an,
         .tool = "poolscope-preload 1.0", .host = have_u ? u.nodename : NULL,
     };
@@ -872,11 +1116,16 @@ static int self_cb(struct dl_phdr_info *info, size_t size, void *arg)
 static int common_open(int first_image)
 {
     ps_g.start_mono = mono_ns();
+    ps_g.tick = 0;
+    ps_g.tick_gap_max = 0;
+    /* Per address space: a fork child registers again. */
+    ps_g.membarrier_ok = syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
     struct timespec rt;
     clock_gettime(CLOCK_REALTIME, &rt);
     ps_g.start_real = (uint64_t)rt.tv_sec * 1000000000u + (uint64_t)rt.tv_nsec;
     if (open_trace(first_image) != 0) return -1;
     ps_g.active = 1;
+    ctl_open();
     ps_modules_scan(1);
     return 0;
 }
@@ -885,13 +1134,12 @@ static int common_open(int first_image)
  * comes earlier. */
 static void ps_init(void)
 {
-    static int state;   /* 0 not started, 1 running, 2 done */
     int expect = 0;
-    if (!__atomic_compare_exchange_n(&state, &expect, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+    if (!__atomic_compare_exchange_n(&ps_g.init_state, &expect, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
         return;
     ps_tls.busy++;
     ps_resolve_real();
-    page_size = sysconf(_SC_PAGESIZE);
+    ps_g.page_size = sysconf(_SC_PAGESIZE);
     ps_g.pid = getpid();
     const char *out = env("POOLSCOPE_OUT");
     if (!out) goto done;
@@ -947,11 +1195,12 @@ static void ps_init(void)
         put_lost(t, boot, PST_LOST_BOOTSTRAP);
     }
     if (ps_g.sig > 0) ps_install_signal();
+    ps_signals_init();
     ps_recompute_on();
     ps_start_flusher();
 done:
     ps_g.inited = 1;
-    __atomic_store_n(&state, 2, __ATOMIC_RELEASE);
+    __atomic_store_n(&ps_g.init_state, 2, __ATOMIC_RELEASE);
     ps_tls.busy--;
 }
 
@@ -967,15 +1216,13 @@ __attribute__((destructor)) static void ps_dtor(void)
 
 /* ---- exec ---------------------------------------------------------------------- */
 
-static uint64_t exec_end_off, exec_unflushed, exec_counted;
-static __thread int exec_locked;   /* this thread holds the locks across its exec */
 
 /* Before an exec: record EXEC, flush every ring, write END, and keep the
  * thread list and the file locked so nothing is written after END. */
 void ps_exec_begin(const char *path)
 {
     if (ps_g.child_pending) ps_ensure_child();
-    exec_locked = 0;
+    ps_tls.exec_locked = 0;
     if (!ps_g.active || ps_g.closed) return;
     ps_thr_t *t = ps_enter();
     if (t) {
@@ -987,26 +1234,27 @@ void ps_exec_begin(const char *path)
     ps_tls.busy++;
     ps_quiesce();
     pthread_mutex_lock(&ps_g.tlock);
-    retry_after = 0;
+    ps_g.retry_after = 0;
     ps_flush_all();
-    exec_unflushed = end_of_image_locked(0);
-    exec_counted = __atomic_load_n(&ps_g.closing_lost, __ATOMIC_RELAXED);
-    add_lost(exec_counted);
+    ps_g.exec_unflushed = end_of_image_locked(0);
+    ps_g.exec_counted = __atomic_load_n(&ps_g.cnt->closing_lost, __ATOMIC_RELAXED);
+    add_lost(ps_g.exec_counted);
     pthread_mutex_lock(&ps_g.wlock);
-    exec_end_off = ps_g.file_off;
-    ps_write_end_locked();
+    ps_g.exec_end_off = ps_g.file_off;
+    if (ps_write_end_locked() == 0) ctl_done();   /* a failed exec cannot SIGKILL-account any more */
     ps_g.closed = 1;
     ps_recompute_on();
-    exec_locked = 1;
+    ps_tls.exec_locked = 1;
 }
 
 void ps_exec_failed(void)
 {
-    if (!exec_locked) return;
-    exec_locked = 0;
-    ps_truncate_locked(exec_end_off);
+    if (!ps_tls.exec_locked) return;
+    ps_tls.exec_locked = 0;
+    ps_truncate_locked(ps_g.exec_end_off);
+    ps_g.cnt->end_written = 0;
     /* the END that counted them as lost is gone; they will be written */
-    __atomic_sub_fetch(&ps_g.lost_total, exec_unflushed + exec_counted, __ATOMIC_RELAXED);
+    __atomic_sub_fetch(&ps_g.cnt->lost_total, ps_g.exec_unflushed + ps_g.exec_counted, __ATOMIC_RELAXED);
     ps_g.closed = 0;
     ps_g.stopping = 0;
     ps_g.closing = 0;
@@ -1014,14 +1262,14 @@ void ps_exec_failed(void)
     pthread_mutex_unlock(&ps_g.wlock);
     pthread_mutex_unlock(&ps_g.tlock);
     /* What other threads did while the file was closed is gone: say so. */
-    uint64_t n = __atomic_exchange_n(&ps_g.closing_lost, 0, __ATOMIC_RELAXED);
+    uint64_t n = __atomic_exchange_n(&ps_g.cnt->closing_lost, 0, __ATOMIC_RELAXED);
     ps_thr_t *t = ps_tls.thr;
     if (n) {
         add_lost(n);
         if (t && (uintptr_t)t > 1) {
             pst_event_t ev = { .type = PST_EV_LOST, .f = { n, PST_LOST_EXEC } };
             ps_emit_generic(t, &ev);
-            __atomic_add_fetch(&ps_g.lost_reported, n, __ATOMIC_RELAXED);
+            __atomic_add_fetch(&ps_g.cnt->lost_reported, n, __ATOMIC_RELAXED);
         }
     }
     ps_tls.busy--;
@@ -1036,7 +1284,7 @@ void ps_prepare_fork(void)
 {
     ps_tls.busy++;
     if (!ps_g.active) return;
-    pthread_mutex_lock(&child_lock);
+    pthread_mutex_lock(&ps_g.child_lock);
     pthread_mutex_lock(&ps_g.tlock);
     pthread_mutex_lock(&ps_g.wlock);
     ps_tables_lock_all();
@@ -1050,7 +1298,7 @@ void ps_parent_after_fork(void)
         ps_tables_unlock_all();
         pthread_mutex_unlock(&ps_g.wlock);
         pthread_mutex_unlock(&ps_g.tlock);
-        pthread_mutex_unlock(&child_lock);
+        pthread_mutex_unlock(&ps_g.child_lock);
     }
     ps_tls.busy--;
 }
@@ -1062,29 +1310,30 @@ void ps_child_after_fork(void)
 {
     if (!ps_g.active && !ps_g.child_pending) { ps_tls.busy--; return; }
     pthread_mutex_t init = PTHREAD_MUTEX_INITIALIZER;
-    ps_g.mlock = init; ps_g.wlock = init; ps_g.tlock = init; child_lock = init;
+    ps_g.mlock = init; ps_g.wlock = init; ps_g.tlock = init; ps_g.child_lock = init;
     ps_tables_reset();   /* re-inits the table locks too */
-    ps_thr_t *self = ps_tls.thr;
-    if (self == PS_THR_DEAD) self = NULL;
-    ps_thr_t *t = ps_g.threads;
-    while (t) {
-        ps_thr_t *n = t->next;
-        if (t != self) ps_sys_munmap(t, t->map_len);
-        t = n;
+    /* Every thread record goes, this thread's too: they are slots of the
+     * parent's counters file, shared with it. This thread registers again
+     * at its next event, in the child's own file. */
+    for (int pass = 0; pass < 2; pass++) {
+        ps_thr_t *t = pass ? ps_g.thr_free : ps_g.threads;
+        while (t) {
+            ps_thr_t *n = t->next;
+            rec_unmap(t);
+            t = n;
+        }
     }
-    ps_g.threads = self;
-    if (self) {
-        size_t len = self->map_len;
-        uint8_t *ring = self->ring;
-        uintptr_t hi = self->stk_hi, lo = self->stk_lo;
-        memset(self, 0, sizeof *self);
-        self->map_len = len;
-        self->ring = ring;
-        self->stk_hi = hi;
-        self->stk_lo = lo;
-        self->soft = PS_SOFT_FILL;
-        pthread_mutex_init(&self->clock, NULL);
+    ps_g.threads = NULL;
+    ps_g.thr_free = NULL;
+    if (ps_tls.thr != PS_THR_DEAD) ps_tls.thr = NULL;
+    if (ps_g.cnt != &ps_g.cnt_local) {
+        ps_sys_munmap(ps_g.cnt, PST_CTL_HDR);
+        ps_g.cnt = &ps_g.cnt_local;
     }
+    if (ps_g.ctl_fd >= 0) ps_real_close(ps_g.ctl_fd);
+    ps_g.ctl_fd = -1;
+    ps_g.ctl_path[0] = 0;
+    memset(&ps_g.cnt_local, 0, sizeof ps_g.cnt_local);
     ps_g.meta_len = 0;
     if (ps_g.fd >= 0) ps_real_close(ps_g.fd);
     ps_g.fd = -1;
@@ -1094,15 +1343,15 @@ void ps_child_after_fork(void)
     ps_g.flusher_on = 0;
     ps_g.next_stream = 0;
     ps_g.ev_written = 0;
-    ps_g.lost_total = 0;
+    ps_g.cnt->lost_total = 0;
     ps_g.file_off = 0;
     ps_g.closed = 0;
     ps_g.stopping = 0;
     ps_g.closing = 0;        /* a fork after the parent's exit flush records anew */
-    ps_g.closing_lost = 0;
-    ps_g.lost_reported = 0;
+    ps_g.cnt->closing_lost = 0;
+    ps_g.cnt->lost_reported = 0;
     ps_g.active = 0;
-    retry_after = 0;
+    ps_g.retry_after = 0;
     ps_g.child_pending = 1;
     ps_recompute_on();
     ps_tls.busy--;
@@ -1113,13 +1362,9 @@ void ps_ensure_child(void)
     if (!ps_g.child_pending) return;
     ps_tls.busy++;
     PS_SIGFENCE();
-    pthread_mutex_lock(&child_lock);
+    pthread_mutex_lock(&ps_g.child_lock);
     if (ps_g.child_pending) {
         if (common_open(0) == 0) {
-            ps_thr_t *self = ps_g.threads;
-            pthread_mutex_lock(&ps_g.tlock);
-            if (self) thr_start_stream(self, 0);
-            pthread_mutex_unlock(&ps_g.tlock);
             ps_g.child_pending = 0;
             ps_recompute_on();
             ps_start_flusher();
@@ -1128,7 +1373,7 @@ void ps_ensure_child(void)
             ps_recompute_on();
         }
     }
-    pthread_mutex_unlock(&child_lock);
+    pthread_mutex_unlock(&ps_g.child_lock);
     PS_SIGFENCE();
     ps_tls.busy--;
 }

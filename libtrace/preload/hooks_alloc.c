@@ -43,22 +43,21 @@ extern void *__libc_pvalloc(size_t);
 
 /* ---- bootstrap arena ------------------------------------------------------ */
 
-static _Alignas(64) char boot_arena[256u << 10];
-static size_t boot_used;
+/* ps_g.boot: the arena (.bss, already zero, never reused) and its fill. */
 
 static int in_boot(const void *p)
 {
-    return (const char *)p >= boot_arena && (const char *)p < boot_arena + sizeof boot_arena;
+    return (const char *)p >= ps_g.boot.arena && (const char *)p < ps_g.boot.arena + sizeof ps_g.boot.arena;
 }
 
 static void *boot_alloc(size_t n, size_t align)
 {
     if (align < 16) align = 16;
-    size_t off = (boot_used + 16 + align - 1) & ~(align - 1);   /* 16: room for the size */
-    if (off + n > sizeof boot_arena || n > sizeof boot_arena) return NULL;
-    ((size_t *)(boot_arena + off))[-1] = n;
-    boot_used = off + n;
-    return boot_arena + off;   /* .bss: already zero, never reused */
+    size_t off = (ps_g.boot.used + 16 + align - 1) & ~(align - 1);   /* 16: room for the size */
+    if (off + n > sizeof ps_g.boot.arena || n > sizeof ps_g.boot.arena) return NULL;
+    ((size_t *)(ps_g.boot.arena + off))[-1] = n;
+    ps_g.boot.used = off + n;
+    return ps_g.boot.arena + off;   /* .bss: already zero, never reused */
 }
 
 static size_t boot_size(const void *p) { return ((const size_t *)p)[-1]; }
@@ -82,7 +81,6 @@ static void *fb_reallocarray(void *p, size_t a, size_t b)
 }
 static size_t fb_usable(void *p) { (void)p; return 0; }
 
-static int resolving;
 
 #define NEXT(name, fb) do { void *f_ = dlsym(RTLD_NEXT, #name); \
     r.name = f_ ? (__typeof__(r.name))f_ : (fb); } while (0)
@@ -91,8 +89,8 @@ void ps_proc_resolve(void);   /* hooks_proc.c */
 
 void ps_resolve_real(void)
 {
-    if (ps_real_ready || resolving) return;
-    resolving = 1;
+    if (ps_real_ready || ps_g.resolving) return;
+    ps_g.resolving = 1;
     ps_tls.busy++;
     ps_real_t r;
     NEXT(malloc, __libc_malloc);
@@ -110,7 +108,7 @@ void ps_resolve_real(void)
     __atomic_store_n(&ps_real_ready, 1, __ATOMIC_RELEASE);
     ps_proc_resolve();
     ps_tls.busy--;
-    resolving = 0;
+    ps_g.resolving = 0;
 }
 
 #define ENSURE_REAL() do { if (PS_UNLIKELY(!ps_real_ready)) ps_resolve_real(); } while (0)
@@ -125,7 +123,7 @@ static inline uint32_t stack_of(ps_thr_t *t)
 EXPORT void *malloc(size_t n)
 {
     if (PS_UNLIKELY(!ps_real_ready)) {
-        if (resolving) return boot_alloc(n, 16);
+        if (ps_g.resolving) return boot_alloc(n, 16);
         ps_resolve_real();
     }
     ps_thr_t *t = ps_enter();
@@ -143,7 +141,7 @@ EXPORT void free(void *ptr)
     if (!ptr || PS_UNLIKELY(in_boot(ptr))) return;
     ENSURE_REAL();
     ps_thr_t *t = ps_enter();
-    if (!t) { ps_real.free(ptr); return; }
+    if (!t && (!PS_UNLIKELY(ps_g.paused) || !(t = ps_enter_paused()))) { ps_real.free(ptr); return; }
     uint8_t *p = ps_rec_begin(t);
     if (p) ps_rec_end(t, ps_enc_A(&t->enc, p, PST_EV_FREE, 0, (uintptr_t)ptr));
     ps_real.free(ptr);
@@ -153,7 +151,7 @@ EXPORT void free(void *ptr)
 EXPORT void *calloc(size_t a, size_t b)
 {
     if (PS_UNLIKELY(!ps_real_ready)) {
-        if (resolving) {
+        if (ps_g.resolving) {
             size_t n;
             return __builtin_mul_overflow(a, b, &n) ? NULL : boot_alloc(n, 16);
         }
@@ -172,7 +170,7 @@ EXPORT void *calloc(size_t a, size_t b)
 EXPORT void *realloc(void *old, size_t n)
 {
     if (PS_UNLIKELY(!ps_real_ready)) {
-        if (resolving) {
+        if (ps_g.resolving) {
             void *r = boot_alloc(n, 16);
             if (r && old) memcpy(r, old, boot_size(old) < n ? boot_size(old) : n);
             return r;
@@ -181,6 +179,16 @@ EXPORT void *realloc(void *old, size_t n)
     }
     int from_boot = old && in_boot(old);
     ps_thr_t *t = ps_enter();
+    if (!t && old && !from_boot && PS_UNLIKELY(ps_g.paused) && (t = ps_enter_paused())) {
+        /* paused: only the release of the old block is recorded */
+        void *r = ps_real.realloc(old, n);
+        if (r || n == 0) {
+            uint8_t *p = ps_rec_begin(t);
+            if (p) ps_rec_end(t, ps_enc_A(&t->enc, p, PST_EV_FREE, 0, (uintptr_t)old));
+        }
+        ps_leave_inline();
+        return r;
+    }
     if (!t) {
         if (!from_boot) return ps_real.realloc(old, n);
         void *r = ps_real.malloc(n);
@@ -188,6 +196,7 @@ EXPORT void *realloc(void *old, size_t n)
         return r;
     }
     void *r;
+    uint64_t pre = ps_tick_pre(t);
     if (from_boot) {   /* the tracer's bootstrap memory: a plain allocation */
         r = ps_real.malloc(n);
         if (r) memcpy(r, old, boot_size(old) < n ? boot_size(old) : n);
@@ -196,7 +205,7 @@ EXPORT void *realloc(void *old, size_t n)
         r = ps_real.realloc(old, n);
     }
     uint32_t sid = stack_of(t);
-    uint8_t *p = ps_rec_begin(t);
+    uint8_t *p = ps_rec_begin_at(t, pre);
     if (p) ps_rec_end(t, ps_enc_AAu(&t->enc, p, PST_EV_REALLOC, sid, (uintptr_t)old, (uintptr_t)r, n));
     ps_leave_inline();
     return r;
@@ -212,10 +221,11 @@ EXPORT void *reallocarray(void *old, size_t a, size_t b)
     }
     ps_thr_t *t = ps_enter();
     if (!t) return ps_real.reallocarray(old, a, b);
+    uint64_t pre = ps_tick_pre(t);
     void *r = ps_real.reallocarray(old, a, b);
     pst_event_t ev = { .type = PST_EV_REALLOCARRAY, .stack = stack_of(t),
                        .f = { (uintptr_t)old, (uintptr_t)r, a, b } };
-    ps_emit_generic(t, &ev);
+    ps_emit_generic_at(t, &ev, pre);
     ps_leave_inline();
     return r;
 }
@@ -250,7 +260,7 @@ EXPORT void *aligned_alloc(size_t align, size_t n)
 EXPORT void *memalign(size_t align, size_t n)
 {
     if (PS_UNLIKELY(!ps_real_ready)) {
-        if (resolving) return boot_alloc(n, align);
+        if (ps_g.resolving) return boot_alloc(n, align);
         ps_resolve_real();
     }
     ps_thr_t *t = ps_enter();
@@ -292,26 +302,20 @@ EXPORT size_t malloc_usable_size(void *p)
 
 /* ---- mmap family ----------------------------------------------------------------- */
 
-static void *(*real_mmap)(void *, size_t, int, int, int, off_t);
-static int (*real_munmap)(void *, size_t);
-static void *(*real_mremap)(void *, size_t, size_t, int, ...);
-static int (*real_madvise)(void *, size_t, int);
-static int (*real_brk)(void *);
-static void *(*real_sbrk)(intptr_t);
 
 void ps_alloc_resolve_mm(void)
 {
-    real_mmap = (__typeof__(real_mmap))dlsym(RTLD_NEXT, "mmap");
-    real_munmap = (__typeof__(real_munmap))dlsym(RTLD_NEXT, "munmap");
-    real_mremap = (__typeof__(real_mremap))dlsym(RTLD_NEXT, "mremap");
-    real_madvise = (__typeof__(real_madvise))dlsym(RTLD_NEXT, "madvise");
-    real_brk = (__typeof__(real_brk))dlsym(RTLD_NEXT, "brk");
-    real_sbrk = (__typeof__(real_sbrk))dlsym(RTLD_NEXT, "sbrk");
+    ps_real.mmap = (__typeof__(ps_real.mmap))dlsym(RTLD_NEXT, "mmap");
+    ps_real.munmap = (__typeof__(ps_real.munmap))dlsym(RTLD_NEXT, "munmap");
+    ps_real.mremap = (__typeof__(ps_real.mremap))dlsym(RTLD_NEXT, "mremap");
+    ps_real.madvise = (__typeof__(ps_real.madvise))dlsym(RTLD_NEXT, "madvise");
+    ps_real.brk = (__typeof__(ps_real.brk))dlsym(RTLD_NEXT, "brk");
+    ps_real.sbrk = (__typeof__(ps_real.sbrk))dlsym(RTLD_NEXT, "sbrk");
 }
 
 static void *do_mmap(void *a, size_t len, int prot, int flags, int fd, off_t off)
 {
-    if (real_mmap) return real_mmap(a, len, prot, flags, fd, off);
+    if (ps_real.mmap) return ps_real.mmap(a, len, prot, flags, fd, off);
     long r = syscall(SYS_mmap, a, len, prot, flags, fd, off);
     return (void *)r;
 }
@@ -341,10 +345,11 @@ EXPORT int munmap(void *a, size_t len)
 {
     ENSURE_REAL();
     ps_thr_t *t = ps_enter();
-    if (!t) return real_munmap ? real_munmap(a, len) : (int)syscall(SYS_munmap, a, len);
+    if (!t && (!PS_UNLIKELY(ps_g.paused) || !(t = ps_enter_paused())))
+        return ps_real.munmap ? ps_real.munmap(a, len) : (int)syscall(SYS_munmap, a, len);
     pst_event_t ev = { .type = PST_EV_MUNMAP, .f = { (uintptr_t)a, len } };
     ps_emit_generic(t, &ev);
-    int r = real_munmap ? real_munmap(a, len) : (int)syscall(SYS_munmap, a, len);
+    int r = ps_real.munmap ? ps_real.munmap(a, len) : (int)syscall(SYS_munmap, a, len);
     ps_leave_inline();
     return r;
 }
@@ -360,14 +365,15 @@ EXPORT void *mremap(void *old, size_t old_len, size_t new_len, int flags, ...)
     }
     ENSURE_REAL();
     ps_thr_t *t = ps_enter();
-    void *r = real_mremap ? real_mremap(old, old_len, new_len, flags, na)
+    uint64_t pre = t ? ps_tick_pre(t) : 0;
+    void *r = ps_real.mremap ? ps_real.mremap(old, old_len, new_len, flags, na)
                           : (void *)syscall(SYS_mremap, old, old_len, new_len, flags, na);
     if (!t) return r;
     int e = errno;
     pst_event_t ev = { .type = PST_EV_MREMAP, .stack = stack_of(t),
                        .f = { (uintptr_t)old, old_len, r == MAP_FAILED ? 0 : (uintptr_t)r,
                               new_len, (unsigned)flags } };
-    ps_emit_generic(t, &ev);
+    ps_emit_generic_at(t, &ev, pre);
     ps_leave_inline();
     errno = e;
     return r;
@@ -391,9 +397,9 @@ EXPORT int madvise(void *a, size_t len, int advice)
 {
     ENSURE_REAL();
     if (!drops_pages(advice))
-        return real_madvise ? real_madvise(a, len, advice) : (int)syscall(SYS_madvise, a, len, advice);
+        return ps_real.madvise ? ps_real.madvise(a, len, advice) : (int)syscall(SYS_madvise, a, len, advice);
     ps_thr_t *t = ps_enter();
-    int r = real_madvise ? real_madvise(a, len, advice) : (int)syscall(SYS_madvise, a, len, advice);
+    int r = ps_real.madvise ? ps_real.madvise(a, len, advice) : (int)syscall(SYS_madvise, a, len, advice);
     if (!t) return r;
     int e = errno;
     if (r == 0) {
@@ -408,9 +414,9 @@ EXPORT int madvise(void *a, size_t len, int advice)
 EXPORT int brk(void *end)
 {
     ENSURE_REAL();
-    if (!real_brk) { errno = ENOMEM; return -1; }
+    if (!ps_real.brk) { errno = ENOMEM; return -1; }
     ps_thr_t *t = ps_enter();
-    int r = real_brk(end);
+    int r = ps_real.brk(end);
     if (!t) return r;
     int e = errno;
     pst_event_t ev = { .type = PST_EV_BRK, .f = { (uintptr_t)end, (uint64_t)(int64_t)r } };
@@ -423,9 +429,9 @@ EXPORT int brk(void *end)
 EXPORT void *sbrk(intptr_t inc)
 {
     ENSURE_REAL();
-    if (!real_sbrk) { errno = ENOMEM; return (void *)-1; }
+    if (!ps_real.sbrk) { errno = ENOMEM; return (void *)-1; }
     ps_thr_t *t = ps_enter();
-    void *r = real_sbrk(inc);
+    void *r = ps_real.sbrk(inc);
     if (!t) return r;
     int e = errno;
     pst_event_t ev = { .type = PST_EV_SBRK, .f = { (uint64_t)(int64_t)inc,

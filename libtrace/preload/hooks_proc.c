@@ -37,31 +37,12 @@
 
 extern char **environ;
 
-static struct {
-    pid_t (*fork)(void);
-    pid_t (*_Fork)(void);
-    int (*execve)(const char *, char *const[], char *const[]);
-    int (*execvpe)(const char *, char *const[], char *const[]);
-    int (*fexecve)(int, char *const[], char *const[]);
-    int (*posix_spawn)(pid_t *, const char *, const posix_spawn_file_actions_t *,
-                       const posix_spawnattr_t *, char *const[], char *const[]);
-    int (*posix_spawnp)(pid_t *, const char *, const posix_spawn_file_actions_t *,
-                        const posix_spawnattr_t *, char *const[], char *const[]);
-    void (*_exit)(int);
-    void (*_Exit)(int);
-    int (*dlclose)(void *);
-    int (*close)(int);
-    int (*close_range)(unsigned, unsigned, int);
-    void (*closefrom)(int);
-    int (*dup2)(int, int);
-    int (*dup3)(int, int, int);
-    int (*pthread_create)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
-} real;
+/* The next definitions of the hooked process functions: ps_g.proc. */
 
 void ps_alloc_resolve_mm(void);
 void ps_resolve_real(void);
 
-#define R(name) real.name = (__typeof__(real.name))dlsym(RTLD_NEXT, #name)
+#define R(name) ps_g.proc.name = (__typeof__(ps_g.proc.name))dlsym(RTLD_NEXT, #name)
 void ps_proc_resolve(void)
 {
     ps_alloc_resolve_mm();
@@ -149,9 +130,9 @@ static int exec_done(env_rw_t *rw, int rc)
 EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 {
     env_rw_t rw;
-    if (ps_tls.busy) { ENSURE_REAL(); return real.execve(path, argv, envp); }
+    if (ps_tls.busy) { ENSURE_REAL(); return ps_g.proc.execve(path, argv, envp); }
     exec_prepare(&rw, path, envp);
-    return exec_done(&rw, real.execve(path, argv, rw.envp));
+    return exec_done(&rw, ps_g.proc.execve(path, argv, rw.envp));
 }
 
 EXPORT int execv(const char *path, char *const argv[])
@@ -162,9 +143,9 @@ EXPORT int execv(const char *path, char *const argv[])
 EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
 {
     env_rw_t rw;
-    if (ps_tls.busy) { ENSURE_REAL(); return real.execvpe(file, argv, envp); }
+    if (ps_tls.busy) { ENSURE_REAL(); return ps_g.proc.execvpe(file, argv, envp); }
     exec_prepare(&rw, file, envp);
-    return exec_done(&rw, real.execvpe(file, argv, rw.envp));
+    return exec_done(&rw, ps_g.proc.execvpe(file, argv, rw.envp));
 }
 
 EXPORT int execvp(const char *file, char *const argv[])
@@ -182,9 +163,9 @@ EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
     *p = 0;
     ssize_t n = readlink(link, path, sizeof path - 1);
     path[n > 0 ? n : 0] = 0;
-    if (ps_tls.busy) { ENSURE_REAL(); return real.fexecve(fd, argv, envp); }
+    if (ps_tls.busy) { ENSURE_REAL(); return ps_g.proc.fexecve(fd, argv, envp); }
     exec_prepare(&rw, path, envp);
-    return exec_done(&rw, real.fexecve(fd, argv, rw.envp));
+    return exec_done(&rw, ps_g.proc.fexecve(fd, argv, rw.envp));
 }
 
 /* execl*: gather the variadic arguments into an array (raw mmap: no VLA, no
@@ -255,7 +236,7 @@ static void record_fork(pid_t child)
 EXPORT pid_t fork(void)
 {
     ENSURE_REAL();
-    pid_t pid = real.fork();
+    pid_t pid = ps_g.proc.fork();
     if (pid > 0) {
         int e = errno;
         record_fork(pid);
@@ -276,9 +257,9 @@ EXPORT pid_t vfork(void)
 EXPORT pid_t _Fork(void)
 {
     ENSURE_REAL();
-    if (!real._Fork) { errno = ENOSYS; return -1; }
+    if (!ps_g.proc._Fork) { errno = ENOSYS; return -1; }
     ps_prepare_fork();
-    pid_t pid = real._Fork();
+    pid_t pid = ps_g.proc._Fork();
     int e = errno;
     if (pid == 0) ps_child_after_fork();
     else ps_parent_after_fork();
@@ -294,8 +275,8 @@ static int spawn_common(int p, pid_t *pid, const char *path, const posix_spawn_f
     env_rw_t rw;
     pid_t child = 0;
     env_rewrite(&rw, envp, path, 0, 1);   /* pid 0: "another pid", generation 1 */
-    int rc = p ? real.posix_spawnp(&child, path, fa, at, argv, rw.envp)
-               : real.posix_spawn(&child, path, fa, at, argv, rw.envp);
+    int rc = p ? ps_g.proc.posix_spawnp(&child, path, fa, at, argv, rw.envp)
+               : ps_g.proc.posix_spawn(&child, path, fa, at, argv, rw.envp);
     env_free(&rw);
     if (rc == 0) {
         if (pid) *pid = child;
@@ -322,7 +303,7 @@ EXPORT __attribute__((noreturn)) void _exit(int status)
 {
     ENSURE_REAL();
     if (!ps_tls.busy) ps_final();
-    if (real._exit) real._exit(status);
+    if (ps_g.proc._exit) ps_g.proc._exit(status);
     for (;;) syscall(SYS_exit_group, status);
 }
 
@@ -330,7 +311,7 @@ EXPORT __attribute__((noreturn)) void _Exit(int status)
 {
     ENSURE_REAL();
     if (!ps_tls.busy) ps_final();
-    if (real._Exit) real._Exit(status);
+    if (ps_g.proc._Exit) ps_g.proc._Exit(status);
     for (;;) syscall(SYS_exit_group, status);
 }
 
@@ -339,7 +320,7 @@ EXPORT __attribute__((noreturn)) void _Exit(int status)
 EXPORT int dlclose(void *h)
 {
     ENSURE_REAL();
-    int rc = real.dlclose(h);
+    int rc = ps_g.proc.dlclose(h);
     if (rc == 0 && ps_g.active && !ps_tls.busy) {
         int e = errno;
         ps_tls.busy++;
@@ -357,12 +338,12 @@ EXPORT int close(int fd)
     ENSURE_REAL();
     if (PS_UNLIKELY(fd == ps_g.fd) && !ps_tls.busy && ps_is_trace_fd(fd))
         return 0;   /* ours: pretend success, keep it */
-    return real.close ? real.close(fd) : (int)syscall(SYS_close, fd);
+    return ps_g.proc.close ? ps_g.proc.close(fd) : (int)syscall(SYS_close, fd);
 }
 
 static int sys_close_range(unsigned lo, unsigned hi, int flags)
 {
-    if (real.close_range) return real.close_range(lo, hi, flags);
+    if (ps_g.proc.close_range) return ps_g.proc.close_range(lo, hi, flags);
     return (int)syscall(SYS_close_range, lo, hi, flags);
 }
 
@@ -389,29 +370,29 @@ EXPORT void closefrom(int lo)
     ENSURE_REAL();
     int fd = ps_g.fd;
     if (ps_tls.busy || fd < 0 || fd < lo || !ps_is_trace_fd(fd)) {
-        if (real.closefrom) real.closefrom(lo);
+        if (ps_g.proc.closefrom) ps_g.proc.closefrom(lo);
         else syscall(SYS_close_range, lo, ~0U, 0);
         return;
     }
     long rc = 0;
     if (fd > lo) rc = syscall(SYS_close_range, (unsigned)lo, (unsigned)fd - 1, 0);
     if (rc == 0) rc = syscall(SYS_close_range, (unsigned)fd + 1, ~0U, 0);
-    if (rc != 0 && real.closefrom)
-        real.closefrom(lo);   /* no close_range: our fd goes too; re-opened by path */
+    if (rc != 0 && ps_g.proc.closefrom)
+        ps_g.proc.closefrom(lo);   /* no close_range: our fd goes too; re-opened by path */
 }
 
 EXPORT int dup2(int old, int nfd)
 {
     ENSURE_REAL();
     if (nfd == ps_g.fd && old != nfd && !ps_tls.busy) ps_move_trace_fd_from(nfd, nfd);
-    return real.dup2 ? real.dup2(old, nfd) : (int)syscall(SYS_dup2, old, nfd);
+    return ps_g.proc.dup2 ? ps_g.proc.dup2(old, nfd) : (int)syscall(SYS_dup2, old, nfd);
 }
 
 EXPORT int dup3(int old, int nfd, int flags)
 {
     ENSURE_REAL();
     if (nfd == ps_g.fd && old != nfd && !ps_tls.busy) ps_move_trace_fd_from(nfd, nfd);
-    return real.dup3 ? real.dup3(old, nfd, flags) : (int)syscall(SYS_dup3, old, nfd, flags);
+    return ps_g.proc.dup3 ? ps_g.proc.dup3(old, nfd, flags) : (int)syscall(SYS_dup3, old, nfd, flags);
 }
 
 /* ---- threads ----------------------------------------------------------------------- */
@@ -436,15 +417,15 @@ EXPORT int pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)
 {
     ENSURE_REAL();
     ps_thr_t *t = ps_tls.thr;
-    if (ps_tls.busy || !ps_g.active) return real.pthread_create(th, attr, fn, arg);
+    if (ps_tls.busy || !ps_g.active) return ps_g.proc.pthread_create(th, attr, fn, arg);
     ps_tls.busy++;
     tramp_t *tr = ps_real.malloc(sizeof *tr);
     ps_tls.busy--;
-    if (!tr) return real.pthread_create(th, attr, fn, arg);
+    if (!tr) return ps_g.proc.pthread_create(th, attr, fn, arg);
     tr->fn = fn;
     tr->arg = arg;
-    tr->parent = (uintptr_t)t > 1 ? t->stream : 0;
-    int rc = real.pthread_create(th, attr, tramp_main, tr);
+    tr->parent = (uintptr_t)t > 1 ? t->c.stream : 0;
+    int rc = ps_g.proc.pthread_create(th, attr, tramp_main, tr);
     if (rc != 0) {
         ps_tls.busy++;
         ps_real.free(tr);

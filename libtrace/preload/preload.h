@@ -18,11 +18,14 @@
 #define PS_PRELOAD_H
 
 #include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
 #include "poolscope/format.h"
+#include "ctl.h"
 
 #define PS_LIKELY(x)   __builtin_expect(!!(x), 1)
 #define PS_UNLIKELY(x) __builtin_expect(!!(x), 0)
@@ -65,27 +68,27 @@ typedef struct ps_walk {
  * producer (the thread) owns the first cache line, the consumer (flusher or
  * the thread itself) the second. Freed by the flusher once `dead`. */
 typedef struct ps_thr {
+    pst_ctl_slot_t c;       /* first: the thread's slot of the counters file (ctl.h): c.nev, c.stream */
     /* producer */
     uint64_t head;          /* stream bytes published (release store) */
     uint64_t soft;          /* head at which the producer looks at tail again */
     pst_enc_t enc;          /* address base, TS state */
-    uint64_t nev;           /* events encoded (TS not counted) */
     uint64_t lost;          /* events dropped, not yet reported by a LOST record */
     uintptr_t stk_lo;       /* fp walk: the stack pointer must lie above this */
     uintptr_t stk_hi;       /* fp walk: frames must lie below this (0: unknown) */
     uint8_t *ring;
+    volatile uint8_t inflight; /* between reading the tick and publishing the event (flusher reads it) */
     char pad0[64];
     /* consumer */
     pthread_mutex_t clock;  /* serialises flushes of this ring */
     uint64_t tail;          /* stream bytes written to the file */
     uint64_t nev_done;      /* nev at the last successful flush */
-    volatile uint8_t ts_kick; /* flusher asks for a fresh TS record */
     volatile uint8_t dead;  /* owner exited: flusher flushes and unmaps */
     uint8_t is_flusher;
-    uint32_t stream;
     int tid;
-    struct ps_thr *next;    /* global list, pushed at the head */
-    size_t map_len;
+    struct ps_thr *next;    /* global list, pushed at the head; free list once retired */
+    size_t map_len;         /* this record's mapping (a ctl slot, or anonymous) */
+    int in_ctl;             /* the record is a slot of the counters file */
     ps_scache_ent_t scache[PS_SCACHE];
     ps_walk_t walk;         /* stacks.c, the owner thread only */
 } ps_thr_t;
@@ -97,6 +100,7 @@ typedef struct ps_tls {
     int busy;               /* reentrancy guard: the tracer itself is running */
     uint32_t parent_stream; /* set by the pthread_create trampoline */
     uint32_t nobuf;         /* events lost because no ring could be mapped */
+    int exec_locked;        /* this thread holds the locks across its exec */
 } ps_tls_t;
 
 extern __thread ps_tls_t ps_tls __attribute__((tls_model("initial-exec")));
@@ -114,7 +118,63 @@ typedef struct ps_real {
     void *(*valloc)(size_t);
     void *(*pvalloc)(size_t);
     size_t (*malloc_usable_size)(void *);
+    void *(*mmap)(void *, size_t, int, int, int, off_t);
+    int   (*munmap)(void *, size_t);
+    void *(*mremap)(void *, size_t, size_t, int, ...);
+    int   (*madvise)(void *, size_t, int);
+    int   (*brk)(void *);
+    void *(*sbrk)(intptr_t);
 } ps_real_t;
+
+/* hooks_signal.c: the program's own view of a fatal signal's disposition,
+ * and whether the kernel has our handler for it. */
+#define PS_NSIG 65
+typedef struct ps_sig { struct sigaction view; int ours; } ps_sig_t;
+
+/* The next definitions of the process-level hooks (hooks_proc.c). */
+typedef struct ps_real_proc {
+    pid_t (*fork)(void);
+    pid_t (*_Fork)(void);
+    int (*execve)(const char *, char *const[], char *const[]);
+    int (*execvpe)(const char *, char *const[], char *const[]);
+    int (*fexecve)(int, char *const[], char *const[]);
+    int (*posix_spawn)(pid_t *, const char *, const posix_spawn_file_actions_t *,
+                       const posix_spawnattr_t *, char *const[], char *const[]);
+    int (*posix_spawnp)(pid_t *, const char *, const posix_spawn_file_actions_t *,
+                        const posix_spawnattr_t *, char *const[], char *const[]);
+    void (*_exit)(int);
+    void (*_Exit)(int);
+    int (*dlclose)(void *);
+    int (*close)(int);
+    int (*close_range)(unsigned, unsigned, int);
+    void (*closefrom)(int);
+    int (*dup2)(int, int);
+    int (*dup3)(int, int, int);
+    int (*pthread_create)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
+    int (*sigaction)(int, const struct sigaction *, struct sigaction *);
+} ps_real_proc_t;
+
+/* stacks.c's tables: open addressing on a 64-bit hash, ids handed out in
+ * insertion order; the module list of the last scan and the one being built. */
+typedef struct ps_slot { uint64_t hash; uint32_t id; uint32_t pad; } ps_slot_t;
+typedef struct ps_table {
+    pthread_mutex_t lock;
+    ps_slot_t *slots;
+    size_t bits, used;
+    uint32_t next_id;
+} ps_table_t;
+typedef struct ps_mod { uint64_t base, size; uint64_t key; } ps_mod_t;
+#define PS_UR_SLOTS (1u << 13)   /* dwarf rule cache slots (stacks.c: UR_SLOTS) */
+typedef struct ps_stk {
+    ps_table_t stab, strtab;
+    pthread_mutex_t modlock;
+    ps_mod_t *mods, *cur;        /* mapped on first scan */
+    size_t n_mods, n_cur;
+    unsigned long long seen_adds, seen_subs;   /* the loader's counters at the last scan */
+    char exe_path[4096];
+    uint64_t ucache[PS_UR_SLOTS];
+    uint32_t ucache_gen;         /* bumped by each clear: drops the threads' recorded steps */
+} ps_stk_t;
 extern ps_real_t ps_real;
 extern volatile int ps_real_ready;   /* malloc family resolved */
 
@@ -123,14 +183,22 @@ typedef struct ps_global {
     volatile int on;         /* hot flag: recording and file usable */
     volatile int active;     /* POOLSCOPE_OUT set and the file is open */
     volatile int inited;     /* constructor done */
+    int init_state;          /* ps_init: 0 not started, 1 running, 2 done */
     volatile int closed;     /* END written: nothing more */
     volatile int paused;     /* selective tracing off */
     volatile int child_pending; /* fork child: open own file at next chance */
     volatile int toggle_req; /* signal asked for a toggle: its marker is not written yet */
     volatile uint64_t toggle_ts; /* ps_now() when the signal arrived */
+    /* Time base: the flusher stores ps_now() here every PS_TICK_NS; every
+     * event is stamped with one plain load of it (see ps_rec_begin). */
+    volatile uint64_t tick;
+    uint64_t tick_gap_max;   /* flusher: longest interval between two tick stores since the last SYNC */
+    int membarrier_ok;       /* MEMBARRIER_CMD_PRIVATE_EXPEDITED registered */
+    uint64_t tracer_bytes;   /* atomic: bytes the tracer itself has mapped (rings, tables, META) */
     volatile int stopping;   /* final flush or exec under way */
     volatile int closing;    /* an exec or the exit flush is closing the trace: count other threads' calls */
-    uint64_t closing_lost;   /* those calls (atomic): in END, or a LOST record if the exec fails */
+    /* closing_lost lives in *cnt: calls during an exec or the exit flush (atomic): in END,
+     * or a LOST record if the exec fails */
     int stacks;              /* PST_STACKS_* */
     int depth;
     int sig;                 /* POOLSCOPE_SIGNAL or 0 */
@@ -147,6 +215,10 @@ typedef struct ps_global {
     char follow[1024];
     /* file */
     pthread_mutex_t wlock;
+    pthread_mutex_t child_lock; /* a fork child opening its file */
+    uint64_t retry_after;    /* ps_now() before which a failed file is not retried */
+    long page_size;
+    uint64_t exec_end_off, exec_unflushed, exec_counted;  /* undo state of an exec that may fail */
     int fd;
     dev_t dev;
     ino_t ino;
@@ -158,9 +230,17 @@ typedef struct ps_global {
     uint32_t next_stream;    /* atomic */
     pthread_key_t key;
     int key_ok;
-    /* counters (atomic adds, rare paths only) */
-    uint64_t lost_total;     /* every event lost, for the END chunk */
-    uint64_t lost_reported;  /* of those, reported by LOST records in streams */
+    /* counters (atomic adds, rare paths only): lost_total (every event lost,
+     * for END), lost_reported (of those, reported by LOST records in
+     * streams), closing_lost. They live in the counters file when there is
+     * one (ctl.h: they outlive a SIGKILL), else in cnt_local. */
+    pst_ctl_hdr_t *cnt;
+    pst_ctl_hdr_t cnt_local;
+    int ctl_fd;              /* the counters file, -1 none */
+    dev_t ctl_dev;
+    ino_t ctl_ino;
+    char ctl_path[128];
+    ps_thr_t *thr_free;      /* retired thread records, reused (under tlock) */
     uint64_t ev_written;     /* under wlock */
     uint64_t boot_lost;      /* calls seen before the constructor */
     /* flusher */
@@ -170,18 +250,34 @@ typedef struct ps_global {
     pthread_mutex_t mlock;
     uint8_t *meta;
     size_t meta_len, meta_cap;
+    /* the other files' state */
+    ps_stk_t stk;                /* stacks.c */
+    ps_sig_t sigs[PS_NSIG];      /* hooks_signal.c */
+    volatile int fatal;          /* a fatal signal is closing the trace: locks are tried, not waited on */
+    uint64_t fatal_deadline;     /* CLOCK_MONOTONIC ns: give up on a lock after this */
+    ps_real_proc_t proc;         /* hooks_proc.c */
+    int resolving;               /* hooks_alloc.c: dlsym of the real functions under way */
+    struct { _Alignas(64) char arena[256u << 10]; size_t used; } boot;  /* allocations during dlsym */
 } ps_global_t;
 extern ps_global_t ps_g;
+
+/* Tick period of the time base, and how stale a tick a busy thread accepts
+ * before it reads the clock itself (checked every PST_TS_EVERY events). */
+#define PS_TICK_NS       PST_TICK_NS
+#define PS_TICK_STALE_NS 20000u   /* busy threads keep the tick within 20 us (at most 50k shared writes/s) */
 
 /* ---- core.c ---- */
 uint64_t ps_now(void);                  /* ns since trace start */
 void ps_init_if_needed(void);
 ps_thr_t *ps_enter_slow(void);          /* registers the thread; NULL: pass through */
 void ps_leave(void);
+ps_thr_t *ps_enter_paused(void);        /* a free while paused: its record, or NULL */
 int ps_make_room(ps_thr_t *t);          /* 0 ok, -1: drop this event */
 void ps_flush_thr(ps_thr_t *t);
 void ps_flush_all(void);
 void ps_final(void);                    /* flush everything, write END */
+void ps_final_from_signal(void);        /* the same from a fatal signal's handler */
+void ps_signals_init(void);             /* hooks_signal.c */
 int ps_write_end_locked(void);          /* wlock held */
 uint64_t ps_file_off_locked(void);
 void ps_truncate_locked(uint64_t off);
@@ -193,6 +289,7 @@ void ps_prepare_fork(void);
 void ps_parent_after_fork(void);
 void ps_ensure_child(void);             /* fork child: open its file now */
 void ps_emit_generic(ps_thr_t *t, const pst_event_t *ev);
+void ps_emit_generic_at(ps_thr_t *t, const pst_event_t *ev, uint64_t at);
 void *ps_sys_mmap(size_t len);
 void ps_sys_munmap(void *p, size_t len);
 int ps_real_close(int fd);
@@ -231,17 +328,52 @@ static inline void ps_leave_inline(void)
     ps_tls.busy = 0;
 }
 
-/* Begin/end of one record in the calling thread's ring. */
+uint64_t ps_stale_tick(ps_thr_t *t, uint64_t tick);   /* core.c: the clock check */
+
+/* Begin/end of one record in the calling thread's ring.
+ *
+ * Time: the event is stamped with the global tick, read once here, after
+ * the call it records has returned (or, for a free, before the memory is
+ * given back), so a free on one thread is never stamped before the
+ * allocation it frees on another. A TS record is written only when the
+ * tick has moved since the stream's previous one. `inflight` covers the
+ * read of the tick up to the release store of head: the flusher's
+ * watermark (core.c) waits for a thread caught in between. */
 static inline uint8_t *ps_rec_begin(ps_thr_t *t)
 {
     if (PS_UNLIKELY(t->head >= t->soft) && ps_make_room(t) != 0)
         return NULL;
     uint8_t *p = t->ring + (t->head & PS_RING_MASK);
-    if (PS_UNLIKELY(t->enc.since_ts >= PST_TS_EVERY || t->ts_kick)) {
-        t->ts_kick = 0;
-        p = pst_put_ts(&t->enc, p, ps_now());
-    }
+    t->inflight = 1;
+    PS_SIGFENCE();
+    uint64_t now = ps_g.tick;
+    if (PS_UNLIKELY(t->enc.since_ts >= PST_TS_EVERY)) now = ps_stale_tick(t, now);
+    if (PS_UNLIKELY(now > t->enc.last_ts)) p = pst_put_ts(&t->enc, p, now);
     return p;   /* the encoder counts the event in enc.since_ts */
+}
+
+/* A call that releases one block and acquires another inside itself
+ * (realloc, reallocarray, mremap) is stamped with the tick read before the
+ * call: another thread may be handed the released block before the call
+ * returns, and its allocation must not be stamped before our release. (The
+ * acquired side may then be stamped before another thread's free of the
+ * block it acquires; readers allow that one tick's slack, FORMAT.md.) */
+static inline uint64_t ps_tick_pre(ps_thr_t *t)
+{
+    t->inflight = 1;
+    PS_SIGFENCE();
+    return ps_g.tick;
+}
+
+static inline uint8_t *ps_rec_begin_at(ps_thr_t *t, uint64_t now)
+{
+    if (PS_UNLIKELY(t->head >= t->soft) && ps_make_room(t) != 0) {
+        t->inflight = 0;
+        return NULL;
+    }
+    uint8_t *p = t->ring + (t->head & PS_RING_MASK);
+    if (now > t->enc.last_ts) p = pst_put_ts(&t->enc, p, now);
+    return p;
 }
 
 static inline void ps_rec_end(ps_thr_t *t, uint8_t *p)
@@ -250,8 +382,10 @@ static inline void ps_rec_end(ps_thr_t *t, uint8_t *p)
     uint64_t len = (uint64_t)(p - (t->ring + start));
     if (PS_UNLIKELY(start + len > PS_RING_SIZE))
         memcpy(t->ring, t->ring + PS_RING_SIZE, start + len - PS_RING_SIZE);
-    t->nev++;
+    t->c.nev++;
     __atomic_store_n(&t->head, t->head + len, __ATOMIC_RELEASE);
+    PS_SIGFENCE();
+    t->inflight = 0;
 }
 
 /* ---- stacks.c ---- */

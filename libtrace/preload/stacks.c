@@ -57,18 +57,8 @@
 
 /* ---- hash tables ----------------------------------------------------------- */
 
-typedef struct slot { uint64_t hash; uint32_t id; uint32_t pad; } slot_t;
-
-typedef struct table {
-    pthread_mutex_t lock;
-    slot_t *slots;
-    size_t bits, used;
-    uint32_t next_id;
-} table_t;
-
-static table_t stab = { .lock = PTHREAD_MUTEX_INITIALIZER, .bits = 20 };
-static table_t strtab = { .lock = PTHREAD_MUTEX_INITIALIZER, .bits = 16 };
-static pthread_mutex_t modlock = PTHREAD_MUTEX_INITIALIZER;
+/* The tables (ps_table_t, preload.h) live in ps_g.stk: the stack table and
+ * the string table, each behind its own lock. */
 
 static void ucache_clear(void);   /* dwarf walk's rule cache */
 
@@ -89,9 +79,9 @@ static inline uint64_t frame_hash(uint64_t f, int i)
     return h ^ (h >> 33);
 }
 
-static uint32_t tab_find(table_t *tb, uint64_t h)
+static uint32_t tab_find(ps_table_t *tb, uint64_t h)
 {
-    slot_t *s = __atomic_load_n(&tb->slots, __ATOMIC_ACQUIRE);
+    ps_slot_t *s = __atomic_load_n(&tb->slots, __ATOMIC_ACQUIRE);
     if (!s) return 0;
     size_t mask = ((size_t)1 << tb->bits) - 1;
     for (size_t i = h & mask, k = 0; k < 64; i = (i + 1) & mask, k++) {
@@ -103,10 +93,10 @@ static uint32_t tab_find(table_t *tb, uint64_t h)
 }
 
 /* Under tb->lock: publish h -> id (best effort: a full probe run is fine). */
-static void tab_put(table_t *tb, uint64_t h, uint32_t id)
+static void tab_put(ps_table_t *tb, uint64_t h, uint32_t id)
 {
     if (!tb->slots) {
-        slot_t *s = ps_sys_mmap(sizeof(slot_t) << tb->bits);
+        ps_slot_t *s = ps_sys_mmap(sizeof(ps_slot_t) << tb->bits);
         if (!s) return;
         __atomic_store_n(&tb->slots, s, __ATOMIC_RELEASE);
     }
@@ -124,23 +114,23 @@ static void tab_put(table_t *tb, uint64_t h, uint32_t id)
 
 void ps_tables_lock_all(void)
 {
-    pthread_mutex_lock(&modlock);
-    pthread_mutex_lock(&stab.lock);
-    pthread_mutex_lock(&strtab.lock);
+    pthread_mutex_lock(&ps_g.stk.modlock);
+    pthread_mutex_lock(&ps_g.stk.stab.lock);
+    pthread_mutex_lock(&ps_g.stk.strtab.lock);
 }
 
 void ps_tables_unlock_all(void)
 {
-    pthread_mutex_unlock(&strtab.lock);
-    pthread_mutex_unlock(&stab.lock);
-    pthread_mutex_unlock(&modlock);
+    pthread_mutex_unlock(&ps_g.stk.strtab.lock);
+    pthread_mutex_unlock(&ps_g.stk.stab.lock);
+    pthread_mutex_unlock(&ps_g.stk.modlock);
 }
 
-static void tab_reset(table_t *tb)
+static void tab_reset(ps_table_t *tb)
 {
     pthread_mutex_t init = PTHREAD_MUTEX_INITIALIZER;
     tb->lock = init;
-    ps_sys_munmap(tb->slots, sizeof(slot_t) << tb->bits);
+    ps_sys_munmap(tb->slots, sizeof(ps_slot_t) << tb->bits);
     tb->slots = NULL;
     tb->used = 0;
     tb->next_id = 0;
@@ -156,12 +146,12 @@ uint32_t ps_string_id(const char *s)
     uint64_t h = 0xcbf29ce484222325ull ^ n;
     for (size_t i = 0; i < n; i++) h = (h ^ (uint8_t)s[i]) * 0x100000001b3ull;
     h = mix(h);
-    uint32_t id = tab_find(&strtab, h);
+    uint32_t id = tab_find(&ps_g.stk.strtab, h);
     if (id) return id;
-    pthread_mutex_lock(&strtab.lock);
-    id = tab_find(&strtab, h);
+    pthread_mutex_lock(&ps_g.stk.strtab.lock);
+    id = tab_find(&ps_g.stk.strtab, h);
     if (!id) {
-        id = ++strtab.next_id;
+        id = ++ps_g.stk.strtab.next_id;
         /* The layout of pst_put_meta_string, written in two pieces so a
          * long string needs no copy buffer. */
         uint8_t hdr[1 + 2 * PST_VARINT_MAX];
@@ -173,20 +163,15 @@ uint32_t ps_string_id(const char *s)
         ps_meta_append(hdr, (size_t)(q - hdr));
         ps_meta_append(s, n);
         ps_meta_unlock();
-        tab_put(&strtab, h, id);
+        tab_put(&ps_g.stk.strtab, h, id);
     }
-    pthread_mutex_unlock(&strtab.lock);
+    pthread_mutex_unlock(&ps_g.stk.strtab.lock);
     return id;
 }
 
 /* ---- modules ---------------------------------------------------------------------- */
 
 #define MAX_MODS 4096
-typedef struct mod { uint64_t base, size; uint64_t key; } mod_t;
-static mod_t *mods, *cur;            /* mapped on first scan */
-static size_t n_mods, n_cur;
-static unsigned long long seen_adds = ~0ull, seen_subs = ~0ull;
-static char exe_path[4096];
 
 static uint64_t path_key(const char *p, uint64_t base)
 {
@@ -229,13 +214,13 @@ static int scan_cb(struct dl_phdr_info *info, size_t size, void *arg)
         if (a < lo) lo = a;
         if (a + ph->p_memsz > hi) hi = a + ph->p_memsz;
     }
-    if (hi == 0 || n_cur >= MAX_MODS) return 0;
-    const char *path = info->dlpi_name && info->dlpi_name[0] ? info->dlpi_name : exe_path;
-    mod_t m = { lo, hi - lo, path_key(path, lo) };
-    cur[n_cur++] = m;
+    if (hi == 0 || ps_g.stk.n_cur >= MAX_MODS) return 0;
+    const char *path = info->dlpi_name && info->dlpi_name[0] ? info->dlpi_name : ps_g.stk.exe_path;
+    ps_mod_t m = { lo, hi - lo, path_key(path, lo) };
+    ps_g.stk.cur[ps_g.stk.n_cur++] = m;
     int known = 0;
     if (!emit_all)
-        for (size_t i = 0; i < n_mods && !known; i++) known = mods[i].key == m.key;
+        for (size_t i = 0; i < ps_g.stk.n_mods && !known; i++) known = ps_g.stk.mods[i].key == m.key;
     if (!known) {
         const uint8_t *bid = NULL;
         size_t bl = build_id(info, &bid);
@@ -261,68 +246,68 @@ static int counters_cb(struct dl_phdr_info *info, size_t size, void *arg)
     return 1;
 }
 
-/* modlock held */
+/* ps_g.stk.modlock held */
 static void scan_locked(int emit_all)
 {
-    if (!mods) {
-        mods = ps_sys_mmap(2 * MAX_MODS * sizeof(mod_t));
-        if (!mods) return;
-        cur = mods + MAX_MODS;
+    if (!ps_g.stk.mods) {
+        ps_g.stk.mods = ps_sys_mmap(2 * MAX_MODS * sizeof(ps_mod_t));
+        if (!ps_g.stk.mods) return;
+        ps_g.stk.cur = ps_g.stk.mods + MAX_MODS;
     }
-    if (!exe_path[0]) {
-        ssize_t n = readlink("/proc/self/exe", exe_path, sizeof exe_path - 1);
-        exe_path[n > 0 ? n : 0] = 0;
+    if (!ps_g.stk.exe_path[0]) {
+        ssize_t n = readlink("/proc/self/exe", ps_g.stk.exe_path, sizeof ps_g.stk.exe_path - 1);
+        ps_g.stk.exe_path[n > 0 ? n : 0] = 0;
     }
     unsigned long long c[2] = { 0, 0 };
     dl_iterate_phdr(counters_cb, c);
-    if (c[1] != seen_subs) ucache_clear();   /* a module went away: its code rules too */
-    seen_adds = c[0];
-    seen_subs = c[1];
-    n_cur = 0;
+    if (c[1] != ps_g.stk.seen_subs) ucache_clear();   /* a module went away: its code rules too */
+    ps_g.stk.seen_adds = c[0];
+    ps_g.stk.seen_subs = c[1];
+    ps_g.stk.n_cur = 0;
     dl_iterate_phdr(scan_cb, &emit_all);
     /* Unmaps: known before, gone now. */
-    for (size_t i = 0; i < n_mods && !emit_all; i++) {
+    for (size_t i = 0; i < ps_g.stk.n_mods && !emit_all; i++) {
         int still = 0;
-        for (size_t k = 0; k < n_cur && !still; k++) still = cur[k].key == mods[i].key;
+        for (size_t k = 0; k < ps_g.stk.n_cur && !still; k++) still = ps_g.stk.cur[k].key == ps_g.stk.mods[i].key;
         if (!still) {
             uint8_t rec[1 + 6 * PST_VARINT_MAX];
-            uint8_t *e = pst_put_meta_module(rec, 0, ps_now(), mods[i].base, mods[i].size, "", 0, NULL, 0);
+            uint8_t *e = pst_put_meta_module(rec, 0, ps_now(), ps_g.stk.mods[i].base, ps_g.stk.mods[i].size, "", 0, NULL, 0);
             ps_meta_lock();
             ps_meta_append(rec, (size_t)(e - rec));
             ps_meta_unlock();
         }
     }
-    mod_t *t = mods; mods = cur; cur = t;
-    n_mods = n_cur;
+    ps_mod_t *t = ps_g.stk.mods; ps_g.stk.mods = ps_g.stk.cur; ps_g.stk.cur = t;
+    ps_g.stk.n_mods = ps_g.stk.n_cur;
 }
 
 void ps_modules_scan(int emit_all)
 {
-    pthread_mutex_lock(&modlock);
+    pthread_mutex_lock(&ps_g.stk.modlock);
     scan_locked(emit_all);
-    pthread_mutex_unlock(&modlock);
+    pthread_mutex_unlock(&ps_g.stk.modlock);
 }
 
 void ps_modules_poll(void)
 {
     unsigned long long c[2] = { 0, 0 };
     dl_iterate_phdr(counters_cb, c);
-    if (c[0] == seen_adds && c[1] == seen_subs) return;
+    if (c[0] == ps_g.stk.seen_adds && c[1] == ps_g.stk.seen_subs) return;
     ps_modules_scan(0);
 }
 
 void ps_modules_reset(void)
 {
     pthread_mutex_t init = PTHREAD_MUTEX_INITIALIZER;
-    modlock = init;
-    n_mods = 0;
-    seen_adds = seen_subs = ~0ull;
+    ps_g.stk.modlock = init;
+    ps_g.stk.n_mods = 0;
+    ps_g.stk.seen_adds = ps_g.stk.seen_subs = ~0ull;
 }
 
 void ps_tables_reset(void)
 {
-    tab_reset(&stab);
-    tab_reset(&strtab);
+    tab_reset(&ps_g.stk.stab);
+    tab_reset(&ps_g.stk.strtab);
     ps_modules_reset();
 }
 
@@ -477,14 +462,13 @@ __attribute__((noinline)) static int walk_dwarf(uint64_t *out, int max)
 #define UR_TAG_SHIFT 30   /* 34 bits: pc >> UR_BITS */
 #define UR_BITS   13
 #define UR_SLOTS  (1u << UR_BITS)
+_Static_assert(UR_SLOTS == PS_UR_SLOTS, "preload.h sizes the rule cache");
 
-static uint64_t ucache[UR_SLOTS];
-static uint32_t ucache_gen;   /* bumped by each clear: drops the threads' recorded steps */
 
 static void ucache_clear(void)
 {
-    __atomic_add_fetch(&ucache_gen, 1, __ATOMIC_RELAXED);
-    for (size_t i = 0; i < UR_SLOTS; i++) __atomic_store_n(&ucache[i], 0, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&ps_g.stk.ucache_gen, 1, __ATOMIC_RELAXED);
+    for (size_t i = 0; i < UR_SLOTS; i++) __atomic_store_n(&ps_g.stk.ucache[i], 0, __ATOMIC_RELAXED);
 }
 
 /* ---- CFI interpretation (slow path, once per code address) ---- */
@@ -732,7 +716,7 @@ __attribute__((noinline, cold)) static uint64_t rule_compute(uintptr_t pc)
 
 static inline uint64_t rule_get(uintptr_t pc)
 {
-    uint64_t *e = &ucache[pc & (UR_SLOTS - 1)];
+    uint64_t *e = &ps_g.stk.ucache[pc & (UR_SLOTS - 1)];
     uint64_t tag = (uint64_t)pc >> UR_BITS;
     uint64_t v = __atomic_load_n(e, __ATOMIC_RELAXED);
     if (PS_LIKELY(v >> UR_TAG_SHIFT == tag && v)) return v;
@@ -761,7 +745,7 @@ __attribute__((noinline)) static int walk_cfi(ps_thr_t *t, uint64_t *out, int ma
     const uintptr_t base = sp;
     const uintptr_t slo = ps_g.self_lo, sspan = ps_g.self_hi - ps_g.self_lo;
     ps_walk_t *w = &t->walk;
-    uint32_t gen = __atomic_load_n(&ucache_gen, __ATOMIC_RELAXED);
+    uint32_t gen = __atomic_load_n(&ps_g.stk.ucache_gen, __ATOMIC_RELAXED);
     if (PS_UNLIKELY(w->gen != gen)) { w->gen = gen; w->n = 0; }
     unsigned cn = w->n, j = 0;
     uint64_t *o = out, *const oend = out + max;
@@ -848,24 +832,24 @@ uint32_t ps_stack_id(ps_thr_t *t)
     uint64_t h = mix(w->hsum ^ (uint64_t)n * 0x9e3779b97f4a7c15ull);
     ps_scache_ent_t *c = &t->scache[h & (PS_SCACHE - 1)];
     if (c->hash == h) return w->id = c->id;
-    uint32_t id = tab_find(&stab, h);
+    uint32_t id = tab_find(&ps_g.stk.stab, h);
     if (!id) {
         /* A new stack: module maps first if the loader changed. */
         unsigned long long cnt[2] = { 0, 0 };
         dl_iterate_phdr(counters_cb, cnt);
-        if (cnt[0] != seen_adds || cnt[1] != seen_subs) ps_modules_scan(0);
-        pthread_mutex_lock(&stab.lock);
-        id = tab_find(&stab, h);
+        if (cnt[0] != ps_g.stk.seen_adds || cnt[1] != ps_g.stk.seen_subs) ps_modules_scan(0);
+        pthread_mutex_lock(&ps_g.stk.stab.lock);
+        id = tab_find(&ps_g.stk.stab, h);
         if (!id) {
-            id = ++stab.next_id;
+            id = ++ps_g.stk.stab.next_id;
             uint8_t rec[1 + PST_VARINT_MAX * (2 + PST_MAX_DEPTH)];
             uint8_t *e = pst_put_meta_stack(rec, id, w->fr, (uint32_t)n);
             ps_meta_lock();
             ps_meta_append(rec, (size_t)(e - rec));
             ps_meta_unlock();
-            tab_put(&stab, h, id);
+            tab_put(&ps_g.stk.stab, h, id);
         }
-        pthread_mutex_unlock(&stab.lock);
+        pthread_mutex_unlock(&ps_g.stk.stab.lock);
     }
     c->hash = h;
     c->id = id;

@@ -5,10 +5,8 @@
 # the same logical tensor events in every --alloc mode.
 . tests/integration/lib.sh
 ENG=$BIN/refengine
-PS=$BIN/poolscope
 STEPS=$PROGS/eng_steps
 SHAPE=dim=64,layers=2,heads=4,kv_heads=2,hidden=160,vocab=512,seq=128
-key() { sed -n "s/^$2=//p" "$1" | head -1; }
 
 # rejects ARGS...: exit 2 and exactly one line on stderr naming the problem
 rejects() {

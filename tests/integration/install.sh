@@ -5,20 +5,15 @@
 # `pkg-config --cflags --libs poolscope` (tests/progs/api_client.c) runs
 # under the INSTALLED `poolscope record`, which finds the installed preload
 # library; its markers and tensor events are in the trace and its output is
-# the same as untraced.
+# the same as untraced. The headers also compile as strict C11 and as C++11
+# and C++17 (g++ and clang++, -Wall -Wextra -Werror), and a C++ program
+# (tests/cxx/api_link.cpp: event API, writer and reader, both pools) builds
+# with `pkg-config --cflags --libs poolscope poolscope-pool`, runs, and is
+# traced by the installed record like a C program.
 . tests/integration/lib.sh
-ROOT=$PWD
-case $BUILD in /*) B=$BUILD ;; *) B=$ROOT/$BUILD ;; esac
-DUMP=$B/tests/progs/pstdump
 PFX=$T/prefix
 INC=$PFX/include/poolscope
 export PKG_CONFIG_PATH=$PFX/lib/pkgconfig
-key() { sed -n "s/^$2=//p" "$1" | head -1; }
-same_keys() {
-    while IFS= read -r l; do
-        grep -qxF "$l" "$2" || { echo "  want $l, got: $(grep "^${l%%=*}=" "$2")" >&2; return 1; }
-    done <"$1"
-}
 
 # ---- make install, same BUILD: the built tree is used as it is ----
 do_install() {
@@ -35,6 +30,7 @@ check make_install do_install
 files_present() {
     miss=0
     for f in bin/poolscope lib/poolscope/libpoolscope-preload.so lib/libpstrace.a lib/libpool.a \
+        lib/libpscommon.a \
         lib/pkgconfig/poolscope.pc lib/pkgconfig/poolscope-pool.pc \
         include/poolscope/poolscope.h include/poolscope/format.h include/poolscope/reader.h \
         include/poolscope/writer.h include/poolscope/pool_adapter.h include/poolscope/bufpool.h \
@@ -46,6 +42,7 @@ files_present() {
         echo "  missing: \$PREFIX/bin/refengine" >&2; miss=1
     fi
     [ -x "$PFX/bin/poolscope" ] || { echo "  \$PREFIX/bin/poolscope not executable" >&2; miss=1; }
+    [ -x "$PFX/bin/poolscope-malloc-helper" ] || { echo "  missing: \$PREFIX/bin/poolscope-malloc-helper" >&2; miss=1; }
     [ $miss -eq 0 ]
 }
 check installed_files_present files_present
@@ -74,6 +71,29 @@ headers_alone() {
     [ $bad -eq 0 ]
 }
 check installed_headers_self_contained headers_alone
+
+# ... and as strict C11 and as C++, alone and all eight together
+CXXS=""
+for c in g++ clang++; do command -v $c >/dev/null 2>&1 && CXXS="$CXXS $c"; done
+headers_strict() {
+    [ -n "$CXXS" ] || { echo "  no C++ compiler (make deps installs g++ and clang)" >&2; return 1; }
+    bad=0 all=""
+    for h in "$INC"/*.h; do all="$all#include \"$(basename "$h")\"\n"; done
+    for h in "$INC"/*.h all; do
+        if [ "$h" = all ]; then printf "$all" >"$T/hs.h"; else printf '#include "%s"\n' "$(basename "$h")" >"$T/hs.h"; fi
+        printf '#include "hs.h"\nint main(void) { return 0; }\n' >"$T/hs.c"
+        printf '#include "hs.h"\nint main() { return 0; }\n' >"$T/hs.cpp"
+        (cd "$T" && cc -std=c11 -Wall -Wextra -Wshadow -Wstrict-prototypes -Wpedantic -Werror \
+            -fsyntax-only -I"$INC" hs.c) 2>"$T/hs.err" ||
+            { echo "  $(basename "$h"): C11: $(grep -m2 'error' "$T/hs.err")" >&2; bad=1; }
+        for cxx in $CXXS; do for std in c++11 c++17; do
+            (cd "$T" && $cxx -std=$std -Wall -Wextra -Werror -fsyntax-only -I"$INC" hs.cpp) 2>"$T/hs.err" ||
+                { echo "  $(basename "$h"): $cxx -std=$std: $(grep -m2 'error' "$T/hs.err")" >&2; bad=1; }
+        done; done
+    done
+    [ $bad -eq 0 ]
+}
+check installed_headers_strict_c11_and_cxx headers_strict
 
 # ---- a user program built against the installed package only ----
 build_client() {
@@ -109,6 +129,60 @@ EOF
     [ "$("$T/adapter")" = adapter=ok ]
 }
 check pool_adapter_links_with_pkgconfig adapter_client
+
+# the pool library needs libpscommon: both packages' link line names it
+# after -lpool, and the archive is installed
+pc_common() {
+    [ -s "$PFX/lib/libpscommon.a" ] || { echo "  \$PREFIX/lib/libpscommon.a missing" >&2; return 1; }
+    for m in poolscope-pool "poolscope poolscope-pool"; do
+        l=" $(pkg-config --libs $m) "
+        case $l in *" -lpool "*"-lpscommon "*) ;; *) echo "  pkg-config --libs $m: $l" >&2; return 1 ;; esac
+    done
+}
+check pkgconfig_links_pscommon pc_common
+
+# ---- a C++ program against the installed package ----
+cxx_build() {
+    [ -n "$CXXS" ] || { echo "  no C++ compiler" >&2; return 1; }
+    cp "$ROOT/tests/cxx/api_link.cpp" "$T/api_link.cpp" || return 1
+    for cxx in $CXXS; do for std in c++11 c++17; do
+        (cd "$T" && $cxx -std=$std -Wall -Wextra -Werror -o "api_link.$cxx.$std" api_link.cpp \
+            $(pkg-config --cflags --libs poolscope poolscope-pool)) 2>"$T/cxx.err" ||
+            { echo "  $cxx -std=$std:" >&2; head -20 "$T/cxx.err" >&2; return 1; }
+    done; done
+    cp "$T/api_link.$(echo $CXXS | cut -d' ' -f1).c++17" "$T/api_link"
+}
+check cxx_api_link_builds_with_pkgconfig cxx_build
+
+# what api_link prints untraced, line by line
+printf '%s\n' api=0 cxx.tensors=4 bufpool.acquires=3 bufpool.hits=1 bufpool.misses=2 \
+    blockpool.allocated=3 blockpool.in_use_after_free=0 read.pid=4242 read.events=8 \
+    read.malloc=3 read.free=1 read.mark_begin=1 read.complete=1 >"$T/cxx.want"
+cxx_runs() {
+    for x in "$T"/api_link.*.c++*; do
+        [ -x "$x" ] || { echo "  no C++ build to run" >&2; return 1; }
+        rm -f "$T/w.pst"
+        "$x" "$T/w.pst" >"$T/cxx.out" 2>"$T/cxx.err" || { echo "  $x: exit $?: $(cat "$T/cxx.err")" >&2; return 1; }
+        cmp -s "$T/cxx.want" "$T/cxx.out" || { echo "  $x:" >&2; diff "$T/cxx.want" "$T/cxx.out" >&2; return 1; }
+    done
+}
+check cxx_api_link_runs cxx_runs
+
+# under the installed record: the same output but api=1, and the events its
+# inline API calls and pool adapters emitted are in the trace
+cxx_traced() {
+    rm -f "$T/w.pst"
+    (cd "$T" && env -u POOLSCOPE_PRELOAD_LIB "$PFX/bin/poolscope" record -o "$T/cxx.pst" -- \
+        "$T/api_link" "$T/w.pst") >"$T/cxxr.out" 2>"$T/cxxr.err" || { cat "$T/cxxr.err" >&2; return 1; }
+    sed 's/^api=0$/api=1/' "$T/cxx.want" >"$T/cxxr.want"
+    cmp -s "$T/cxxr.want" "$T/cxxr.out" || { diff "$T/cxxr.want" "$T/cxxr.out" >&2; return 1; }
+    "$DUMP" "$T/cxx.pst" >"$T/cxx.dump" || return 1
+    printf '%s\n' complete=1 lost=0 mark.cxx=1 mark.cxx.point=1 mark_end=1 thread_name.cxx-main=1 \
+        tensor_acquire=4 tensor_release=4 pool.1.acquires=3 pool.1.hits=1 pool.1.misses=2 \
+        pool.1.seq_disorder=0 pool.2.n_allocations=3 pool.2.n_frees=3 pool.2.blocks_in_use=0 >"$T/cxxd.want"
+    same_keys "$T/cxxd.want" "$T/cxx.dump"
+}
+check cxx_api_link_traced_by_installed_record cxx_traced
 
 # ---- the installed record: finds the installed preload, traces the client ----
 preload_found() {

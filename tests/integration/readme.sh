@@ -7,7 +7,6 @@
 # rule (tables verbatim under their headings), --update touching only the
 # block, --check, and its refusals (exit 2).
 . tests/integration/lib.sh
-ROOT=$PWD
 GEN="sh $ROOT/scripts/readme-figures.sh"
 RES=$ROOT/bench/results.md
 README=$ROOT/README.md

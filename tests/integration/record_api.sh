@@ -3,15 +3,6 @@
 # markers, tensor events and thread name are in the trace) and do nothing
 # without it; the pool adapter's events rebuild the pools' own statistics.
 . tests/integration/lib.sh
-ROOT=$PWD
-case $BUILD in /*) B=$BUILD ;; *) B=$ROOT/$BUILD ;; esac
-PS=$B/bin/poolscope P=$B/tests/progs DUMP=$B/tests/progs/pstdump
-key() { sed -n "s/^$2=//p" "$1" | head -1; }
-same_keys() {
-    while IFS= read -r l; do
-        grep -qxF "$l" "$2" || { echo "  want $l, got: $(grep "^${l%%=*}=" "$2")" >&2; return 1; }
-    done <"$1"
-}
 
 # markers NAME EXE: untraced api=0, traced api=1 with its counts in the trace
 markers() {

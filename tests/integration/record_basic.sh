@@ -1,6 +1,9 @@
 # record_basic.sh — `poolscope record` on simple programs: exact call counts
 # (one thread and eight), output and exit status as without the tracer, the
-# refusals (static, setuid, existing -o, missing preload) and usage errors.
+# refusals (static, setuid, existing -o, missing preload, an output
+# directory that cannot take the trace) and usage errors; the closing
+# summary from END chunks alone (POOLSCOPE_RECORD_STATS says what was read)
+# and its note on a child that dropped the tracer.
 . tests/integration/lib.sh
 ROOT=$PWD
 case $BUILD in /*) B=$BUILD ;; *) B=$ROOT/$BUILD ;; esac
@@ -167,4 +170,69 @@ installed_layout() {
         [ -s "$T/inst.pst" ]
 }
 check installed_layout_found installed_layout
+
+# ---- the output directory, checked before the program runs ----
+outdir_refused() { # NAME DIR-IN-MESSAGE RECORD-ARGS... (the program would touch $T/NAME.ran)
+    n=$1 d=$2; shift 2
+    "$@" -- touch "$T/$n.ran" >/dev/null 2>"$T/$n.err"; rc=$?
+    [ $rc -eq 2 ] && [ "$(wc -l <"$T/$n.err")" -eq 1 ] && grep -qF "cannot write in $d" "$T/$n.err" &&
+        [ ! -e "$T/$n.ran" ] || { echo "  $n: exit $rc, ran: $(ls "$T/$n.ran" 2>&1), stderr: $(cat "$T/$n.err")" >&2; return 1; }
+}
+check output_dir_missing_refused outdir_refused nodir "$T/no-such-dir" "$PS" record -o "$T/no-such-dir/x.pst"
+check output_dir_proc_refused outdir_refused procdir /proc "$PS" record -o /proc/x.pst
+check output_cwd_unwritable_refused outdir_refused proccwd "the current directory /proc" sh -c "cd /proc && exec '$PS' record \"\$@\"" sh
+
+# ---- the summary comes from the END chunk alone ----
+# ~10 M events; nothing of them is read again after the program exits.
+# exitgap prints the time from the program's last line (churn writes it
+# just before exit, so the tracer's final flush is inside) to record's exit;
+# printed, not asserted.
+from_end() {
+    rm -f "$T/big.stats"
+    POOLSCOPE_RECORD_STATS=$T/big.stats "$P/exitgap" "$PS" record -o "$T/big.pst" -- "$P/churn" 10000000 \
+        >"$T/big.out" 2>"$T/big.err"
+    echo $? >"$T/big.rc"
+    [ "$(cat "$T/big.rc")" = 0 ] || { cat "$T/big.err" >&2; return 1; }
+    ev=$(sed -n 's/.*big.pst: \([0-9]*\) events.*/\1/p' "$T/big.err")
+    echo "  note: record, program exit to record exit: $(key "$T/big.out" exit_gap_ms) ms for ${ev:-?} events" >&2
+    [ "$(cat "$T/big.stats")" = "scanned_bytes=0" ] && [ "${ev:-0}" -ge 9000000 ] ||
+        { echo "  stats: $(cat "$T/big.stats"), summary: $(cat "$T/big.err")" >&2; return 1; }
+    # the END chunk's count is the reader's
+    "$DUMP" "$T/big.pst" >"$T/big.dump" && [ "$(key "$T/big.dump" events)" = "$ev" ] ||
+        { echo "  pstdump events=$(key "$T/big.dump" events), summary $ev" >&2; return 1; }
+}
+check summary_from_end_chunk_reads_no_events from_end
+no_end_scanned() {
+    rm -f "$T/kill.stats"
+    POOLSCOPE_RECORD_STATS=$T/kill.stats "$PS" record -o "$T/kill.pst" -- "$P/sigkill" 20000 \
+        >"$T/kill.out" 2>"$T/kill.err" &
+    rp=$!
+    i=0
+    while ! grep -q '^sync' "$T/kill.out" 2>/dev/null; do
+        i=$((i + 1)); [ $i -gt 200 ] && { kill $rp; echo "  no sync line" >&2; return 1; }
+        sleep 0.05
+    done
+    sleep 0.4   # past a flush of the tracer
+    child=$(pgrep -P $rp)
+    [ -n "$child" ] && kill -KILL "$child"
+    wait $rp
+    n=$(sed -n 's/^scanned_bytes=//p' "$T/kill.stats")
+    [ "${n:-0}" -gt 0 ] && grep -q 'kill.pst: [0-9]* events.*truncated' "$T/kill.err" ||
+        { echo "  stats: $(cat "$T/kill.stats" 2>&1), summary: $(cat "$T/kill.err")" >&2; return 1; }
+}
+check trace_without_end_is_read no_end_scanned
+
+# ---- a child that dropped LD_PRELOAD is noted ----
+dropped() { # MODE WANT-NOTE(1|0)
+    "$PS" record -o "$T/drop-$1.pst" -- "$P/dropenv" "$1" >/dev/null 2>"$T/drop-$1.err" || return 1
+    if [ "$2" = 1 ]; then
+        grep -q "^poolscope: pid [0-9]*: child exec'd /.*/true without the tracer (its environment dropped LD_PRELOAD)$" \
+            "$T/drop-$1.err"
+    else
+        ! grep -q "without the tracer" "$T/drop-$1.err"
+    fi || { cat "$T/drop-$1.err" >&2; return 1; }
+}
+check dropped_preload_noted_env_u dropped system 1
+check dropped_preload_noted_clean_execve dropped exec 1
+check kept_preload_not_noted dropped keep 0
 exit $status

@@ -11,10 +11,6 @@
 # before the tracer's constructor: the strict check needs the tracer to
 # record it; the second check accepts it counted as lost (never silent).
 . tests/integration/lib.sh
-ROOT=$PWD
-case $BUILD in /*) B=$BUILD ;; *) B=$ROOT/$BUILD ;; esac
-PS=$B/bin/poolscope P=$B/tests/progs DUMP=$B/tests/progs/pstdump
-key() { sed -n "s/^$2=//p" "$1" | head -1; }
 CALLS=100000
 
 STDCXX=$(g++ -print-file-name=libstdc++.so.6 2>/dev/null)

@@ -1,10 +1,6 @@
 # record_process.sh — every process image gets its own readable trace: fork
 # children, fork+exec, posix_spawn, an exec chain; no file is overwritten.
 . tests/integration/lib.sh
-ROOT=$PWD
-case $BUILD in /*) B=$BUILD ;; *) B=$ROOT/$BUILD ;; esac
-PS=$B/bin/poolscope P=$B/tests/progs DUMP=$B/tests/progs/pstdump
-key() { sed -n "s/^$2=//p" "$1" | head -1; }
 
 # images MODE ARGS...: record forkexec MODE into $T/MODE/, then check the
 # summary lists as many traces as the program made images, each a distinct

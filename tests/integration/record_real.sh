@@ -3,10 +3,6 @@
 # python3 (its mmap'd arenas must show), the sqlite3 shell, gcc following
 # exec into cc1 and as, git, a C++ program built with g++, a pthread program.
 . tests/integration/lib.sh
-ROOT=$PWD
-case $BUILD in /*) B=$BUILD ;; *) B=$ROOT/$BUILD ;; esac
-PS=$B/bin/poolscope P=$B/tests/progs DUMP=$B/tests/progs/pstdump
-key() { sed -n "s/^$2=//p" "$1" | head -1; }
 
 # traced NAME CMD...: run CMD plain and recorded (in $T/NAME.d as cwd), same
 # stdout and status; every trace listed complete. Leaves $T/NAME.listed.

@@ -3,10 +3,6 @@
 # starts and stops threads in a loop, and the hazards of pre_hazards.c
 # (each run under a time limit: a hang fails the check, never the suite).
 . tests/integration/lib.sh
-ROOT=$PWD
-case $BUILD in /*) B=$BUILD ;; *) B=$ROOT/$BUILD ;; esac
-PS=$B/bin/poolscope P=$B/tests/progs DUMP=$B/tests/progs/pstdump
-key() { sed -n "s/^$2=//p" "$1" | head -1; }
 
 closefds() {
     d=$T/cf; mkdir -p "$d"
@@ -32,11 +28,7 @@ check closefds_trace_valid_files_clean closefds
 sigkill() {
     "$PS" record -o "$T/k.pst" -- "$P/sigkill" 30000 >"$T/k.out" 2>"$T/k.err" &
     rp=$!
-    i=0
-    while ! grep -q '^sync' "$T/k.out" 2>/dev/null; do
-        i=$((i + 1)); [ $i -gt 200 ] && { kill $rp; echo "  no sync line" >&2; return 1; }
-        sleep 0.05
-    done
+    wait_line "$T/k.out" '^sync' $rp || return 1
     sleep 0.4
     # the traced program is record's only child
     child=$(pgrep -P $rp)

@@ -152,4 +152,37 @@ bad bad_pool_cap "bad value for --pool-cap" $PS replay "$T/m.pst" --pool-cap lot
 bad bad_block_size "bad value for --block-size" $PS replay "$T/m.pst" --block-size 0
 bad bad_stream "--stream takes" $PS replay "$T/m.pst" --stream both
 bad bad_no_file "no trace file" $PS replay --json
+
+# ---- 6. the malloc policy's helper --------------------------------------------------
+# poolscope-malloc-helper is found next to the running binary (bin/, built or
+# installed); a poolscope elsewhere fails in one line, or finds it through
+# POOLSCOPE_MALLOC_HELPER. No binary turns into the helper any more.
+case $BIN in /*) HELPER=$BIN/poolscope-malloc-helper ;; *) HELPER=$PWD/$BIN/poolscope-malloc-helper ;; esac
+mkdir -p "$T/alone" && cp "$PS" "$T/alone/poolscope"
+helper_next_to_binary() {
+    env -u POOLSCOPE_MALLOC_HELPER $PS replay "$T/m.pst" --policy malloc --json >"$T/hm.json" &&
+        [ "$(policy "$T/hm.json" malloc allocator)" = glibc ] &&
+        [ "$(policy "$T/hm.json" malloc peak_reserved_bytes)" -gt 0 ]
+}
+check malloc_helper_found_next_to_binary helper_next_to_binary
+helper_missing() {
+    env -u POOLSCOPE_MALLOC_HELPER "$T/alone/poolscope" replay "$T/m.pst" --policy malloc \
+        >"$T/hx.out" 2>"$T/hx.err"
+    rc=$?
+    [ $rc -eq 2 ] && [ "$(wc -l <"$T/hx.err")" -eq 1 ] && grep -q 'malloc: cannot start' "$T/hx.err" ||
+        { echo "  rc $rc: $(cat "$T/hx.err")" >&2; return 1; }
+}
+check malloc_helper_missing_one_line helper_missing
+helper_override() {
+    POOLSCOPE_MALLOC_HELPER=$HELPER "$T/alone/poolscope" replay "$T/m.pst" --policy malloc --json \
+        >"$T/ho.json" && [ "$(policy "$T/ho.json" malloc peak_reserved_bytes)" -gt 0 ]
+}
+check malloc_helper_env_override helper_override
+no_constructor() {
+    # the old entry point took over any binary that saw these two variables
+    out=$(POOLSCOPE_REPLAY_MALLOC_FD=0 POOLSCOPE_REPLAY_MALLOC_BATCH=16 $PS --version </dev/null) &&
+        echo "$out" | grep -q '^poolscope [0-9]'
+}
+check no_binary_becomes_the_helper no_constructor
+check helper_alone_is_a_usage_error sh -c "'$HELPER' >/dev/null 2>&1; [ \$? -eq 2 ]"
 exit $status

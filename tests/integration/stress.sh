@@ -6,16 +6,7 @@
 # trace whole (END seen, not truncated, not corrupt).
 # (fork/exec chains are covered by record_process.sh.)
 . tests/integration/lib.sh
-ROOT=$PWD
-case $BUILD in /*) B=$BUILD ;; *) B=$ROOT/$BUILD ;; esac
-PS=$B/bin/poolscope P=$B/tests/progs DUMP=$B/tests/progs/pstdump
 THREADS=8 OPS=1000000
-key() { sed -n "s/^$2=//p" "$1" | head -1; }
-same_keys() {
-    while IFS= read -r l; do
-        grep -qxF "$l" "$2" || { echo "  want $l, got: $(grep "^${l%%=*}=" "$2")" >&2; return 1; }
-    done <"$1"
-}
 
 plain() {
     "$P/stress" -t $THREADS -n $OPS >"$T/plain.out" 2>"$T/plain.err" ||

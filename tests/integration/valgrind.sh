@@ -6,12 +6,8 @@
 # exit status, the program's output and the event API's events (which do not
 # go through malloc) are checked.
 . tests/integration/lib.sh
-ROOT=$PWD
-case $BUILD in /*) B=$BUILD ;; *) B=$ROOT/$BUILD ;; esac
-PS=$B/bin/poolscope P=$B/tests/progs DUMP=$B/tests/progs/pstdump
 PRE=$B/lib/libpoolscope-preload.so
 ENG="--synthetic dim=64,layers=2,heads=4,kv_heads=2,hidden=128,vocab=256,seq=64 --workload fixed:8,8 --requests 4 --max-batch 2 --quiet"
-key() { sed -n "s/^$2=//p" "$1" | head -1; }
 
 if ! command -v valgrind >/dev/null 2>&1; then
     echo "  valgrind is not installed (make deps installs it)" >&2

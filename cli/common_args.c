@@ -1,0 +1,77 @@
+/* common_args.c — what the trace-reading subcommands of `poolscope` share:
+ * one argument loop (flags, options with a value, help, positional files)
+ * driven by a table of options, and the messages for bad usage, a file that
+ * cannot be read and a trace that is damaged (see cli.h).
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+void cli_cmd_err(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "poolscope %s: ", cmd);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+int cli_file_err(const char *cmd, const char *file, const char *msg)
+{
+    fprintf(stderr, "poolscope %s: %s: %s\n", cmd, file, msg);
+    return CLI_USAGE;
+}
+
+void cli_warn_damaged(const char *cmd, const char *file, const char *done)
+{
+    fprintf(stderr, "poolscope %s: %s: warning: trace is damaged or cut short; %s what was readable\n",
+            cmd, file, done);
+}
+
+/* Is arg one of the blank-separated words of names? */
+static int spelled(const char *names, const char *arg)
+{
+    size_t n = strlen(arg);
+    for (const char *p = names; (p = strstr(p, arg)) != NULL; p += n)
+        if ((p == names || p[-1] == ' ') && (p[n] == ' ' || !p[n])) return 1;
+    return 0;
+}
+
+static const cli_opt_t *find_opt(const cli_opt_t *o, const char *arg)
+{
+    for (; o->names; o++)
+        if (spelled(o->names, arg)) return o;
+    return NULL;
+}
+
+int cli_parse_args(cli_args_t *a, int argc, char **argv)
+{
+    a->n_files = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        if (!strcmp(arg, "-h") || !strcmp(arg, "--help")) {
+            a->help(stdout);
+            return CLI_OK;
+        }
+        if (arg[0] != '-' || !arg[1]) {          /* a file; "-" is one too */
+            if (a->n_files < a->max_files) { a->files[a->n_files++] = arg; continue; }
+            if (a->max_files == 1) cli_cmd_err(a->cmd, "one trace file only ('%s' is extra)", arg);
+            else cli_cmd_err(a->cmd, "takes %d files ('%s' is extra)", a->max_files, arg);
+            return CLI_USAGE;
+        }
+        const cli_opt_t *o = find_opt(a->opts, arg);
+        if (!o) {
+            cli_cmd_err(a->cmd, "unknown option '%s' (see poolscope help %s)", arg, a->cmd);
+            return CLI_USAGE;
+        }
+        if (o->flag) { *o->flag = 1; continue; }
+        if (i + 1 >= argc) { cli_cmd_err(a->cmd, "%s needs a value", arg); return CLI_USAGE; }
+        const char *v = argv[++i];
+        if (o->value) *o->value = v;
+        else if (o->take(a->ctx, arg, v)) return CLI_USAGE;
+    }
+    return CLI_CONTINUE;
+}

@@ -1,0 +1,319 @@
+/* rd_decode.c — event decoding for the reader: the validating pass over an
+ * EVENTS chunk, and what that pass builds.
+ *
+ * An EVENTS chunk is decoded once, when it is read, with a copy of its
+ * stream's decoder state: every record must decode (type known, counts in
+ * their limits, values inside the chunk), and the strings and stacks it
+ * names must be defined already. The same pass notes the frees (by address)
+ * and the pool events (by pool_seq) the merge needs to order against; only
+ * when the whole chunk has proven good are they indexed and its raw bytes
+ * appended to the stream's byte queue, so a corrupt chunk leaves nothing
+ * behind. Queued bytes are decoded a second time, one head at a time, by
+ * rd_head_next (rd_internal.h) — that decode cannot fail.
+ *
+ * The decoder itself: malloc, free, calloc, realloc and TS are decoded
+ * inline (rd_dec_rec, with branch-free short varints, in rd_internal.h so
+ * the merge inlines it too; the validating loop below has its own inline
+ * cases for malloc, free and TS); every other type goes through
+ * rd_dec_generic here, i.e. pst_decode_event. Streams are created here as
+ * their first chunk arrives (ids are not announced), and with them the
+ * rule that a lone stream's frees need no index until a second one appears.
+ */
+#include "rd_internal.h"
+
+/* ---- decoding ------------------------------------------------------------------ */
+
+/* The per-type layout facts the decoder and the merge look up per event. */
+void rd_decode_init(pst_reader_t *r)
+{
+    for (unsigned t = 0; t < PST_EV_MAX; t++) {
+        const char *lay = pst_event_layout(t);
+        r->s_idx[t] = r->ext_idx[t] = -1;
+        if (!lay) continue;
+        r->nf[t] = (uint8_t)strlen(lay);
+        for (unsigned i = 0; lay[i]; i++) {
+            if (lay[i] == 'S' && r->s_idx[t] < 0) r->s_idx[t] = (int8_t)i;
+            if (lay[i] == 'L' || lay[i] == 'P') { r->ext_idx[t] = (int8_t)i; r->ext_kind[t] = lay[i]; }
+        }
+    }
+}
+
+/* pst_decode_event into an rd_hev_t (any type, TS included). */
+const uint8_t *rd_dec_generic(const pst_reader_t *r, pst_enc_t *d, const uint8_t *p,
+                              const uint8_t *end, rd_hev_t *e, uint32_t *idbuf)
+{
+    pst_event_t ev;
+    ev.n_ids = 0;
+    ev.n_payload = 0;
+    if (!(p = pst_decode_event(d, p, end, &ev, idbuf))) return NULL;
+    e->type = ev.type;
+    e->stack = ev.stack;
+    memcpy(e->f, ev.f, r->nf[ev.type] * sizeof(uint64_t));
+    e->n_ids = r->ext_kind[ev.type] == 'L' ? ev.n_ids : 0;
+    e->n_payload = r->ext_kind[ev.type] == 'P' ? ev.n_payload : 0;
+    if (e->n_payload) memcpy(e->payload, ev.payload, e->n_payload * sizeof(int64_t));
+    return p;
+}
+
+/* ---- streams ------------------------------------------------------------------ */
+
+/* Index the frees queued in s (the head included), in order: done for the
+ * only stream when a second one appears, which gives the chains the order
+ * they would have had if indexed when read. */
+static int rd_index_queued(pst_reader_t *r, rd_stream_t *s)
+{
+    if (!s->qlen) return 0;
+    int sp;
+    uint64_t a, seq = s->emit_seq;
+    if (rd_frees_addr(&s->head, &sp, &a) && rd_pend_add(&r->pend[sp], a, s, sp, seq, s->head.ts)) return PSC_ENOMEM;
+    pst_enc_t d = s->hdec;
+    const uint8_t *p = s->b + s->bhead, *end = s->b + s->btail;
+    rd_hev_t e;
+    while (p < end && (p = rd_dec_rec(r, &d, p, end, &e, r->idbuf))) {
+        if (e.type == PST_EV_TS) continue;
+        seq++;
+        if (rd_frees_addr(&e, &sp, &a) && rd_pend_add(&r->pend[sp], a, s, sp, seq, d.last_ts)) return PSC_ENOMEM;
+    }
+    return 0;
+}
+
+static rd_stream_t *rd_stream_get(pst_reader_t *r, uint32_t id, int *err)
+{
+    uint64_t i;
+    if (rd_map_get(&r->stream_ids, id, &i)) return r->sv[i];
+    if (r->n_sv == r->cap_sv) {
+        uint32_t cap = r->cap_sv ? r->cap_sv * 2 : 16;
+        rd_stream_t **a = realloc(r->sv, cap * sizeof *a);
+        if (!a) { *err = PSC_ENOMEM; return NULL; }
+        r->sv = a;
+        r->cap_sv = cap;
+    }
+    /* a second stream: the first one's queued frees were not indexed */
+    if (r->n_sv == 1 && (*err = rd_index_queued(r, r->sv[0]))) return NULL;
+    rd_stream_t *s = calloc(1, sizeof *s);
+    if (!s || rd_map_put(&r->stream_ids, id, r->n_sv)) { free(s); *err = PSC_ENOMEM; return NULL; }
+    s->id = id;
+    s->idx = r->n_sv;
+    s->hq_pos = -1;
+    if (id > r->max_stream) r->max_stream = id;
+    r->sv[r->n_sv++] = s;
+    r->st.streams++;
+    return s;
+}
+
+/* Append n event bytes to s's byte queue. The consumed prefix is reused:
+ * the queued bytes move down when they fill at most half the buffer (so at
+ * least as many bytes were appended since the last move: each byte moves
+ * O(1) times), otherwise the buffer grows to twice what is needed (and by
+ * half at least, so growing stays geometric). Not to powers of two: the
+ * buffer, which the tail sweeps whole, stays within about twice the stream's
+ * largest queue. */
+static int rd_squeue_append(rd_stream_t *s, const uint8_t *p, size_t n)
+{
+    if (!n) return 0;
+    if (s->bcap - s->btail < n) {
+        size_t live = s->btail - s->bhead;
+        if (2 * (live + n) <= s->bcap) {
+            memmove(s->b, s->b + s->bhead, live);
+        } else {
+            size_t cap = 2 * (live + n);
+            if (cap < s->bcap + s->bcap / 2) cap = s->bcap + s->bcap / 2;
+            cap = (cap + 4095) & ~(size_t)4095;
+            uint8_t *nb = malloc(cap);
+            if (!nb) return PSC_ENOMEM;
+            if (live) memcpy(nb, s->b + s->bhead, live);
+            free(s->b);
+            s->b = nb;
+            s->bcap = cap;
+        }
+        s->bhead = 0;
+        s->btail = live;
+    }
+    memcpy(s->b + s->btail, p, n);
+    s->btail += n;
+    return 0;
+}
+
+static int rd_fops_grow(pst_reader_t *r)
+{
+    if (r->cap_fops > (UINT32_MAX >> 2)) return PSC_ENOMEM;
+    uint32_t cap = r->cap_fops ? r->cap_fops * 2 : 1024;
+    rd_free_op_t *na = realloc(r->fops, cap * sizeof *na);
+    if (!na) return PSC_ENOMEM;
+    r->fops = na;
+    r->cap_fops = cap;
+    return 0;
+}
+
+/* A TS record with a new time ended a block of *cnt events (noted, and
+ * committed with the chunk). */
+static int rd_block_closed(pst_reader_t *r, uint32_t *cnt)
+{
+    if (r->n_bclose == r->cap_bclose) {
+        uint32_t cap = r->cap_bclose ? r->cap_bclose * 2 : 64;
+        uint32_t *na = realloc(r->bclose, cap * sizeof *na);
+        if (!na) return PSC_ENOMEM;
+        r->bclose = na;
+        r->cap_bclose = cap;
+    }
+    r->bclose[r->n_bclose++] = *cnt;
+    *cnt = 0;
+    return 0;
+}
+
+static int rd_blk_push(rd_stream_t *s, uint32_t len)
+{
+    if (s->blk_n == s->blk_cap) {
+        uint32_t cap = s->blk_cap ? s->blk_cap * 2 : 16;
+        uint32_t *na = malloc(cap * sizeof *na);
+        if (!na) return PSC_ENOMEM;
+        for (uint32_t i = 0; i < s->blk_n; i++) na[i] = s->blk[(s->blk_h + i) % s->blk_cap];
+        free(s->blk);
+        s->blk = na;
+        s->blk_cap = cap;
+        s->blk_h = 0;
+    }
+    s->blk[(s->blk_h + s->blk_n++) % s->blk_cap] = len;
+    return 0;
+}
+
+/* Validate one EVENTS chunk, index its frees and pool events, and append its
+ * event bytes to the stream's queue. 0 ok (or corrupt, noted), negative
+ * error. A corrupt chunk leaves nothing behind. */
+int rd_process_events(pst_reader_t *r, const pst_chunk_hdr_t *h, const uint8_t *p,
+                      const uint8_t *end, uint64_t at)
+{
+    int err = 0;
+    if (h->stream == 0) { rd_set_corrupt(r, at, "events chunk without a stream"); return 0; }
+    rd_stream_t *s = rd_stream_get(r, h->stream, &err);
+    if (!s) return err;
+    uint64_t off;
+    if (!(p = pst_get_varint(p, end, &off))) { rd_set_corrupt(r, at, "bad stream offset"); return 0; }
+    if (off != s->offset) { rd_set_corrupt(r, at, "stream offset gap"); return 0; }
+    const uint8_t *body = p;
+    pst_enc_t dec = s->dec;
+    uint64_t k = 0, lost = 0, seq0 = s->decode_seq;
+    uint32_t tid = s->tid;
+    int finished = s->finished;
+    const char *bad = NULL;
+    rd_hev_t e;
+    int wrapped = 0;
+    /* With one stream there is no other stream's free to wait for: its
+     * frees are indexed only when a second stream appears (rd_index_queued).
+     * Frees and pool events are noted here and indexed once the chunk has
+     * proven good, so a corrupt chunk leaves nothing behind. */
+    const int index_frees = r->n_sv > 1;
+    r->n_pops = 0;
+    r->n_fops = 0;
+    r->n_bclose = 0;
+    uint32_t bcnt = s->vblk;
+    while (p < end) {
+        /* the common records first: no stack, no string, no pool */
+        uint64_t a, v;
+        const uint8_t *n;
+        switch (*p) {
+        case PST_EV_MALLOC:
+            if (!(n = rd_addr(p + 1, end, &dec.last_addr, &a)) || !(n = rd_varint(n, end, &v))) break;
+            dec.since_ts++;
+            p = n;
+            k++;
+            bcnt++;
+            continue;
+        case PST_EV_FREE:
+            if (!(n = rd_addr(p + 1, end, &dec.last_addr, &a))) break;
+            dec.since_ts++;
+            p = n;
+            if (a && index_frees) {
+                if (r->n_fops == r->cap_fops && (err = rd_fops_grow(r))) return err;
+                r->fops[r->n_fops++] = (rd_free_op_t){ a, dec.last_ts, seq0 + k, RD_SP_HEAP };
+            }
+            k++;
+            bcnt++;
+            continue;
+        case PST_EV_TS:
+            if (!(n = rd_varint(p + 1, end, &v))) break;
+            wrapped |= dec.last_ts + v < dec.last_ts;
+            dec.last_ts += v;
+            dec.since_ts = 0;
+            p = n;
+            if (v && bcnt && (err = rd_block_closed(r, &bcnt))) return err;
+            continue;
+        default:
+            break;
+        }
+        uint64_t ts_before = dec.last_ts;
+        if (!(n = rd_dec_rec(r, &dec, p, end, &e, r->idbuf))) { bad = "undecodable event"; break; }
+        p = n;
+        unsigned t = e.type;
+        if (t == PST_EV_TS) {
+            wrapped |= dec.last_ts < ts_before;
+            if (dec.last_ts != ts_before && bcnt && (err = rd_block_closed(r, &bcnt))) return err;
+            continue;
+        }
+        /* definitions precede their first use in file order */
+        if (e.stack && !rd_map_get(&r->stack_ids, e.stack, NULL)) { bad = "undefined stack id"; break; }
+        if (r->s_idx[t] >= 0 && e.f[r->s_idx[t]] && !rd_map_get(&r->string_ids, e.f[r->s_idx[t]], NULL)) {
+            bad = "undefined string id";
+            break;
+        }
+        int sp;
+        if (rd_frees_addr(&e, &sp, &a) && index_frees) {
+            if (r->n_fops == r->cap_fops && (err = rd_fops_grow(r))) return err;
+            r->fops[r->n_fops++] = (rd_free_op_t){ a, dec.last_ts, seq0 + k, (uint32_t)sp };
+        }
+        if (rd_is_pool_seq_event(t)) {
+            if (r->n_pops == r->cap_pops) {
+                uint32_t cap = r->cap_pops ? r->cap_pops * 2 : 64;
+                rd_pool_op_t *na = realloc(r->pops, cap * sizeof *na);
+                if (!na) return PSC_ENOMEM;
+                r->pops = na;
+                r->cap_pops = cap;
+            }
+            r->pops[r->n_pops++] = (rd_pool_op_t){ e.f[0], e.f[1], seq0 + k };
+        }
+        if (t == PST_EV_LOST) lost += e.f[0];
+        if (t == PST_EV_THREAD_START) tid = (uint32_t)e.f[0];
+        if (t == PST_EV_THREAD_END) finished = 1;
+        k++;
+        bcnt++;
+    }
+    if (bad) { rd_set_corrupt(r, at, bad); return 0; }
+    if ((err = rd_squeue_append(s, body, (size_t)(end - body)))) return err;
+    /* commit */
+    if (wrapped) r->ts_wrapped = 1;
+    for (uint32_t i = 0; i < r->n_fops; i++) {
+        const rd_free_op_t *op = &r->fops[i];
+        if (rd_pend_add(&r->pend[op->sp], op->addr, s, (int)op->sp, op->seq, op->ts)) return PSC_ENOMEM;
+    }
+    for (uint32_t i = 0; i < r->n_bclose; i++) {
+        if (s->hblk_open) {            /* the head's block: its length is known now */
+            s->hblk_len = r->bclose[i];
+            s->hblk_open = 0;
+        } else if ((err = rd_blk_push(s, r->bclose[i]))) {
+            return err;
+        }
+    }
+    s->vblk = bcnt;
+    for (uint32_t i = 0; i < r->n_pops; i++) {
+        const rd_pool_op_t *op = &r->pops[i];
+        if (rd_pool_add(r, s, op->pool, op->pseq, op->seq)) return PSC_ENOMEM;
+    }
+    r->st.lost += lost;
+    int was_empty = s->qlen == 0;
+    s->qlen += k;
+    s->decode_seq += k;
+    r->decoded += k;
+    s->dec = dec;
+    s->offset += (uint64_t)(end - body);
+    s->tid = tid;
+    s->finished = finished;
+    if (dec.last_ts > r->newest_ts) r->newest_ts = dec.last_ts;
+    r->st.queued += k;
+    if (r->st.queued > r->st.peak_queued) r->st.peak_queued = r->st.queued;
+    if (was_empty && k) {
+        if ((err = rd_head_next(r, s))) return err;
+        if (rd_sheap_push(&r->hq, s)) return PSC_ENOMEM;
+    }
+    return 0;
+}
+

@@ -1,0 +1,549 @@
+/* rd_internal.h — what the parts of the streaming .pst reader share (see
+ * include/poolscope/reader.h for the API, FORMAT.md "Reading: the merge
+ * order" for the algorithm). Internal to libtrace: nothing outside
+ * libtrace/reader.c and libtrace/rd_*.c includes it.
+ *
+ * Pipeline and files:
+ *   rd_chunk.c   source (read() blocks into one buffer, or memory) -> file
+ *                header -> chunks (framing, CRC, validation; META
+ *                definitions stored; END counts checked; SYNC watermark)
+ *   rd_decode.c  EVENTS chunks: validated by one decoding pass that notes
+ *                pending frees and pool events, then their raw event bytes
+ *                appended to the stream's byte queue
+ *   rd_merge.c   pst_next: pick the queued head with the smallest
+ *                (ts, stream) once it is safe (older than the SYNC
+ *                watermark or the newest time read minus the window, or the
+ *                input has ended); before handing it out, let a pool event
+ *                with a smaller pool_seq or a queued free of the address it
+ *                allocates go first -> pst_event_t
+ *   reader.c     pst_open / pst_close, status
+ *
+ * Queued events are kept as the stream's raw event bytes (a few bytes per
+ * event), not as decoded records: each stream keeps a second decoder state
+ * at the head of its byte queue and decodes its head event again when the
+ * one before it is handed out. Validation happens once, when the chunk is
+ * read, so the second decode cannot fail. A stream's byte queue is one
+ * buffer reused in place (compacted when the queued bytes fill at most half
+ * of it, grown only when they need it), so steady reading allocates nothing
+ * per event or per chunk.
+ *
+ * Fast paths: the common records (malloc, free, calloc, realloc, TS) are
+ * decoded inline with branch-free short varints; when nothing is forced and
+ * the top head is safe and unconstrained, pst_next hands it out straight
+ * away, and the stream stays on top of the heap without sifting while its
+ * next head is below both children (a run). With a single stream there is
+ * no other stream whose free could be waited for, so frees are not indexed
+ * until a second stream appears (then the first one's queued frees are
+ * indexed in order, which gives the chains the order they would have had).
+ *
+ * What is here, and why: the struct definitions all three parts touch; the
+ * small u64 map (all inline: used by every part); the event semantics
+ * (rd_frees_addr, rd_allocs_addr, rd_is_pool_seq_event) the validating pass
+ * and the merge both apply; and the record decoder (rd_dec_rec) with
+ * rd_head_next, static inline because the merge decodes every head again
+ * through them and a call per event would show in bench_reader. The tables
+ * the merge alone works on (live sets, pending-free chains, pool heaps,
+ * stream heap) keep their code in rd_merge.c.
+ *
+ * Structures (all bounded by what is live or queued, never by file length):
+ *   streams    id -> rd_stream_t (byte queue, two decoder states, decoded
+ *              head, heap position, per address its runs of queued frees)
+ *   hq         binary heap of the streams with queued events, keyed by
+ *              (head ts, stream id)
+ *   live[2]    heap / mmap addresses live in the reader's view (a set that
+ *              keeps freed slots as dead until its next rebuild)
+ *   pend[2]    queued frees by address: address -> chain of (seq, ts) nodes
+ *              in the order they were read, cut into runs of one stream
+ *   pools      pool id -> last pool_seq out and a min-heap of queued
+ *              (pool_seq, stream, seq), stale entries dropped lazily
+ */
+#ifndef RD_INTERNAL_H
+#define RD_INTERNAL_H
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "poolscope/error.h"
+#include "poolscope/reader.h"
+
+#define RD_MAP_FIXED_FLAG  0x10    /* Linux MAP_FIXED: replaces, not an allocation to order */
+
+enum { RD_SP_HEAP = 0, RD_SP_MMAP = 1 };   /* address spaces: live[], pend[] */
+
+/* Grow arr (n used of cap) by doubling when full; returns PSC_ENOMEM from
+ * the enclosing function on failure. */
+#define RD_GROW(arr, n, cap, init)                                                   \
+    do {                                                                          \
+        if ((n) == (cap)) {                                                       \
+            size_t ncap_ = (cap) ? (size_t)(cap) * 2 : (init);                    \
+            void *na_ = realloc((arr), ncap_ * sizeof *(arr));                    \
+            if (!na_) return PSC_ENOMEM;                                           \
+            (arr) = na_;                                                          \
+            (cap) = ncap_;                                                        \
+        }                                                                         \
+    } while (0)
+
+/* ---- u64 -> u64 map: ids of strings, stacks, streams, pools ----------------- */
+/* Linear probing at load <= 3/4; nothing is ever deleted (ids stay defined). */
+/* Key UINT64_MAX marks an empty slot; that key itself is kept aside. */
+typedef struct rd_kv { uint64_t k, v; } rd_kv_t;
+typedef struct rd_u64map {
+    rd_kv_t *t;
+    uint32_t cap, n, shift;
+    int has_max;
+    uint64_t max_v;
+} rd_u64map_t;
+
+#define RD_EMPTY_KEY UINT64_MAX
+
+static inline uint32_t rd_map_slot(const rd_u64map_t *m, uint64_t k)
+{
+    return (uint32_t)((k * 0x9E3779B97F4A7C15ull) >> m->shift);
+}
+
+static inline rd_kv_t *rd_map_find(const rd_u64map_t *m, uint64_t k)
+{
+    if (!m->n) return NULL;
+    uint32_t mask = m->cap - 1;
+    for (uint32_t i = rd_map_slot(m, k);; i = (i + 1) & mask) {
+        if (m->t[i].k == k) return &m->t[i];
+        if (m->t[i].k == RD_EMPTY_KEY) return NULL;
+    }
+}
+
+static inline int rd_map_get(const rd_u64map_t *m, uint64_t k, uint64_t *v)
+{
+    if (k == RD_EMPTY_KEY) { if (m->has_max && v) *v = m->max_v; return m->has_max; }
+    rd_kv_t *e = rd_map_find(m, k);
+    if (e && v) *v = e->v;
+    return e != NULL;
+}
+
+static inline int rd_map_grow(rd_u64map_t *m)
+{
+    uint32_t cap = m->cap ? m->cap * 2 : 64;
+    rd_kv_t *t = malloc((size_t)cap * sizeof *t);
+    if (!t) return PSC_ENOMEM;
+    for (uint32_t i = 0; i < cap; i++) t[i].k = RD_EMPTY_KEY;
+    rd_u64map_t nm = { t, cap, 0, 64 - (uint32_t)__builtin_ctz(cap), 0, 0 };
+    for (uint32_t i = 0; i < m->cap; i++) {
+        if (m->t[i].k == RD_EMPTY_KEY) continue;
+        uint32_t j = rd_map_slot(&nm, m->t[i].k);
+        while (t[j].k != RD_EMPTY_KEY) j = (j + 1) & (cap - 1);
+        t[j] = m->t[i];
+    }
+    free(m->t);
+    m->t = t;
+    m->cap = cap;
+    m->shift = nm.shift;
+    return 0;
+}
+
+static inline int rd_map_put(rd_u64map_t *m, uint64_t k, uint64_t v)
+{
+    if (k == RD_EMPTY_KEY) { m->has_max = 1; m->max_v = v; return 0; }
+    rd_kv_t *e = rd_map_find(m, k);
+    if (e) { e->v = v; return 0; }
+    if ((m->n + 1) * 4 > m->cap * 3 && rd_map_grow(m)) return PSC_ENOMEM;   /* load <= 3/4 */
+    uint32_t mask = m->cap - 1, i = rd_map_slot(m, k);
+    while (m->t[i].k != RD_EMPTY_KEY) i = (i + 1) & mask;
+    m->t[i] = (rd_kv_t){ k, v };
+    m->n++;
+    return 0;
+}
+
+static inline void rd_map_free(rd_u64map_t *m) { free(m->t); memset(m, 0, sizeof *m); }
+
+/* ---- address tables (code in rd_merge.c) ------------------------------------ */
+/* The merge only ever keys these by addresses it orders, and those are never
+ * 0 (rd_frees_addr/rd_allocs_addr exclude it), so 0 marks an empty slot. */
+typedef struct rd_aset {
+    uint64_t *k;               /* 0 = empty */
+    uint8_t  *live;            /* per slot: 1 live, 0 dead */
+    uint32_t *own;             /* per slot: the stream (index) that allocated it (live) or freed it (dead) */
+    uint32_t mask, n, dead, shift;   /* n: live keys */
+} rd_aset_t;
+
+/* address -> value (pending-free heads, a stream's runs per address) */
+typedef struct rd_amap { rd_kv_t *t; uint32_t mask, n, shift; } rd_amap_t;
+
+/* ---- streams ------------------------------------------------------------------ */
+
+/* A decoded event: the head of a stream's queue, or one being validated. */
+typedef struct rd_hev {
+    uint64_t ts, seq;
+    uint64_t f[PST_MAX_FIELDS];
+    int64_t  payload[PST_MAX_PAYLOAD];
+    uint32_t stack, n_ids, n_payload;
+    uint8_t  type;
+} rd_hev_t;
+
+typedef struct rd_stream {
+    uint32_t id, tid;
+    uint32_t idx;              /* position in r->sv */
+    pst_enc_t dec;             /* decoder state at the end of the queued bytes */
+    pst_enc_t hdec;            /* decoder state after the head event */
+    uint64_t offset;           /* stream bytes consumed */
+    uint64_t decode_seq;       /* seq of the next decoded event */
+    uint64_t emit_seq;         /* seq of the queue head */
+    uint8_t *b;                /* byte queue: [bhead, btail) follow the head event */
+    size_t   bcap, bhead, btail;
+    uint64_t qlen;             /* events queued, the head included */
+    rd_hev_t head;             /* valid when qlen > 0 */
+    rd_amap_t runs_of[2];      /* address -> this stream's first | last run in the pending-free chain */
+    uint32_t *ids;             /* the head's L ids (PST_MAX_IDS), allocated on first use */
+    int      finished;         /* THREAD_END decoded */
+    /* Blocks: the runs of events sharing one time. The merge orders events
+     * of one time across streams by their position in their block
+     * (rd_tie_pick), so it needs each block's length: the validating pass
+     * counts them (vblk: the newest, still open block; blk: a FIFO of the
+     * closed blocks the head has not reached), the head keeps its place. */
+    uint32_t *blk;
+    uint32_t blk_h, blk_n, blk_cap;
+    uint32_t vblk;
+    uint32_t hblk_idx, hblk_len;
+    int      hblk_open;        /* the head is in the open block: its length is vblk */
+    uint64_t hblk_ts;
+    int      hblk_any;
+    int      hq_pos;           /* -1 when not in the heap */
+    int      on_force;
+} rd_stream_t;
+
+/* ---- heap of streams (code in rd_merge.c) ----------------------------------- */
+typedef struct rd_sheap { rd_stream_t **a; uint32_t n, cap; } rd_sheap_t;
+
+/* ---- pending frees (code in rd_merge.c) ------------------------------------- */
+/* A chain holds the queued frees of one address in the order they were read
+ * (appended at the tail), cut into runs: consecutive nodes of one stream.
+ * A stream's times never decrease, so the earliest node of a run is its
+ * first, and looking for the earliest queued free of another stream among
+ * the first RD_PEND_SCAN_MAX nodes of a chain visits one node per run, not
+ * every node. (If a stream's time ever wrapped around 2^64 — only damaged
+ * input does that — the lookup walks the nodes, as the rule reads.)
+ *
+ * The free handed out is its stream's first queued one, hence the first
+ * node of that stream in its chain: the head of the chain's first run of
+ * that stream. Each stream keeps, per address, its first and last run in
+ * the chain (the runs of one stream in a chain are linked by next_same), so
+ * finding that run needs no walk. Indices are node / run index + 1, 0 =
+ * none. A node is 24 bytes; there is one per queued free. */
+typedef struct rd_pnode {
+    uint64_t seq, ts;
+    uint32_t next;             /* next node of the chain; of the free list once freed */
+    uint32_t pad_;
+} rd_pnode_t;
+typedef struct rd_prun {
+    uint32_t head, tail, len;  /* nodes */
+    uint32_t prev, next;       /* runs of the chain; next: of the free list once freed */
+    uint32_t sidx;             /* the stream: r->sv[sidx] */
+    uint32_t next_same;        /* the stream's next run in this chain */
+} rd_prun_t;
+/* Freed nodes are reused oldest first. Frees go out roughly in the order
+ * they were read, so nodes stay laid out in read order and the nodes a free
+ * touches (its chain neighbours, a few hundred frees away) stay close in
+ * memory; a LIFO reuse would scatter them. */
+typedef struct rd_pendtab {
+    rd_amap_t head;            /* address -> first run | last run << 32 */
+    rd_pnode_t *nodes;
+    uint32_t n, cap;
+    uint32_t free_head, free_tail;
+    rd_prun_t *runs;
+    uint32_t rn, rcap, rfree;
+} rd_pendtab_t;
+
+#define RD_PEND_SCAN_MAX 256      /* nodes of a chain looked at when looking for another stream's free */
+
+/* ---- pools (code in rd_merge.c) -------------------------------------------- */
+typedef struct rd_pent { uint64_t pseq; rd_stream_t *s; uint64_t seq; } rd_pent_t;
+typedef struct rd_pool {
+    uint64_t last_seq;
+    int      have_last;
+    rd_pent_t *h;
+    uint32_t n, cap;
+} rd_pool_t;
+
+/* ---- the reader ------------------------------------------------------------- */
+typedef struct rd_string { char *s; } rd_string_t;
+typedef struct rd_stack { uint64_t *f; uint32_t depth; } rd_stack_t;
+typedef struct rd_pool_op { uint64_t pool, pseq, seq; } rd_pool_op_t;
+typedef struct rd_free_op { uint64_t addr, ts, seq; uint32_t sp; } rd_free_op_t;
+
+struct pst_reader {
+    /* source */
+    int      fd;               /* -1: memory */
+    const uint8_t *mem;
+    size_t   mem_len;
+    uint8_t *buf;              /* fd: buffer; data in [bpos, blim) */
+    size_t   bcap, bpos, blim;
+    int      src_eof;
+    uint64_t off;              /* file offset of the next unconsumed byte */
+    int      eof;              /* no more chunks will be read */
+
+    pst_header_t hdr;
+    char   **argv;
+    char    *exe, *tool, *host, *argv_raw;
+
+    /* definitions */
+    rd_u64map_t string_ids, stack_ids;
+    rd_string_t *strings; uint32_t n_strings, cap_strings;
+    rd_stack_t  *stacks;  uint32_t n_stacks, cap_stacks;
+    pst_module_t *mods; size_t n_mods, cap_mods;
+
+    /* streams and merge */
+    rd_u64map_t stream_ids;
+    rd_stream_t **sv; uint32_t n_sv, cap_sv;
+    rd_sheap_t  hq;
+    rd_aset_t   live[2];
+    rd_pendtab_t pend[2];
+    rd_u64map_t pool_ids;
+    rd_pool_t *pools; uint32_t n_pools, cap_pools;
+    rd_pool_op_t *pops; uint32_t n_pops, cap_pops;   /* pool entries of the chunk being validated */
+    rd_free_op_t *fops; uint32_t n_fops, cap_fops;   /* its frees */
+    uint32_t *bclose; uint32_t n_bclose, cap_bclose;  /* its closed blocks' lengths */
+    /* rd_merge.c: the plan for the current tick's tied heads (rd_plan) */
+    struct rd_plan *plan;
+    uint32_t *plan_seq;        /* stream index of each event, in order */
+    uint32_t plan_n, plan_pos;
+    uint64_t plan_ts;
+    int      plan_active;
+    uint32_t plan_cap;
+    uint64_t plan_tried_ts;    /* the tick a plan was last tried for: not tried again */
+    int      plan_tried_ts_valid;
+    int      causal_times;     /* minor >= 2: times are causal across streams (FORMAT.md "Time") */
+    int      ts_wrapped;       /* a stream's time wrapped around 2^64 (damage): rd_pend_find walks nodes */
+    struct rd_force { rd_stream_t *s; uint64_t target; } *force;
+    uint32_t n_force, cap_force;
+    uint64_t window, newest_ts, last_out_ts;
+    uint64_t sync_ts;   /* the latest SYNC watermark: every event stamped earlier has been read */
+    uint64_t decoded;          /* events decoded (TS records not counted) */
+    uint32_t max_stream;       /* highest stream id seen (ids are 1..streams) */
+    int      out_any;
+
+    uint8_t  nf[PST_EV_MAX];
+    int8_t   s_idx[PST_EV_MAX], ext_idx[PST_EV_MAX];
+    char     ext_kind[PST_EV_MAX];
+
+    uint32_t *out_ids;         /* ids of the event handed out last (PST_MAX_IDS) */
+    uint32_t *idbuf;           /* scratch for validation (PST_MAX_IDS) */
+    pst_status_t st;
+};
+
+void rd_plan_free(pst_reader_t *r);    /* rd_merge.c */
+
+/* ---- event semantics, shared by the validating pass and the merge ---------- */
+
+static inline int rd_is_pool_seq_event(unsigned t)
+{
+    return (t >= PST_EV_POOL_ACQUIRE && t <= PST_EV_POOL_BACKING_FREE) ||
+           (t >= PST_EV_KVB_ALLOC && t <= PST_EV_KVB_OWNER);
+}
+
+/* The address an event frees (1, with space), if it frees one. */
+static inline int rd_frees_addr(const rd_hev_t *e, int *space, uint64_t *addr)
+{
+    switch (e->type) {
+    case PST_EV_FREE:
+        *space = RD_SP_HEAP; *addr = e->f[0];
+        return e->f[0] != 0;
+    case PST_EV_REALLOC:          /* old, ret, size */
+        *space = RD_SP_HEAP; *addr = e->f[0];
+        return e->f[0] && e->f[1] != e->f[0] && (e->f[1] || e->f[2] == 0);
+    case PST_EV_REALLOCARRAY:     /* old, ret, nmemb, size */
+        *space = RD_SP_HEAP; *addr = e->f[0];
+        return e->f[0] && e->f[1] != e->f[0] && (e->f[1] || e->f[2] == 0 || e->f[3] == 0);
+    case PST_EV_MUNMAP:
+        *space = RD_SP_MMAP; *addr = e->f[0];
+        return e->f[0] != 0;
+    case PST_EV_MREMAP:           /* old, old_len, ret, new_len, flags */
+        *space = RD_SP_MMAP; *addr = e->f[0];
+        return e->f[0] && e->f[2] && e->f[2] != e->f[0];
+    default:
+        return 0;
+    }
+}
+
+/* The address an event allocates (1, with space), if it allocates one. */
+static inline int rd_allocs_addr(const rd_hev_t *e, int *space, uint64_t *addr)
+{
+    switch (e->type) {
+    case PST_EV_MALLOC: case PST_EV_CALLOC: case PST_EV_POSIX_MEMALIGN:
+    case PST_EV_ALIGNED_ALLOC: case PST_EV_MEMALIGN: case PST_EV_VALLOC: case PST_EV_PVALLOC:
+        *space = RD_SP_HEAP; *addr = e->f[0];
+        return e->f[0] != 0;
+    case PST_EV_REALLOC: case PST_EV_REALLOCARRAY:
+        *space = RD_SP_HEAP; *addr = e->f[1];
+        return e->f[1] && e->f[1] != e->f[0];
+    case PST_EV_MMAP:
+        *space = RD_SP_MMAP; *addr = e->f[0];
+        return e->f[0] != 0;
+    case PST_EV_MREMAP:
+        *space = RD_SP_MMAP; *addr = e->f[2];
+        return e->f[2] && e->f[2] != e->f[0];
+    default:
+        return 0;
+    }
+}
+
+/* ---- the record decoder (fast paths inline; rd_decode.c has the rest) ------ */
+
+/* pst_decode_event into an rd_hev_t (any type, TS included); rd_decode.c. */
+const uint8_t *rd_dec_generic(const pst_reader_t *r, pst_enc_t *d, const uint8_t *p,
+                              const uint8_t *end, rd_hev_t *e, uint32_t *idbuf);
+
+/* pst_get_varint / pst_get_addr with codes of up to 3 bytes decoded inline
+ * and without branches on their length (one 8-byte load when 8 bytes are
+ * readable); longer codes, and the last bytes of a buffer, go to them. The
+ * same values and the same failures either way. */
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+static inline unsigned rd_vshort(const uint8_t *p, const uint8_t *end, uint64_t *v)
+{
+    if (end - p < 8) return 0;
+    uint64_t x;
+    memcpy(&x, p, sizeof x);
+    uint64_t stop = ~x & 0x808080u;                /* terminating bytes among the first 3 */
+    if (!stop) return 0;
+    unsigned len = ((unsigned)__builtin_ctzll(stop) >> 3) + 1;
+    uint64_t val = (x & 0x7f) | ((x >> 1) & 0x3f80) | ((x >> 2) & 0x1fc000);
+    *v = val & ((1ull << (7 * len)) - 1);
+    return len;
+}
+#else
+static inline unsigned rd_vshort(const uint8_t *p, const uint8_t *end, uint64_t *v)
+{
+    (void)p; (void)end; (void)v;
+    return 0;
+}
+#endif
+
+static inline const uint8_t *rd_varint(const uint8_t *p, const uint8_t *end, uint64_t *v)
+{
+    unsigned n = rd_vshort(p, end, v);
+    return n ? p + n : pst_get_varint(p, end, v);
+}
+
+static inline const uint8_t *rd_addr(const uint8_t *p, const uint8_t *end, uint64_t *base, uint64_t *addr)
+{
+    uint64_t code;
+    unsigned n = rd_vshort(p, end, &code);
+    if (!n) return pst_get_addr(p, end, base, addr);
+    int64_t d = pst_unzigzag(code >> 1);
+    *addr = *base + ((code & 1) ? (uint64_t)d << 4 : (uint64_t)d);
+    *base = *addr;
+    return p + n;
+}
+
+#define RD_GETV(v) do { if (!(p = rd_varint(p, end, &(v)))) return NULL; } while (0)
+#define RD_GETA(v) do { if (!(p = rd_addr(p, end, &d->last_addr, &(v)))) return NULL; } while (0)
+
+/* Decode one record from [p, end) with decoder state d into e: the same
+ * values and the same failures as pst_decode_event, with the common heap
+ * records and TS decoded inline. L ids go to idbuf (PST_MAX_IDS entries;
+ * may be NULL when the record is not an L event). Returns the position
+ * after the record, or NULL on corrupt input. */
+static inline const uint8_t *rd_dec_rec(const pst_reader_t *r, pst_enc_t *d, const uint8_t *p,
+                                        const uint8_t *end, rd_hev_t *e, uint32_t *idbuf)
+{
+    if (p >= end) return NULL;
+    unsigned tb = *p;
+    switch (tb) {
+    case PST_EV_MALLOC:
+        p++;
+        RD_GETA(e->f[0]);
+        RD_GETV(e->f[1]);
+        break;
+    case PST_EV_FREE:
+        p++;
+        RD_GETA(e->f[0]);
+        break;
+    case PST_EV_CALLOC:
+        p++;
+        RD_GETA(e->f[0]);
+        RD_GETV(e->f[1]);
+        RD_GETV(e->f[2]);
+        break;
+    case PST_EV_REALLOC:
+        p++;
+        RD_GETA(e->f[0]);
+        RD_GETA(e->f[1]);
+        RD_GETV(e->f[2]);
+        break;
+    case PST_EV_TS: {
+        uint64_t v;
+        p++;
+        RD_GETV(v);
+        e->type = PST_EV_TS;
+        e->stack = 0;
+        e->f[0] = v;
+        d->last_ts += v;
+        d->since_ts = 0;
+        return p;
+    }
+    default:
+        return rd_dec_generic(r, d, p, end, e, idbuf);
+    }
+    e->type = (uint8_t)tb;
+    e->stack = 0;
+    e->n_ids = 0;
+    e->n_payload = 0;
+    d->since_ts++;
+    return p;
+}
+
+/* Decode s's next queued event (after any TS records) into s->head. The
+ * bytes were validated when their chunk was read, with the same decoder
+ * state, so this does not fail. */
+static inline int rd_head_next(pst_reader_t *r, rd_stream_t *s)
+{
+    const uint8_t *p = s->b + s->bhead, *end = s->b + s->btail;
+    for (;;) {
+        if (p < end && (*p & PST_EV_TYPE_MASK) < PST_EV_MAX && r->ext_kind[*p & PST_EV_TYPE_MASK] == 'L' &&
+            !s->ids && !(s->ids = malloc(PST_MAX_IDS * sizeof *s->ids)))
+            return PSC_ENOMEM;
+        p = rd_dec_rec(r, &s->hdec, p, end, &s->head, s->ids);
+        if (!p) return PSC_ECORRUPT;   /* not reached: validated when read */
+        if (s->head.type != PST_EV_TS) break;
+    }
+    s->bhead = (size_t)(p - s->b);
+    s->head.ts = s->hdec.last_ts;
+    s->head.seq = s->emit_seq;
+    if (!s->hblk_any || s->head.ts != s->hblk_ts) {   /* the head enters a new block */
+        s->hblk_any = 1;
+        s->hblk_ts = s->head.ts;
+        s->hblk_idx = 0;
+        if (s->blk_n) {
+            s->hblk_len = s->blk[s->blk_h];
+            s->blk_h = (s->blk_h + 1) % s->blk_cap;
+            s->blk_n--;
+            s->hblk_open = 0;
+        } else {
+            s->hblk_open = 1;
+        }
+    } else {
+        s->hblk_idx++;
+    }
+    return 0;
+}
+
+/* ---- the functions the parts call in each other ---------------------------- */
+
+/* rd_chunk.c */
+int  rd_parse_header(pst_reader_t *r);            /* 0 or PSC_E* (pst_open's answer) */
+int  rd_read_chunk(pst_reader_t *r);              /* 1 read one, 0 no more, negative error */
+void rd_set_corrupt(pst_reader_t *r, uint64_t at, const char *why);
+
+/* rd_decode.c */
+void rd_decode_init(pst_reader_t *r);             /* the per-type layout tables */
+/* Validate one EVENTS chunk (payload [p, end), file offset at), index its
+ * frees and pool events, queue its bytes. 0 ok (or corrupt, noted),
+ * negative error. */
+int  rd_process_events(pst_reader_t *r, const pst_chunk_hdr_t *h, const uint8_t *p,
+                       const uint8_t *end, uint64_t at);
+
+/* rd_merge.c: what the validating pass hands to the merge */
+int  rd_sheap_push(rd_sheap_t *h, rd_stream_t *s);
+int  rd_pend_add(rd_pendtab_t *t, uint64_t addr, rd_stream_t *s, int sp, uint64_t seq, uint64_t ts);
+/* Queue pool event (s, seq) with pool_seq pseq of pool `pool`. 0 or PSC_ENOMEM. */
+int  rd_pool_add(pst_reader_t *r, rd_stream_t *s, uint64_t pool, uint64_t pseq, uint64_t seq);
+
+#endif
