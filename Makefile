@@ -139,10 +139,10 @@ $(BUILD)/bin/poolscope: $(call objs,$(CLI_SRC)) $(LIBS)
 # The malloc replay policy runs its calls in this helper (replay/pol_malloc.c
 # finds it next to the running binary). It measures the real allocator, so
 # it is never built with a sanitizer (that would own malloc); it links no
-# library of the tree.
-$(BUILD)/bin/poolscope-malloc-helper: $(HELPER_SRC)
+# library of the tree (common/io.c is compiled in plainly).
+$(BUILD)/bin/poolscope-malloc-helper: $(HELPER_SRC) common/io.c
 	@mkdir -p $(dir $@)
-	$(CC) $(filter-out -fsanitize=%,$(PIE_CFLAGS)) $(INC_replay) -pie -o $@ $(HELPER_SRC) -ldl
+	$(CC) $(filter-out -fsanitize=%,$(PIE_CFLAGS)) $(INC_replay) -pie -o $@ $(HELPER_SRC) common/io.c -ldl
 
 $(BUILD)/bin/refengine: $(BUILD)/obj/reference-engine/main.o $(LIBS)
 	@mkdir -p $(dir $@)

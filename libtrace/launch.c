@@ -58,6 +58,7 @@
  * the look are counted in the entry's scanned_bytes.
  */
 #include "launch.h"
+#include "ctl.h"
 
 #include <elf.h>
 #include <errno.h>
@@ -733,6 +734,12 @@ int pl_trace_info(const char *path, pl_trace_info_t *info)
     pst_end_info_t *e = malloc(sizeof *e);   /* 4 KiB of path: not on the stack */
     if (!e) return info->err = PSC_ENOMEM;
     int rc = pst_read_end(path, e);
+    if (rc == PSC_ENOENT) {
+        /* no END: if the process was killed, its counters file says what
+         * its rings held; recovery appends END (ctl.h), then read it */
+        pst_recover_info_t ri;
+        if (pst_recover(path, &ri) == 1) rc = pst_read_end(path, e);
+    }
     if (rc == 0 || rc == PSC_ENOENT) {
         info->pid = e->pid;
         info->exec_gen = e->exec_gen;
@@ -745,6 +752,7 @@ int pl_trace_info(const char *path, pl_trace_info_t *info)
         info->events = e->events;
         info->lost = e->lost;
         info->streams = e->streams;
+        info->killed = (e->flags & PST_END_KILLED) != 0;
     }
     uint64_t header_bytes = e->header_bytes;
     free(e);
@@ -1035,6 +1043,7 @@ size_t pl_summary_print(const pl_summary_t *s, const char *expected_out, FILE *o
         fprintf(out, "poolscope: pid %ld: %s: %llu events", en->pid, en->path,
                 (unsigned long long)in->events);
         if (in->lost) fprintf(out, ", %llu lost", (unsigned long long)in->lost);
+        if (in->killed) fputs(", killed (SIGKILL or OOM): the lost count is exact", out);
         if (in->truncated) fputs(", truncated (the process did not finish cleanly)", out);
         if (in->corrupt) fputs(", corrupt (reading stopped at a damaged chunk)", out);
         if (in->exe[0]) fprintf(out, " [%s]", in->exe);

@@ -147,6 +147,7 @@ typedef struct pl_trace_info {
     char     exe[64];          /* basename of the traced executable, "" if unknown */
     char     arg0[64];         /* basename of its argv[0], "" if unknown */
     uint64_t scanned_bytes;    /* bytes read beyond the file header and the END chunk */
+    int      killed;           /* the process was killed: END written by recovery (ctl.h), lost exact */
 } pl_trace_info_t;
 
 /* Fills *info; returns info->err. */

@@ -8,11 +8,12 @@
  * streams), so reading the header and the last 16 + 30 bytes is enough.
  *
  * How the END chunk is found without walking the chunks: its payload is
- * three varints, 3 to 30 bytes, so the chunk starts at one of 28 offsets
- * from the end of the file. One pread of the last 46 bytes covers them all;
- * a candidate counts only if its header says kind END, version 1, stream 0,
- * a length that ends exactly at the end of the file, its CRC-32C matches and
- * the payload is exactly three varints. Anything else (a file cut short, a
+ * three varints and, since format 1.2, a fourth (flags): 3 to 40 bytes, so
+ * the chunk starts at one of 38 offsets from the end of the file. One pread
+ * of the last 56 bytes covers them all; a candidate counts only if its
+ * header says kind END, version 1, stream 0, a length that ends exactly at
+ * the end of the file, its CRC-32C matches and the payload is exactly three
+ * or four varints. Anything else (a file cut short, a
  * process killed, a failed write, trailing garbage) is "no END": the caller
  * reads the trace if it needs to know more.
  *
@@ -34,9 +35,9 @@
 
 /* Header TLVs longer than this are taken as damage, as the reader does. */
 #define RD_MAX_TLV   (16u << 20)
-/* END payload: three varints. */
+/* END payload: three varints, and flags since 1.2. */
 #define RD_END_MIN   3u
-#define RD_END_MAX   (3u * PST_VARINT_MAX)
+#define RD_END_MAX   (4u * PST_VARINT_MAX)
 
 static int pread_full(int fd, void *buf, size_t len, uint64_t off, size_t *got)
 {
@@ -104,13 +105,15 @@ static int end_at(const uint8_t *tail, size_t off, size_t n, pst_end_info_t *out
     if (h.kind != PST_CHUNK_END || h.version != 1 || h.stream != 0 || h.len != len) return 0;
     const uint8_t *p = tail + off + PST_CHUNK_HDR, *end = p + len;
     if (pst_crc32c(0, p, len) != h.crc) return 0;
-    uint64_t ev, lost, streams;
+    uint64_t ev, lost, streams, flags = 0;
     if (!(p = pst_get_varint(p, end, &ev)) || !(p = pst_get_varint(p, end, &lost)) ||
-        !(p = pst_get_varint(p, end, &streams)) || p != end)
+        !(p = pst_get_varint(p, end, &streams)))
         return 0;
+    if (p != end && (!(p = pst_get_varint(p, end, &flags)) || p != end)) return 0;
     out->events = ev;
     out->lost = lost;
     out->streams = streams;
+    out->flags = (uint32_t)flags;
     return 1;
 }
 

@@ -881,7 +881,7 @@ static int rd_plan_gather(pst_reader_t *r, struct rd_plan *p, uint64_t ts, uint3
 
 /* Build the plan for the tied heads at time ts. 1 planned, 0 not (use the
  * greedy order), -1 out of memory. */
-static int rd_plan_build(pst_reader_t *r, uint64_t ts)
+static int rd_plan_build(pst_reader_t *r, uint64_t ts, int affinity_first)
 {
     if (!r->plan && !(r->plan = calloc(1, sizeof *r->plan))) return -1;
     struct rd_plan *p = r->plan;
@@ -969,7 +969,8 @@ static int rd_plan_build(pst_reader_t *r, uint64_t ts)
             p->cands[p->n_cands++] = k;
         }
         uint32_t nc = p->n_cands - c0;
-        /* order: time, affinity, then place in the window (insertion sort: few streams) */
+        /* order: time, affinity, then place in the window, or affinity first
+     * (insertion sort: few streams) */
         for (uint32_t i = c0 + 1; i < p->n_cands; i++) {
             uint32_t v = p->cands[i], j = i;
             const rd_gstr_t *gv = &p->st[v];
@@ -983,8 +984,10 @@ static int rd_plan_build(pst_reader_t *r, uint64_t ts)
                 uint32_t slu = xu->fa ? xu->fslot : xu->aa ? xu->aslot : UINT32_MAX;
                 int fu = slu != UINT32_MAX && (p->ost[slu] >> 1) != (gu->sidx & 0x3fffffffu);
                 uint64_t a = (2 * (uint64_t)gv->pos + 1) * gu->n, b = (2 * (uint64_t)gu->pos + 1) * gv->n;
-                if (xu->ts < xv->ts || (xu->ts == xv->ts && (fu < fv || (fu == fv &&
-                    (b < a || (b == a && gu->sidx < gv->sidx)))))) break;
+                int before = affinity_first
+                    ? fu < fv || (fu == fv && (xu->ts < xv->ts || (xu->ts == xv->ts && (b < a || (b == a && gu->sidx < gv->sidx)))))
+                    : xu->ts < xv->ts || (xu->ts == xv->ts && (fu < fv || (fu == fv && (b < a || (b == a && gu->sidx < gv->sidx)))));
+                if (before) break;
                 p->cands[j] = u;
                 j--;
             }
@@ -1077,7 +1080,10 @@ int pst_next(pst_reader_t *r, pst_event_t *ev)
             } else if (!r->plan_tried_ts_valid || r->plan_tried_ts != s->head.ts) {
                 r->plan_tried_ts = s->head.ts;
                 r->plan_tried_ts_valid = 1;
-                int pr = rd_plan_build(r, s->head.ts);
+                /* time first; if that search gives up, affinity first (each
+                 * finds orders the other misses within its budget) */
+                int pr = rd_plan_build(r, s->head.ts, 0);
+                if (pr == 0) pr = rd_plan_build(r, s->head.ts, 1);
                 if (pr < 0) return PSC_ENOMEM;
                 if (pr) return rd_emit(r, r->sv[r->plan_seq[r->plan_pos++]], ev);
                 r->st.plan_failed++;

@@ -9,6 +9,7 @@
  * calls this, on the traces it created, after their process is gone.
  */
 #include <errno.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,19 +20,7 @@
 #include "poolscope/error.h"
 #include "poolscope/reader.h"
 #include "ctl.h"
-
-static int write_all(int fd, const void *p, size_t n)
-{
-    const uint8_t *b = p;
-    while (n) {
-        ssize_t w = write(fd, b, n);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) return PSC_EIO;
-        b += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
+#include "io.h"
 
 static void put_le32(uint8_t *p, uint32_t v)
 {
@@ -44,8 +33,8 @@ static int put_chunk(int fd, uint8_t kind, uint32_t stream, const uint8_t *pl, s
     put_le32(h + 4, stream);
     put_le32(h + 8, (uint32_t)len);
     put_le32(h + 12, pst_crc32c(0, pl, len));
-    int rc = write_all(fd, h, sizeof h);
-    return rc ? rc : write_all(fd, pl, len);
+    int rc = psc_write_all(fd, h, sizeof h);
+    return rc ? rc : psc_write_all(fd, pl, len);
 }
 
 /* The counters file as a copy in memory; NULL if absent or not ours. */
@@ -89,6 +78,8 @@ int pst_recover(const char *trace_path, pst_recover_info_t *out)
     const pst_ctl_hdr_t *ch = (const pst_ctl_hdr_t *)cb;
     int rc = 0;
     if (ch->end_written) goto remove;
+    /* only once the process is gone: a live one is still writing */
+    if (ch->pid && (kill((pid_t)ch->pid, 0) == 0 || errno != ESRCH)) goto keep;
 
     /* per stream: events the file holds */
     int err = 0;

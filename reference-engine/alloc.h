@@ -2,7 +2,7 @@
  *
  * Three interchangeable modes behind one interface:
  *
- *   pool    the project's buffer pool (pool/bufpool.h), observed by the trace
+ *   pool    the project's buffer pool (include/poolscope/bufpool.h), observed by the trace
  *           adapter so its internals (hits, misses, backing allocations)
  *           appear in a trace;
  *   malloc  plain malloc/free per tensor;

@@ -9,7 +9,7 @@
  *
  * Memory: every transient tensor comes from re_alloc (pool | malloc |
  * arena) and is released at the end of its scope; the KV cache lives in
- * block-pool blocks (pool/blockpool.h), one block table per running
+ * block-pool blocks (include/poolscope/blockpool.h), one block table per running
  * sequence. After warm-up a decode step calls no allocator.
  *
  * Scheduling is a pure function of the engine's state (never of the clock):

@@ -8,11 +8,11 @@
  * figures). It inherits our environment, so a preloaded allocator is the
  * one measured, and it says in its hello which allocator it found.
  *
- * Where the helper is: $POOLSCOPE_MALLOC_HELPER if set (an override, for
- * tests: their binaries live in build/tests/), else next to the running
- * executable (the directory of /proc/self/exe: build/bin/ in the tree,
- * $PREFIX/bin/ installed). Neither: init fails with PSC_ENOENT before
- * anything is forked.
+ * Where the helper is: $POOLSCOPE_MALLOC_HELPER if set (an override),
+ * else next to the running executable (the directory of /proc/self/exe:
+ * build/bin/ in the tree, $PREFIX/bin/ installed), else in ../bin/ from it
+ * (the tree's test and bench programs live in build/tests/, build/bench/).
+ * None: init fails with PSC_ENOENT before anything is forked.
  *
  * The parent sends each batch of requests down a socket; the helper makes
  * the calls and sends back, per request, the address, the usable size and
@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "helper/helper.h"
+#include "io.h"
 #include "rp_internal.h"
 
 typedef struct pol_malloc {
@@ -47,31 +48,6 @@ typedef struct pol_malloc {
 
 /* ---- I/O helpers ---------------------------------------------------------- */
 
-static int write_all(int fd, const void *buf, size_t len)
-{
-    const char *p = buf;
-    while (len) {
-        ssize_t w = send(fd, p, len, MSG_NOSIGNAL);   /* a dead peer is an error, not SIGPIPE */
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) return PSC_EIO;
-        p += w;
-        len -= (size_t)w;
-    }
-    return 0;
-}
-
-static int read_all(int fd, void *buf, size_t len)
-{
-    char *p = buf;
-    while (len) {
-        ssize_t r = read(fd, p, len);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) return r == 0 ? PSC_ETRUNC : PSC_EIO;
-        p += r;
-        len -= (size_t)r;
-    }
-    return 0;
-}
 
 /* ---- finding the helper ------------------------------------------------------ */
 
@@ -98,6 +74,8 @@ static int find_helper(char *out, size_t cap)
     if (!slash) return PSC_ENOENT;
     *slash = 0;
     int k = snprintf(out, cap, "%s/%s", exe, RP_HELPER_NAME);
+    if (k > 0 && (size_t)k < cap && is_exec_file(out)) return 0;
+    k = snprintf(out, cap, "%s/../bin/%s", exe, RP_HELPER_NAME);
     if (k < 0 || (size_t)k >= cap || !is_exec_file(out)) return PSC_ENOENT;
     return 0;
 }
@@ -138,7 +116,7 @@ static int malloc_init(rp_pol_t *pp, const rp_ctx_t *ctx)
     /* The hello: the helper runs, speaks this protocol, says its allocator.
      * EOF here means the exec failed or it died at once. */
     rp_hello_t h;
-    int rc = read_all(p->from_child, &h, sizeof h);
+    int rc = psc_read_all(p->from_child, &h, sizeof h);
     if (rc) return PSC_EIO;
     if (h.magic != RP_HELPER_MAGIC || h.proto != RP_HELPER_PROTO || h.req_size != sizeof(rp_req_t) ||
         h.res_size != sizeof(rp_mres_t) || h.reply_size != sizeof(rp_mreply_t))
@@ -154,12 +132,12 @@ static int malloc_run(rp_pol_t *pp, const rp_req_t *rq, size_t n)
     uint64_t nn = n;
     int rc;
     if ((rc = rp_grow((void **)&p->res, &p->res_cap, n, sizeof *p->res))) return rc;
-    if ((rc = write_all(p->to_child, &nn, sizeof nn)) ||
-        (rc = write_all(p->to_child, rq, n * sizeof *rq)) ||
-        (rc = read_all(p->from_child, &p->last, sizeof p->last)))
+    if ((rc = psc_send_all(p->to_child, &nn, sizeof nn)) ||
+        (rc = psc_send_all(p->to_child, rq, n * sizeof *rq)) ||
+        (rc = psc_read_all(p->from_child, &p->last, sizeof p->last)))
         return rc;
     if (p->last.err) return p->last.err;
-    if (p->last.n != n || (rc = read_all(p->from_child, p->res, n * sizeof *p->res)))
+    if (p->last.n != n || (rc = psc_read_all(p->from_child, p->res, n * sizeof *p->res)))
         return rc ? rc : PSC_EIO;
     for (size_t i = 0; i < n; i++) {
         const rp_req_t *r = &rq[i];

@@ -1,4 +1,4 @@
-/* test_bufpool.c — behaviour of the buffer pool (pool/bufpool.h).
+/* test_bufpool.c — behaviour of the buffer pool (include/poolscope/bufpool.h).
  *
  * The selection and cap rules are checked against a tiny independent model
  * (a plain array scanned linearly), allocation failure is injected through a

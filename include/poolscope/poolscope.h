@@ -8,7 +8,7 @@
  * in PIE and non-PIE executables alike (a weak reference would be resolved to
  * 0 at link time in a non-PIE executable).
  *
- * Numbers are the trace format's (libtrace/format.h): an event is its type
+ * Numbers are the trace format's (include/poolscope/format.h): an event is its type
  * and its fields in the order of its layout. Strings are copied (interned) by
  * the tracer; block-id and payload arrays are read during the call only.
  *

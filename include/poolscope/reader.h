@@ -151,7 +151,7 @@ const pst_status_t *pst_status(const pst_reader_t *r);
  * file header's fields and the END chunk's counts. pst_read_end reads the
  * header and the last bytes of the file only (one pread from the end), and
  * checks that they are an END chunk: kind, version, stream 0, length, CRC
- * and a payload of exactly three varints. It does not check the chunks in
+ * and a payload of three varints (four since format 1.2: the flags). It does not check the chunks in
  * between (a damaged middle chunk goes unnoticed: read the trace for that).
  *
  * Returns 0 with *out filled; PSC_ENOENT when the header is good but the
@@ -173,6 +173,7 @@ typedef struct pst_end_info {
     uint64_t file_bytes;           /* size of the file when it was read */
     char exe[4096];                /* PST_HDR_EXE, "" when absent */
     char argv0[256];               /* the first argument of PST_HDR_ARGV, "" when absent */
+    uint32_t flags;                /* END's flags (PST_END_*, format 1.2), 0 when absent */
 } pst_end_info_t;
 
 int pst_read_end(const char *path, pst_end_info_t *out);

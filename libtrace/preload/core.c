@@ -773,12 +773,13 @@ void ps_final(void)
     add_lost(__atomic_exchange_n(&ps_g.cnt->closing_lost, 0, __ATOMIC_RELAXED));
     if (lock_c(&ps_g.wlock) == 0) {
         if (!ps_g.closed) {
-            if (ps_write_end_locked() == 0) ctl_done();
+            ps_write_end_locked();
             ps_g.closed = 1;
             ps_recompute_on();
         }
         pthread_mutex_unlock(&ps_g.wlock);
     }
+    ctl_done();   /* the process is ending on its own: nothing for a SIGKILL recovery to do */
     if (have_tlock) pthread_mutex_unlock(&ps_g.tlock);
     PS_SIGFENCE();
     ps_tls.busy--;

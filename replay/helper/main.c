@@ -37,6 +37,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "io.h"
 #include "../rp_internal.h"
 #include "helper.h"
 
@@ -60,31 +61,6 @@ typedef struct helper {
     double alloc_seconds;
 } helper_t;
 
-static int write_all(int fd, const void *buf, size_t len)
-{
-    const char *p = buf;
-    while (len) {
-        ssize_t w = send(fd, p, len, MSG_NOSIGNAL);   /* a dead peer is an error, not SIGPIPE */
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) return PSC_EIO;
-        p += w;
-        len -= (size_t)w;
-    }
-    return 0;
-}
-
-static int read_all(int fd, void *buf, size_t len)
-{
-    char *p = buf;
-    while (len) {
-        ssize_t r = read(fd, p, len);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) return r == 0 ? PSC_ETRUNC : PSC_EIO;
-        p += r;
-        len -= (size_t)r;
-    }
-    return 0;
-}
 
 static uint64_t held_now(helper_t *h)
 {
@@ -217,13 +193,13 @@ static int serve(int fd, size_t max_batch)
         .req_size = sizeof(rp_req_t), .res_size = sizeof(rp_mres_t), .reply_size = sizeof(rp_mreply_t),
         .allocator = h.mallctl ? RP_ALLOC_JEMALLOC : h.mi_info ? RP_ALLOC_MIMALLOC : RP_ALLOC_GLIBC,
     };
-    if (write_all(fd, &hello, sizeof hello)) return 5;
+    if (psc_send_all(fd, &hello, sizeof hello)) return 5;
     for (;;) {
         uint64_t n;
-        if (read_all(fd, &n, sizeof n)) break;   /* the parent is gone: done */
+        if (psc_read_all(fd, &n, sizeof n)) break;   /* the parent is gone: done */
         rp_mreply_t rep;
         memset(&rep, 0, sizeof rep);
-        if (n > max_batch || read_all(fd, rq, n * sizeof *rq)) return 4;
+        if (n > max_batch || psc_read_all(fd, rq, n * sizeof *rq)) return 4;
         rep.err = batch(&h, rq, n, res);
         rep.n = rep.err ? 0 : n;
         rep.held_end = held_rel(&h);
@@ -231,7 +207,7 @@ static int serve(int fd, size_t max_batch)
         rep.ops = h.ops;
         rep.peak_rss = h.peak_rss;
         rep.alloc_seconds = h.alloc_seconds;
-        if (write_all(fd, &rep, sizeof rep) || write_all(fd, res, rep.n * sizeof *res)) return 5;
+        if (psc_send_all(fd, &rep, sizeof rep) || psc_send_all(fd, res, rep.n * sizeof *res)) return 5;
     }
     return 0;
 }

@@ -24,14 +24,14 @@
 #include <string>
 #include <vector>
 
-#include <blockpool.h>
-#include <bufpool.h>
-#include <error.h>
-#include <format.h>
-#include <pool_adapter.h>
-#include <poolscope.h>
-#include <reader.h>
-#include <writer.h>
+#include <poolscope/blockpool.h>
+#include <poolscope/bufpool.h>
+#include <poolscope/error.h>
+#include <poolscope/format.h>
+#include <poolscope/pool_adapter.h>
+#include <poolscope/poolscope.h>
+#include <poolscope/reader.h>
+#include <poolscope/writer.h>
 
 namespace {
 

@@ -12,7 +12,7 @@
 # traced by the installed record like a C program.
 . tests/integration/lib.sh
 PFX=$T/prefix
-INC=$PFX/include/poolscope
+INC=$PFX/include/poolscope   # the headers; users include <poolscope/NAME.h> with -I$PFX/include
 export PKG_CONFIG_PATH=$PFX/lib/pkgconfig
 
 # ---- make install, same BUILD: the built tree is used as it is ----
@@ -52,7 +52,7 @@ pc_prefix() {
     for m in poolscope poolscope-pool; do
         c=$(pkg-config --cflags "$m") && l=$(pkg-config --libs "$m") || return 1
         c=$(echo $c)
-        [ "$c" = "-I$INC" ] || { echo "  $m cflags: $c" >&2; return 1; }
+        [ "$c" = "-I$PFX/include" ] || { echo "  $m cflags: $c" >&2; return 1; }
         case " $l " in *" -L$PFX/lib "*) ;; *) echo "  $m libs: $l" >&2; return 1 ;; esac
     done
     pkg-config --libs poolscope | grep -q -- '-lpstrace' &&
@@ -64,8 +64,8 @@ check pkgconfig_points_at_prefix pc_prefix
 headers_alone() {
     bad=0
     for h in "$INC"/*.h; do
-        printf '#include "%s"\nint main(void){return 0;}\n' "$(basename "$h")" >"$T/hdr.c"
-        (cd "$T" && cc -std=c11 -Wall -Wextra -Werror -fsyntax-only -I"$INC" hdr.c) 2>"$T/hdr.err" ||
+        printf '#include <poolscope/%s>\nint main(void){return 0;}\n' "$(basename "$h")" >"$T/hdr.c"
+        (cd "$T" && cc -std=c11 -Wall -Wextra -Werror -fsyntax-only -I"$PFX/include" hdr.c) 2>"$T/hdr.err" ||
             { echo "  $(basename "$h") does not compile alone: $(head -3 "$T/hdr.err")" >&2; bad=1; }
     done
     [ $bad -eq 0 ]
@@ -78,16 +78,16 @@ for c in g++ clang++; do command -v $c >/dev/null 2>&1 && CXXS="$CXXS $c"; done
 headers_strict() {
     [ -n "$CXXS" ] || { echo "  no C++ compiler (make deps installs g++ and clang)" >&2; return 1; }
     bad=0 all=""
-    for h in "$INC"/*.h; do all="$all#include \"$(basename "$h")\"\n"; done
+    for h in "$INC"/*.h; do all="$all#include <poolscope/$(basename "$h")>\n"; done
     for h in "$INC"/*.h all; do
-        if [ "$h" = all ]; then printf "$all" >"$T/hs.h"; else printf '#include "%s"\n' "$(basename "$h")" >"$T/hs.h"; fi
+        if [ "$h" = all ]; then printf "$all" >"$T/hs.h"; else printf '#include <poolscope/%s>\n' "$(basename "$h")" >"$T/hs.h"; fi
         printf '#include "hs.h"\nint main(void) { return 0; }\n' >"$T/hs.c"
         printf '#include "hs.h"\nint main() { return 0; }\n' >"$T/hs.cpp"
         (cd "$T" && cc -std=c11 -Wall -Wextra -Wshadow -Wstrict-prototypes -Wpedantic -Werror \
-            -fsyntax-only -I"$INC" hs.c) 2>"$T/hs.err" ||
+            -fsyntax-only -I"$PFX/include" hs.c) 2>"$T/hs.err" ||
             { echo "  $(basename "$h"): C11: $(grep -m2 'error' "$T/hs.err")" >&2; bad=1; }
         for cxx in $CXXS; do for std in c++11 c++17; do
-            (cd "$T" && $cxx -std=$std -Wall -Wextra -Werror -fsyntax-only -I"$INC" hs.cpp) 2>"$T/hs.err" ||
+            (cd "$T" && $cxx -std=$std -Wall -Wextra -Werror -fsyntax-only -I"$PFX/include" hs.cpp) 2>"$T/hs.err" ||
                 { echo "  $(basename "$h"): $cxx -std=$std: $(grep -m2 'error' "$T/hs.err")" >&2; bad=1; }
         done; done
     done
@@ -108,8 +108,8 @@ check api_client_builds_with_pkgconfig build_client
 adapter_client() {
     cat >"$T/adapter.c" <<'EOF'
 #include <stdio.h>
-#include "bufpool.h"
-#include "pool_adapter.h"
+#include <poolscope/bufpool.h>
+#include <poolscope/pool_adapter.h>
 int main(void)
 {
     int err;

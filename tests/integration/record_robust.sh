@@ -36,12 +36,16 @@ sigkill() {
     kill -KILL "$child"
     wait $rp; rc=$?
     [ $rc -eq 137 ] || { echo "  record exit $rc" >&2; return 1; }
-    grep -q 'k.pst: [0-9]* events.*truncated' "$T/k.err" || { cat "$T/k.err" >&2; return 1; }
+    # record finished the trace from the image's counters file: END, with
+    # the exact number of events the rings held (ctl.h)
+    grep -q 'k.pst: [0-9]* events.*killed' "$T/k.err" || { cat "$T/k.err" >&2; return 1; }
     "$DUMP" "$T/k.pst" >"$T/k.dump" || return 1
     n=$(awk '{print $2}' "$T/k.out"); fr=$(awk '{print $3}' "$T/k.out")
-    [ "$(key "$T/k.dump" truncated)" = 1 ] && [ "$(key "$T/k.dump" mark.sync)" = 1 ] &&
+    [ "$(key "$T/k.dump" truncated)" = 0 ] && [ "$(key "$T/k.dump" end_seen)" = 1 ] &&
+        [ "$(key "$T/k.dump" mark.sync)" = 1 ] &&
         [ "$(key "$T/k.dump" malloc)" -ge "$n" ] && [ "$(key "$T/k.dump" free)" -ge "$fr" ] ||
-        { echo "  want >= $n mallocs, $fr frees, the sync mark, truncated:" >&2; cat "$T/k.dump" >&2; return 1; }
+        { echo "  want >= $n mallocs, $fr frees, the sync mark, END:" >&2; cat "$T/k.dump" >&2; return 1; }
+    [ ! -e "/dev/shm/poolscope.$(stat -c %d.%i "$T/k.pst").ctl" ] || { echo "  counters file left behind" >&2; return 1; }
 }
 check sigkill_keeps_events_before_sync sigkill
 

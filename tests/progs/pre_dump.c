@@ -1,4 +1,4 @@
-/* pre_dump — print a .pst trace through the shared reader (libtrace/reader.h).
+/* pre_dump — print a .pst trace through the shared reader (include/poolscope/reader.h).
  *
  *   pre_dump FILE            header, status and counts per event type
  *   pre_dump -v FILE         also every event: "stream tid seq ts name fields..."
