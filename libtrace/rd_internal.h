@@ -363,6 +363,17 @@ static inline int rd_frees_addr(const rd_hev_t *e, int *space, uint64_t *addr)
     }
 }
 
+/* The address an event needs live without changing it (1, with space): a
+ * realloc that kept its block in place. */
+static inline int rd_uses_addr(const rd_hev_t *e, int *space, uint64_t *addr)
+{
+    if ((e->type == PST_EV_REALLOC || e->type == PST_EV_REALLOCARRAY) && e->f[0] && e->f[1] == e->f[0]) {
+        *space = RD_SP_HEAP; *addr = e->f[0];
+        return 1;
+    }
+    return 0;
+}
+
 /* The address an event allocates (1, with space), if it allocates one. */
 static inline int rd_allocs_addr(const rd_hev_t *e, int *space, uint64_t *addr)
 {

@@ -521,7 +521,7 @@ int rd_constraint(pst_reader_t *r, rd_stream_t *s, const rd_hev_t *e, rd_stream_
     /* rule 3: a free of an address not live is blocked: in a causal trace
      * its allocation can only be in another stream's events of the same
      * time (pst_next lets those go first); otherwise it is an unknown free */
-    if (r->n_sv > 1 && rd_frees_addr(e, &sp, &a) && !rd_aset_has(&r->live[sp], a)) {
+    if (r->n_sv > 1 && (rd_frees_addr(e, &sp, &a) || rd_uses_addr(e, &sp, &a)) && !rd_aset_has(&r->live[sp], a)) {
         *why = RD_WHY_CAUSAL;
         return RD_C_BLOCKED;
     }
@@ -743,6 +743,8 @@ typedef struct rd_gev {
     uint32_t pool, rank;       /* pool events: group pool index + 1 and rank in pool_seq order (pool 0: none) */
     uint32_t own_a, own_f;     /* allocations of fa / frees of aa later in the same stream's part of the tick */
     uint64_t ts;
+    uint64_t ua;               /* address it needs live without changing it (in-place realloc), 0 none */
+    uint32_t uslot, own_u;     /* its overlay slot; allocations of it later in the same stream */
 } rd_gev_t;
 typedef struct rd_gstr { uint32_t sidx, first, n, pos; } rd_gstr_t;
 typedef struct rd_ochoice { uint32_t step, cands, ncand, tried; } rd_ochoice_t;
@@ -843,6 +845,7 @@ static int rd_plan_gather(pst_reader_t *r, struct rd_plan *p, uint64_t ts, uint3
             memset(x, 0, sizeof *x);
             x->ts = e.ts;
             if (rd_frees_addr(&e, &fsp, &x->fa)) x->fslot = (uint32_t)fsp; else x->fa = 0;
+            if (!x->fa && rd_uses_addr(&e, &fsp, &x->ua)) x->uslot = (uint32_t)fsp; else x->ua = 0;
             if (rd_allocs_addr(&e, &asp, &x->aa)) {
                 x->aslot = (uint32_t)asp;
                 if (e.type == PST_EV_MMAP && (e.f[3] & RD_MAP_FIXED_FLAG)) x->aa = 0;
@@ -905,6 +908,7 @@ static int rd_plan_build(pst_reader_t *r, uint64_t ts, int affinity_first)
     for (uint32_t i = 0; i < ne; i++) {
         rd_gev_t *x = &p->ev[i];
         if (x->fa) x->fslot = rd_oslot(r, p, x->fa, (int)x->fslot);
+        if (x->ua) x->uslot = rd_oslot(r, p, x->ua, (int)x->uslot);
         if (x->aa) x->aslot = rd_oslot(r, p, x->aa, (int)x->aslot);
     }
     /* pool ranks: each pool's events of the tick in pool_seq order */
@@ -930,6 +934,7 @@ static int rd_plan_build(pst_reader_t *r, uint64_t ts, int affinity_first)
         for (uint32_t i = g->first + g->n; i-- > g->first;) {
             rd_gev_t *x = &p->ev[i];
             x->own_a = x->fa ? p->oalloc[x->fslot] : 0;   /* oalloc/ofree: counters of this stream so far */
+            x->own_u = x->ua ? p->oalloc[x->uslot] : 0;
             x->own_f = x->aa ? p->ofree[x->aslot] : 0;
             if (x->aa) p->oalloc[x->aslot]++;
             if (x->fa) p->ofree[x->fslot]++;
@@ -963,6 +968,7 @@ static int rd_plan_build(pst_reader_t *r, uint64_t ts, int affinity_first)
             if (g->pos >= g->n) continue;
             const rd_gev_t *x = &p->ev[g->first + g->pos];
             if (x->fa && !(p->ost[x->fslot] & 1) && p->oalloc[x->fslot] > x->own_a) continue;
+            if (x->ua && !(p->ost[x->uslot] & 1) && p->oalloc[x->uslot] > x->own_u) continue;
             if (x->aa && (p->ost[x->aslot] & 1) && p->ofree[x->aslot] > x->own_f) continue;
             if (x->pool && x->rank != p->pnext[x->pool - 1]) continue;
             RD_GROWP(p->cands, p->cap_cands, p->n_cands + 1);
