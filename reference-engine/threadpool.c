@@ -46,7 +46,8 @@ struct re_tp {
     void *ctx;
     size_t n, chunk;             /* items, items per chunk */
     uint32_t n_chunks;
-    int strict;                  /* chunk k runs on thread k % n_threads */
+    int strict;                  /* chunk k runs on thread k % n_threads (atomic: set between jobs
+                                    while workers may still be leaving the last one) */
     unsigned long *ran;          /* (n_threads) chunks run per thread (a
                                     padded slot each: written by one thread) */
 };
@@ -71,7 +72,7 @@ static void re_tp_chunk(re_tp_t *tp, uint32_t k, int tid)
 static void re_tp_work(re_tp_t *tp, uint32_t g, int tid)
 {
     uint64_t c = atomic_load_explicit(&tp->claim, memory_order_acquire);
-    if (tp->strict) {   /* static assignment; the caller waits for all of it */
+    if (__atomic_load_n(&tp->strict, __ATOMIC_RELAXED)) {   /* static assignment; the caller waits for all of it */
         if (re_gen_of(c) != g) return;
         for (uint32_t k = (uint32_t)tid; k < re_nchunks_of(c); k += (uint32_t)tp->n_threads)
             re_tp_chunk(tp, k, tid);
@@ -168,7 +169,7 @@ void re_tp_destroy(re_tp_t *tp)
     free(tp);
 }
 
-void re_tp_set_strict(re_tp_t *tp, int on) { if (tp) tp->strict = on != 0; }
+void re_tp_set_strict(re_tp_t *tp, int on) { if (tp) __atomic_store_n(&tp->strict, on != 0, __ATOMIC_RELAXED); }
 unsigned long re_tp_chunks_run(const re_tp_t *tp, int tid)
 {
     return tp && tid >= 0 && tid < tp->n_threads ? tp->ran[(size_t)tid * RE_TP_PAD] : 0;
@@ -180,7 +181,7 @@ void re_tp_run(re_tp_t *tp, re_tp_fn fn, void *ctx, size_t n, size_t grain)
 {
     if (n == 0) return;
     if (grain == 0) grain = 1;
-    if (!tp || tp->n_threads == 1 || (n <= grain && !tp->strict)) {
+    if (!tp || tp->n_threads == 1 || (n <= grain && !__atomic_load_n(&tp->strict, __ATOMIC_RELAXED))) {
         fn(ctx, 0, n, 0);
         return;
     }

@@ -59,6 +59,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "truth_util.h"
+
 #define QCAP 64
 #define MAX_THREADS 64
 #define MIN_SIZE 16
@@ -81,28 +83,8 @@ typedef struct obj {
 static atomic_uint_fast64_t live_bytes, peak_bytes;
 static atomic_uint_fast64_t n_allocs, n_frees, n_leaked, leaked_bytes, n_cross, streamed;
 
-static void die(const char *msg)
-{
-    size_t n = strlen(msg);
-    if (write(2, msg, n) < 0) _exit(1);
-    _exit(1);
-}
 
-static void put(const char *key, uint64_t v)
-{
-    char buf[96];
-    int n = snprintf(buf, sizeof buf, "%s=%llu\n", key, (unsigned long long)v);
-    if (n > 0 && write(1, buf, (size_t)n) != n) _exit(1);
-}
 
-static uint64_t next_rand(uint64_t *s)
-{
-    uint64_t x = *s;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    return *s = x;
-}
 
 static uint32_t rand_size(uint64_t *s)
 {

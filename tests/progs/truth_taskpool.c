@@ -41,6 +41,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "truth_util.h"
+
 #define QCAP 64
 #define MAX_WORKERS 62
 #define BURST_BLOCK ((size_t)4 << 20)
@@ -62,27 +64,8 @@ typedef struct task {
 static atomic_uint_fast64_t live_bytes, peak_bytes, streamed;
 static atomic_uint_fast64_t n_malloc, n_calloc, n_realloc, n_frees, n_leaked, leaked_bytes, n_errors, n_cross;
 
-static void die(const char *msg)
-{
-    if (write(2, msg, strlen(msg)) < 0) _exit(1);
-    _exit(1);
-}
 
-static void put(const char *key, uint64_t v)
-{
-    char buf[96];
-    int n = snprintf(buf, sizeof buf, "%s=%llu\n", key, (unsigned long long)v);
-    if (n > 0 && write(1, buf, (size_t)n) != n) _exit(1);
-}
 
-static uint64_t next_rand(uint64_t *s)
-{
-    uint64_t x = *s;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    return *s = x;
-}
 
 static void note_alloc(uint64_t n, atomic_uint_fast64_t *kind)
 {

@@ -28,6 +28,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "truth_util.h"
+
 #define BIG ((size_t)1 << 20)
 #define MAX_K 1000
 
@@ -37,18 +39,7 @@ static atomic_int stop;
 static atomic_uint_fast64_t pairs;
 static long per_wake = 16;
 
-static void die(const char *msg)
-{
-    if (write(2, msg, strlen(msg)) < 0) _exit(1);
-    _exit(1);
-}
 
-static void put(const char *key, uint64_t v)
-{
-    char buf[96];
-    int n = snprintf(buf, sizeof buf, "%s=%llu\n", key, (unsigned long long)v);
-    if (n > 0 && write(1, buf, (size_t)n) != n) _exit(1);
-}
 
 static uint64_t mono(void)
 {
