@@ -758,6 +758,8 @@ void ps_emit_toggle(ps_thr_t *t)
     ps_rec_end(t, p);
 }
 
+static void write_sync_locked(uint64_t mark);
+
 void ps_final(void)
 {
     if (ps_g.child_pending) ps_ensure_child();
@@ -773,6 +775,7 @@ void ps_final(void)
     add_lost(__atomic_exchange_n(&ps_g.cnt->closing_lost, 0, __ATOMIC_RELAXED));
     if (lock_c(&ps_g.wlock) == 0) {
         if (!ps_g.closed) {
+            write_sync_locked(ps_now());   /* everything is out: nothing earlier can follow */
             ps_write_end_locked();
             ps_g.closed = 1;
             ps_recompute_on();
@@ -847,6 +850,26 @@ static void store_tick(uint64_t *last)
     tick_advance(now);
 }
 
+/* A SYNC chunk (format 1.2 fields: the tick's worst age, the tracer's
+ * mapped bytes, the tracer's own stream). wlock held. Also written by the
+ * final flush, so a program that ends before the first flush round still
+ * says which stream is the tracer's and what the tracer cost. */
+static void write_sync_locked(uint64_t mark)
+{
+    uint32_t fl = 0;
+    for (ps_thr_t *t = __atomic_load_n(&ps_g.threads, __ATOMIC_ACQUIRE); t; t = t->next)
+        if (t->is_flusher) fl = t->c.stream;
+    uint8_t sync[4 * PST_VARINT_MAX];
+    uint8_t *q = pst_put_sync(sync, mark);
+    q = pst_put_varint(q, ps_g.tick_gap_max);
+    q = pst_put_varint(q, __atomic_load_n(&ps_g.tracer_bytes, __ATOMIC_RELAXED));
+    q = pst_put_varint(q, fl);
+    ps_g.tick_gap_max = 0;
+    struct iovec iov[2] = { { 0, 0 }, { sync, (size_t)(q - sync) } };
+    meta_flush_locked();
+    write_chunk_locked(PST_CHUNK_SYNC, 0, iov, 2);
+}
+
 /* One flush round: every ring out, then a SYNC chunk whose watermark W
  * promises that no later chunk holds an event stamped before W.
  *
@@ -857,7 +880,7 @@ static void store_tick(uint64_t *last)
  * to drain), so a thread whose flag we read as 0 either published already
  * or reads W or later. For a thread caught in flight the watermark stays at
  * its stream's previous stamp, which its pending event cannot undercut. */
-static void flush_round(ps_thr_t *self, uint64_t *last_tick)
+static void flush_round(uint64_t *last_tick)
 {
     ps_modules_poll();
     store_tick(last_tick);
@@ -875,16 +898,8 @@ static void flush_round(ps_thr_t *self, uint64_t *last_tick)
         }
         if (__atomic_load_n(&t->head, __ATOMIC_ACQUIRE) != t->tail) ps_flush_thr(t);
     }
-    uint8_t sync[4 * PST_VARINT_MAX];
-    uint8_t *q = pst_put_sync(sync, mark);
-    q = pst_put_varint(q, ps_g.tick_gap_max);
-    q = pst_put_varint(q, __atomic_load_n(&ps_g.tracer_bytes, __ATOMIC_RELAXED));
-    q = pst_put_varint(q, self ? self->c.stream : 0);
-    ps_g.tick_gap_max = 0;
-    struct iovec iov[2] = { { 0, 0 }, { sync, (size_t)(q - sync) } };
     pthread_mutex_lock(&ps_g.wlock);
-    meta_flush_locked();
-    write_chunk_locked(PST_CHUNK_SYNC, 0, iov, 2);
+    write_sync_locked(mark);
     pthread_mutex_unlock(&ps_g.wlock);
     retire_dead();
 }
@@ -912,7 +927,7 @@ static void *flusher_main(void *arg)
         pthread_mutex_unlock(&ps_g.tlock);
         if (last_tick < next_flush) continue;
         next_flush = last_tick + 50 * 1000 * 1000;
-        flush_round(self, &last_tick);
+        flush_round(&last_tick);
     }
     return NULL;
 }

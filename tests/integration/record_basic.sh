@@ -143,6 +143,20 @@ pause_free() {
         { echo "  leaked objects $lo, unknown frees $uf; program: $(cat "$T/pf.out")" >&2; return 1; }
 }
 check freed_while_paused_is_no_leak pause_free
+# A program that ends before the tracer's first flush round still gets the
+# format-1.2 SYNC fields (written by the final flush): the resolution line,
+# and the tracer's own thread left out of the thread count.
+short_run() {
+    for i in 1 2 3; do
+        rm -f "$T/short.pst"
+        "$PS" record -o "$T/short.pst" -- /bin/true 2>/dev/null || return 1
+        "$PS" report "$T/short.pst" --json >"$T/short.json" || return 1
+        res=$(sed -n 's/^  "time_resolution_ns": \([0-9]*\).*/\1/p' "$T/short.json")
+        th=$(sed -n 's/^  "threads": \([0-9]*\).*/\1/p' "$T/short.json")
+        [ "${res:-0}" -gt 0 ] && [ "$th" = 1 ] || { echo "  run $i: resolution ${res:-none}, threads $th" >&2; return 1; }
+    done
+}
+check short_run_reports_resolution_and_one_thread short_run
 # dash sends itself the toggle signal, then forks a child: recording resumed
 signal_toggle() {
     "$PS" record -o "$T/sig.pst" --paused --signal USR2 -- \
