@@ -1,0 +1,43 @@
+#!/bin/sh
+# bench-tracer-ab.sh — the tracer of two builds side by side: every run of
+# one is followed by the same run of the other, so a noisy machine weighs on
+# both alike. Prints "mode build ns" per run, then medians in ns per call.
+#
+#   BASE=/path/to/old/build NEW=build REPS=9 sh scripts/bench-tracer-ab.sh
+#
+# Modes: churn (tests/progs/churn, 3 M calls) uninstrumented, --stacks none,
+# fp, and dwarf on a -fomit-frame-pointer build, with the environment
+# `poolscope record` gives the program.
+set -eu
+BASE=${BASE:?BASE: the other build directory}
+NEW=${NEW:-build}
+REPS=${REPS:-9}
+CALLS=${CALLS:-3000000}
+W=$(mktemp -d "${TMPDIR:-/tmp}/bench-ab.XXXXXX")
+trap 'rm -rf "$W"' EXIT
+${CC:-cc} -std=c11 -D_GNU_SOURCE -O2 -g -fomit-frame-pointer -o "$W/churn-nofp" tests/progs/churn.c
+CHURN=$NEW/tests/progs/churn
+now() { date +%s%N; }
+one() { # build mode prog
+    rm -f "$W"/t*.pst*
+    t0=$(now)
+    if [ "$2" = plain ]; then "$3" "$CALLS" >/dev/null 2>&1
+    else LD_PRELOAD=$1/lib/libpoolscope-preload.so POOLSCOPE_OUT=$W/t.pst POOLSCOPE_STACKS=$2 \
+        "$3" "$CALLS" >/dev/null 2>&1; fi
+    echo "$2 $1 $(($(now) - t0))"
+}
+i=0
+while [ $i -lt "$REPS" ]; do
+    for m in plain none fp; do one "$BASE" $m "$CHURN"; one "$NEW" $m "$CHURN"; done
+    one "$BASE" plain "$W/churn-nofp"
+    one "$BASE" dwarf "$W/churn-nofp"; one "$NEW" dwarf "$W/churn-nofp"
+    i=$((i + 1))
+done >"$W/runs"
+cat "$W/runs"
+# medians; churn makes CALLS/2 mallocs and as many frees
+sort -k1,1 -k2,2 "$W/runs" | awk -v calls="$CALLS" '
+    { k = $1 " " $2; v[k, ++n[k]] = $3 }
+    END { for (k in n) { m = n[k]; for (i = 1; i <= m; i++) for (j = i + 1; j <= m; j++)
+            if (v[k, j] < v[k, i]) { t = v[k, i]; v[k, i] = v[k, j]; v[k, j] = t }
+          med = m % 2 ? v[k, (m + 1) / 2] : (v[k, m / 2] + v[k, m / 2 + 1]) / 2
+          printf "median %-40s %.1f ns per call (%d runs)\n", k, med / calls, m } }' | sort
