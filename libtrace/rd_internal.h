@@ -37,7 +37,7 @@
  * indexed in order, which gives the chains the order they would have had).
  *
  * What is here, and why: the struct definitions all three parts touch; the
- * small u64 map (all inline: used by every part); the event semantics
+ * id maps' accessors over common/hashmap.h (used by every part); the event semantics
  * (rd_frees_addr, rd_allocs_addr, rd_is_pool_seq_event) the validating pass
  * and the merge both apply; and the record decoder (rd_dec_rec) with
  * rd_head_next, static inline because the merge decodes every head again
@@ -86,20 +86,22 @@ enum { RD_SP_HEAP = 0, RD_SP_MMAP = 1 };   /* address spaces: live[], pend[] */
     } while (0)
 
 /* ---- id maps: strings, stacks, streams, pools -> index ----------------------- */
-/* The project's map (common/hashmap.h) with u64 values. The reader's
- * address tables below stay specialised (see rd_aset_t). */
-typedef psc_map_t rd_u64map_t;
+/* The project's map (common/hashmap.h) with u64 values (the index into
+ * r->strings, r->stacks, r->sv, r->pools); nothing is ever deleted (ids stay
+ * defined). Any u64 id is a key, 0 and UINT64_MAX included. Free them with
+ * psc_map_free. */
+static inline int rd_map_init(psc_map_t *m) { return psc_map_init(m, sizeof(uint64_t), 64, 75, NULL); }
 
-static inline int rd_map_init(rd_u64map_t *m) { return psc_map_init(m, sizeof(uint64_t), 64, 75, NULL); }
-
-static inline int rd_map_get(const rd_u64map_t *m, uint64_t k, uint64_t *v)
+/* 1 with *v (v may be NULL) if id k is defined, else 0. */
+static inline int rd_map_get(const psc_map_t *m, uint64_t k, uint64_t *v)
 {
     const uint64_t *p = (const uint64_t *)psc_map_get_sz(m, k, sizeof(uint64_t));
     if (p && v) *v = *p;
     return p != NULL;
 }
 
-static inline int rd_map_put(rd_u64map_t *m, uint64_t k, uint64_t v)
+/* Define (or redefine) k as v. 0 or PSC_ENOMEM (the map unchanged). */
+static inline int rd_map_put(psc_map_t *m, uint64_t k, uint64_t v)
 {
     int is_new;
     uint64_t *p = (uint64_t *)psc_map_put_sz(m, k, &is_new, sizeof(uint64_t));
@@ -108,12 +110,11 @@ static inline int rd_map_put(rd_u64map_t *m, uint64_t k, uint64_t v)
     return 0;
 }
 
-static inline void rd_map_free(rd_u64map_t *m) { psc_map_free(m); }
-
 /* ---- address tables (code in rd_merge.c) ------------------------------------ */
 /* The live set is the one table kept specialised: on the project's map it
- * was clearly slower (bench_reader's 10 M-event traces, CPU seconds: 1
- * stream 0.443 -> 0.629, +40%; 4 streams +8-10%), because it keeps a freed
+ * was clearly slower, measured with bench_reader's traces (CPU seconds):
+ * +40% reading the 1-stream 10 M-event trace (0.453 -> 0.629), +8-10% on
+ * the 4-stream ones. It keeps a freed
  * address's slot as dead (one probe for the free, none to move, one for the
  * reuse) where the general map shifts entries back on every free. The
  * merge only ever keys it by addresses it orders, and those are never 0
@@ -125,10 +126,10 @@ typedef struct rd_aset {
     uint32_t mask, n, dead, shift;   /* n: live keys */
 } rd_aset_t;
 
-/* address -> value (pending-free heads, a stream's runs per address):
- * common/hashmap.h, code in rd_merge.c */
-typedef psc_map_t rd_amap_t;
-static inline int rd_amap_init(rd_amap_t *m) { return psc_map_init(m, sizeof(uint64_t), 16, 50, NULL); }
+/* The address maps, address -> u64 (pending-free heads, a stream's runs per
+ * address), are psc_map_t (common/hashmap.h); their accessors (rd_amap_*)
+ * are in rd_merge.c. */
+static inline int rd_amap_init(psc_map_t *m) { return psc_map_init(m, sizeof(uint64_t), 16, 50, NULL); }
 
 /* ---- streams ------------------------------------------------------------------ */
 
@@ -153,7 +154,7 @@ typedef struct rd_stream {
     size_t   bcap, bhead, btail;
     uint64_t qlen;             /* events queued, the head included */
     rd_hev_t head;             /* valid when qlen > 0 */
-    rd_amap_t runs_of[2];      /* address -> this stream's first | last run in the pending-free chain */
+    psc_map_t runs_of[2];      /* address -> this stream's first | last run in the pending-free chain */
     uint32_t *ids;             /* the head's L ids (PST_MAX_IDS), allocated on first use */
     int      finished;         /* THREAD_END decoded */
     /* Blocks: the runs of events sharing one time. The merge orders events
@@ -206,7 +207,7 @@ typedef struct rd_prun {
  * touches (its chain neighbours, a few hundred frees away) stay close in
  * memory; a LIFO reuse would scatter them. */
 typedef struct rd_pendtab {
-    rd_amap_t head;            /* address -> first run | last run << 32 */
+    psc_map_t head;            /* address -> first run | last run << 32 */
     rd_pnode_t *nodes;
     uint32_t n, cap;
     uint32_t free_head, free_tail;
@@ -247,18 +248,18 @@ struct pst_reader {
     char    *exe, *tool, *host, *argv_raw;
 
     /* definitions */
-    rd_u64map_t string_ids, stack_ids;
+    psc_map_t string_ids, stack_ids;   /* id -> index (rd_map_get) */
     rd_string_t *strings; uint32_t n_strings, cap_strings;
     rd_stack_t  *stacks;  uint32_t n_stacks, cap_stacks;
     pst_module_t *mods; size_t n_mods, cap_mods;
 
     /* streams and merge */
-    rd_u64map_t stream_ids;
+    psc_map_t stream_ids;
     rd_stream_t **sv; uint32_t n_sv, cap_sv;
     rd_sheap_t  hq;
     rd_aset_t   live[2];
     rd_pendtab_t pend[2];
-    rd_u64map_t pool_ids;
+    psc_map_t pool_ids;
     rd_pool_t *pools; uint32_t n_pools, cap_pools;
     rd_pool_op_t *pops; uint32_t n_pops, cap_pops;   /* pool entries of the chunk being validated */
     rd_free_op_t *fops; uint32_t n_fops, cap_fops;   /* its frees */

@@ -18,14 +18,16 @@
  * rd_pend_add, rd_pool_add and rd_sheap_push; heads are decoded again by
  * rd_head_next (rd_internal.h).
  *
- * The address tables are specialised and inline because they are touched
- * for nearly every event.
+ * The address tables are touched for nearly every event: the live set is a
+ * specialised inline table (rd_internal.h says why, with its figures); the
+ * pending-free heads and the per-stream runs are common/hashmap.h maps used
+ * through its inline _sz fast paths.
  */
 #include "rd_internal.h"
 
 /* ---- address tables: the live set and the pending-free heads ---------------- */
-/* Keyed by addresses, never 0 (rd_internal.h). Linear probing at load
- * <= 1/2, backward-shift deletion, everything inline. */
+/* The live set: keyed by addresses, never 0 (rd_internal.h). Linear probing
+ * at load <= 1/2, dead slots instead of deletion, everything inline. */
 #define RD_AHASH(k, shift) ((uint32_t)(((k) * 0x9E3779B97F4A7C15ull) >> (shift)))
 
 /* The live set keeps a freed address's slot, marked dead, so the churn of
@@ -131,23 +133,23 @@ static inline uint32_t rd_aset_owner(const rd_aset_t *s, uint64_t k)
 }
 
 /* The address maps (pending-free heads, a stream's runs per address) are
- * the project's map with u64 values: the same speed as the hand-written
- * table they replaced (bench_reader, CPU seconds on 10 M-event traces:
- * 0.990 / 0.953 / 0.443 against 0.972 / 1.037 / 0.453). */
-static inline uint64_t *rd_amap_ref(const rd_amap_t *m, uint64_t k)
+ * the project's map with u64 values, through its inline _sz paths (see
+ * rd_internal.h for the measurements). The value of k, or NULL; the pointer
+ * holds until the next reserve, insert or del on that map. */
+static inline uint64_t *rd_amap_ref(const psc_map_t *m, uint64_t k)
 {
     return (uint64_t *)psc_map_get_sz(m, k, sizeof(uint64_t));
 }
 
 /* Room for one more key: the next insert neither fails nor moves entries.
  * 0 or PSC_ENOMEM. */
-static inline int rd_amap_reserve(rd_amap_t *m)
+static inline int rd_amap_reserve(psc_map_t *m)
 {
     return psc_map_full(m) ? psc_map_reserve(m, psc_map_count(m) + 1) : 0;
 }
 
 /* Insert k, which is not present. 0 or PSC_ENOMEM. */
-static inline int rd_amap_insert(rd_amap_t *m, uint64_t k, uint64_t v)
+static inline int rd_amap_insert(psc_map_t *m, uint64_t k, uint64_t v)
 {
     int is_new;
     uint64_t *p = (uint64_t *)psc_map_put_sz(m, k, &is_new, sizeof(uint64_t));
@@ -156,7 +158,12 @@ static inline int rd_amap_insert(rd_amap_t *m, uint64_t k, uint64_t v)
     return 0;
 }
 
-static inline void rd_amap_del(rd_amap_t *m, uint64_t k) { psc_map_del(m, k); }
+/* Remove k if present (inline: a free that goes out removes up to two keys). */
+static inline void rd_amap_del(psc_map_t *m, uint64_t k)
+{
+    uint64_t *p = (uint64_t *)psc_map_get_sz(m, k, sizeof(uint64_t));
+    if (p) psc_map_erase_sz(m, p, sizeof(uint64_t));
+}
 
 /* ---- heap of streams ----------------------------------------------------------- */
 

@@ -31,8 +31,8 @@ static pst_reader_t *rd_reader_new(void)
         rd_map_init(&r->stream_ids) || rd_map_init(&r->pool_ids) ||
         rd_amap_init(&r->pend[0].head) || rd_amap_init(&r->pend[1].head)) {
         psc_map_free(&r->pend[0].head); psc_map_free(&r->pend[1].head);
-        rd_map_free(&r->string_ids); rd_map_free(&r->stack_ids);
-        rd_map_free(&r->stream_ids); rd_map_free(&r->pool_ids);
+        psc_map_free(&r->string_ids); psc_map_free(&r->stack_ids);
+        psc_map_free(&r->stream_ids); psc_map_free(&r->pool_ids);
         free(r->idbuf); free(r->out_ids); free(r);
         return NULL;
     }
@@ -89,9 +89,9 @@ void pst_close(pst_reader_t *r)
     free(r->stacks);
     for (size_t i = 0; i < r->n_mods; i++) { free((void *)r->mods[i].path); free((void *)r->mods[i].build_id); }
     free(r->mods);
-    rd_map_free(&r->string_ids);
-    rd_map_free(&r->stack_ids);
-    rd_map_free(&r->stream_ids);
+    psc_map_free(&r->string_ids);
+    psc_map_free(&r->stack_ids);
+    psc_map_free(&r->stream_ids);
     for (uint32_t i = 0; i < r->n_sv; i++) {
         rd_stream_t *s = r->sv[i];
         free(s->b);
@@ -113,7 +113,7 @@ void pst_close(pst_reader_t *r)
         free(r->pend[i].nodes);
         free(r->pend[i].runs);
     }
-    rd_map_free(&r->pool_ids);
+    psc_map_free(&r->pool_ids);
     for (uint32_t i = 0; i < r->n_pools; i++) free(r->pools[i].h);
     free(r->pools);
     free(r->force);
