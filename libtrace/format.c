@@ -41,6 +41,7 @@ static const char *const layout_tab[PST_EV_MAX] = {
     [PST_EV_SBRK]               = "zA",
     [PST_EV_TS]                 = "u",
     [PST_EV_RSS]                = "uuu",
+    [PST_EV_VER]                = "v",
     [PST_EV_TENSOR_ACQUIRE]     = "uuuuu",
     [PST_EV_TENSOR_RELEASE]     = "u",
     [PST_EV_POOL_CREATE]        = "uSuu",
@@ -90,6 +91,7 @@ static const char *const name_tab[PST_EV_MAX] = {
     [PST_EV_SBRK]               = "sbrk",
     [PST_EV_TS]                 = "ts",
     [PST_EV_RSS]                = "rss",
+    [PST_EV_VER]                = "ver",
     [PST_EV_TENSOR_ACQUIRE]     = "tensor_acquire",
     [PST_EV_TENSOR_RELEASE]     = "tensor_release",
     [PST_EV_POOL_CREATE]        = "pool_create",
@@ -256,9 +258,10 @@ uint32_t pst_crc32c(uint32_t crc, const void *buf, size_t len)
 uint8_t *pst_encode_event(pst_enc_t *enc, uint8_t *p, const pst_event_t *ev)
 {
     unsigned type = ev->type;
-    if (type >= PST_EV_MAX || type == PST_EV_TS) return NULL;  /* TS: pst_put_ts */
+    if (type >= PST_EV_MAX || type == PST_EV_TS || type == PST_EV_VER) return NULL;  /* pst_put_ts, n_ver */
     const char *lay = layout_tab[type];
-    if (!lay) return NULL;
+    if (!lay || ev->n_ver > 2) return NULL;
+    for (unsigned i = 0; i < ev->n_ver; i++) p = pst_put_ver(p, ev->ver[i]);
     if (ev->stack) {
         *p++ = (uint8_t)(type | PST_EV_HAS_STACK);
         p = pst_put_varint(p, ev->stack);
@@ -321,6 +324,18 @@ const uint8_t *pst_decode_event(pst_enc_t *dec, const uint8_t *p, const uint8_t 
         ev->ts = dec->last_ts;
         return p;
     }
+    if (type == PST_EV_VER) {   /* a record for the next event: at most two before it */
+        if (tb != PST_EV_VER || end - p < 2 || dec->nver >= 2) return NULL;
+        uint16_t x = (uint16_t)(p[0] | p[1] << 8);
+        dec->ver[dec->nver++] = x;
+        ev->f[0] = x;
+        ev->n_ver = 0;
+        return p + 2;
+    }
+    ev->n_ver = dec->nver;
+    ev->ver[0] = dec->ver[0];
+    ev->ver[1] = dec->ver[1];
+    dec->nver = 0;
     for (unsigned i = 0; lay[i]; i++) {
         switch (lay[i]) {
         case 'A':

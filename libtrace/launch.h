@@ -78,6 +78,12 @@ int pl_manifest_create(char *path, size_t cap, char *msg, size_t mcap);
 
 /* ---- running ---------------------------------------------------------------- */
 
+/* The stack mode `poolscope record` uses without --stacks: dwarf, the one
+ * mode that gives whole stacks through code built without frame pointers
+ * (python3, libstdc++, most distribution libraries), measured by
+ * scripts/bench-stacks.sh (README, "Sites"). */
+#define PL_STACKS_DEFAULT "dwarf"
+
 typedef struct pl_spec {
     const char *target;        /* resolved path (pl_resolve_cmd) */
     char *const *argv;         /* argv of the program, NULL-terminated */
@@ -85,7 +91,8 @@ typedef struct pl_spec {
                                   program plainly (no LD_PRELOAD, no POOLSCOPE_*) */
     const char *out;           /* absolute trace path; NULL: <cwd>/poolscope.<pid>.pst */
     const char *manifest;      /* POOLSCOPE_MANIFEST, NULL = unset */
-    const char *stacks;        /* POOLSCOPE_STACKS none|fp|dwarf, NULL = the preload's default */
+    const char *stacks;        /* POOLSCOPE_STACKS none|fp|dwarf, NULL = the preload's own
+                                  default (none); `record` passes PL_STACKS_DEFAULT */
     long depth;                /* POOLSCOPE_DEPTH, 0 = default */
     const char *follow_exec;   /* POOLSCOPE_FOLLOW_EXEC, NULL = unset */
     int signo;                 /* POOLSCOPE_SIGNAL, 0 = unset */

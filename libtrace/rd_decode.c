@@ -48,6 +48,9 @@ const uint8_t *rd_dec_generic(const pst_reader_t *r, pst_enc_t *d, const uint8_t
     if (!(p = pst_decode_event(d, p, end, &ev, idbuf))) return NULL;
     e->type = ev.type;
     e->stack = ev.stack;
+    e->n_ver = (uint8_t)ev.n_ver;
+    e->ver[0] = ev.ver[0];
+    e->ver[1] = ev.ver[1];
     memcpy(e->f, ev.f, r->nf[ev.type] * sizeof(uint64_t));
     e->n_ids = r->ext_kind[ev.type] == 'L' ? ev.n_ids : 0;
     e->n_payload = r->ext_kind[ev.type] == 'P' ? ev.n_payload : 0;
@@ -65,14 +68,18 @@ static int rd_index_queued(pst_reader_t *r, rd_stream_t *s)
     if (!s->qlen) return 0;
     int sp;
     uint64_t a, seq = s->emit_seq;
-    if (rd_frees_addr(&s->head, &sp, &a) && rd_pend_add(&r->pend[sp], a, s, sp, seq, s->head.ts)) return PSC_ENOMEM;
+    /* versioned frees are ordered by their versions, not by this index
+     * (but for realloc's: rd_merge.c) */
+    if (rd_pend_indexed(&s->head) && rd_frees_addr(&s->head, &sp, &a) && rd_pend_add(&r->pend[sp], a, s, sp, seq, s->head.ts))
+        return PSC_ENOMEM;
     pst_enc_t d = s->hdec;
     const uint8_t *p = s->b + s->bhead, *end = s->b + s->btail;
     rd_hev_t e;
     while (p < end && (p = rd_dec_rec(r, &d, p, end, &e, r->idbuf))) {
-        if (e.type == PST_EV_TS) continue;
+        if (e.type == PST_EV_TS || e.type == PST_EV_VER) continue;
         seq++;
-        if (rd_frees_addr(&e, &sp, &a) && rd_pend_add(&r->pend[sp], a, s, sp, seq, d.last_ts)) return PSC_ENOMEM;
+        if (rd_pend_indexed(&e) && rd_frees_addr(&e, &sp, &a) && rd_pend_add(&r->pend[sp], a, s, sp, seq, d.last_ts))
+            return PSC_ENOMEM;
     }
     return 0;
 }
@@ -218,6 +225,7 @@ int rd_process_events(pst_reader_t *r, const pst_chunk_hdr_t *h, const uint8_t *
     r->n_fops = 0;
     r->n_bclose = 0;
     uint32_t bcnt = s->vblk;
+    int had_ver = 0;
     while (p < end) {
         /* the common records first: no stack, no string, no pool */
         uint64_t a, v;
@@ -226,6 +234,7 @@ int rd_process_events(pst_reader_t *r, const pst_chunk_hdr_t *h, const uint8_t *
         case PST_EV_MALLOC:
             if (!(n = rd_addr(p + 1, end, &dec.last_addr, &a)) || !(n = rd_varint(n, end, &v))) break;
             dec.since_ts++;
+            dec.nver = 0;
             p = n;
             k++;
             bcnt++;
@@ -234,12 +243,19 @@ int rd_process_events(pst_reader_t *r, const pst_chunk_hdr_t *h, const uint8_t *
             if (!(n = rd_addr(p + 1, end, &dec.last_addr, &a))) break;
             dec.since_ts++;
             p = n;
-            if (a && index_frees) {
+            if (a && index_frees && !dec.nver) {   /* versioned frees are ordered by version */
                 if (r->n_fops == r->cap_fops && (err = rd_fops_grow(r))) return err;
                 r->fops[r->n_fops++] = (rd_free_op_t){ a, dec.last_ts, seq0 + k, RD_SP_HEAP };
             }
+            dec.nver = 0;
             k++;
             bcnt++;
+            continue;
+        case PST_EV_VER:
+            if (end - p < 3 || dec.nver >= 2) break;
+            dec.ver[dec.nver++] = (uint16_t)(p[1] | p[2] << 8);
+            p += 3;
+            had_ver = 1;
             continue;
         case PST_EV_TS:
             if (!(n = rd_varint(p + 1, end, &v))) break;
@@ -256,6 +272,7 @@ int rd_process_events(pst_reader_t *r, const pst_chunk_hdr_t *h, const uint8_t *
         if (!(n = rd_dec_rec(r, &dec, p, end, &e, r->idbuf))) { bad = "undecodable event"; break; }
         p = n;
         unsigned t = e.type;
+        if (t == PST_EV_VER) { had_ver = 1; continue; }
         if (t == PST_EV_TS) {
             wrapped |= dec.last_ts < ts_before;
             if (dec.last_ts != ts_before && bcnt && (err = rd_block_closed(r, &bcnt))) return err;
@@ -268,7 +285,7 @@ int rd_process_events(pst_reader_t *r, const pst_chunk_hdr_t *h, const uint8_t *
             break;
         }
         int sp;
-        if (rd_frees_addr(&e, &sp, &a) && index_frees) {
+        if (rd_pend_indexed(&e) && rd_frees_addr(&e, &sp, &a) && index_frees) {
             if (r->n_fops == r->cap_fops && (err = rd_fops_grow(r))) return err;
             r->fops[r->n_fops++] = (rd_free_op_t){ a, dec.last_ts, seq0 + k, (uint32_t)sp };
         }
@@ -289,6 +306,10 @@ int rd_process_events(pst_reader_t *r, const pst_chunk_hdr_t *h, const uint8_t *
         bcnt++;
     }
     if (bad) { rd_set_corrupt(r, at, bad); return 0; }
+    if (had_ver && !r->vexp) {   /* the first versions: every slot expects 1 (pst_vslot) */
+        if (!(r->vexp = malloc(sizeof(uint16_t) << PST_VSLOT_BITS))) return PSC_ENOMEM;
+        for (uint32_t i = 0; i < 1u << PST_VSLOT_BITS; i++) r->vexp[i] = 1;
+    }
     if ((err = rd_squeue_append(s, body, (size_t)(end - body)))) return err;
     /* commit */
     if (wrapped) r->ts_wrapped = 1;

@@ -140,6 +140,8 @@ typedef struct rd_hev {
     int64_t  payload[PST_MAX_PAYLOAD];
     uint32_t stack, n_ids, n_payload;
     uint8_t  type;
+    uint8_t  n_ver;            /* VER records before it (minor 3): versions of its ordered addresses */
+    uint16_t ver[2];
 } rd_hev_t;
 
 typedef struct rd_stream {
@@ -264,15 +266,8 @@ struct pst_reader {
     rd_pool_op_t *pops; uint32_t n_pops, cap_pops;   /* pool entries of the chunk being validated */
     rd_free_op_t *fops; uint32_t n_fops, cap_fops;   /* its frees */
     uint32_t *bclose; uint32_t n_bclose, cap_bclose;  /* its closed blocks' lengths */
-    /* rd_merge.c: the plan for the current tick's tied heads (rd_plan) */
-    struct rd_plan *plan;
-    uint32_t *plan_seq;        /* stream index of each event, in order */
-    uint32_t plan_n, plan_pos;
-    uint64_t plan_ts;
-    int      plan_active;
-    uint32_t plan_cap;
-    uint64_t plan_tried_ts;    /* the tick a plan was last tried for: not tried again */
-    int      plan_tried_ts_valid;
+    uint16_t *vexp;            /* per version slot (pst_vslot): the next version expected; NULL until a VER */
+    psc_map_t ahead;           /* versions handed out ahead of their slot (rd_merge.c, rd_ver_apply) */
     int      causal_times;     /* minor >= 2: times are causal across streams (FORMAT.md "Time") */
     int      ts_wrapped;       /* a stream's time wrapped around 2^64 (damage): rd_pend_find walks nodes */
     struct rd_force { rd_stream_t *s; uint64_t target; } *force;
@@ -292,7 +287,6 @@ struct pst_reader {
     pst_status_t st;
 };
 
-void rd_plan_free(pst_reader_t *r);    /* rd_merge.c */
 
 /* ---- event semantics, shared by the validating pass and the merge ---------- */
 
@@ -325,6 +319,10 @@ static inline int rd_frees_addr(const rd_hev_t *e, int *space, uint64_t *addr)
         return 0;
     }
 }
+
+/* Is e's free (if it frees) in the pending-free index? Versioned frees are
+ * ordered by their versions instead. */
+static inline int rd_pend_indexed(const rd_hev_t *e) { return !e->n_ver; }
 
 /* The address an event needs live without changing it (1, with space): a
  * realloc that kept its block in place. */
@@ -453,6 +451,12 @@ static inline const uint8_t *rd_dec_rec(const pst_reader_t *r, pst_enc_t *d, con
         d->since_ts = 0;
         return p;
     }
+    case PST_EV_VER:
+        if (end - p < 3 || d->nver >= 2) return NULL;
+        d->ver[d->nver++] = (uint16_t)(p[1] | p[2] << 8);
+        e->type = PST_EV_VER;
+        e->stack = 0;
+        return p + 3;
     default:
         return rd_dec_generic(r, d, p, end, e, idbuf);
     }
@@ -460,6 +464,10 @@ static inline const uint8_t *rd_dec_rec(const pst_reader_t *r, pst_enc_t *d, con
     e->stack = 0;
     e->n_ids = 0;
     e->n_payload = 0;
+    e->n_ver = (uint8_t)d->nver;
+    e->ver[0] = d->ver[0];
+    e->ver[1] = d->ver[1];
+    d->nver = 0;
     d->since_ts++;
     return p;
 }
@@ -476,7 +484,7 @@ static inline int rd_head_next(pst_reader_t *r, rd_stream_t *s)
             return PSC_ENOMEM;
         p = rd_dec_rec(r, &s->hdec, p, end, &s->head, s->ids);
         if (!p) return PSC_ECORRUPT;   /* not reached: validated when read */
-        if (s->head.type != PST_EV_TS) break;
+        if (s->head.type != PST_EV_TS && s->head.type != PST_EV_VER) break;
     }
     s->bhead = (size_t)(p - s->b);
     s->head.ts = s->hdec.last_ts;

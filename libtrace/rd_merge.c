@@ -458,9 +458,74 @@ int rd_pool_add(pst_reader_t *r, rd_stream_t *s, uint64_t pool, uint64_t pseq, u
     return rd_pool_push(&r->pools[pi], (rd_pent_t){ pseq, s, seq });
 }
 
+/* ---- versions (minor 3) ------------------------------------------------------ */
+/* An event's VER records give the versions of its ordered addresses in field
+ * order (format.h, pst_vslot). vexp[slot] is the version the slot's next
+ * event must carry: an event whose version is ahead of it waits for the
+ * events of that slot before it, wherever they are queued. One behind it
+ * (two threads that raced for one counter, colliding addresses only) is a
+ * duplicate and goes. */
+
+/* The ordered addresses of e, in field order: what its versions belong to. */
+static inline unsigned rd_ver_addrs(const rd_hev_t *e, uint64_t a[2]) { return pst_ver_addrs(e->type, e->f, a); }
+
+static inline int rd_vahead(uint16_t v, uint16_t x)
+{
+    uint16_t d = (uint16_t)(v - x);
+    return d != 0 && d < 0x8000;
+}
+
+/* -1: e carries no versions that apply (an older trace, one thread, a
+ * count that does not match its addresses); 0: its versions are next in
+ * their slots; otherwise the addresses it must wait for, bit i for a[i]. */
+static inline int rd_ver_state(const pst_reader_t *r, const rd_hev_t *e)
+{
+    uint64_t a[2];
+    if (!e->n_ver || !r->vexp || rd_ver_addrs(e, a) != e->n_ver) return -1;
+    uint32_t s0 = pst_vslot(a[0]);
+    int m = rd_vahead(e->ver[0], r->vexp[s0]);
+    if (e->n_ver == 2) {
+        uint32_t s1 = pst_vslot(a[1]);
+        if (rd_vahead(e->ver[1], s1 == s0 ? pst_vnext(e->ver[0]) : r->vexp[s1])) m |= 2;
+    }
+    return m;
+}
+
+/* Events handed out ahead of their slot's next version, because what they
+ * waited for was another address's (rd_vwait_resolve): (slot << 16 |
+ * version) -> 1 until the slot's count reaches them. */
+static inline uint64_t rd_ahead_key(uint32_t sl, uint16_t v) { return (uint64_t)sl << 16 | v; }
+
+/* e goes out: its slots expect the versions after its own, and after any
+ * that went ahead. An event ahead of its slot that is not in the ahead set
+ * jumps the slot's count (an event of that slot was lost) and is counted
+ * in ver_gaps. */
+static void rd_ver_apply(pst_reader_t *r, const rd_hev_t *e)
+{
+    uint64_t a[2];
+    if (!r->vexp || rd_ver_addrs(e, a) != e->n_ver) return;
+    for (unsigned i = 0; i < e->n_ver; i++) {
+        uint32_t sl = pst_vslot(a[i]);
+        uint16_t x = r->vexp[sl], v = e->ver[i];
+        if ((uint16_t)(v - x) >= 0x8000) continue;        /* behind: a duplicate */
+        if (v != x) {
+            if (psc_map_count(&r->ahead) && psc_map_get_sz(&r->ahead, rd_ahead_key(sl, v), sizeof(uint64_t)))
+                continue;                                   /* went ahead: the count reaches it later */
+            r->st.ver_gaps++;
+        }
+        v = pst_vnext(v);
+        uint64_t *p;
+        while (psc_map_count(&r->ahead) && (p = psc_map_get_sz(&r->ahead, rd_ahead_key(sl, v), sizeof(uint64_t)))) {
+            psc_map_erase_sz(&r->ahead, p, sizeof(uint64_t));
+            v = pst_vnext(v);
+        }
+        r->vexp[sl] = v;
+    }
+}
+
 /* ---- merge ------------------------------------------------------------------ */
 
-enum { RD_C_NONE, RD_C_FORCE, RD_C_WAIT, RD_C_UNORDERED, RD_C_BLOCKED };
+enum { RD_C_NONE, RD_C_FORCE, RD_C_WAIT, RD_C_UNORDERED, RD_C_BLOCKED, RD_C_VWAIT };
 enum { RD_WHY_CAUSAL = 1, RD_WHY_POOL = 2 };
 
 /* realloc, reallocarray and mremap are stamped before their call
@@ -489,6 +554,13 @@ int rd_constraint(pst_reader_t *r, rd_stream_t *s, const rd_hev_t *e, rd_stream_
     }
     int sp;
     uint64_t a;
+    /* versions (minor 3) order the events of an address exactly: rules 3
+     * and 4 below are for events without them */
+    int vs = e->n_ver ? rd_ver_state(r, e) : -1;
+    if (vs >= 0) {
+        *why = RD_WHY_CAUSAL;
+        return vs ? RD_C_VWAIT : RD_C_NONE;
+    }
     /* rule 3: a free of an address not live is blocked: in a causal trace
      * its allocation can only be in another stream's events of the same
      * time (pst_next lets those go first); otherwise it is an unknown free */
@@ -562,6 +634,7 @@ static int rd_emit(pst_reader_t *r, rd_stream_t *s, pst_event_t *ev)
 {
     rd_hev_t *e = &s->head;
     unsigned t = e->type;
+    if (e->n_ver) rd_ver_apply(r, e);
     s->emit_seq++;
     s->qlen--;
     r->st.queued--;
@@ -589,6 +662,9 @@ static int rd_emit(pst_reader_t *r, rd_stream_t *s, pst_event_t *ev)
     ev->seq = e->seq;
     ev->ts = e->ts;
     ev->stack = e->stack;
+    ev->n_ver = e->n_ver;
+    ev->ver[0] = e->ver[0];
+    ev->ver[1] = e->ver[1];
     for (unsigned i = 0; i < r->nf[t]; i++) ev->f[i] = e->f[i];
     ev->ids = NULL;
     ev->n_ids = 0;
@@ -679,346 +755,14 @@ static rd_stream_t *rd_tie_scan(pst_reader_t *r, uint32_t i, uint64_t ts, rd_str
     return rd_tie_scan_(r, i, ts, best, &f);
 }
 
-/* Is another head within the plan's window of the top's time? */
+/* Does another head share the top's time? */
 static inline int rd_top_tied(const pst_reader_t *r)
 {
     const rd_sheap_t *h = &r->hq;
-    uint64_t ts = h->a[0]->head.ts + PST_TICK_NS;
-    return (h->n > 1 && h->a[1]->head.ts <= ts) || (h->n > 2 && h->a[2]->head.ts <= ts);
+    uint64_t ts = h->a[0]->head.ts;
+    return (h->n > 1 && h->a[1]->head.ts == ts) || (h->n > 2 && h->a[2]->head.ts == ts);
 }
 
-
-/* ---- ties, exactly: a plan for one tick ------------------------------------ */
-/* When several streams' heads share the top's time (minor 2), every event
- * of that time is queued (the time is below the watermark), so the order
- * of the whole tick can be chosen at once: a depth-first search over
- * interleavings that keep each stream's order, in which an event may go
- * when it frees a live address, allocates a free one, or comes next in its
- * pool's pool_seq order. Candidates are tried affinity first, then by their
- * place in their stream's part of the tick (rd_tie_scan's order), and a
- * dead end backtracks to the last choice. The search takes the order the
- * greedy choice would have taken unless that runs into a dead end, so it
- * costs about one pass over the tick; RD_PLAN_STEPS bounds it, and beyond
- * that (or a tick too large) the greedy order of rd_tie_scan stands.
- *
- * An address freed in the tick that is neither live nor allocated in it,
- * or allocated while live and never freed in it, constrains nothing (an
- * unknown free, a lost event): the plan does not wait for what cannot come. */
-#define RD_PLAN_MAX_EVENTS 65536u
-#define RD_PLAN_SLACK      ((uint64_t)PST_TICK_NS)   /* the window: a realloc's two sides may fall in two ticks */
-#define RD_PLAN_STEPS      (1u << 20)
-
-typedef struct rd_gev {
-    uint64_t fa, aa;           /* address freed / allocated (0: none) */
-    uint32_t fslot, aslot;     /* their overlay slots */
-    uint32_t pool, rank;       /* pool events: group pool index + 1 and rank in pool_seq order (pool 0: none) */
-    uint32_t own_a, own_f;     /* allocations of fa / frees of aa later in the same stream's part of the tick */
-    uint64_t ts;
-    uint64_t ua;               /* address it needs live without changing it (in-place realloc), 0 none */
-    uint32_t uslot, own_u;     /* its overlay slot; allocations of it later in the same stream */
-} rd_gev_t;
-typedef struct rd_gstr { uint32_t sidx, first, n, pos; } rd_gstr_t;
-typedef struct rd_ochoice { uint32_t step, cands, ncand, tried; } rd_ochoice_t;
-
-struct rd_plan {
-    rd_gev_t *ev; uint32_t cap_ev;
-    rd_gstr_t *st; uint32_t cap_st;
-    /* overlay: (address, space) -> state; state = live bit | owner << 1 | 1u << 31 (known) */
-    uint64_t *ok; uint32_t *ost; uint32_t *oalloc, *ofree; uint32_t omask, ocap;
-    uint32_t *pnext; uint64_t *pids; uint32_t n_pools, cap_pools, cap_pnext;
-    uint64_t *psort; uint32_t cap_psort;
-    uint32_t *step_s; uint32_t *step_prev; uint32_t cap_steps;   /* per step: stream, prev states of fa and aa */
-    rd_ochoice_t *ch; uint32_t n_ch, cap_ch;
-    uint32_t *cands; uint32_t n_cands, cap_cands;
-};
-
-#define RD_GROWP(arr, cap, need)                                           \
-    do {                                                                   \
-        if ((need) > (cap)) {                                              \
-            size_t nc_ = (cap) ? (size_t)(cap) * 2 : 256;                  \
-            while (nc_ < (need)) {                                         \
-                nc_ *= 2;                                                  \
-            }                                                              \
-            void *na_ = realloc((arr), nc_ * sizeof *(arr));               \
-            if (!na_) return -1;                                           \
-            (arr) = na_;                                                   \
-            (cap) = (uint32_t)nc_;                                         \
-        }                                                                  \
-    } while (0)
-
-void rd_plan_free(pst_reader_t *r)
-{
-    struct rd_plan *p = r->plan;
-    if (p) {
-        free(p->ev); free(p->st); free(p->ok); free(p->ost); free(p->oalloc); free(p->ofree);
-        free(p->pnext); free(p->pids); free(p->psort); free(p->step_s); free(p->step_prev);
-        free(p->ch); free(p->cands);
-        free(p);
-    }
-    free(r->plan_seq);
-    r->plan = NULL;
-    r->plan_seq = NULL;
-}
-
-/* The overlay slot of (a, sp), created from the reader's live set. */
-static uint32_t rd_oslot(pst_reader_t *r, struct rd_plan *p, uint64_t a, int sp)
-{
-    uint64_t k = a * 2 + (uint64_t)sp;
-    uint32_t i = RD_AHASH(k, 64 - (uint32_t)__builtin_ctz(p->omask + 1));
-    for (;; i = (i + 1) & p->omask) {
-        if (p->ok[i] == k) return i;
-        if (!p->ok[i]) break;
-    }
-    p->ok[i] = k;
-    uint32_t own = rd_aset_owner(&r->live[sp], a);
-    p->ost[i] = (uint32_t)rd_aset_has(&r->live[sp], a) | ((own & 0x3fffffffu) << 1);
-    p->oalloc[i] = p->ofree[i] = 0;
-    return i;
-}
-
-static int rd_cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* Gather the tick's events of the tied streams; 0, or -1 (too large, out of memory). */
-static int rd_plan_gather(pst_reader_t *r, struct rd_plan *p, uint64_t ts, uint32_t *n_ev, uint32_t *n_st)
-{
-    rd_sheap_t *h = &r->hq;
-    uint32_t ne = 0, ns = 0;
-    /* the streams whose head lies in [ts, lim] and is safe: a subtree at the root */
-    uint64_t lim = ts + RD_PLAN_SLACK;
-    if (!r->eof && lim >= r->sync_ts) lim = r->sync_ts ? r->sync_ts - 1 : ts;
-    if (lim < ts) lim = ts;
-    uint32_t stack[256], sp = 0;
-    stack[sp++] = 0;
-    while (sp) {
-        uint32_t i = stack[--sp];
-        if (i >= h->n || h->a[i]->head.ts > lim) continue;
-        if (sp + 2 > 256) return -1;
-        stack[sp++] = 2 * i + 1;
-        stack[sp++] = 2 * i + 2;
-        rd_stream_t *s = h->a[i];
-        RD_GROWP(p->st, p->cap_st, ns + 1);
-        rd_gstr_t *g = &p->st[ns++];
-        g->sidx = s->idx;
-        g->first = ne;
-        g->pos = 0;
-        pst_enc_t d = s->hdec;
-        const uint8_t *q = s->b + s->bhead, *end = s->b + s->btail;
-        rd_hev_t e = s->head;
-        for (;;) {
-            if (ne >= RD_PLAN_MAX_EVENTS) return -1;
-            RD_GROWP(p->ev, p->cap_ev, ne + 1);
-            rd_gev_t *x = &p->ev[ne++];
-            int fsp, asp;
-            memset(x, 0, sizeof *x);
-            x->ts = e.ts;
-            if (rd_frees_addr(&e, &fsp, &x->fa)) x->fslot = (uint32_t)fsp; else x->fa = 0;
-            if (!x->fa && rd_uses_addr(&e, &fsp, &x->ua)) x->uslot = (uint32_t)fsp; else x->ua = 0;
-            if (rd_allocs_addr(&e, &asp, &x->aa)) {
-                x->aslot = (uint32_t)asp;
-                if (e.type == PST_EV_MMAP && (e.f[3] & RD_MAP_FIXED_FLAG)) x->aa = 0;
-            } else {
-                x->aa = 0;
-            }
-            if (rd_is_pool_seq_event(e.type)) {
-                uint32_t k = 0;
-                while (k < p->n_pools && p->pids[k] != e.f[0]) k++;
-                if (k == p->n_pools) {
-                    RD_GROWP(p->pids, p->cap_pools, k + 1);
-                    p->pids[p->n_pools++] = e.f[0];
-                }
-                x->pool = k + 1;
-                x->rank = (uint32_t)(e.f[1] & 0xffffffffu);   /* pool_seq for now: ranked below */
-            }
-            /* the next queued event of s, if it has the same time */
-            rd_hev_t nx;
-            const uint8_t *q2 = q;
-            pst_enc_t d2 = d;
-            do {
-                q2 = q2 < end ? rd_dec_rec(r, &d2, q2, end, &nx, r->idbuf) : NULL;
-            } while (q2 && nx.type == PST_EV_TS);
-            if (!q2 || d2.last_ts > lim) break;
-            q = q2;
-            d = d2;
-            e = nx;
-            e.ts = d.last_ts;
-        }
-        g->n = ne - g->first;
-    }
-    *n_ev = ne;
-    *n_st = ns;
-    return 0;
-}
-
-/* Build the plan for the tied heads at time ts. 1 planned, 0 not (use the
- * greedy order), -1 out of memory. */
-static int rd_plan_build(pst_reader_t *r, uint64_t ts, int affinity_first)
-{
-    if (!r->plan && !(r->plan = calloc(1, sizeof *r->plan))) return -1;
-    struct rd_plan *p = r->plan;
-    p->n_pools = 0;
-    uint32_t ne, ns;
-    if (rd_plan_gather(r, p, ts, &ne, &ns)) return 0;
-    /* overlay sized for two addresses per event at load <= 1/2 */
-    uint32_t cap = 64;
-    while (cap < 4 * ne) cap *= 2;
-    if (cap > p->ocap) {
-        free(p->ok); free(p->ost); free(p->oalloc); free(p->ofree);
-        p->ok = malloc(cap * sizeof *p->ok);
-        p->ost = malloc(cap * sizeof *p->ost);
-        p->oalloc = malloc(cap * sizeof *p->oalloc);
-        p->ofree = malloc(cap * sizeof *p->ofree);
-        if (!p->ok || !p->ost || !p->oalloc || !p->ofree) { p->ocap = 0; return -1; }
-        p->ocap = cap;
-    }
-    p->omask = cap - 1;
-    memset(p->ok, 0, cap * sizeof *p->ok);
-    for (uint32_t i = 0; i < ne; i++) {
-        rd_gev_t *x = &p->ev[i];
-        if (x->fa) x->fslot = rd_oslot(r, p, x->fa, (int)x->fslot);
-        if (x->ua) x->uslot = rd_oslot(r, p, x->ua, (int)x->uslot);
-        if (x->aa) x->aslot = rd_oslot(r, p, x->aa, (int)x->aslot);
-    }
-    /* pool ranks: each pool's events of the tick in pool_seq order */
-    if (p->n_pools) {
-        RD_GROWP(p->psort, p->cap_psort, ne);
-        RD_GROWP(p->pnext, p->cap_pnext, p->n_pools);
-        for (uint32_t k = 0; k < p->n_pools; k++) {
-            uint32_t m = 0;
-            for (uint32_t i = 0; i < ne; i++)
-                if (p->ev[i].pool == k + 1) p->psort[m++] = (uint64_t)p->ev[i].rank << 32 | i;
-            qsort(p->psort, m, sizeof *p->psort, rd_cmp_u64);
-            for (uint32_t j = 0, rk = 0; j < m; j++) {
-                if (j && (p->psort[j] >> 32) != (p->psort[j - 1] >> 32)) rk = j;
-                p->ev[(uint32_t)p->psort[j]].rank = rk;
-            }
-            p->pnext[k] = 0;
-        }
-    }
-    /* what each stream does later to the address its event touches: a free
-     * is not waiting for its own stream's later allocation of the address */
-    for (uint32_t k = 0; k < ns; k++) {
-        const rd_gstr_t *g = &p->st[k];
-        for (uint32_t i = g->first + g->n; i-- > g->first;) {
-            rd_gev_t *x = &p->ev[i];
-            x->own_a = x->fa ? p->oalloc[x->fslot] : 0;   /* oalloc/ofree: counters of this stream so far */
-            x->own_u = x->ua ? p->oalloc[x->uslot] : 0;
-            x->own_f = x->aa ? p->ofree[x->aslot] : 0;
-            if (x->aa) p->oalloc[x->aslot]++;
-            if (x->fa) p->ofree[x->fslot]++;
-        }
-        for (uint32_t i = g->first; i < g->first + g->n; i++) {
-            const rd_gev_t *x = &p->ev[i];
-            if (x->aa) p->oalloc[x->aslot] = 0;
-            if (x->fa) p->ofree[x->fslot] = 0;
-        }
-    }
-    for (uint32_t i = 0; i < ne; i++) {
-        rd_gev_t *x = &p->ev[i];
-        if (x->fa) p->ofree[x->fslot]++;
-        if (x->aa) p->oalloc[x->aslot]++;
-    }
-    RD_GROWP(p->step_s, p->cap_steps, ne);
-    if (p->cap_steps > 0) {
-        uint32_t c2 = p->cap_steps;
-        void *na = realloc(p->step_prev, (size_t)c2 * 2 * sizeof *p->step_prev);
-        if (!na) return -1;
-        p->step_prev = na;
-    }
-    p->n_ch = p->n_cands = 0;
-    uint32_t step = 0, budget = ne < RD_PLAN_STEPS / 256 ? 256 * ne + 4096 : RD_PLAN_STEPS;
-    while (step < ne) {
-        if (!budget--) return 0;
-        /* candidates: streams whose next event may go now */
-        uint32_t c0 = p->n_cands;
-        for (uint32_t k = 0; k < ns; k++) {
-            rd_gstr_t *g = &p->st[k];
-            if (g->pos >= g->n) continue;
-            const rd_gev_t *x = &p->ev[g->first + g->pos];
-            if (x->fa && !(p->ost[x->fslot] & 1) && p->oalloc[x->fslot] > x->own_a) continue;
-            if (x->ua && !(p->ost[x->uslot] & 1) && p->oalloc[x->uslot] > x->own_u) continue;
-            if (x->aa && (p->ost[x->aslot] & 1) && p->ofree[x->aslot] > x->own_f) continue;
-            if (x->pool && x->rank != p->pnext[x->pool - 1]) continue;
-            RD_GROWP(p->cands, p->cap_cands, p->n_cands + 1);
-            p->cands[p->n_cands++] = k;
-        }
-        uint32_t nc = p->n_cands - c0;
-        /* order: time, affinity, then place in the window, or affinity first
-     * (insertion sort: few streams) */
-        for (uint32_t i = c0 + 1; i < p->n_cands; i++) {
-            uint32_t v = p->cands[i], j = i;
-            const rd_gstr_t *gv = &p->st[v];
-            const rd_gev_t *xv = &p->ev[gv->first + gv->pos];
-            uint32_t slv = xv->fa ? xv->fslot : xv->aa ? xv->aslot : UINT32_MAX;
-            int fv = slv != UINT32_MAX && (p->ost[slv] >> 1) != (gv->sidx & 0x3fffffffu);
-            while (j > c0) {
-                uint32_t u = p->cands[j - 1];
-                const rd_gstr_t *gu = &p->st[u];
-                const rd_gev_t *xu = &p->ev[gu->first + gu->pos];
-                uint32_t slu = xu->fa ? xu->fslot : xu->aa ? xu->aslot : UINT32_MAX;
-                int fu = slu != UINT32_MAX && (p->ost[slu] >> 1) != (gu->sidx & 0x3fffffffu);
-                uint64_t a = (2 * (uint64_t)gv->pos + 1) * gu->n, b = (2 * (uint64_t)gu->pos + 1) * gv->n;
-                int before = affinity_first
-                    ? fu < fv || (fu == fv && (xu->ts < xv->ts || (xu->ts == xv->ts && (b < a || (b == a && gu->sidx < gv->sidx)))))
-                    : xu->ts < xv->ts || (xu->ts == xv->ts && (fu < fv || (fu == fv && (b < a || (b == a && gu->sidx < gv->sidx)))));
-                if (before) break;
-                p->cands[j] = u;
-                j--;
-            }
-            p->cands[j] = v;
-        }
-        uint32_t pick;
-        if (nc) {
-            RD_GROWP(p->ch, p->cap_ch, p->n_ch + 1);
-            p->ch[p->n_ch++] = (rd_ochoice_t){ step, c0, nc, 0 };
-            pick = p->cands[c0];
-        } else {
-            /* dead end: back to the latest choice with an untried candidate */
-            p->n_cands = c0;
-            for (;;) {
-                if (!p->n_ch) return 0;
-                rd_ochoice_t *c = &p->ch[p->n_ch - 1];
-                while (step > c->step) {   /* undo */
-                    step--;
-                    rd_gstr_t *g = &p->st[p->step_s[step]];
-                    g->pos--;
-                    const rd_gev_t *x = &p->ev[g->first + g->pos];
-                    if (x->aa) { p->ost[x->aslot] = p->step_prev[2 * step + 1]; p->oalloc[x->aslot]++; }
-                    if (x->fa) { p->ost[x->fslot] = p->step_prev[2 * step]; p->ofree[x->fslot]++; }
-                    if (x->pool) p->pnext[x->pool - 1] = x->rank;
-                }
-                if (++c->tried < c->ncand) { pick = p->cands[c->cands + c->tried]; break; }
-                p->n_cands = c->cands;
-                p->n_ch--;
-            }
-        }
-        /* apply */
-        rd_gstr_t *g = &p->st[pick];
-        const rd_gev_t *x = &p->ev[g->first + g->pos];
-        uint32_t own = (g->sidx & 0x3fffffffu) << 1;
-        p->step_s[step] = pick;
-        if (x->fa) { p->step_prev[2 * step] = p->ost[x->fslot]; p->ost[x->fslot] = own; p->ofree[x->fslot]--; }
-        if (x->aa) { p->step_prev[2 * step + 1] = p->ost[x->aslot]; p->ost[x->aslot] = own | 1; p->oalloc[x->aslot]--; }
-        if (x->pool) p->pnext[x->pool - 1] = x->rank + 1;
-        g->pos++;
-        step++;
-    }
-    if (ne > r->plan_cap) {
-        uint32_t *na = realloc(r->plan_seq, ne * sizeof *na);
-        if (!na) return -1;
-        r->plan_seq = na;
-        r->plan_cap = ne;
-    }
-    for (uint32_t i = 0; i < ne; i++) r->plan_seq[i] = p->st[p->step_s[i]].sidx;
-    r->plan_n = ne;
-    r->plan_pos = 0;
-    r->plan_ts = ts;
-    r->plan_active = 1;
-    return 1;
-}
 
 static int rd_force_push(pst_reader_t *r, rd_stream_t *t, uint64_t target)
 {
@@ -1039,12 +783,91 @@ static void rd_force_pop(pst_reader_t *r)
     r->force[--r->n_force].s->on_force = 0;
 }
 
+/* A head waits on a version (RD_C_VWAIT): which event is it waiting for?
+ * The counter of a slot is shared by every address that maps to it, so the
+ * event with the version it lacks may belong to another address; then
+ * there is nothing to wait for. Only an event of its own address with a
+ * version in the gap is a real wait, and that one is stamped no later than
+ * e (the address passed from it to e's thread: FORMAT.md "Time"), so it is
+ * queued already, behind some stream's head: that stream is drained up to
+ * it (RD_C_FORCE). The one exception: another thread may be handed the old
+ * block of a realloc (reallocarray, mremap) inside that call, which is
+ * stamped when it returns, up to RD_VER_SLACK later; so an allocation of
+ * an address still live looks that far ahead, and waits for input
+ * (RD_C_VWAIT) while such a release may still come. Otherwise e goes
+ * ahead of its slot's count (RD_C_NONE, noted in the ahead set): a wait on
+ * another address, or on a lost event (the count jumps when the slot is
+ * RD_VER_LOST behind, counted in ver_gaps). */
+#define RD_VER_SLACK (100 * (uint64_t)PST_TICK_NS)
+#define RD_VER_LOST  1024u
+
+/* The first queued event, stamped up to lim, of an address e waits for (bit
+ * j of vs: a[j]) with a version in its gap [lo[j], ver[j]): 1 with its
+ * stream and seq. */
+static int rd_vwait_scan(pst_reader_t *r, rd_stream_t *s, const rd_hev_t *e, int vs, const uint64_t *a,
+                         const uint16_t *lo, uint64_t lim, rd_stream_t **t, uint64_t *tseq)
+{
+    for (uint32_t i = 0; i < r->n_sv; i++) {
+        rd_stream_t *o = r->sv[i];
+        if (o == s || !o->qlen || o->head.ts > lim) continue;
+        pst_enc_t d = o->hdec;
+        const uint8_t *p = o->b + o->bhead, *end = o->b + o->btail;
+        rd_hev_t x = o->head;
+        uint64_t seq = o->emit_seq;
+        for (;;) {
+            uint64_t xa[2];
+            if (x.type != PST_EV_TS && x.type != PST_EV_VER) {
+                if (x.n_ver && rd_ver_addrs(&x, xa) == x.n_ver)
+                    for (unsigned j = 0; j < e->n_ver; j++)
+                        for (unsigned k = 0; k < x.n_ver; k++)
+                            if ((vs >> j & 1) && xa[k] == a[j] &&
+                                (uint16_t)(x.ver[k] - lo[j]) < (uint16_t)(e->ver[j] - lo[j])) {
+                                *t = o;
+                                *tseq = seq;
+                                return 1;
+                            }
+                seq++;
+            }
+            if (p >= end || !(p = rd_dec_rec(r, &d, p, end, &x, r->idbuf)) || d.last_ts > lim) break;
+        }
+    }
+    return 0;
+}
+
+static int rd_vwait_resolve(pst_reader_t *r, rd_stream_t *s, const rd_hev_t *e, rd_stream_t **t, uint64_t *tseq)
+{
+    uint64_t a[2] = { 0, 0 }, la;
+    uint16_t lo[2] = { 0, 0 };
+    int vs = rd_ver_state(r, e), sp;
+    if (vs <= 0) return RD_C_NONE;
+    rd_ver_addrs(e, a);
+    uint32_t s0 = pst_vslot(a[0]);
+    for (unsigned j = 0; j < e->n_ver; j++) {
+        uint32_t sl = pst_vslot(a[j]);
+        lo[j] = j == 1 && sl == s0 ? pst_vnext(e->ver[0]) : r->vexp[sl];
+    }
+    int live_alloc = rd_allocs_addr(e, &sp, &la) && rd_aset_has(&r->live[sp], la);
+    uint64_t lim = e->ts + (live_alloc ? RD_VER_SLACK : 0);
+    if (rd_vwait_scan(r, s, e, vs, a, lo, lim, t, tseq)) return RD_C_FORCE;
+    if (live_alloc && !r->eof && r->sync_ts <= lim && !rd_window_passed(r, e)) return RD_C_VWAIT;
+    for (unsigned j = 0; j < e->n_ver; j++) {
+        if (!(vs >> j & 1)) continue;
+        uint32_t sl = pst_vslot(a[j]);
+        if ((uint16_t)(e->ver[j] - lo[j]) > RD_VER_LOST) {
+            r->vexp[sl] = e->ver[j];           /* lost: the count jumps */
+            r->st.ver_gaps++;
+            continue;
+        }
+        int is_new;
+        uint64_t *p = psc_map_put_sz(&r->ahead, rd_ahead_key(sl, e->ver[j]), &is_new, sizeof(uint64_t));
+        if (!p) return PSC_ENOMEM;
+        *p = 1;
+    }
+    return RD_C_NONE;
+}
+
 int pst_next(pst_reader_t *r, pst_event_t *ev)
 {
-    if (r->plan_active) {   /* a tick planned by rd_plan_build: its streams' heads, in order */
-        if (r->plan_pos < r->plan_n) return rd_emit(r, r->sv[r->plan_seq[r->plan_pos++]], ev);
-        r->plan_active = 0;
-    }
     /* the usual case: nothing forced, the top head is safe and free to go
      * (or, tied with other heads, the earliest of them in the tick) */
     if (!r->n_force && r->hq.n) {
@@ -1054,23 +877,9 @@ int pst_next(pst_reader_t *r, pst_event_t *ev)
         if (rd_safe(r, &s->head)) {
             if (!r->causal_times || !rd_top_tied(r)) {
                 if (rd_constraint(r, s, &s->head, &t, &tseq, &why) == RD_C_NONE) return rd_emit(r, s, ev);
-            } else if (!r->plan_tried_ts_valid || r->plan_tried_ts != s->head.ts) {
-                r->plan_tried_ts = s->head.ts;
-                r->plan_tried_ts_valid = 1;
-                /* time first; if that search gives up, affinity first (each
-                 * finds orders the other misses within its budget) */
-                int pr = rd_plan_build(r, s->head.ts, 0);
-                if (pr == 0) pr = rd_plan_build(r, s->head.ts, 1);
-                if (pr < 0) return PSC_ENOMEM;
-                if (pr) return rd_emit(r, r->sv[r->plan_seq[r->plan_pos++]], ev);
-                r->st.plan_failed++;
-                return pst_next(r, ev);
             } else if ((t = rd_tie_scan(r, 0, s->head.ts, NULL))) {
-                if (t != s && rd_constraint(r, s, &s->head, &t, &tseq, &why) != RD_C_NONE) {
-                    t = rd_tie_scan(r, 0, s->head.ts, NULL);
-                    r->st.causal_reordered++;
-                }
-                return rd_emit(r, t, ev);
+                if (t != s && rd_constraint(r, s, &s->head, &t, &tseq, &why) != RD_C_NONE) r->st.causal_reordered++;
+                return rd_emit(r, rd_tie_scan(r, 0, s->head.ts, NULL), ev);
             }
         }
     }
@@ -1090,7 +899,22 @@ int pst_next(pst_reader_t *r, pst_event_t *ev)
                 if (why == RD_WHY_POOL) r->st.pool_reordered++; else r->st.causal_reordered++;
                 continue;
             }
-            if (c != RD_C_NONE && c != RD_C_BLOCKED && why == RD_WHY_CAUSAL) r->st.unordered++;   /* a cycle, or nothing to wait for */
+            if (c == RD_C_VWAIT) {      /* the event of its address before it goes first */
+                c = rd_vwait_resolve(r, s, e, &t, &tseq);
+                if (c < 0) return c;
+                if (c == RD_C_VWAIT) {
+                    if ((rc = rd_read_chunk(r)) < 0) return rc;
+                    continue;
+                }
+                if (c == RD_C_FORCE && !t->on_force) {
+                    if ((rc = rd_force_push(r, t, tseq))) return rc;
+                    r->st.causal_reordered++;
+                    continue;
+                }
+                if (c == RD_C_FORCE) r->st.unordered++;   /* a cycle */
+            } else if (c != RD_C_NONE && c != RD_C_BLOCKED && why == RD_WHY_CAUSAL) {
+                r->st.unordered++;      /* a cycle, or nothing to wait for */
+            }
             uint64_t target = f->target;
             rc = rd_emit(r, s, ev);
             if (rc < 0) return rc;
@@ -1116,6 +940,15 @@ int pst_next(pst_reader_t *r, pst_event_t *ev)
                 return rd_emit(r, o, ev);
             }
             if (c == RD_C_BLOCKED) return rd_emit(r, s, ev);   /* an unknown free (rd_apply_effects counts it) */
+        }
+        if (c == RD_C_VWAIT) {
+            c = rd_vwait_resolve(r, s, e, &t, &tseq);
+            if (c < 0) return c;
+            if (c == RD_C_VWAIT) {
+                if ((rc = rd_read_chunk(r)) < 0) return rc;
+                continue;
+            }
+            if (c == RD_C_NONE) return rd_emit(r, s, ev);
         }
         if (c == RD_C_FORCE) {
             if ((rc = rd_force_push(r, t, tseq))) return rc;

@@ -29,8 +29,8 @@ static pst_reader_t *rd_reader_new(void)
     r->out_ids = malloc(PST_MAX_IDS * sizeof *r->out_ids);
     if (!r->idbuf || !r->out_ids || rd_map_init(&r->string_ids) || rd_map_init(&r->stack_ids) ||
         rd_map_init(&r->stream_ids) || rd_map_init(&r->pool_ids) ||
-        rd_amap_init(&r->pend[0].head) || rd_amap_init(&r->pend[1].head)) {
-        psc_map_free(&r->pend[0].head); psc_map_free(&r->pend[1].head);
+        rd_amap_init(&r->pend[0].head) || rd_amap_init(&r->pend[1].head) || rd_amap_init(&r->ahead)) {
+        psc_map_free(&r->pend[0].head); psc_map_free(&r->pend[1].head); psc_map_free(&r->ahead);
         psc_map_free(&r->string_ids); psc_map_free(&r->stack_ids);
         psc_map_free(&r->stream_ids); psc_map_free(&r->pool_ids);
         free(r->idbuf); free(r->out_ids); free(r);
@@ -114,13 +114,14 @@ void pst_close(pst_reader_t *r)
         free(r->pend[i].runs);
     }
     psc_map_free(&r->pool_ids);
+    psc_map_free(&r->ahead);
     for (uint32_t i = 0; i < r->n_pools; i++) free(r->pools[i].h);
     free(r->pools);
     free(r->force);
     free(r->pops);
     free(r->fops);
     free(r->bclose);
-    rd_plan_free(r);
+    free(r->vexp);
     free(r->out_ids);
     free(r->idbuf);
     free(r);

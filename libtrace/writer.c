@@ -52,6 +52,7 @@ struct pst_writer {
     uint32_t n_streams, cap_streams;
     itab_t   strings, stacks;
     uint64_t events, lost_extra;
+    uint16_t minor;        /* what the header claims (PST_MINOR unless a test asked for less) */
 };
 
 /* ---- small helpers ---------------------------------------------------- */
@@ -231,10 +232,11 @@ int pst_writer_event(pst_writer_t *w, uint32_t stream, const pst_event_t *ev_in)
 {
     if (w->err) return w->err;
     const char *lay = pst_event_layout(ev_in->type);
-    if (!lay || ev_in->type == PST_EV_TS) return PSC_EINVAL;
+    if (!lay || ev_in->type == PST_EV_TS || ev_in->type == PST_EV_VER || ev_in->n_ver > 2) return PSC_EINVAL;
     wstream_t *s = find_stream(w, stream, 1);
     if (!s) return w->err;
     pst_event_t ev = *ev_in;
+    if (w->minor < 3) ev.n_ver = 0;   /* VER records came with minor 3 */
     for (unsigned i = 0; lay[i]; i++)
         if (lay[i] == 'S' && ev.f[i] == 0 && ev.str) {
             ev.f[i] = pst_writer_string(w, ev.str);
@@ -324,6 +326,7 @@ pst_writer_t *pst_writer_open_fp(FILE *fp, const pst_writer_cfg_t *cfg, int *err
     w->chunk_bytes = cfg->chunk_bytes ? cfg->chunk_bytes : DEFAULT_CHUNK;
     if (w->chunk_bytes > PST_MAX_CHUNK / 2) w->chunk_bytes = PST_MAX_CHUNK / 2;
     w->tick_ns = cfg->tick_ns;
+    w->minor = cfg->minor ? cfg->minor : PST_MINOR;
     w->pid = cfg->pid;
     size_t alen = 0;
     if (cfg->argv)

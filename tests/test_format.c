@@ -190,7 +190,8 @@ static void test_layout_table_is_well_formed(void **state)
         assert_true(strlen(lay) <= PST_MAX_FIELDS);
         int nl = 0, np = 0;
         for (const char *c = lay; *c; c++) {
-            assert_non_null(strchr("AuzSLP", *c));
+            assert_non_null(strchr("AuzSLPv", *c));
+            assert_true(*c != 'v' || t == PST_EV_VER);   /* a record's field, no event's */
             nl += *c == 'L';
             np += *c == 'P';
         }
@@ -200,7 +201,7 @@ static void test_layout_table_is_well_formed(void **state)
         for (unsigned u = 0; u < t; u++)
             if (pst_event_name(u)) assert_string_not_equal(pst_event_name(u), name);
     }
-    assert_int_equal(n, 46);
+    assert_int_equal(n, 47);
     assert_string_equal(pst_event_name(PST_EV_MALLOC), "malloc");
     assert_string_equal(pst_event_name(PST_EV_TENSOR_ACQUIRE), "tensor_acquire");
     assert_string_equal(pst_event_name(PST_EV_POOL_ACQUIRE), "pool_acquire");
@@ -208,7 +209,8 @@ static void test_layout_table_is_well_formed(void **state)
     assert_string_equal(pst_event_name(PST_EV_MARK_BEGIN), "mark_begin");
     assert_string_equal(pst_event_layout(PST_EV_MMAP), "Auuuzu");
     assert_string_equal(pst_event_layout(PST_EV_POOL_ACQUIRE), "uuuuuuuuu");
-    assert_null(pst_event_layout(19));
+    assert_string_equal(pst_event_layout(PST_EV_VER), "v");
+    assert_null(pst_event_layout(22));
     assert_null(pst_event_layout(PST_EV_MAX));
 }
 
@@ -266,7 +268,7 @@ static void test_every_event_type_round_trips(void **state)
     int64_t pl[PST_MAX_PAYLOAD];
     for (uint64_t seed = 0; seed < 16; seed++) {
         for (unsigned t = 1; t < PST_EV_MAX; t++) {
-            if (!pst_event_layout(t) || t == PST_EV_TS) continue;
+            if (!pst_event_layout(t) || t == PST_EV_TS || t == PST_EV_VER) continue;
             pst_event_t in, out;
             fill_event(&in, t, seed, ids, pl);
             pst_enc_t enc = { .last_addr = seed * 16 }, dec = enc;
@@ -347,7 +349,8 @@ static void test_decode_rejects_unknown_types_and_over_limit_counts(void **state
         b[0] = (uint8_t)t;
         memset(b + 1, 0, sizeof b - 1);
         const uint8_t *r = pst_decode_event(&dec, b, b + sizeof b, &ev, idbuf);
-        if (!pst_event_layout(t & PST_EV_TYPE_MASK)) assert_null(r);
+        /* a VER record carries no stack */
+        if (!pst_event_layout(t & PST_EV_TYPE_MASK) || t == (PST_EV_VER | PST_EV_HAS_STACK)) assert_null(r);
         else assert_non_null(r);
     }
     /* KVB_FREE with n = PST_MAX_IDS + 1 */
@@ -504,6 +507,67 @@ static void test_format_md_names_every_event_type(void **state)
     }
 }
 
+/* VER records: written before the event by pst_encode_event, handed to it
+ * by pst_decode_event, at most two per event, no stack bit. The bytes are
+ * spelled out here from FORMAT.md, not taken from the encoder. */
+static void test_ver_records_round_trip_and_are_bounded(void **state)
+{
+    (void)state;
+    static uint32_t idbuf[PST_MAX_IDS];
+    uint8_t buf[64];
+    pst_event_t in = { .type = PST_EV_REALLOC, .f = { 0x1000, 0x2000, 64 }, .n_ver = 2, .ver = { 0x1234, 7 } };
+    pst_enc_t enc = { 0 }, dec = { 0 };
+    uint8_t *e = pst_encode_event(&enc, buf, &in);
+    assert_non_null(e);
+    const uint8_t want[] = { 19, 0x34, 0x12, 19, 7, 0, PST_EV_REALLOC };
+    assert_memory_equal(buf, want, sizeof want);
+    pst_event_t out;
+    const uint8_t *p = pst_decode_event(&dec, buf, e, &out, idbuf);
+    assert_int_equal(out.type, PST_EV_VER);
+    assert_int_equal(out.f[0], 0x1234);
+    p = pst_decode_event(&dec, p, e, &out, idbuf);
+    assert_int_equal(out.type, PST_EV_VER);
+    p = pst_decode_event(&dec, p, e, &out, idbuf);
+    assert_ptr_equal(p, e);
+    assert_int_equal(out.type, PST_EV_REALLOC);
+    assert_int_equal(out.n_ver, 2);
+    assert_int_equal(out.ver[0], 0x1234);
+    assert_int_equal(out.ver[1], 7);
+    assert_int_equal(dec.nver, 0);          /* consumed by the event */
+    assert_int_equal(enc.since_ts, 1);      /* VER is not an event */
+    /* a third VER before one event is corrupt; so is a cut one */
+    const uint8_t three[] = { 19, 1, 0, 19, 2, 0, 19, 3, 0, PST_EV_FREE, 3 };
+    pst_enc_t d3 = { 0 };
+    p = three;
+    for (int i = 0; i < 2; i++) assert_non_null(p = pst_decode_event(&d3, p, three + sizeof three, &out, idbuf));
+    assert_null(pst_decode_event(&d3, p, three + sizeof three, &out, idbuf));
+    pst_enc_t d4 = { 0 };
+    assert_null(pst_decode_event(&d4, three, three + 2, &out, idbuf));
+    /* more than two asked of the encoder is refused; a VER "event" too */
+    in.n_ver = 3;
+    assert_null(pst_encode_event(&enc, buf, &in));
+    pst_event_t v = { .type = PST_EV_VER };
+    assert_null(pst_encode_event(&enc, buf, &v));
+    /* the ordered addresses the versions belong to */
+    uint64_t a[2];
+    assert_int_equal(pst_ver_addrs(PST_EV_REALLOC, (const uint64_t[]){ 0x1000, 0x2000, 8 }, a), 2);
+    assert_int_equal(a[0], 0x1000);
+    assert_int_equal(a[1], 0x2000);
+    assert_int_equal(pst_ver_addrs(PST_EV_REALLOC, (const uint64_t[]){ 0x1000, 0x1000, 8 }, a), 1);
+    assert_int_equal(pst_ver_addrs(PST_EV_REALLOC, (const uint64_t[]){ 0, 0x3000, 8 }, a), 1);
+    assert_int_equal(a[0], 0x3000);
+    assert_int_equal(pst_ver_addrs(PST_EV_MALLOC, (const uint64_t[]){ 0, 8 }, a), 0);
+    assert_int_equal(pst_ver_addrs(PST_EV_MREMAP, (const uint64_t[]){ 0x10000, 4096, 0x20000, 8192, 1 }, a), 2);
+    assert_int_equal(a[1], 0x20000);
+    assert_int_equal(pst_ver_addrs(PST_EV_MADVISE, (const uint64_t[]){ 0x10000, 4096, 4 }, a), 0);
+    /* the slot function, by hand for one address: (a >> 4) + region hash */
+    uint64_t x = 0x7f0012345670ull;
+    uint32_t region = (uint32_t)(((x >> 20) * 0x9E3779B97F4A7C15ull) >> 48);
+    assert_int_equal(pst_vslot(x), (uint32_t)((x >> 4) + region) & 0xffff);
+    assert_int_equal(pst_vslot(x + 16), (pst_vslot(x) + 1) & 0xffff);
+    assert_int_equal(pst_vnext(65535), 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -518,6 +582,7 @@ int main(void)
         cmocka_unit_test(test_crc32c_hardware_matches_software_at_every_length),
         cmocka_unit_test(test_crc32c_continues_over_split_buffers),
         cmocka_unit_test(test_layout_table_is_well_formed),
+        cmocka_unit_test(test_ver_records_round_trip_and_are_bounded),
         cmocka_unit_test(test_every_event_type_round_trips),
         cmocka_unit_test(test_ts_record_round_trips_and_moves_time),
         cmocka_unit_test(test_encode_rejects_unknown_types_and_over_limit_counts),

@@ -578,7 +578,7 @@ static void test_unknown_event_type_makes_the_chunk_corrupt(void **state)
     pst_writer_t *w = mem_writer(&m, &base_cfg);
     PST_EMIT(w, 1, PST_EV_MALLOC, 0x1000, 1);
     pst_writer_flush(w);
-    uint8_t payload[4] = { 0, 19, 0, 0 };   /* offset 0 (new stream 2), type 19 is not defined */
+    uint8_t payload[4] = { 0, 22, 0, 0 };   /* offset 0 (new stream 2), type 22 is not defined */
     pst_writer_raw_chunk(w, PST_CHUNK_EVENTS, 2, payload, 4);
     PST_EMIT(w, 1, PST_EV_FREE, 0x1000);
     pst_writer_close(w);
@@ -1216,6 +1216,124 @@ static char *read_file(const char *name, size_t *len)
     return NULL;
 }
 
+/* ---- versions (format 1.3) ---------------------------------------------- */
+
+static const pst_writer_cfg_t ver_cfg = { .pid = 4242, .ppid = 1, .tool = "test_reader" };  /* minor 3 */
+
+static void put_ver(pst_writer_t *w, uint32_t stream, unsigned type, uint64_t addr, uint64_t size, uint16_t v)
+{
+    pst_event_t ev = { .type = (uint8_t)type, .f = { addr, size }, .n_ver = v ? 1 : 0, .ver = { v } };
+    assert_int_equal(pst_writer_event(w, stream, &ev), 0);
+}
+
+/* "stream:type:addr" of every heap event, in the order read */
+static char *heap_order(const void *buf, size_t len, pst_status_t *st)
+{
+    int err = 0;
+    pst_reader_t *r = pst_open_mem(buf, len, &err);
+    assert_non_null(r);
+    char *out = calloc(1, 4096);
+    size_t n = 0;
+    pst_event_t ev;
+    while (pst_next(r, &ev) > 0)
+        if (ev.type == PST_EV_MALLOC || ev.type == PST_EV_FREE)
+            n += (size_t)snprintf(out + n, 4096 - n, "%s%u:%s:%llx", n ? " " : "", ev.stream,
+                                  ev.type == PST_EV_MALLOC ? "m" : "f", (unsigned long long)ev.f[0]);
+    *st = *pst_status(r);
+    pst_close(r);
+    return out;
+}
+
+/* One address passed between two threads within one tick. Times tie, and
+ * stream 1 freeing what it allocated looks the likelier order; only the
+ * versions (written as an interposer numbers them) say that stream 2 freed
+ * and re-allocated it first. Expected order written by hand. */
+static void test_versions_order_one_address_across_streams(void **state)
+{
+    (void)state;
+    for (int with_versions = 1; with_versions >= 0; with_versions--) {
+        membuf_t m;
+        pst_writer_t *w = mem_writer(&m, &ver_cfg);
+        uint16_t v = with_versions ? 1 : 0, inc = with_versions ? 1 : 0;
+        pst_writer_time(w, 1000);
+        put_ver(w, 1, PST_EV_MALLOC, 0xa000, 32, v);
+        pst_writer_time(w, 2000);
+        put_ver(w, 1, PST_EV_FREE, 0xa000, 0, (uint16_t)(v + 3 * inc));   /* the last of the four */
+        put_ver(w, 2, PST_EV_FREE, 0xa000, 0, (uint16_t)(v + 1 * inc));
+        put_ver(w, 2, PST_EV_MALLOC, 0xa000, 32, (uint16_t)(v + 2 * inc));
+        pst_writer_close(w);
+        mem_done(&m);
+        pst_status_t st;
+        char *o = heap_order(m.p, m.len, &st);
+        if (with_versions) {
+            assert_string_equal(o, "1:m:a000 2:f:a000 2:m:a000 1:f:a000");
+            assert_int_equal(st.unknown_frees, 0);
+            assert_int_equal(st.live, 0);
+            assert_int_equal(st.ver_gaps, 0);
+        } else {
+            /* without them the same events read as a reuse by stream 1:
+             * the case versions exist for */
+            assert_string_not_equal(o, "1:m:a000 2:f:a000 2:m:a000 1:f:a000");
+        }
+        free(o);
+        free(m.p);
+    }
+}
+
+/* Two addresses that share a version counter: the event of one waits for
+ * nothing the other does, even when the other is stamped much later. */
+static void test_versions_of_another_address_do_not_hold_an_event(void **state)
+{
+    (void)state;
+    uint64_t a = 0x7f0000001000ull, b = a + 16;
+    while (pst_vslot(b) != pst_vslot(a)) b += 16;
+    membuf_t m;
+    pst_writer_t *w = mem_writer(&m, &ver_cfg);
+    pst_writer_time(w, 1000);
+    put_ver(w, 1, PST_EV_MALLOC, b, 8, 2);        /* the counter's second use */
+    pst_writer_time(w, 900000);
+    put_ver(w, 2, PST_EV_MALLOC, a, 8, 1);        /* its first, stamped later */
+    put_ver(w, 1, PST_EV_FREE, b, 0, 3);
+    put_ver(w, 2, PST_EV_FREE, a, 0, 4);
+    pst_writer_close(w);
+    mem_done(&m);
+    pst_status_t st;
+    char *o = heap_order(m.p, m.len, &st);
+    char want[256];
+    snprintf(want, sizeof want, "1:m:%llx 2:m:%llx 1:f:%llx 2:f:%llx", (unsigned long long)b,
+             (unsigned long long)a, (unsigned long long)b, (unsigned long long)a);
+    assert_string_equal(o, want);
+    assert_int_equal(st.unknown_frees, 0);
+    assert_int_equal(st.ver_gaps, 0);
+    assert_int_equal(st.live, 0);
+    free(o);
+    free(m.p);
+}
+
+/* A version that never comes (a lost event): far behind, the counter jumps
+ * (counted); near, the event goes ahead. Neither holds the trace. */
+static void test_versions_lost_do_not_hold_the_trace(void **state)
+{
+    (void)state;
+    membuf_t m;
+    pst_writer_t *w = mem_writer(&m, &ver_cfg);
+    pst_writer_time(w, 1000);
+    put_ver(w, 1, PST_EV_MALLOC, 0xb000, 8, 1);
+    put_ver(w, 1, PST_EV_MALLOC, 0xc000, 8, 1);
+    pst_writer_time(w, 2000);
+    put_ver(w, 2, PST_EV_FREE, 0xb000, 0, 3000);  /* 2 .. 2999 lost */
+    put_ver(w, 2, PST_EV_FREE, 0xc000, 0, 5);     /* 2 .. 4 lost */
+    pst_writer_close(w);
+    mem_done(&m);
+    pst_status_t st;
+    char *o = heap_order(m.p, m.len, &st);
+    assert_string_equal(o, "1:m:b000 1:m:c000 2:f:b000 2:f:c000");
+    assert_int_equal(st.ver_gaps, 1);
+    assert_int_equal(st.unknown_frees, 0);
+    free(o);
+    free(m.p);
+}
+
 static void test_golden_trace_decodes_to_expected_listing_and_writer_reproduces_it(void **state)
 {
     (void)state;
@@ -1327,6 +1445,9 @@ int main(void)
         cmocka_unit_test(test_missing_end_chunk_is_reported_as_truncated),
         cmocka_unit_test(test_stream_offset_gap_stops_at_that_chunk),
         cmocka_unit_test(test_unknown_event_type_makes_the_chunk_corrupt),
+        cmocka_unit_test(test_versions_order_one_address_across_streams),
+        cmocka_unit_test(test_versions_of_another_address_do_not_hold_an_event),
+        cmocka_unit_test(test_versions_lost_do_not_hold_the_trace),
         cmocka_unit_test(test_two_streams_with_interleaved_times_come_out_by_time),
         cmocka_unit_test(test_free_in_other_stream_comes_before_reuse_of_its_address),
         cmocka_unit_test(test_causality_drains_the_freeing_stream_up_to_the_free),

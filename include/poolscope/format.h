@@ -41,9 +41,11 @@
  * to: first event, after a long gap). Events between two TS records share
  * the earlier time. Readers merge streams by time, keep each stream's own
  * order (per-stream sequence numbers), order pool events of one pool by the
- * pool's own sequence number, and fix cross-thread ties by causality: the
- * free (or munmap, or realloc away) of address a precedes the next
- * allocation returning a.
+ * pool's own sequence number, and, since minor 3, order the events of one
+ * address across streams by the versions that VER records give them (an
+ * exact order: the writer's per-address counters, pst_vslot). Older traces
+ * fix cross-thread ties by causality alone: the free (or munmap, or realloc
+ * away) of address a precedes the next allocation returning a.
  */
 #ifndef POOLSCOPE_FORMAT_H
 #define POOLSCOPE_FORMAT_H
@@ -58,7 +60,8 @@ extern "C" {
 
 #define PST_MAGIC        "PSTRACE"   /* 8 bytes with its NUL */
 #define PST_MAJOR        1
-#define PST_MINOR        2   /* 1: SYNC chunks; 2: a time per event (the tick), SYNC and END fields below */
+#define PST_MINOR        3   /* 1: SYNC chunks; 2: a time per event (the tick), SYNC and END fields below;
+                                3: VER records (an address's version, for exact cross-thread order) */
 #define PST_FILE_HDR_FIXED 16        /* magic + major + minor + tlv_len */
 #define PST_CHUNK_HDR    16
 #define PST_MAX_CHUNK    (16u << 20) /* readers reject longer payloads as corrupt */
@@ -130,6 +133,7 @@ enum pst_meta {
  *   L  a list of block ids: varint n (<= PST_MAX_IDS), ids[0] raw, then
  *      zigzag(ids[i] - ids[i-1])
  *   P  a payload: varint n (<= PST_MAX_PAYLOAD), then n zigzag values
+ *   v  a 16-bit value, 2 bytes little-endian (VER records only)
  * The layouts are the contract; the table in format.c is their one copy.
  * A failed allocation is recorded with address 0. */
 #define PST_EV_HAS_STACK 0x80u
@@ -155,6 +159,8 @@ enum pst_ev {                    /* layout      fields                          
     PST_EV_SBRK           = 16,  /* "zA"     increment, previous break                  */
     PST_EV_TS             = 17,  /* "u"      ns since the stream's previous TS (first: since trace start) */
     PST_EV_RSS            = 18,  /* "uuu"    resident bytes, anon resident, file resident */
+    PST_EV_VER            = 19,  /* "v"      minor 3: version of the next event's next ordered address
+                                            (a record like TS, not an event; see pst_vslot) */
     /* layer 2: logical tensors */
     PST_EV_TENSOR_ACQUIRE = 20,  /* "uuuuu"  tensor id, arm, dtype, n_elems, bytes      */
     PST_EV_TENSOR_RELEASE = 21,  /* "u"      tensor id                                  */
@@ -211,6 +217,8 @@ typedef struct pst_event {
     int64_t  payload[PST_MAX_PAYLOAD]; /* P */
     uint32_t n_payload;
     const char *str;      /* reader: the resolved S field, or NULL */
+    uint32_t n_ver;       /* VER records before the event (0..2): the versions of its ordered */
+    uint16_t ver[2];      /* addresses in field order (see pst_vslot); writers: written when n_ver > 0 */
 } pst_event_t;
 
 /* Layout string of an event type (see above), or NULL for an unknown type. */
@@ -235,7 +243,7 @@ uint32_t pst_crc32c(uint32_t crc, const void *buf, size_t len);
 /* Longest encodings, for sizing buffers. PST_EVENT_MAX covers every event
  * but its L list; an event with ids needs PST_VARINT_MAX more per id. */
 #define PST_VARINT_MAX 10
-#define PST_EVENT_MAX  (2 + PST_VARINT_MAX * (2 + PST_MAX_FIELDS + PST_MAX_PAYLOAD))
+#define PST_EVENT_MAX  (8 + PST_VARINT_MAX * (2 + PST_MAX_FIELDS + PST_MAX_PAYLOAD))   /* 8: two VER records */
 
 static inline uint8_t *pst_put_varint(uint8_t *p, uint64_t v)
 {
@@ -312,7 +320,65 @@ typedef struct pst_enc {
     uint64_t last_addr;   /* base for A fields */
     uint64_t last_ts;     /* ns of the stream's previous TS record */
     uint32_t since_ts;    /* events since that TS record */
+    uint32_t nver;        /* decoder: VER records read since the last event (<= 2) */
+    uint16_t ver[2];      /* decoder: their values, handed to the next event */
 } pst_enc_t;
+
+/* ---- versions (minor 3) ---------------------------------------------------
+ * A writer whose streams may touch one address from several threads keeps a
+ * table of 2^PST_VSLOT_BITS 16-bit counters, all 0 when its trace starts.
+ * Each event that frees, allocates or reallocates in place an address a
+ * (the ordered addresses: malloc family, free, realloc's old and new block,
+ * mmap, munmap, mremap's old and new range) adds 1 to counter pst_vslot(a)
+ * (skipping 0: 65535 is followed by 1) and carries the new value in a VER
+ * record before it. Frees take it before the memory is released, the others
+ * after the call has returned, so the versions of one slot are in the
+ * order the events really had; readers hand the events of one slot out in
+ * that order. Version 0 is never written; an event without VER records is
+ * unordered by versions (written while the process had one thread). The
+ * slot keeps an address range's neighbours together (one 64-byte line of
+ * the table covers 512 bytes) and scatters 1 MiB regions, so threads with
+ * their own arenas rarely share a line of the table. */
+#define PST_VSLOT_BITS 16
+static inline uint32_t pst_vslot(uint64_t a)
+{
+    uint32_t region = (uint32_t)(((a >> 20) * 0x9E3779B97F4A7C15ull) >> (64 - PST_VSLOT_BITS));
+    return (uint32_t)((a >> 4) + region) & ((1u << PST_VSLOT_BITS) - 1);
+}
+static inline uint16_t pst_vnext(uint16_t v) { return (uint16_t)(v + 1) ? (uint16_t)(v + 1) : 1; }
+
+/* The ordered addresses of an event of `type` with fields f, in field order:
+ * the ones its VER records give versions to (0, 1 or 2 of them; address 0,
+ * a failed call's, is none, and a realloc that stayed in place has one). */
+static inline unsigned pst_ver_addrs(unsigned type, const uint64_t *f, uint64_t a[2])
+{
+    unsigned n = 0;
+    switch (type) {
+    case PST_EV_MALLOC: case PST_EV_CALLOC: case PST_EV_POSIX_MEMALIGN: case PST_EV_ALIGNED_ALLOC:
+    case PST_EV_MEMALIGN: case PST_EV_VALLOC: case PST_EV_PVALLOC: case PST_EV_FREE:
+    case PST_EV_MMAP: case PST_EV_MUNMAP:
+        if (f[0]) a[n++] = f[0];
+        return n;
+    case PST_EV_REALLOC: case PST_EV_REALLOCARRAY:     /* old, ret */
+        if (f[0]) a[n++] = f[0];
+        if (f[1] && f[1] != f[0]) a[n++] = f[1];
+        return n;
+    case PST_EV_MREMAP:                                /* old, old_len, ret */
+        if (f[0]) a[n++] = f[0];
+        if (f[2] && f[2] != f[0]) a[n++] = f[2];
+        return n;
+    default:
+        return 0;
+    }
+}
+
+static inline uint8_t *pst_put_ver(uint8_t *p, uint16_t v)
+{
+    p[0] = PST_EV_VER;
+    p[1] = (uint8_t)v;
+    p[2] = (uint8_t)(v >> 8);
+    return p + 3;
+}
 
 /* Encode a TS record; `now` is ns since trace start. The writer decides when
  * (first event of a stream, then every PST_TS_EVERY events). Returns the end

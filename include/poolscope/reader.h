@@ -141,7 +141,9 @@ typedef struct pst_status {
     uint64_t tick_gap_max_ns;      /* the time base's longest interval: the trace's time resolution */
     uint64_t tracer_bytes_peak;    /* most memory the tracer itself had mapped */
     uint32_t tracer_stream;        /* the tracer's own thread (0: none), not one of the program's */
-    uint64_t plan_failed;          /* ticks whose tied events no consistent order was found for */
+    /* format 1.3 */
+    uint64_t ver_gaps;             /* events handed out ahead of their address's version: an event
+                                      of that address never came (lost) */
 } pst_status_t;
 
 const pst_status_t *pst_status(const pst_reader_t *r);

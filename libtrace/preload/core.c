@@ -666,15 +666,17 @@ void ps_leave(void)
 /* Events of other types than the hand-coded ones. */
 void ps_emit_generic(ps_thr_t *t, const pst_event_t *ev)
 {
-    ps_emit_generic_at(t, ev, UINT64_MAX);
-}
-
-/* The same, stamped with a tick read earlier (ps_tick_pre), or with the
- * tick now when at is UINT64_MAX. */
-void ps_emit_generic_at(ps_thr_t *t, const pst_event_t *ev, uint64_t at)
-{
-    uint8_t *p = at == UINT64_MAX ? ps_rec_begin(t) : ps_rec_begin_at(t, at);
+    uint8_t *p = ps_rec_begin(t);
     if (!p) return;
+    pst_event_t vev;
+    uint64_t a[2];
+    unsigned nv;
+    if (ps_g.multi && !ev->n_ver && (nv = pst_ver_addrs(ev->type, ev->f, a))) {
+        vev = *ev;   /* versions taken now: callers of a free-like event call this first */
+        vev.n_ver = nv;
+        for (unsigned i = 0; i < nv; i++) vev.ver[i] = ps_vbump(a[i]);
+        ev = &vev;
+    }
     uint8_t *e = pst_encode_event(&t->enc, p, ev);
     if (!e) {   /* invalid event (the API checks first): keep a TS record written */
         if (p != t->ring + (t->head & PS_RING_MASK)) {
@@ -906,7 +908,7 @@ static void flush_round(uint64_t *last_tick)
 
 /* The flusher: stores the tick every PS_TICK_NS, samples RSS every 10 ms,
  * flushes every ring every 50 ms. */
-static void *flusher_main(void *arg)
+void *ps_flusher_main(void *arg)
 {
     (void)arg;
     ps_tls.busy = 1;             /* everything this thread does is the tracer's own */
@@ -939,7 +941,7 @@ void ps_start_flusher(void)
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
     ps_tls.busy++;
-    if (pthread_create(&ps_g.flusher, NULL, flusher_main, NULL) == 0) ps_g.flusher_on = 1;
+    if (pthread_create(&ps_g.flusher, NULL, ps_flusher_main, NULL) == 0) ps_g.flusher_on = 1;
     ps_tls.busy--;
     pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
@@ -1341,6 +1343,9 @@ void ps_child_after_fork(void)
     }
     ps_g.threads = NULL;
     ps_g.thr_free = NULL;
+    /* the child's trace starts its versions afresh, with one thread */
+    ps_g.multi = 0;
+    memset(ps_g.vtab, 0, sizeof ps_g.vtab);
     if (ps_tls.thr != PS_THR_DEAD) ps_tls.thr = NULL;
     if (ps_g.cnt != &ps_g.cnt_local) {
         ps_sys_munmap(ps_g.cnt, PST_CTL_HDR);

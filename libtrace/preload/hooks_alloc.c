@@ -8,8 +8,8 @@
  * Frees (free, munmap) are recorded BEFORE the real call, so the address
  * cannot be handed to another thread before the free is in our stream;
  * allocations after the real call returns. realloc's implicit free cannot
- * be recorded first (one event carries both addresses): readers order it by
- * causality, as format.h says.
+ * be recorded first (one event carries both addresses): its old block's
+ * version is taken before the call instead (format.h, pst_vslot).
  *
  * Real functions: resolved on the first call (or in the constructor) with
  * dlsym(RTLD_NEXT), so an allocator preloaded before us (jemalloc, mimalloc)
@@ -131,7 +131,7 @@ EXPORT void *malloc(size_t n)
     void *r = ps_real.malloc(n);
     uint32_t sid = stack_of(t);
     uint8_t *p = ps_rec_begin(t);
-    if (p) ps_rec_end(t, ps_enc_Au(&t->enc, p, PST_EV_MALLOC, sid, (uintptr_t)r, n));
+    if (p) ps_rec_end(t, ps_enc_Au(&t->enc, ps_ver(p, (uintptr_t)r), PST_EV_MALLOC, sid, (uintptr_t)r, n));
     ps_leave_inline();
     return r;
 }
@@ -143,7 +143,7 @@ EXPORT void free(void *ptr)
     ps_thr_t *t = ps_enter();
     if (!t && (!PS_UNLIKELY(ps_g.paused) || !(t = ps_enter_paused()))) { ps_real.free(ptr); return; }
     uint8_t *p = ps_rec_begin(t);
-    if (p) ps_rec_end(t, ps_enc_A(&t->enc, p, PST_EV_FREE, 0, (uintptr_t)ptr));
+    if (p) ps_rec_end(t, ps_enc_A(&t->enc, ps_ver(p, (uintptr_t)ptr), PST_EV_FREE, 0, (uintptr_t)ptr));
     ps_real.free(ptr);
     ps_leave_inline();
 }
@@ -162,7 +162,7 @@ EXPORT void *calloc(size_t a, size_t b)
     void *r = ps_real.calloc(a, b);
     uint32_t sid = stack_of(t);
     uint8_t *p = ps_rec_begin(t);
-    if (p) ps_rec_end(t, ps_enc_Auu(&t->enc, p, PST_EV_CALLOC, sid, (uintptr_t)r, a, b));
+    if (p) ps_rec_end(t, ps_enc_Auu(&t->enc, ps_ver(p, (uintptr_t)r), PST_EV_CALLOC, sid, (uintptr_t)r, a, b));
     ps_leave_inline();
     return r;
 }
@@ -180,10 +180,13 @@ EXPORT void *realloc(void *old, size_t n)
     int from_boot = old && in_boot(old);
     ps_thr_t *t = ps_enter();
     if (!t && old && !from_boot && PS_UNLIKELY(ps_g.paused) && (t = ps_enter_paused())) {
-        /* paused: only the release of the old block is recorded */
+        /* paused: only the release of the old block is recorded (its
+         * version taken before the call, which may hand it to another thread) */
+        uint16_t vo = ps_g.multi ? ps_vbump((uintptr_t)old) : 0;
         void *r = ps_real.realloc(old, n);
         if (r || n == 0) {
             uint8_t *p = ps_rec_begin(t);
+            if (p && vo) p = pst_put_ver(p, vo);
             if (p) ps_rec_end(t, ps_enc_A(&t->enc, p, PST_EV_FREE, 0, (uintptr_t)old));
         }
         ps_leave_inline();
@@ -196,7 +199,12 @@ EXPORT void *realloc(void *old, size_t n)
         return r;
     }
     void *r;
-    uint64_t pre = ps_tick_pre(t);
+    /* Versions: the old block's before the call (another thread may be
+     * handed it inside the call), the new one's after (nobody else touches
+     * it between the allocation inside and our return). Both exact per
+     * address; readers know the event spans the two (FORMAT.md). */
+    int multi = ps_g.multi;
+    uint16_t vo = multi && old && !from_boot ? ps_vbump((uintptr_t)old) : 0;
     if (from_boot) {   /* the tracer's bootstrap memory: a plain allocation */
         r = ps_real.malloc(n);
         if (r) memcpy(r, old, boot_size(old) < n ? boot_size(old) : n);
@@ -205,8 +213,12 @@ EXPORT void *realloc(void *old, size_t n)
         r = ps_real.realloc(old, n);
     }
     uint32_t sid = stack_of(t);
-    uint8_t *p = ps_rec_begin_at(t, pre);
-    if (p) ps_rec_end(t, ps_enc_AAu(&t->enc, p, PST_EV_REALLOC, sid, (uintptr_t)old, (uintptr_t)r, n));
+    uint8_t *p = ps_rec_begin(t);
+    if (p) {
+        if (vo) p = pst_put_ver(p, vo);
+        if (multi && r && r != old) p = pst_put_ver(p, ps_vbump((uintptr_t)r));
+        ps_rec_end(t, ps_enc_AAu(&t->enc, p, PST_EV_REALLOC, sid, (uintptr_t)old, (uintptr_t)r, n));
+    }
     ps_leave_inline();
     return r;
 }
@@ -221,11 +233,14 @@ EXPORT void *reallocarray(void *old, size_t a, size_t b)
     }
     ps_thr_t *t = ps_enter();
     if (!t) return ps_real.reallocarray(old, a, b);
-    uint64_t pre = ps_tick_pre(t);
+    int multi = ps_g.multi;
+    uint16_t vo = multi && old ? ps_vbump((uintptr_t)old) : 0;   /* before the call, as realloc */
     void *r = ps_real.reallocarray(old, a, b);
     pst_event_t ev = { .type = PST_EV_REALLOCARRAY, .stack = stack_of(t),
                        .f = { (uintptr_t)old, (uintptr_t)r, a, b } };
-    ps_emit_generic_at(t, &ev, pre);
+    if (vo) ev.ver[ev.n_ver++] = vo;
+    if (multi && r && r != old) ev.ver[ev.n_ver++] = ps_vbump((uintptr_t)r);
+    ps_emit_generic(t, &ev);
     ps_leave_inline();
     return r;
 }
@@ -234,7 +249,7 @@ static void *aligned_common(unsigned type, size_t align, size_t n, void *r, ps_t
 {
     uint32_t sid = stack_of(t);
     uint8_t *p = ps_rec_begin(t);
-    if (p) ps_rec_end(t, ps_enc_Auu(&t->enc, p, type, sid, (uintptr_t)r, align, n));
+    if (p) ps_rec_end(t, ps_enc_Auu(&t->enc, ps_ver(p, (uintptr_t)r), type, sid, (uintptr_t)r, align, n));
     ps_leave_inline();
     return r;
 }
@@ -272,7 +287,7 @@ static void *page_common(unsigned type, size_t n, void *r, ps_thr_t *t)
 {
     uint32_t sid = stack_of(t);
     uint8_t *p = ps_rec_begin(t);
-    if (p) ps_rec_end(t, ps_enc_Au(&t->enc, p, type, sid, (uintptr_t)r, n));
+    if (p) ps_rec_end(t, ps_enc_Au(&t->enc, ps_ver(p, (uintptr_t)r), type, sid, (uintptr_t)r, n));
     ps_leave_inline();
     return r;
 }
@@ -365,7 +380,8 @@ EXPORT void *mremap(void *old, size_t old_len, size_t new_len, int flags, ...)
     }
     ENSURE_REAL();
     ps_thr_t *t = ps_enter();
-    uint64_t pre = t ? ps_tick_pre(t) : 0;
+    int multi = t && ps_g.multi;
+    uint16_t vo = multi && old ? ps_vbump((uintptr_t)old) : 0;   /* before the call, as realloc */
     void *r = ps_real.mremap ? ps_real.mremap(old, old_len, new_len, flags, na)
                           : (void *)syscall(SYS_mremap, old, old_len, new_len, flags, na);
     if (!t) return r;
@@ -373,7 +389,9 @@ EXPORT void *mremap(void *old, size_t old_len, size_t new_len, int flags, ...)
     pst_event_t ev = { .type = PST_EV_MREMAP, .stack = stack_of(t),
                        .f = { (uintptr_t)old, old_len, r == MAP_FAILED ? 0 : (uintptr_t)r,
                               new_len, (unsigned)flags } };
-    ps_emit_generic_at(t, &ev, pre);
+    if (vo) ev.ver[ev.n_ver++] = vo;
+    if (multi && ev.f[2] && ev.f[2] != ev.f[0]) ev.ver[ev.n_ver++] = ps_vbump(ev.f[2]);
+    ps_emit_generic(t, &ev);
     ps_leave_inline();
     errno = e;
     return r;

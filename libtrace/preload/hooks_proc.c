@@ -418,6 +418,9 @@ EXPORT int pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)
     ENSURE_REAL();
     ps_thr_t *t = ps_tls.thr;
     if (ps_tls.busy || !ps_g.active) return ps_g.proc.pthread_create(th, attr, fn, arg);
+    /* A second thread of the program: from now on every ordered address
+     * carries a version (format.h), set before the thread can touch one. */
+    if (fn != ps_flusher_main) ps_g.multi = 1;
     ps_tls.busy++;
     tramp_t *tr = ps_real.malloc(sizeof *tr);
     ps_tls.busy--;

@@ -192,6 +192,10 @@ typedef struct ps_global {
     /* Time base: the flusher stores ps_now() here every PS_TICK_NS; every
      * event is stamped with one plain load of it (see ps_rec_begin). */
     volatile uint64_t tick;
+    /* Versions (format.h, pst_vslot): written once the program has a second
+     * thread (multi), so single-threaded programs pay nothing for them. */
+    volatile int multi;
+    _Alignas(64) uint16_t vtab[1u << PST_VSLOT_BITS];
     uint64_t tick_gap_max;   /* flusher: longest interval between two tick stores since the last SYNC */
     int membarrier_ok;       /* MEMBARRIER_CMD_PRIVATE_EXPEDITED registered */
     uint64_t tracer_bytes;   /* atomic: bytes the tracer itself has mapped (rings, tables, META) */
@@ -289,11 +293,11 @@ void ps_prepare_fork(void);
 void ps_parent_after_fork(void);
 void ps_ensure_child(void);             /* fork child: open its file now */
 void ps_emit_generic(ps_thr_t *t, const pst_event_t *ev);
-void ps_emit_generic_at(ps_thr_t *t, const pst_event_t *ev, uint64_t at);
 void *ps_sys_mmap(size_t len);
 void ps_sys_munmap(void *p, size_t len);
 int ps_real_close(int fd);
 void ps_start_flusher(void);
+void *ps_flusher_main(void *arg);      /* the tracer's own thread */
 int ps_is_trace_fd(int fd);
 int ps_move_trace_fd_from(int lo, int hi); /* moves the trace fd out of [lo,hi] */
 void ps_thread_exit(ps_thr_t *t);
@@ -335,7 +339,8 @@ uint64_t ps_stale_tick(ps_thr_t *t, uint64_t tick);   /* core.c: the clock check
  * Time: the event is stamped with the global tick, read once here, after
  * the call it records has returned (or, for a free, before the memory is
  * given back), so a free on one thread is never stamped before the
- * allocation it frees on another. A TS record is written only when the
+ * allocation it frees on another (realloc, reallocarray and mremap too:
+ * stamped after their call). A TS record is written only when the
  * tick has moved since the stream's previous one. `inflight` covers the
  * read of the tick up to the release store of head: the flusher's
  * watermark (core.c) waits for a thread caught in between. */
@@ -352,30 +357,6 @@ static inline uint8_t *ps_rec_begin(ps_thr_t *t)
     return p;   /* the encoder counts the event in enc.since_ts */
 }
 
-/* A call that releases one block and acquires another inside itself
- * (realloc, reallocarray, mremap) is stamped with the tick read before the
- * call: another thread may be handed the released block before the call
- * returns, and its allocation must not be stamped before our release. (The
- * acquired side may then be stamped before another thread's free of the
- * block it acquires; readers allow that one tick's slack, FORMAT.md.) */
-static inline uint64_t ps_tick_pre(ps_thr_t *t)
-{
-    t->inflight = 1;
-    PS_SIGFENCE();
-    return ps_g.tick;
-}
-
-static inline uint8_t *ps_rec_begin_at(ps_thr_t *t, uint64_t now)
-{
-    if (PS_UNLIKELY(t->head >= t->soft) && ps_make_room(t) != 0) {
-        t->inflight = 0;
-        return NULL;
-    }
-    uint8_t *p = t->ring + (t->head & PS_RING_MASK);
-    if (now > t->enc.last_ts) p = pst_put_ts(&t->enc, p, now);
-    return p;
-}
-
 static inline void ps_rec_end(ps_thr_t *t, uint8_t *p)
 {
     uint64_t start = t->head & PS_RING_MASK;
@@ -386,6 +367,26 @@ static inline void ps_rec_end(ps_thr_t *t, uint8_t *p)
     __atomic_store_n(&t->head, t->head + len, __ATOMIC_RELEASE);
     PS_SIGFENCE();
     t->inflight = 0;
+}
+
+/* The next version of address a's slot (format.h, pst_vslot). Plain loads
+ * and stores, no atomic read-modify-write: a program hands an address to
+ * another thread only through the allocator's or its own synchronisation,
+ * which orders our two accesses of its slot as well. Only colliding
+ * addresses of two threads can race for a counter; the reader takes the
+ * duplicate version that gives. */
+static inline uint16_t ps_vbump(uint64_t a)
+{
+    uint16_t *c = &ps_g.vtab[pst_vslot(a)];
+    uint16_t v = pst_vnext(__atomic_load_n(c, __ATOMIC_RELAXED));
+    __atomic_store_n(c, v, __ATOMIC_RELAXED);
+    return v;
+}
+
+/* A VER record for a before the event that touches it, when versions are on. */
+static inline uint8_t *ps_ver(uint8_t *p, uint64_t a)
+{
+    return PS_LIKELY(!ps_g.multi) || !a ? p : pst_put_ver(p, ps_vbump(a));
 }
 
 /* ---- stacks.c ---- */
