@@ -2,8 +2,12 @@
  *
  * Chrome: written while scanning, through the scan hook, so memory stays
  * bounded; times are microseconds with three decimals (ns precision).
+ * Large allocations (64 KiB and more) are kept during the scan and written
+ * after it as instant events named by their site, with the displayed stack
+ * in args (demangled, inline chains expanded).
  * Folded: after the scan, from the per-stack-id site table of the heap
- * accumulator (calls and bytes per stack), each stack symbolized once.
+ * accumulator (calls and bytes per stack), each stack symbolized once and
+ * the lines that read the same summed.
  */
 #include "export.h"
 
@@ -13,9 +17,11 @@
 #include <string.h>
 
 #include "json.h"
+#include "outfile.h"
 #include "poolscope/error.h"
 #include "report.h"
 #include "scan.h"
+#include "sites.h"
 #include "symbolize.h"
 
 typedef struct track {
@@ -24,6 +30,15 @@ typedef struct track {
     int emitted, pending;
 } track_t;
 
+/* A large allocation, written after the scan as an instant event named
+ * by its site (the symbolizer needs every module the trace maps). */
+typedef struct big {
+    uint64_t ts, bytes;
+    uint32_t tid, stack;
+} big_t;
+#define CHROME_BIG_BYTES (64u << 10)   /* allocations this large or larger become instants */
+#define CHROME_BIG_MAX   100000u       /* at most this many */
+
 typedef struct chrome {
     FILE *out;
     uint64_t pid;
@@ -31,7 +46,73 @@ typedef struct chrome {
     track_t *tracks;
     size_t n_tracks;
     int threads_named[1];
+    big_t *big;
+    size_t n_big, cap_big;
 } chrome_t;
+
+static uint64_t alloc_bytes(const pst_event_t *ev)
+{
+    switch (ev->type) {
+    case PST_EV_MALLOC: case PST_EV_VALLOC: case PST_EV_PVALLOC: return ev->f[1];
+    case PST_EV_CALLOC: return ev->f[1] * ev->f[2];
+    case PST_EV_REALLOC: return ev->f[2];
+    case PST_EV_REALLOCARRAY: return ev->f[2] * ev->f[3];
+    case PST_EV_POSIX_MEMALIGN: case PST_EV_ALIGNED_ALLOC: case PST_EV_MEMALIGN: return ev->f[2];
+    default: return 0;
+    }
+}
+
+static void ev_sep(chrome_t *c);
+
+static void big_note(chrome_t *c, const pst_event_t *ev)
+{
+    uint64_t b = alloc_bytes(ev);
+    if (b < CHROME_BIG_BYTES || c->n_big >= CHROME_BIG_MAX) return;
+    if (c->n_big == c->cap_big) {
+        size_t n = c->cap_big ? c->cap_big * 2 : 256;
+        big_t *a = realloc(c->big, n * sizeof *a);
+        if (!a) return;
+        c->big = a; c->cap_big = n;
+    }
+    c->big[c->n_big++] = (big_t){ ev->ts, b, ev->tid, ev->stack };
+}
+
+/* The large allocations: "malloc 4.00 MiB" instants on their thread, args
+ * the site as report names it and the displayed stack, innermost first. */
+static void big_write(chrome_t *c, const az_scan_t *s, const az_export_opts_t *eo)
+{
+    if (!c->n_big) return;
+    size_t nm = 0;
+    const pst_module_t *mods = pst_modules(s->r, &nm);
+    az_sym_t *sym = az_sym_create(mods, nm);
+    az_sv_t *v = sym ? az_sv_create(s, sym, eo ? &eo->sites : NULL) : NULL;
+    static az_frame_t fr[256];
+    for (size_t i = 0; i < c->n_big && v; i++) {
+        const big_t *b = &c->big[i];
+        char name[64], sz[32], f[1400];
+        snprintf(name, sizeof name, "alloc %s", psc_fmt_bytes(b->bytes, sz, sizeof sz));
+        ev_sep(c);
+        fputs("{\"name\":", c->out);
+        az_json_write_string(c->out, name);
+        fprintf(c->out, ",\"cat\":\"alloc\",\"ph\":\"i\",\"s\":\"t\",\"ts\":%" PRIu64 ".%03" PRIu64
+                ",\"pid\":%" PRIu64 ",\"tid\":%u,\"args\":{\"bytes\":%" PRIu64 ",\"site\":",
+                b->ts / 1000, b->ts % 1000, c->pid, b->tid, b->bytes);
+        const char *via = NULL, *lab = az_sv_label(v, b->stack, &via);
+        if (via) { snprintf(f, sizeof f, "%s via %s", lab, via); az_json_write_string(c->out, f); }
+        else az_json_write_string(c->out, lab);
+        fputs(",\"stack\":[", c->out);
+        size_t n = az_sv_frames(v, b->stack, fr, sizeof fr / sizeof fr[0]);
+        for (size_t k = 0; k < n; k++) {
+            az_sym_format(&fr[k], fr[k].pc, f, sizeof f);
+            if (fr[k].inlined) strncat(f, " [inlined]", sizeof f - strlen(f) - 1);
+            if (k) fputc(',', c->out);
+            az_json_write_string(c->out, f);
+        }
+        fputs("]}}", c->out);
+    }
+    az_sv_destroy(v);
+    az_sym_destroy(sym);
+}
 
 static void ev_sep(chrome_t *c)
 {
@@ -81,11 +162,13 @@ static void chrome_hook(void *ctx, const pst_event_t *ev, const az_scan_t *s)
 {
     chrome_t *c = ctx;
     uint64_t ts = ev->ts;
+    c->pid = s->hdr->pid;
     switch (ev->type) {
     case PST_EV_MALLOC: case PST_EV_CALLOC: case PST_EV_REALLOC: case PST_EV_REALLOCARRAY:
     case PST_EV_FREE: case PST_EV_POSIX_MEMALIGN: case PST_EV_ALIGNED_ALLOC: case PST_EV_MEMALIGN:
     case PST_EV_VALLOC: case PST_EV_PVALLOC:
         counter(c, "heap live bytes", ts, az_state(s->heap)->live_bytes);
+        big_note(c, ev);
         break;
     case PST_EV_MMAP: case PST_EV_MUNMAP: case PST_EV_MREMAP:
         counter(c, "mmap anonymous bytes", ts, s->mmap_anon);
@@ -144,50 +227,96 @@ static void chrome_hook(void *ctx, const pst_event_t *ev, const az_scan_t *s)
     }
 }
 
-/* "outer;...;inner" for a stack, allocator frames at the inner end dropped. */
-static void folded_stack(const az_scan_t *s, az_sym_t *sym, uint32_t id, FILE *out)
+/* "outer;...;inner" for a stack into buf: the displayed frames (inline
+ * chains expanded, inlined frames marked "_[i]" as flamegraph.pl's
+ * --inline does), the skipped wrappers at the inner end dropped as the
+ * report's label drops them; lines: "fn (file:line)". */
+static void folded_stack(az_sv_t *v, uint32_t id, int lines, char *buf, size_t len)
 {
-    uint32_t depth = 0;
-    const uint64_t *fr = id ? pst_stack(s->r, id, &depth) : NULL;
-    if (!fr || !depth) { fputs("[no stack]", out); return; }
-    uint32_t inner = 0;
-    az_frame_t f;
-    while (inner < depth) {
-        az_sym_lookup(sym, fr[inner], inner > 0, &f);
-        if (!az_sym_is_allocator(&f)) break;
-        inner++;
-    }
-    if (inner == depth) inner = 0;
-    for (uint32_t k = depth; k-- > inner;) {
-        char b[600];
-        az_sym_lookup(sym, fr[k], k > 0, &f);
-        if (f.function) snprintf(b, sizeof b, "%s", f.function);
-        else az_sym_format(&f, fr[k], b, sizeof b);
+    static az_frame_t fr[4096];
+    size_t n = id ? az_sv_frames(v, id, fr, sizeof fr / sizeof fr[0]) : 0;
+    if (!n) { snprintf(buf, len, "%s", id ? "[unknown]" : "[no stack]"); return; }
+    size_t inner = 0;
+    while (inner < n && az_sv_skipped(v, &fr[inner])) inner++;
+    if (inner == n) inner = 0;
+    size_t o = 0;
+    buf[0] = 0;
+    for (size_t k = n; k-- > inner && o + 1 < len;) {
+        char b[1400];
+        const az_frame_t *f = &fr[k];
+        if (f->function && !lines) snprintf(b, sizeof b, "%s", f->function);
+        else az_sym_format(f, f->pc, b, sizeof b);
+        if (f->inlined) strncat(b, "_[i]", sizeof b - strlen(b) - 1);
         for (char *p = b; *p; p++) if (*p == ';' || *p == '\n') *p = ':';
         /* folded format: spaces are fine inside a frame, the weight follows the last space */
-        fputs(b, out);
-        if (k > inner) fputc(';', out);
+        int w = snprintf(buf + o, len - o, "%s%s", b, k > inner ? ";" : "");
+        if (w > 0) o += (size_t)w;
+        if (o >= len) o = len - 1;
     }
+}
+
+typedef struct fline { char *text; uint64_t w; } fline_t;
+
+static int by_text(const void *a, const void *b)
+{
+    return strcmp(((const fline_t *)a)->text, ((const fline_t *)b)->text);
+}
+
+/* The folded lines: one per distinct displayed stack (stack ids that read
+ * the same are summed), in text order. */
+static int folded_write(const az_scan_t *s, az_sym_t *sym, const az_export_opts_t *eo, int weight, FILE *out)
+{
+    size_t n = 0;
+    const az_site_t *sites = az_sites(s->heap, &n);
+    az_sv_t *v = az_sv_create(s, sym, eo ? &eo->sites : NULL);
+    fline_t *l = calloc(n ? n : 1, sizeof *l);
+    char *buf = malloc(65536);
+    if (!v || !l || !buf) { az_sv_destroy(v); free(l); free(buf); return PSC_ENOMEM; }
+    size_t k = 0;
+    int rc = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t w = weight == AZ_WEIGHT_CALLS ? sites[i].calls : sites[i].bytes;
+        if (!w) continue;
+        folded_stack(v, sites[i].stack, eo && eo->lines, buf, 65536);
+        if (!(l[k].text = strdup(buf))) { rc = PSC_ENOMEM; break; }
+        l[k++].w = w;
+    }
+    qsort(l, k, sizeof *l, by_text);
+    for (size_t i = 0; i < k && !rc; i++) {
+        uint64_t w = l[i].w;
+        while (i + 1 < k && !strcmp(l[i].text, l[i + 1].text)) w += l[++i].w;
+        fprintf(out, "%s %" PRIu64 "\n", l[i].text, w);
+    }
+    for (size_t i = 0; i < k; i++) free(l[i].text);
+    free(l);
+    free(buf);
+    az_sv_destroy(v);
+    return rc;
 }
 
 int az_export(const char *trace, int format, int weight, const char *out_path, int *warning,
               char *msg, size_t msglen)
 {
+    return az_export_ex(trace, format, weight, NULL, out_path, warning, msg, msglen);
+}
+
+int az_export_ex(const char *trace, int format, int weight, const az_export_opts_t *eo,
+                 const char *out_path, int *warning, char *msg, size_t msglen)
+{
     *warning = 0;
-    int err = 0;
-    pst_reader_t *probe = pst_open(trace, &err);
-    if (!probe) {
-        snprintf(msg, msglen, "%s", err == PSC_ECORRUPT ? "not a poolscope trace (bad header)" : psc_strerror(err));
-        return err;
-    }
-    uint64_t pid = pst_header(probe)->pid;
-    pst_close(probe);
-    FILE *out = fopen(out_path, "w");
-    if (!out) { snprintf(msg, msglen, "cannot write %s", out_path); return PSC_EIO; }
+    /* Written to a temporary file renamed into place on success (a device
+     * or FIFO in place), refused when it is the trace (common/outfile.h);
+     * the trace is read once, so a pipe works: the pid comes from the
+     * header the scan has read by the first event. */
+    psc_out_t *o;
+    const char *inputs[1] = { trace };
+    int rc = psc_out_open(out_path, inputs, 1, PSC_OUT_SPECIAL, &o, msg, msglen);
+    if (rc) return rc;
+    FILE *out = psc_out_stream(o);
+    if (!out) { psc_out_abort(o); snprintf(msg, msglen, "cannot write %s", out_path); return PSC_EIO; }
     az_scan_t *s = NULL;
-    int rc;
     if (format == AZ_EXPORT_CHROME) {
-        chrome_t c = { .out = out, .pid = pid, .first = 1 };
+        chrome_t c = { .out = out, .first = 1 };
         fputs("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[", out);
         az_scan_opts_t so = { .hook = chrome_hook, .hook_ctx = &c };
         rc = az_scan_file(trace, &so, &s, msg, msglen);
@@ -198,26 +327,23 @@ int az_export(const char *trace, int format, int weight, const char *out_path, i
                 uint64_t v = t->pending ? t->pending_v : t->last_v;
                 counter_write(&c, t, s->t_last > t->last_ts ? s->t_last : t->last_ts, v);
             }
+            big_write(&c, s, eo);
             ev_sep(&c);
-            fprintf(out, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%" PRIu64 ",\"args\":{\"name\":", pid);
+            fprintf(out, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%" PRIu64 ",\"args\":{\"name\":", s->hdr->pid);
             az_json_write_string(out, s->hdr->exe && s->hdr->exe[0] ? s->hdr->exe : "traced program");
             fputs("}}", out);
         }
         fputs("\n]}\n", out);
         free(c.tracks);
+        free(c.big);
     } else {
         rc = az_scan_file(trace, NULL, &s, msg, msglen);
         if (!rc) {
-            size_t nm = 0, n = 0;
+            size_t nm = 0;
             const pst_module_t *mods = pst_modules(s->r, &nm);
             az_sym_t *sym = az_sym_create(mods, nm);
-            const az_site_t *sites = az_sites(s->heap, &n);
-            for (size_t i = 0; i < n && sym; i++) {
-                uint64_t w = weight == AZ_WEIGHT_CALLS ? sites[i].calls : sites[i].bytes;
-                if (!w) continue;
-                folded_stack(s, sym, sites[i].stack, out);
-                fprintf(out, " %" PRIu64 "\n", w);
-            }
+            if (!sym || (rc = folded_write(s, sym, eo, weight, out)))
+                snprintf(msg, msglen, "%s", psc_strerror(rc = PSC_ENOMEM));
             az_sym_destroy(sym);
         }
     }
@@ -226,6 +352,7 @@ int az_export(const char *trace, int format, int weight, const char *out_path, i
         *warning = az_scan_warning(s, wb, sizeof wb) != NULL;
     }
     az_scan_free(s);
-    if (fclose(out) && !rc) { snprintf(msg, msglen, "write failed: %s", out_path); rc = PSC_EIO; }
+    if (rc) psc_out_abort(o);
+    else rc = psc_out_commit(o, msg, msglen);
     return rc;
 }

@@ -7,9 +7,13 @@
  *         id, since scopes of one name overlap under batching) for scopes;
  *         thread names as metadata. Counters are written at most once per
  *         microsecond of trace time per track (the format's unit), plus
- *         their final value, so the file stays proportional to activity.
- * folded  one line per call stack: "outer;...;inner WEIGHT", frames
- *         symbolized with libdw, allocator frames dropped, weight the
+ *         their final value, so the file stays proportional to activity;
+ *         allocations of 64 KiB or more as instants ("alloc 4.00 MiB", at
+ *         most 100,000) whose args name the site and the displayed stack.
+ * folded  one line per displayed stack: "outer;...;inner WEIGHT", frames
+ *         symbolized with libdw and demangled, inlined ones marked "_[i]",
+ *         the wrapper frames report skips dropped at the inner end (stacks
+ *         that then read the same are one line), weight the
  *         bytes requested or the number of allocations (flamegraph.pl,
  *         speedscope, inferno).
  */
@@ -18,6 +22,8 @@
 
 #include <stddef.h>
 
+#include "sites.h"
+
 enum { AZ_EXPORT_CHROME, AZ_EXPORT_FOLDED };
 enum { AZ_WEIGHT_BYTES, AZ_WEIGHT_CALLS };
 
@@ -25,5 +31,13 @@ enum { AZ_WEIGHT_BYTES, AZ_WEIGHT_CALLS };
  * trace exported up to the damage. */
 int az_export(const char *trace, int format, int weight, const char *out_path, int *warning,
               char *msg, size_t msglen);
+
+/* The same with options (NULL: the defaults). */
+typedef struct az_export_opts {
+    az_sv_opts_t sites;          /* wrapper skipping: the folded leaf, chrome's site names */
+    int lines;                   /* folded: frames as "fn (file:line)" */
+} az_export_opts_t;
+int az_export_ex(const char *trace, int format, int weight, const az_export_opts_t *eo,
+                 const char *out_path, int *warning, char *msg, size_t msglen);
 
 #endif

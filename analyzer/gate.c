@@ -7,19 +7,82 @@
 #include "gate.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "poolscope/error.h"
 #include "report.h"
 #include "scan.h"
 #include "units.h"
 
+/* All of f into a malloc'ed buffer (a pipe); NULL on failure. */
+static char *slurp(FILE *f, size_t *len)
+{
+    size_t cap = 1 << 16, n = 0;
+    char *b = malloc(cap);
+    while (b) {
+        size_t k = fread(b + n, 1, cap - n, f);
+        n += k;
+        if (k == 0) break;
+        if (n == cap) {
+            char *nb = cap > SIZE_MAX / 2 ? NULL : realloc(b, cap * 2);
+            if (!nb) { free(b); return NULL; }
+            b = nb;
+            cap *= 2;
+        }
+    }
+    if (b && ferror(f)) { free(b); return NULL; }
+    *len = n;
+    return b;
+}
+
+/* The report JSON of a scanned trace, as a parsed document. */
+static az_jdoc_t *scan_doc(az_scan_t *s, int *err, char *msg, size_t msglen)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&buf, &len);
+    if (!m) { *err = PSC_ENOMEM; snprintf(msg, msglen, "out of memory"); return NULL; }
+    az_report_opts_t o = { .top = 1000000 };
+    az_report_json(s, &o, m);
+    fclose(m);
+    char eb[200];
+    az_jdoc_t *d = az_json_parse(buf, len, err, eb, sizeof eb);
+    if (!d) snprintf(msg, msglen, "internal: report JSON does not parse: %s", eb);
+    free(buf);
+    return d;
+}
+
 az_jdoc_t *az_metrics_doc(const char *path, int *err, char *msg, size_t msglen)
 {
     FILE *f = fopen(path, "rb");
     if (!f) { *err = PSC_EIO; snprintf(msg, msglen, "cannot open: %s", strerror(errno)); return NULL; }
+    struct stat st;
+    if (fstat(fileno(f), &st) == 0 && !S_ISREG(st.st_mode)) {
+        /* a pipe can be read once: take it all, then look at it */
+        size_t len = 0;
+        char *b = slurp(f, &len);
+        fclose(f);
+        if (!b) { *err = PSC_EIO; snprintf(msg, msglen, "read failed"); return NULL; }
+        size_t i = 0;
+        while (i < len && (b[i] == ' ' || b[i] == '\n' || b[i] == '\t' || b[i] == '\r')) i++;
+        az_jdoc_t *d = NULL;
+        if (i < len && b[i] == '{') {
+            char eb[200];
+            d = az_json_parse(b, len, err, eb, sizeof eb);
+            if (!d) snprintf(msg, msglen, "not valid JSON: %s", eb);
+        } else {
+            az_scan_t *s;
+            int rc = az_scan_mem(b, len, path, NULL, &s, msg, msglen);
+            if (rc) *err = rc;
+            else { d = scan_doc(s, err, msg, msglen); az_scan_free(s); }
+        }
+        free(b);
+        return d;
+    }
     int c;
     while ((c = fgetc(f)) == ' ' || c == '\n' || c == '\t' || c == '\r') {}
     fclose(f);
@@ -32,18 +95,8 @@ az_jdoc_t *az_metrics_doc(const char *path, int *err, char *msg, size_t msglen)
     az_scan_t *s;
     int rc = az_scan_file(path, NULL, &s, msg, msglen);
     if (rc) { *err = rc; return NULL; }
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *m = open_memstream(&buf, &len);
-    if (!m) { az_scan_free(s); *err = PSC_ENOMEM; snprintf(msg, msglen, "out of memory"); return NULL; }
-    az_report_opts_t o = { .top = 1000000 };
-    az_report_json(s, &o, m);
-    fclose(m);
+    az_jdoc_t *d = scan_doc(s, err, msg, msglen);
     az_scan_free(s);
-    char eb[200];
-    az_jdoc_t *d = az_json_parse(buf, len, err, eb, sizeof eb);
-    if (!d) snprintf(msg, msglen, "internal: report JSON does not parse: %s", eb);
-    free(buf);
     return d;
 }
 
@@ -52,7 +105,8 @@ int az_gate_higher_is_better(const char *path)
     const char *last = strrchr(path, '.');
     last = last ? last + 1 : path;
     return !strcmp(last, "hit_rate") || !strcmp(last, "same_address_reuse") ||
-           !strcmp(last, "kv_utilization") || !strcmp(last, "kv_utilization_at_peak");
+           !strcmp(last, "kv_utilization") || !strcmp(last, "kv_utilization_at_peak") ||
+           !strcmp(last, "kv_utilization_per_step");
 }
 
 int az_gate_rule_parse(int kind, const char *arg, az_gate_rule_t *rule, char *msg, size_t msglen)
@@ -106,10 +160,59 @@ static void collect(const az_jv_t *v, const char *prefix, leaves_t *out)
     }
 }
 
-static const az_jv_t *num_at(const az_jv_t *doc, const char *path)
+/* What stands at a metric's path. */
+enum { V_MISSING, V_NULL, V_NOT_NUMBER, V_NOT_FINITE, V_NUM };
+
+static int value_at(const az_jv_t *doc, const char *path, double *out)
 {
-    const az_jv_t *v = az_json_path(doc, path);
-    return v && (v->type == AZ_JV_NUM || v->type == AZ_JV_BOOL) ? v : NULL;
+    const az_jv_t *v = doc ? az_json_path(doc, path) : NULL;
+    if (!v) return V_MISSING;
+    if (v->type == AZ_JV_NULL) return V_NULL;
+    if (v->type != AZ_JV_NUM && v->type != AZ_JV_BOOL) return V_NOT_NUMBER;
+    if (!isfinite(v->num)) return V_NOT_FINITE;
+    *out = v->num;
+    return V_NUM;
+}
+
+/* The message for a metric that cannot be compared; `where` names the
+ * document ("the trace's report", "the baseline BASE"). */
+static void bad_value(int kind, const char *metric, const char *where, char *msg, size_t msglen)
+{
+    if (kind == V_MISSING)
+        snprintf(msg, msglen, "no metric '%s' in %s (see report --json for names)", metric, where);
+    else if (kind == V_NULL)
+        snprintf(msg, msglen, "metric '%s' does not apply to %s (null)", metric, where);
+    else if (kind == V_NOT_NUMBER)
+        snprintf(msg, msglen, "metric '%s' in %s is not a number", metric, where);
+    else
+        snprintf(msg, msglen, "metric '%s' in %s is not a finite number", metric, where);
+}
+
+int az_doc_incomplete(const az_jv_t *doc, char *why, size_t len)
+{
+    const az_jv_t *k = az_json_get(doc, "killed"), *c = az_json_get(doc, "complete"),
+                  *e = az_json_get(doc, "events_total");
+    if (k && k->type == AZ_JV_BOOL && k->num)
+        snprintf(why, len, "the traced process was killed (SIGKILL or out of memory): its figures stop early");
+    else if (c && c->type == AZ_JV_BOOL && !c->num)
+        snprintf(why, len, "the trace is incomplete (cut short, no END record, or a corrupt chunk)");
+    else if (e && e->type == AZ_JV_NUM && e->num == 0)
+        snprintf(why, len, "the trace has no events");
+    else
+        return 0;
+    return 1;
+}
+
+int az_doc_other_program(const az_jv_t *cur, const az_jv_t *base, char *msg, size_t msglen)
+{
+    const az_jv_t *a = az_json_get(cur, "program"), *b = az_json_get(base, "program");
+    if (!a || !b || a->type != AZ_JV_STR || b->type != AZ_JV_STR) return 0;   /* unknown: cannot tell */
+    const char *sa = strrchr(a->str, '/'), *sb = strrchr(b->str, '/');
+    sa = sa ? sa + 1 : a->str;
+    sb = sb ? sb + 1 : b->str;
+    if (!strcmp(sa, sb)) return 0;             /* same program, perhaps another build directory */
+    snprintf(msg, msglen, "the baseline was recorded from %s, the trace from %s", b->str, a->str);
+    return 1;
 }
 
 static int is_bytes(const char *path)
@@ -124,22 +227,39 @@ static void fmt_val(const char *path, double v, char *buf, size_t len)
     else snprintf(buf, len, "%.4g", v);
 }
 
+/* The default checks: figures a deterministic workload reproduces exactly.
+ * Time-weighted ones (kv.kv_utilization, internal_frag_avg) stay in the
+ * report as information; kv.kv_utilization_per_step is their gate. */
 static const char *const headline[] = {
     "peak_live_bytes", "total_allocated_bytes", "leaked_bytes", "lost_events",
     "pool.hit_rate", "pool.peak_cached_bytes", "pool.peak_outstanding_bytes", "pool.backing_allocs",
-    "reuse.same_address_reuse", "kv.kv_utilization", "allocs_per_decode_step",
+    "reuse.same_address_reuse", "kv.kv_utilization_per_step", "allocs_per_decode_step",
+    "heap_calls_per_decode_step",
 };
 
 int az_gate_check(const az_jv_t *cur, const az_jv_t *base, const az_gate_rule_t *rules,
                   size_t n_rules, double default_tol, FILE *out, char *msg, size_t msglen)
 {
+    return az_gate_check_named(cur, base, NULL, rules, n_rules, default_tol, out, msg, msglen);
+}
+
+int az_gate_check_named(const az_jv_t *cur, const az_jv_t *base, const char *base_name,
+                        const az_gate_rule_t *rules, size_t n_rules, double default_tol,
+                        FILE *out, char *msg, size_t msglen)
+{
+    char bwhere[300];
+    snprintf(bwhere, sizeof bwhere, "the baseline%s%s", base_name ? " " : "", base_name ? base_name : "");
+    const char *cwhere = "the trace's report";
     az_gate_rule_t *dflt = NULL;
+    double x;
     if (!n_rules) {
         size_t n = sizeof headline / sizeof headline[0], k = 0;
         dflt = calloc(n, sizeof *dflt);
         if (!dflt) { snprintf(msg, msglen, "out of memory"); return 2; }
+        /* a headline metric that neither side has (an older report) is not
+         * checked; one side only is bad input, named below */
         for (size_t i = 0; i < n; i++)
-            if (base && num_at(base, headline[i]) && num_at(cur, headline[i])) {
+            if (base && (value_at(base, headline[i], &x) != V_MISSING || value_at(cur, headline[i], &x) != V_MISSING)) {
                 dflt[k].kind = AZ_RULE_TOL;
                 snprintf(dflt[k].metric, sizeof dflt[k].metric, "%s", headline[i]);
                 dflt[k].value = default_tol;
@@ -151,37 +271,39 @@ int az_gate_check(const az_jv_t *cur, const az_jv_t *base, const az_gate_rule_t 
     int failed = 0;
     for (size_t i = 0; i < n_rules; i++) {
         const az_gate_rule_t *r = &rules[i];
-        const az_jv_t *c = num_at(cur, r->metric);
-        if (!c) {
-            snprintf(msg, msglen, "no metric '%s' in the trace's report (see report --json for names)", r->metric);
+        double cv = 0, bv = 0;
+        int ck = value_at(cur, r->metric, &cv);
+        int bk = r->kind == AZ_RULE_TOL ? value_at(base, r->metric, &bv) : V_NUM;
+        if (r->kind == AZ_RULE_TOL && ck == V_NULL && bk == V_NULL) {
+            /* does not apply to either run (no KV cache, no decode step) */
+            fprintf(out, "%-9s %s: does not apply (null in both)\n", "n/a", r->metric);
+            continue;
+        }
+        if (ck != V_NUM || bk != V_NUM) {
+            if (ck != V_NUM) bad_value(ck, r->metric, cwhere, msg, msglen);
+            else bad_value(bk, r->metric, bwhere, msg, msglen);
             free(dflt);
             return 2;
         }
         char cb[64], bb[64], lb[64];
-        fmt_val(r->metric, c->num, cb, sizeof cb);
+        fmt_val(r->metric, cv, cb, sizeof cb);
         if (r->kind == AZ_RULE_MAX || r->kind == AZ_RULE_MIN) {
-            int bad = r->kind == AZ_RULE_MAX ? c->num > r->value : c->num < r->value;
+            int bad = r->kind == AZ_RULE_MAX ? cv > r->value : cv < r->value;
             fmt_val(r->metric, r->value, lb, sizeof lb);
             fprintf(out, "%-9s %s = %s (limit %s %s)\n", bad ? "REGRESSED" : "ok", r->metric, cb,
                     r->kind == AZ_RULE_MAX ? "<=" : ">=", lb);
             failed |= bad;
             continue;
         }
-        const az_jv_t *b = base ? num_at(base, r->metric) : NULL;
-        if (!b) {
-            snprintf(msg, msglen, "no metric '%s' in the baseline", r->metric);
-            free(dflt);
-            return 2;
-        }
-        fmt_val(r->metric, b->num, bb, sizeof bb);
+        fmt_val(r->metric, bv, bb, sizeof bb);
         int higher = az_gate_higher_is_better(r->metric);
-        double worse = higher ? b->num - c->num : c->num - b->num;   /* > 0: worse */
-        double allowed = b->num != 0 ? fabs(b->num) * r->value / 100.0 : r->value;
+        double worse = higher ? bv - cv : cv - bv;   /* > 0: worse */
+        double allowed = bv != 0 ? fabs(bv) * r->value / 100.0 : r->value;
         int bad = worse > allowed * (1 + 1e-12);
         char delta[64];
-        if (b->num != 0) snprintf(delta, sizeof delta, "%+.2f%%", 100.0 * (c->num - b->num) / fabs(b->num));
+        if (bv != 0) snprintf(delta, sizeof delta, "%+.2f%%", 100.0 * (cv - bv) / fabs(bv));
         else snprintf(delta, sizeof delta, "baseline 0, absolute");
-        if (b->num != 0) snprintf(lb, sizeof lb, "%g%%", r->value);
+        if (bv != 0) snprintf(lb, sizeof lb, "%g%%", r->value);
         else fmt_val(r->metric, r->value, lb, sizeof lb);
         fprintf(out, "%-9s %s: %s -> %s (%s; %s allowed, %s is better)\n", bad ? "REGRESSED" : "ok",
                 r->metric, bb, cb, delta, lb, higher ? "higher" : "lower");
@@ -191,12 +313,30 @@ int az_gate_check(const az_jv_t *cur, const az_jv_t *base, const az_gate_rule_t 
     return failed ? 1 : 0;
 }
 
-size_t az_diff_docs(const az_jv_t *a, const az_jv_t *b, int json, FILE *out)
+int az_diff_is_timing(const char *path)
 {
+    static const char *const top[] = {     /* the whole run's timer-driven facts */
+        "duration_ns", "time_resolution_ns", "tracer_bytes", "events", "events_total", "peak_rss_bytes",
+    };
+    static const char *const any[] = { "kv_utilization", "kv_waste_ratio", "internal_frag_avg" };
+    const char *last = strrchr(path, '.');
+    for (size_t i = 0; !last && i < sizeof top / sizeof top[0]; i++)
+        if (!strcmp(path, top[i])) return 1;
+    last = last ? last + 1 : path;
+    for (size_t i = 0; i < sizeof any / sizeof any[0]; i++)
+        if (!strcmp(last, any[i])) return 1;
+    size_t n = strlen(last);
+    return (n >= 7 && !strcmp(last + n - 7, "time_ns")) || (n >= 5 && !strcmp(last + n - 5, "_t_ns"));
+}
+
+size_t az_diff_docs(const az_jv_t *a, const az_jv_t *b, int flags, FILE *out)
+{
+    int json = (flags & AZ_DIFF_JSON) != 0;
     leaves_t la = { 0 }, lb = { 0 };
     collect(a, "", &la);
     collect(b, "", &lb);
     size_t ndiff = 0;
+    int header = 0;
     az_json_t j;
     if (json) {
         az_json_init(&j, out, 1);
@@ -208,20 +348,22 @@ size_t az_diff_docs(const az_jv_t *a, const az_jv_t *b, int json, FILE *out)
         leaves_t *x = pass ? &lb : &la, *y = pass ? &la : &lb;
         for (size_t i = 0; i < x->n; i++) {
             const char *p = x->a[i].path;
-            if (!strcmp(p, "duration_ns") || !strcmp(p, "peak_live_t_ns") || !strcmp(p, "events_total"))
-                continue;                        /* timing and file facts, not behaviour */
+            /* timing (times, time-weighted means, timer-driven samples): shown,
+             * a difference only when asked (identical runs differ in these) */
+            int timing = az_diff_is_timing(p);
             const leaf_t *o = NULL;
             for (size_t k = 0; k < y->n; k++) if (!strcmp(y->a[k].path, p)) { o = &y->a[k]; break; }
             if (pass && o) continue;
             double va = pass ? NAN : x->a[i].v, vb = pass ? x->a[i].v : (o ? o->v : NAN);
             if (o && va == vb) continue;
-            ndiff++;
+            if (!timing || (flags & AZ_DIFF_TIMING)) ndiff++;
             char sa[64], sb[64];
             if (!isnan(va)) fmt_val(p, va, sa, sizeof sa); else snprintf(sa, sizeof sa, "-");
             if (!isnan(vb)) fmt_val(p, vb, sb, sizeof sb); else snprintf(sb, sizeof sb, "-");
             int higher = az_gate_higher_is_better(p);
             const char *verdict = isnan(va) ? "added" : isnan(vb) ? "removed" :
                                   (higher ? vb > va : vb < va) ? "better" : "worse";
+            if (timing && !(flags & AZ_DIFF_TIMING) && !isnan(va) && !isnan(vb)) verdict = "timing";
             if (json) {
                 az_json_begin(&j, NULL, '{');
                 az_json_str(&j, "metric", p);
@@ -229,11 +371,12 @@ size_t az_diff_docs(const az_jv_t *a, const az_jv_t *b, int json, FILE *out)
                 if (isnan(vb)) az_json_null(&j, "b"); else az_json_f64(&j, "b", vb);
                 if (!isnan(va) && !isnan(vb)) az_json_f64(&j, "delta", vb - va);
                 az_json_str(&j, "verdict", verdict);
+                az_json_bool(&j, "timing", timing);
                 az_json_end(&j);
             } else {
                 char pc[32] = "";
                 if (!isnan(va) && !isnan(vb) && va != 0) snprintf(pc, sizeof pc, "%+.1f%%", 100 * (vb - va) / fabs(va));
-                if (ndiff == 1) fprintf(out, "  %-40s %14s    %-14s %9s\n", "metric", "A", "B", "change");
+                if (!header++) fprintf(out, "  %-40s %14s    %-14s %9s\n", "metric", "A", "B", "change");
                 fprintf(out, "  %-40s %14s -> %-14s %9s  %s\n", p, sa, sb, pc, verdict);
             }
         }

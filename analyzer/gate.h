@@ -45,14 +45,38 @@ int az_gate_rule_parse(int kind, const char *arg, az_gate_rule_t *rule, char *ms
 
 /* Check rules against the current document and (for TOL) the baseline.
  * Writes one line per rule to `out` (passes as "ok", failures as
- * "REGRESSED ..."). Returns 0 all hold, 1 a regression, 2 bad input (a
- * metric missing; the message in msg). With no rules, the headline metrics
- * present in the baseline are checked with `default_tol` percent. */
+ * "REGRESSED ...", a --tol metric null on both sides as "n/a"). Returns 0
+ * all hold, 1 a regression, 2 bad input with the message in msg: a metric
+ * missing, null on one side (or under --max/--min), not a number, or not
+ * finite (1e999), named with the document (base_name: the baseline's file,
+ * may be NULL). With no rules, the headline metrics — the deterministic
+ * ones: no time-weighted mean — in either document are checked with
+ * `default_tol` percent. */
 int az_gate_check(const az_jv_t *cur, const az_jv_t *base, const az_gate_rule_t *rules,
                   size_t n_rules, double default_tol, FILE *out, char *msg, size_t msglen);
+int az_gate_check_named(const az_jv_t *cur, const az_jv_t *base, const char *base_name,
+                        const az_gate_rule_t *rules, size_t n_rules, double default_tol,
+                        FILE *out, char *msg, size_t msglen);
+
+/* 1 with a reason when a report document describes a trace whose figures
+ * cannot be trusted for a comparison: the process was killed, the trace is
+ * incomplete (cut short, no END, a corrupt chunk) or has no events. */
+int az_doc_incomplete(const az_jv_t *doc, char *why, size_t len);
+/* 1 with a message when both documents name their program ("program",
+ * compared by file name) and the names differ. */
+int az_doc_other_program(const az_jv_t *cur, const az_jv_t *base, char *msg, size_t msglen);
+
+/* 1 for a metric that measures timing rather than behaviour: times
+ * (*time_ns, *_t_ns, duration_ns), time-weighted means (kv_utilization,
+ * kv_waste_ratio, internal_frag_avg), and the timer-driven counts (events,
+ * events_total, peak_rss_bytes, tracer_bytes, time_resolution_ns). */
+int az_diff_is_timing(const char *path);
 
 /* Metric-by-metric differences of two report documents, written as text
- * (or JSON with json = 1). Returns the number of metrics that differ. */
-size_t az_diff_docs(const az_jv_t *a, const az_jv_t *b, int json, FILE *out);
+ * (or JSON with AZ_DIFF_JSON). Timing metrics that differ are shown (verdict
+ * "timing") but counted only with AZ_DIFF_TIMING. Returns the number of
+ * differences that count (metrics and allocation sites). */
+enum { AZ_DIFF_JSON = 1, AZ_DIFF_TIMING = 2 };
+size_t az_diff_docs(const az_jv_t *a, const az_jv_t *b, int flags, FILE *out);
 
 #endif

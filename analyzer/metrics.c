@@ -65,6 +65,7 @@ typedef struct phase {
     uint64_t open;          /* open instances (scopes) */
     int      point_open;    /* a point phase is running */
     uint64_t c0, b0, t0;    /* calls, bytes, time when it opened */
+    uint64_t a0;            /* allocation calls when it opened */
 } phase_t;
 
 #define EXACT_DIST 4096
@@ -121,7 +122,10 @@ struct az_metrics {
     phase_t *last_phase;
     phase_t *step;            /* the decode-step phase, once seen */
     uint64_t steady_calls, steady_steps, steady_c0;
+    uint64_t steady_allocs, steady_a0;   /* allocation calls, as steady_calls */
     int      steady_open;
+    double   kv_step_sum;     /* tokens / capacity at each decode step's start */
+    uint64_t kv_step_n;
 };
 
 /* The tree covers the words below the clock's word minus NEAR_WORDS. */
@@ -514,6 +518,12 @@ void az_calls(az_metrics_t *m, uint64_t n, uint64_t bytes)
     m->r.call_bytes += bytes;
 }
 
+void az_alloc_calls(az_metrics_t *m, uint64_t n)
+{
+    if (!m->counting) return;
+    m->r.alloc_calls += n;
+}
+
 void az_reserved(az_metrics_t *m, uint64_t t, uint64_t outstanding, uint64_t cached)
 {
     advance(m, t);
@@ -591,10 +601,10 @@ static phase_t *phase_get(az_metrics_t *m, const char *name)
 
 static void phase_open(az_metrics_t *m, phase_t *p)
 {
-    p->c0 = m->r.calls; p->b0 = m->r.call_bytes; p->t0 = m->st.t;
+    p->c0 = m->r.calls; p->b0 = m->r.call_bytes; p->t0 = m->st.t; p->a0 = m->r.alloc_calls;
     if (p == m->step) {
         m->steady_open = p->p.count > m->cfg.steady_after;   /* count already includes this step */
-        if (m->steady_open) { m->steady_c0 = m->r.calls; m->steady_steps++; }
+        if (m->steady_open) { m->steady_c0 = m->r.calls; m->steady_a0 = m->r.alloc_calls; m->steady_steps++; }
     }
 }
 
@@ -602,9 +612,11 @@ static void phase_close(az_metrics_t *m, phase_t *p)
 {
     p->p.heap_calls += m->r.calls - p->c0;
     p->p.heap_bytes += m->r.call_bytes - p->b0;
+    p->p.alloc_calls += m->r.alloc_calls - p->a0;
     p->p.time_ns += m->st.t - p->t0;
     if (p == m->step && m->steady_open) {
         m->steady_calls += m->r.calls - m->steady_c0;
+        m->steady_allocs += m->r.alloc_calls - m->steady_a0;
         m->steady_open = 0;
     }
 }
@@ -616,6 +628,12 @@ int az_mark(az_metrics_t *m, uint64_t t, int kind, const char *name, uint64_t in
     if (!name) return PSC_EINVAL;
     phase_t *p = phase_get(m, name);
     if (!p) return PSC_ENOMEM;
+    /* KV utilization as each decode step starts: the same steps give the
+     * same figure whatever their timing (a gate can hold it exactly) */
+    if (p == m->step && kind != AZ_MARK_END && m->counting && m->st.kv_capacity) {
+        m->kv_step_sum += (double)m->st.kv_tokens / (double)m->st.kv_capacity;
+        m->kv_step_n++;
+    }
     switch (kind) {
     case AZ_MARK_POINT:
         if (p->point_open) phase_close(m, p);
@@ -629,7 +647,7 @@ int az_mark(az_metrics_t *m, uint64_t t, int kind, const char *name, uint64_t in
             phase_open(m, p);
         } else if (p == m->step && p->p.count > m->cfg.steady_after) {
             /* overlapping steps: another steady step while the phase is open */
-            if (!m->steady_open) { m->steady_open = 1; m->steady_c0 = m->r.calls; }
+            if (!m->steady_open) { m->steady_open = 1; m->steady_c0 = m->r.calls; m->steady_a0 = m->r.alloc_calls; }
             m->steady_steps++;
         }
         break;
@@ -729,11 +747,18 @@ void az_result(const az_metrics_t *m, az_result_t *r)
     }
     if (m->step) {
         r->decode_steps = m->step->p.count;
-        if (m->steady_steps)
-            r->allocs_per_decode_step = (double)m->steady_calls / (double)m->steady_steps;
-        else if (m->step->p.count)   /* too few steps for a steady state: all of them */
-            r->allocs_per_decode_step = (double)m->step->p.heap_calls / (double)m->step->p.count;
+        if (m->steady_steps) {
+            r->allocs_per_decode_step = (double)m->steady_allocs / (double)m->steady_steps;
+            r->heap_calls_per_decode_step = (double)m->steady_calls / (double)m->steady_steps;
+            r->has_decode_steps = 1;
+        } else if (m->step->p.count) {   /* too few steps for a steady state: all of them */
+            r->allocs_per_decode_step = (double)m->step->p.alloc_calls / (double)m->step->p.count;
+            r->heap_calls_per_decode_step = (double)m->step->p.heap_calls / (double)m->step->p.count;
+            r->has_decode_steps = 1;
+        }
     }
+    r->kv_step_samples = m->kv_step_n;
+    r->kv_utilization_per_step = m->kv_step_n ? m->kv_step_sum / (double)m->kv_step_n : 0;
 }
 
 const az_site_t *az_sites(az_metrics_t *m, size_t *n)
@@ -779,6 +804,36 @@ void az_result_json(const az_result_t *r, az_json_t *j)
         az_json_u64(j, "peak_blocks_in_use", r->peak_kv_blocks);
         az_json_f64(j, "kv_utilization", r->kv_utilization);
         az_json_f64(j, "kv_waste_ratio", r->kv_waste_ratio);
+    }
+}
+
+void az_result_kv_json(const az_result_t *r, az_json_t *j)
+{
+    if (r->has_kv) {
+        az_json_u64(j, "peak_blocks_in_use", r->peak_kv_blocks);
+        az_json_f64(j, "kv_utilization", r->kv_utilization);
+        az_json_f64(j, "kv_utilization_at_peak", r->kv_utilization_at_peak);
+        az_json_f64(j, "kv_waste_ratio", r->kv_waste_ratio);
+    } else {
+        az_json_u64(j, "peak_blocks_in_use", 0);
+        az_json_null(j, "kv_utilization");
+        az_json_null(j, "kv_utilization_at_peak");
+        az_json_null(j, "kv_waste_ratio");
+    }
+    if (r->has_kv && r->kv_step_samples) az_json_f64(j, "kv_utilization_per_step", r->kv_utilization_per_step);
+    else az_json_null(j, "kv_utilization_per_step");
+    az_json_u64(j, "step_samples", r->kv_step_samples);
+}
+
+void az_result_steps_json(const az_result_t *r, az_json_t *j)
+{
+    az_json_u64(j, "decode_steps", r->decode_steps);
+    if (r->has_decode_steps) {
+        az_json_f64(j, "allocs_per_decode_step", r->allocs_per_decode_step);
+        az_json_f64(j, "heap_calls_per_decode_step", r->heap_calls_per_decode_step);
+    } else {
+        az_json_null(j, "allocs_per_decode_step");
+        az_json_null(j, "heap_calls_per_decode_step");
     }
 }
 

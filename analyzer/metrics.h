@@ -70,9 +70,12 @@ int az_alloc(az_metrics_t *m, uint64_t t, uint64_t addr, uint64_t req, uint64_t 
 /* Free of a live object. Returns 0, or PSC_ENOENT for an address not live
  * (counted in r.unmatched_frees, otherwise ignored). */
 int az_free(az_metrics_t *m, uint64_t t, uint64_t addr);
-/* Heap calls for phases and allocs_per_decode_step: n calls that requested
- * `bytes` (0 for frees). Also counted in r.calls / r.call_bytes. */
+/* Heap calls for phases and heap_calls_per_decode_step: n calls that
+ * requested `bytes` (0 for frees). Also counted in r.calls / r.call_bytes. */
 void az_calls(az_metrics_t *m, uint64_t n, uint64_t bytes);
+/* Of those, n calls to an allocating function (malloc, calloc, realloc,
+ * the aligned ones; not free or mmap): allocs_per_decode_step, r.alloc_calls. */
+void az_alloc_calls(az_metrics_t *m, uint64_t n);
 
 /* What the policy holds from its backing store, as of time t:
  * outstanding (handed out) + cached (kept for reuse). Pool: buffers out and
@@ -129,11 +132,13 @@ typedef struct az_phase {
     uint64_t heap_calls;         /* az_calls n while the phase was open */
     uint64_t heap_bytes;         /* az_calls bytes while the phase was open */
     uint64_t time_ns;            /* time the phase was open */
+    uint64_t alloc_calls;        /* az_alloc_calls n while the phase was open */
 } az_phase_t;
 
 typedef struct az_result {
     /* volume */
     uint64_t allocs, frees, calls, call_bytes;
+    uint64_t alloc_calls;                /* az_alloc_calls: calls to allocating functions */
     uint64_t total_allocated_bytes;      /* sum req of all allocations */
     uint64_t unmatched_frees, double_allocs;
     uint64_t t_first, t_last;            /* times of the first and last update */
@@ -180,12 +185,18 @@ typedef struct az_result {
     double   kv_utilization_at_peak;     /* at the peak of blocks held */
     double   kv_waste_ratio;             /* 1 - kv_utilization (0 with no KV data) */
     int      has_kv;
+    double   kv_utilization_per_step;    /* mean of tokens / capacity as each decode step
+                                          * starts (steps with KV held): timing-free */
+    uint64_t kv_step_samples;            /* decode steps that gave a sample */
 
     /* phases */
     const az_phase_t *phases;            /* n_phases, in order of first appearance; valid until az_destroy */
     size_t   n_phases;
-    double   allocs_per_decode_step;     /* heap calls per step, mean over steps after the first steady_after */
+    double   allocs_per_decode_step;     /* allocation calls per step, mean over steps after
+                                          * the first steady_after (all steps when fewer) */
+    double   heap_calls_per_decode_step; /* heap calls (frees, mmap too) per step, same steps */
     uint64_t decode_steps;
+    int      has_decode_steps;           /* 0: no decode step: the two above do not apply */
 } az_result_t;
 
 /* Fill *r (after az_finish; before it, a snapshot without leaks). */
@@ -216,6 +227,13 @@ const az_site_t *az_sites(az_metrics_t *m, size_t *n);
  * peak_outstanding_bytes, kv_utilization, kv_waste_ratio, ...) — for
  * replay's `policies` entries. */
 void az_result_json(const az_result_t *r, az_json_t *j);
+
+/* The report's "kv" members (inside an open object) and its decode-step
+ * keys (decode_steps, allocs_per_decode_step, heap_calls_per_decode_step):
+ * a figure that does not apply (no KV blocks, no decode step) is null,
+ * never 0 — a gate must not read it as perfect. */
+void az_result_kv_json(const az_result_t *r, az_json_t *j);
+void az_result_steps_json(const az_result_t *r, az_json_t *j);
 
 /* glibc's malloc rounding on 64-bit: usable bytes of a malloc(req) chunk
  * (24 minimum, 16-byte steps, page-rounded mmap chunks from 128 KiB). Used

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "json.h"
+#include "outfile.h"
 #include "poolscope/error.h"
 #include "report.h"
 #include "scan.h"
@@ -30,6 +31,16 @@ static FILE *open_in(const char *dir, const char *name, char *path, size_t len)
 {
     if ((size_t)snprintf(path, len, "%s/%s", dir, name) >= len) return NULL;
     return fopen(path, "w");
+}
+
+/* Close a data file or script: 0, or PSC_EIO with msg when any write to it
+ * failed (a full disk). */
+static int close_in(FILE *f, const char *path, char *msg, size_t msglen)
+{
+    int bad = ferror(f);
+    if (fclose(f) != 0) bad = 1;
+    if (bad) snprintf(msg, msglen, "cannot write %s: %s", path, errno ? strerror(errno) : "write error");
+    return bad ? PSC_EIO : 0;
 }
 
 /* Run gnuplot on dir/name.gp for both terminals; 0 when both images exist. */
@@ -60,7 +71,7 @@ static int run_gnuplot(const char *dir, const char *name, char *made, size_t mad
             return PSC_EIO;
         }
         char img[1024];
-        snprintf(img, sizeof img, "%s/%s.%s\n", dir, name, terms[i][1]);
+        snprintf(img, sizeof img, "%s.%s\n", name, terms[i][1]);   /* az_plot prefixes the directory */
         if (made && strlen(made) + strlen(img) < made_len) strcat(made, img);
     }
     return 0;
@@ -92,7 +103,7 @@ static int hist_figure(const char *dir, const char *name, const char *title, con
         if (bytes) psc_fmt_bytes(from, lab, sizeof lab); else psc_fmt_ns(from, lab, sizeof lab);
         fprintf(f, "%" PRIu64 " \"%s\" %" PRIu64 " %.3f\n", from, lab, h[i], total ? 100.0 * (double)h[i] / (double)total : 0.0);
     }
-    fclose(f);
+    if (close_in(f, path, msg, msglen)) return PSC_EIO;
     /* Many buckets (lifetimes span ns to s): label every 2nd or 3rd one so
      * the rotated labels do not run into each other. */
     int n_buckets = hi - lo + 1, every = n_buckets > 32 ? 3 : n_buckets > 16 ? 2 : 1;
@@ -107,7 +118,7 @@ static int hist_figure(const char *dir, const char *name, const char *title, con
                "plot '%s.dat' using 0:4:xtic(int($0) %% %d == 0 ? strcol(2) : '') with boxes lc rgb '#1f77b4', \\\n"
                "     '' using 0:4:(sprintf('%%d', $3)) with labels offset 0,0.8 font ',9'\n",
             title, xlabel, name, every);
-    fclose(f);
+    if (close_in(f, path, msg, msglen)) return PSC_EIO;
     return run_gnuplot(dir, name, made, ml, msg, msglen);
 }
 
@@ -135,7 +146,7 @@ static int replay_figure(const char *dir, const char *replay_json, char *made, s
         double rv = r && r->type == AZ_JV_NUM ? r->num : NAN, lv = l && l->type == AZ_JV_NUM ? l->num : NAN;
         fprintf(f, "\"%s\" %.4f %.4f %.3f\n", n->str, rv / MIB, lv / MIB, lv > 0 ? rv / lv : NAN);
     }
-    fclose(f);
+    if (close_in(f, path, msg, msglen)) { az_json_free(d); return PSC_EIO; }
     az_json_free(d);
     f = open_in(dir, "policies.gp", path, sizeof path);
     if (!f) { snprintf(msg, msglen, "cannot write %s", path); return PSC_EIO; }
@@ -147,19 +158,14 @@ static int replay_figure(const char *dir, const char *replay_json, char *made, s
           "plot 'policies.dat' using 2:xtic(1) title 'peak reserved' lc rgb '#d62728', \\\n"
           "     '' using 3 title 'peak live (lower bound)' lc rgb '#1f77b4', \\\n"
           "     '' using 0:2:(sprintf('%.2fx', $4)) with labels offset -1.2,0.8 font ',9' notitle\n", f);
-    fclose(f);
+    if (close_in(f, path, msg, msglen)) return PSC_EIO;
     return run_gnuplot(dir, "policies", made, ml, msg, msglen);
 }
 
-int az_plot(const char *trace, const char *dir, const char *replay_json, int *warning,
-            char *made, size_t made_len, char *msg, size_t msglen)
+/* Every figure into `dir` (a temporary directory: see az_plot). */
+static int plot_all(const char *trace, const char *dir, const char *replay_json, int *warning,
+                    char *made, size_t made_len, char *msg, size_t msglen)
 {
-    *warning = 0;
-    if (made && made_len) made[0] = 0;
-    if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
-        snprintf(msg, msglen, "cannot create directory %s: %s", dir, strerror(errno));
-        return PSC_EIO;
-    }
     int rc = 0;
     if (trace) {
         az_scan_t *s;
@@ -194,12 +200,13 @@ int az_plot(const char *trace, const char *dir, const char *replay_json, int *wa
                     (b->pool_out + b->pool_cached) / unit, b->kv_blocks,
                     b->kv_capacity ? 100.0 * (double)b->kv_tokens / (double)b->kv_capacity : 0.0);
         }
-        fclose(f);
+        if (close_in(f, path, msg, msglen)) { az_scan_free(s); return PSC_EIO; }
         /* markers: one row per name (first 6 names), at most 400 ticks per name */
         f = open_in(dir, "markers.dat", path, sizeof path);
         uint32_t names[6];
         size_t n_names = 0;
-        if (f) {
+        if (!f) { az_scan_free(s); snprintf(msg, msglen, "cannot write %s", path); return PSC_EIO; }
+        {
             fprintf(f, "# t_s row name\n");
             uint64_t per[6] = { 0 }, count[6] = { 0 };
             for (size_t i = 0; i < s->n_markers; i++) {
@@ -219,7 +226,7 @@ int az_plot(const char *trace, const char *dir, const char *replay_json, int *wa
                 fprintf(f, "%.9f %zu \"%s\"\n", (double)(s->markers[i].t - s->t_first) / 1e9, k,
                         az_scan_string(s, s->markers[i].name));
             }
-            fclose(f);
+            if (close_in(f, path, msg, msglen)) { az_scan_free(s); return PSC_EIO; }
         }
         f = open_in(dir, "memory.gp", path, sizeof path);
         if (!f) { az_scan_free(s); snprintf(msg, msglen, "cannot write %s", path); return PSC_EIO; }
@@ -242,7 +249,7 @@ int az_plot(const char *trace, const char *dir, const char *replay_json, int *wa
                             "     '' using 1:7 with lines ls 6 dt 3 title 'pool reserved (outstanding + cached)'", f);
         if (n_names) fputs(", \\\n     'markers.dat' using 1:2 axes x1y2 with points pt 7 ps 0.35 lc rgb '#555555' title 'markers'", f);
         fputc('\n', f);
-        fclose(f);
+        if (close_in(f, path, msg, msglen)) { az_scan_free(s); return PSC_EIO; }
         rc = run_gnuplot(dir, "memory", made, made_len, msg, msglen);
 
         /* ---- histograms, reuse CDF ---- */
@@ -252,7 +259,8 @@ int az_plot(const char *trace, const char *dir, const char *replay_json, int *wa
                                   h->lifetime_hist, 0, made, made_len, msg, msglen);
         if (!rc) {
             f = open_in(dir, "reuse_cdf.dat", path, sizeof path);
-            if (f) {
+            if (!f) { snprintf(msg, msglen, "cannot write %s", path); rc = PSC_EIO; }
+            else {
                 fprintf(f, "# distance_upper_bound cumulative_percent\n");
                 uint64_t c = 0;
                 int hi = 0;
@@ -262,9 +270,10 @@ int az_plot(const char *trace, const char *dir, const char *replay_json, int *wa
                     c += h->distance_hist[i];
                     fprintf(f, "%" PRIu64 " %.3f\n", (uint64_t)(i ? (1ull << i) - 1 : 0), 100.0 * (double)c / (double)h->reuse_samples);
                 }
-                fclose(f);
+                rc = close_in(f, path, msg, msglen);
             }
-            f = open_in(dir, "reuse_cdf.gp", path, sizeof path);
+            f = rc ? NULL : open_in(dir, "reuse_cdf.gp", path, sizeof path);
+            if (!rc && !f) { snprintf(msg, msglen, "cannot write %s", path); rc = PSC_EIO; }
             if (f) {
                 fprintf(f, "# reuse distance CDF — generated by poolscope plot\n%s", style);
                 fprintf(f, "set title 'Address reuse distance (p50 %" PRIu64 ", p90 %" PRIu64 ", %" PRIu64 " re-uses)' font ',14'\n",
@@ -273,14 +282,15 @@ int az_plot(const char *trace, const char *dir, const char *replay_json, int *wa
                       "set ylabel 'allocations at or below (%)'\nset logscale x 2\nset yrange [0:100]\n"
                       "set key bottom right box opaque\n"
                       "plot 'reuse_cdf.dat' using ($1 < 1 ? 0.5 : $1+1):2 with steps ls 1 title 'CDF', '' using ($1 < 1 ? 0.5 : $1+1):2 with points pt 7 ps 0.8 lc rgb '#1f77b4' notitle\n", f);
-                fclose(f);
-                rc = run_gnuplot(dir, "reuse_cdf", made, made_len, msg, msglen);
+                rc = close_in(f, path, msg, msglen);
+                if (!rc) rc = run_gnuplot(dir, "reuse_cdf", made, made_len, msg, msglen);
             }
         }
         /* ---- KV ---- */
         if (!rc && h->has_kv) {
             f = open_in(dir, "kv.gp", path, sizeof path);
-            if (f) {
+            if (!f) { snprintf(msg, msglen, "cannot write %s", path); rc = PSC_EIO; }
+            else {
                 fprintf(f, "# KV cache over time — generated by poolscope plot\n%s", style);
                 fprintf(f, "set title 'KV cache: blocks in use and utilization (peak %" PRIu64 " blocks, %.1f%% utilized on average)' font ',14'\n",
                         h->peak_kv_blocks, 100 * h->kv_utilization);
@@ -288,12 +298,62 @@ int az_plot(const char *trace, const char *dir, const char *replay_json, int *wa
                       "set yrange [0:*]\nset y2range [0:105]\nset ytics nomirror\nset y2tics\nset key top left box opaque\n"
                       "plot 'timeline.dat' using 1:8 with lines ls 1 title 'blocks in use', \\\n"
                       "     '' using 1:($8 > 0 ? $9 : 1/0) axes x1y2 with lines ls 2 title 'utilization'\n", f);
-                fclose(f);
-                rc = run_gnuplot(dir, "kv", made, made_len, msg, msglen);
+                rc = close_in(f, path, msg, msglen);
+                if (!rc) rc = run_gnuplot(dir, "kv", made, made_len, msg, msglen);
             }
         }
         az_scan_free(s);
     }
     if (!rc && replay_json) rc = replay_figure(dir, replay_json, made, made_len, msg, msglen);
+    return rc;
+}
+
+/* A replay --json file with a non-empty "policies" array: 0, or an error
+ * with msg — checked before anything is drawn. */
+static int replay_check(const char *replay_json, char *msg, size_t msglen)
+{
+    int err;
+    char eb[200];
+    az_jdoc_t *d = az_json_parse_file(replay_json, &err, eb, sizeof eb);
+    if (!d) { snprintf(msg, msglen, "%s: %s", replay_json, eb); return PSC_ECORRUPT; }
+    const az_jv_t *pol = az_json_get(az_json_root(d), "policies");
+    int ok = pol && pol->type == AZ_JV_ARR && pol->n;
+    az_json_free(d);
+    if (!ok) {
+        snprintf(msg, msglen, "%s: no \"policies\" array (expected replay --json output)", replay_json);
+        return PSC_ECORRUPT;
+    }
+    return 0;
+}
+
+/* The figures are made in a temporary directory (common/outfile.h) that
+ * becomes `dir`, or whose files replace their namesakes in an existing
+ * `dir`, only when every figure was drawn: a failure leaves `dir` as it was
+ * and nothing half-written. */
+int az_plot(const char *trace, const char *dir, const char *replay_json, int *warning,
+            char *made, size_t made_len, char *msg, size_t msglen)
+{
+    *warning = 0;
+    if (made && made_len) made[0] = 0;
+    int rc;
+    if (replay_json && (rc = replay_check(replay_json, msg, msglen))) return rc;
+    const char *inputs[2] = { trace, replay_json };
+    psc_outdir_t *od;
+    if ((rc = psc_outdir_open(dir, inputs, 2, &od, msg, msglen))) return rc;
+    char *names = made_len ? calloc(1, made_len) : NULL;
+    if (made_len && !names) { psc_outdir_abort(od); snprintf(msg, msglen, "out of memory"); return PSC_ENOMEM; }
+    rc = plot_all(trace, psc_outdir_path(od), replay_json, warning, names, made_len, msg, msglen);
+    if (rc) psc_outdir_abort(od);
+    else rc = psc_outdir_commit(od, msg, msglen);
+    if (!rc && made && names) {           /* "memory.png\n..." -> "DIR/memory.png\n..." */
+        size_t k = 0;
+        for (char *l = names, *nl; *l && k < made_len; l = nl + 1) {
+            if (!(nl = strchr(l, '\n'))) break;
+            int w = snprintf(made + k, made_len - k, "%s/%.*s\n", dir, (int)(nl - l), l);
+            if (w < 0 || (size_t)w >= made_len - k) { made[k] = 0; break; }
+            k += (size_t)w;
+        }
+    }
+    free(names);
     return rc;
 }

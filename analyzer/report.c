@@ -13,57 +13,38 @@
 
 const char *az_site_name(const az_scan_t *s, az_sym_t *sym, uint32_t stack, char *buf, size_t len)
 {
-    uint32_t depth = 0;
-    const uint64_t *fr = stack ? pst_stack(s->r, stack, &depth) : NULL;
-    if (!fr || !depth) { snprintf(buf, len, "%s", stack ? "(stack undefined)" : "(no stack)"); return buf; }
-    if (!sym) { snprintf(buf, len, "0x%" PRIx64, fr[0]); return buf; }
-    az_frame_t f;
-    uint32_t i = 0;
-    for (; i < depth; i++) {
-        az_sym_lookup(sym, fr[i], i > 0, &f);
-        if (!az_sym_is_allocator(&f)) break;
-    }
-    if (i == depth) i = 0, az_sym_lookup(sym, fr[0], 0, &f);
-    char a[512], b[512];
-    az_sym_format(&f, fr[i], a, sizeof a);
-    if (i + 1 < depth) {
-        az_frame_t g;
-        az_sym_lookup(sym, fr[i + 1], 1, &g);
-        snprintf(buf, len, "%s < %s", a, g.function ? g.function : az_sym_format(&g, fr[i + 1], b, sizeof b));
-    } else {
-        snprintf(buf, len, "%s", a);
-    }
+    az_sv_t *v = az_sv_create(s, sym, NULL);
+    const char *via = NULL;
+    const char *l = v ? az_sv_label(v, stack, &via) : "(out of memory)";
+    if (via) snprintf(buf, len, "%s via %s", l, via);
+    else snprintf(buf, len, "%s", l);
+    az_sv_destroy(v);
     return buf;
 }
 
 /* ---- site tables -------------------------------------------------------------- */
 
-static int by_peak(const void *a, const void *b)
-{
-    const az_site_t *x = a, *y = b;
-    return (x->peak_bytes < y->peak_bytes) - (x->peak_bytes > y->peak_bytes);
-}
-static int by_calls(const void *a, const void *b)
-{
-    const az_site_t *x = a, *y = b;
-    return (x->calls < y->calls) - (x->calls > y->calls);
-}
-static int by_bytes(const void *a, const void *b)
-{
-    const az_site_t *x = a, *y = b;
-    return (x->bytes < y->bytes) - (x->bytes > y->bytes);
-}
-static int by_live(const void *a, const void *b)
-{
-    const az_site_t *x = a, *y = b;
-    return (x->live_bytes < y->live_bytes) - (x->live_bytes > y->live_bytes);
-}
+/* Descending by one figure; ties by label, so the order is the same on
+ * every run. */
+#define SITE_CMP(name, field)                                                  \
+    static int name(const void *a, const void *b)                              \
+    {                                                                          \
+        const az_dsite_t *x = a, *y = b;                                       \
+        if (x->field != y->field) return x->field < y->field ? 1 : -1;         \
+        return strcmp(x->label, y->label);                                     \
+    }
+SITE_CMP(by_peak, peak_bytes)
+SITE_CMP(by_calls, calls)
+SITE_CMP(by_bytes, bytes)
+SITE_CMP(by_live, live_bytes)
 
-static az_site_t *sorted_sites(const az_scan_t *s, int (*cmp)(const void *, const void *), size_t *n)
+/* The displayed rows (sites.h), sorted; NULL v: none. */
+static az_dsite_t *sorted_sites(az_sv_t *v, int (*cmp)(const void *, const void *), size_t *n)
 {
-    const az_site_t *src = az_sites(s->heap, n);
+    *n = 0;
+    const az_dsite_t *src = v ? az_sv_sites(v, n) : NULL;
     if (!*n) return NULL;
-    az_site_t *a = malloc(*n * sizeof *a);
+    az_dsite_t *a = malloc(*n * sizeof *a);
     if (!a) { *n = 0; return NULL; }
     memcpy(a, src, *n * sizeof *a);
     qsort(a, *n, sizeof *a, cmp);
@@ -107,31 +88,91 @@ static void hist_text(FILE *out, const char *title, const uint64_t *h, int bytes
     }
 }
 
-static void sites_text(FILE *out, const az_scan_t *s, az_sym_t *sym, const char *title,
+/* Every displayed frame of a stack, one a line, under its row (--full). */
+static void full_stack(FILE *out, az_sv_t *v, uint32_t stack)
+{
+    az_frame_t fr[256];
+    size_t n = az_sv_frames(v, stack, fr, sizeof fr / sizeof fr[0]);
+    for (size_t i = 0; i < n; i++) {
+        char b[1200];
+        fprintf(out, "  %50s#%-3u %s%s%s\n", "", fr[i].level, az_sym_format(&fr[i], fr[i].pc, b, sizeof b),
+                fr[i].inlined ? " [inlined]" : "", az_sv_skipped(v, &fr[i]) ? "  (skipped)" : "");
+    }
+}
+
+/* Roots a whole stack ends in; an fp stack ending elsewhere was cut short
+ * by a frame without a frame pointer. */
+static int is_root(const char *fn)
+{
+    static const char *const roots[] = {
+        "main", "__libc_start_call_main", "__libc_start_main", "__libc_start_main_impl", "_start",
+        "start_thread", "clone", "clone3", "__clone", "__clone3", "__clone_internal", "_dl_start_user",
+        "_dl_init", "call_init", "_dl_start",
+    };
+    if (!fn) return 0;
+    for (size_t i = 0; i < sizeof roots / sizeof roots[0]; i++)
+        if (!strcmp(fn, roots[i])) return 1;
+    return 0;
+}
+
+/* Once per report: frame-pointer stacks that stopped before main or a
+ * thread's start, where (the module most of them end in), and what to do. */
+static void stacks_note(FILE *out, const az_scan_t *s, az_sv_t *v)
+{
+    if (!v || s->hdr->stacks != PST_STACKS_FP) return;
+    size_t n = 0;
+    const az_site_t *si = az_sites(s->heap, &n);
+    uint64_t all = 0, cut = 0;
+    struct { const char *mod; uint64_t calls; } top[8];
+    size_t nt = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t depth = 0;
+        if (!si[i].stack || !pst_stack(s->r, si[i].stack, &depth) || !depth) continue;
+        all += si[i].calls;
+        if (depth >= s->hdr->depth) continue;   /* the depth limit, not a missing frame pointer */
+        az_frame_t fr[256];
+        size_t k = az_sv_frames(v, si[i].stack, fr, sizeof fr / sizeof fr[0]);
+        if (!k || k >= sizeof fr / sizeof fr[0] || is_root(fr[k - 1].function)) continue;
+        cut += si[i].calls;
+        const char *m = fr[k - 1].module ? fr[k - 1].module : "?";
+        size_t t = 0;
+        while (t < nt && strcmp(top[t].mod, m)) t++;
+        if (t == nt && nt < 8) { top[nt].mod = m; top[nt].calls = 0; nt++; }
+        if (t < nt) top[t].calls += si[i].calls;
+    }
+    if (!all || cut * 20 < all) return;   /* under 5%: not worth a line */
+    size_t b = 0;
+    for (size_t t = 1; t < nt; t++) if (top[t].calls > top[b].calls) b = t;
+    fprintf(out, "\nnote: %.1f%% of the allocations' frame-pointer stacks stop before main or a thread's start,\n"
+            "      most in %s (code without frame pointers): record with --stacks dwarf for whole stacks\n",
+            100.0 * (double)cut / (double)all, nt ? top[b].mod : "?");
+}
+
+static void sites_text(FILE *out, const az_scan_t *s, az_sv_t *v, int full, const char *title,
                        int (*cmp)(const void *, const void *), unsigned top, int what)
 {
     size_t n = 0;
-    az_site_t *a = sorted_sites(s, cmp, &n);
+    az_dsite_t *a = sorted_sites(v, cmp, &n);
     fprintf(out, "\n%s\n", title);
     size_t shown = 0;
     if (n) fprintf(out, "  %12s %12s %12s  %s\n", what == 0 ? "at peak" : what == 3 ? "leaked" : "bytes",
                    what == 3 ? "objects" : "calls", what == 0 ? "share" : "avg size", "site");
     for (size_t i = 0; i < n && shown < top; i++) {
-        const az_site_t *x = &a[i];
-        uint64_t v = what == 0 ? x->peak_bytes : what == 3 ? x->live_bytes : x->bytes;
-        if ((what == 0 || what == 3) && v == 0) break;
-        char b1[32], b2[32], b3[32], name[1200];
-        az_site_name(s, sym, x->stack, name, sizeof name);
+        const az_dsite_t *x = &a[i];
+        uint64_t val = what == 0 ? x->peak_bytes : what == 3 ? x->live_bytes : x->bytes;
+        if ((what == 0 || what == 3) && val == 0) break;
+        char b1[32], b2[32], b3[32];
         if (what == 0)
             snprintf(b3, sizeof b3, "%.1f%%", s->heap_r.peak_live_bytes ?
-                     100.0 * (double)v / (double)s->heap_r.peak_live_bytes : 0.0);
+                     100.0 * (double)val / (double)s->heap_r.peak_live_bytes : 0.0);
         else if (what == 3)
             psc_fmt_count(x->live_count, b3, sizeof b3);
         else
             psc_fmt_bytes(x->calls ? x->bytes / x->calls : 0, b3, sizeof b3);
-        fprintf(out, "  %12s %12s %12s  %s\n", psc_fmt_bytes(v, b1, sizeof b1),
+        fprintf(out, "  %12s %12s %12s  %s%s%s\n", psc_fmt_bytes(val, b1, sizeof b1),
                 what == 3 ? b3 : psc_fmt_count(x->calls, b2, sizeof b2),
-                what == 3 ? "" : b3, name);
+                what == 3 ? "" : b3, x->label, x->via ? "  via " : "", x->via ? x->via : "");
+        if (full) full_stack(out, v, x->stack);
         shown++;
     }
     if (!shown) fputs("  (none)\n", out);
@@ -296,29 +337,34 @@ void az_report_text(const az_scan_t *s, const az_report_opts_t *o, FILE *out)
                 x->count ? (double)x->heap_calls / (double)x->count : 0.0, psc_fmt_ns(x->time_ns, d, sizeof d));
     }
     if (h->decode_steps)
-        fprintf(out, "  allocs per decode step: %.2f (%s steps; steady state = steps after the first 4)\n",
-                h->allocs_per_decode_step, psc_fmt_count(h->decode_steps, a, sizeof a));
+        fprintf(out, "  allocs per decode step: %.2f allocation calls, %.2f heap calls (%s steps; steady state = steps after the first 4)\n",
+                h->allocs_per_decode_step, h->heap_calls_per_decode_step, psc_fmt_count(h->decode_steps, a, sizeof a));
 
-    sites_text(out, s, sym, "Sites live at the peak", by_peak, top, 0);
-    sites_text(out, s, sym, "Top sites by calls", by_calls, top, 1);
-    sites_text(out, s, sym, "Top sites by bytes", by_bytes, top, 2);
-    if (h->leaked_bytes) sites_text(out, s, sym, "Leaks at exit by site", by_live, top, 3);
+    az_sv_t *v = az_sv_create(s, sym, o ? &o->sites : NULL);
+    int full = o && o->full_stacks;
+    stacks_note(out, s, v);
+    sites_text(out, s, v, full, "Sites live at the peak", by_peak, top, 0);
+    sites_text(out, s, v, full, "Top sites by calls", by_calls, top, 1);
+    sites_text(out, s, v, full, "Top sites by bytes", by_bytes, top, 2);
+    if (h->leaked_bytes) sites_text(out, s, v, full, "Leaks at exit by site", by_live, top, 3);
+    az_sv_destroy(v);
     az_sym_destroy(sym);
 }
 
-static void sites_json(az_json_t *j, const char *key, const az_scan_t *s, az_sym_t *sym,
+static void sites_json(az_json_t *j, const char *key, az_sv_t *v,
                        int (*cmp)(const void *, const void *), unsigned top)
 {
     size_t n = 0;
-    az_site_t *a = sorted_sites(s, cmp, &n);
+    az_dsite_t *a = sorted_sites(v, cmp, &n);
     az_json_begin(j, key, '[');
     for (size_t i = 0; i < n && i < top; i++) {
-        char name[1200];
         if (cmp == by_live && !a[i].live_bytes) break;
         if (cmp == by_peak && !a[i].peak_bytes) break;
         az_json_begin(j, NULL, '{');
         az_json_u64(j, "stack", a[i].stack);
-        az_json_str(j, "site", az_site_name(s, sym, a[i].stack, name, sizeof name));
+        az_json_str(j, "site", a[i].label);
+        if (a[i].via) az_json_str(j, "via", a[i].via);
+        az_json_u64(j, "stacks", a[i].n_stacks);
         az_json_u64(j, "calls", a[i].calls);
         az_json_u64(j, "bytes", a[i].bytes);
         az_json_u64(j, "peak_bytes", a[i].peak_bytes);
@@ -368,12 +414,13 @@ void az_report_json(const az_scan_t *s, const az_report_opts_t *o, FILE *out)
     az_json_u64(&j, "time_resolution_ns", s->resolution_ns);
     az_json_bool(&j, "killed", s->status && s->status->end_killed);
     az_json_bool(&j, "complete", s->status && s->status->complete);
+    az_scan_program_json(s, &j);
 
     az_json_begin(&j, "pool", '{');
     az_json_u64(&j, "acquires", p->acquires);
     az_json_u64(&j, "hits", p->hits);
     az_json_u64(&j, "misses", p->misses);
-    az_json_f64(&j, "hit_rate", p->hit_rate);
+    if (p->acquires) az_json_f64(&j, "hit_rate", p->hit_rate); else az_json_null(&j, "hit_rate");
     az_json_u64(&j, "backing_allocs", p->backing_allocs);
     az_json_u64(&j, "peak_cached_bytes", p->peak_cached_bytes);
     az_json_u64(&j, "peak_outstanding_bytes", p->peak_outstanding_bytes);
@@ -399,10 +446,7 @@ void az_report_json(const az_scan_t *s, const az_report_opts_t *o, FILE *out)
     az_json_end(&j);
 
     az_json_begin(&j, "kv", '{');
-    az_json_u64(&j, "peak_blocks_in_use", h->peak_kv_blocks);
-    az_json_f64(&j, "kv_utilization", h->kv_utilization);
-    az_json_f64(&j, "kv_utilization_at_peak", h->kv_utilization_at_peak);
-    az_json_f64(&j, "kv_waste_ratio", h->kv_waste_ratio);
+    az_result_kv_json(h, &j);
     az_json_end(&j);
 
     az_json_begin(&j, "phases", '{');
@@ -415,19 +459,21 @@ void az_report_json(const az_scan_t *s, const az_report_opts_t *o, FILE *out)
         az_json_end(&j);
     }
     az_json_end(&j);
-    az_json_f64(&j, "allocs_per_decode_step", h->allocs_per_decode_step);
+    az_result_steps_json(h, &j);
 
     az_json_begin(&j, "size_log2_hist", '[');
     hi = 0;
     for (int i = 0; i < AZ_HIST_BUCKETS; i++) if (h->size_hist[i]) hi = i;
     for (int i = 0; i <= hi; i++) az_json_u64(&j, NULL, h->size_hist[i]);
     az_json_end(&j);
+    az_sv_t *v = az_sv_create(s, sym, o ? &o->sites : NULL);
     az_json_begin(&j, "sites", '{');
-    sites_json(&j, "by_peak", s, sym, by_peak, top);
-    sites_json(&j, "by_calls", s, sym, by_calls, top);
-    sites_json(&j, "by_bytes", s, sym, by_bytes, top);
-    sites_json(&j, "leaks", s, sym, by_live, top);
+    sites_json(&j, "by_peak", v, by_peak, top);
+    sites_json(&j, "by_calls", v, by_calls, top);
+    sites_json(&j, "by_bytes", v, by_bytes, top);
+    sites_json(&j, "leaks", v, by_live, top);
     az_json_end(&j);
+    az_sv_destroy(v);
     az_json_end(&j);
     az_sym_destroy(sym);
 }

@@ -12,11 +12,14 @@
 
 #include "fmt.h"
 #include "scan.h"
+#include "sites.h"
 #include "symbolize.h"
 
 typedef struct az_report_opts {
     unsigned top;                /* sites per table; 0: 10 */
     int no_symbols;              /* 1: addresses only (faster, for tests) */
+    az_sv_opts_t sites;          /* wrapper skipping and label depth (sites.h) */
+    int full_stacks;             /* 1: every frame under each site row */
 } az_report_opts_t;
 
 void az_report_text(const az_scan_t *s, const az_report_opts_t *o, FILE *out);
@@ -25,8 +28,9 @@ void az_report_json(const az_scan_t *s, const az_report_opts_t *o, FILE *out);
 /* The number formatters (psc_fmt_bytes, psc_fmt_ns, psc_fmt_count) are in
  * common/fmt.h. */
 
-/* The name of an allocation site: its first frame outside the allocator,
- * "fn (file:line) < caller" when a caller is known. "(no stack)" for 0. */
+/* The name of an allocation site with the default options (sites.h): its
+ * first meaningful frame, "fn (file:line) < caller", and " via WRAPPER"
+ * when wrappers were skipped. "(no stack)" for 0. */
 const char *az_site_name(const az_scan_t *s, az_sym_t *sym, uint32_t stack, char *buf, size_t len);
 
 #endif

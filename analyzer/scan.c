@@ -32,6 +32,7 @@ typedef struct kvpool {
     uint8_t  *held;
     size_t    cap;
     uint64_t  tokens, blocks;
+    uint64_t  carry;             /* tokens of a split ALLOC not yet given to a block */
 } kvpool_t;
 
 typedef struct priv {
@@ -40,6 +41,7 @@ typedef struct priv {
     size_t n_kv;
     uint64_t phase_open;         /* open scopes of opts.phase */
     int phase_point;             /* the phase marker came as a point: on from there */
+    int phase_seen;              /* a scope or point of opts.phase was read */
     uint32_t phase_id;           /* string id of opts.phase, once seen */
     int counting;
     az_scan_opts_t opts;
@@ -243,13 +245,18 @@ static void on_event(az_scan_t *s, const pst_event_t *ev)
     if (p->opts.phase && (ev->type == PST_EV_MARK_BEGIN || ev->type == PST_EV_MARK_POINT) &&
         ev->str && !strcmp(ev->str, p->opts.phase)) {
         if (ev->type == PST_EV_MARK_BEGIN) p->phase_open++; else p->phase_point = 1;
+        p->phase_seen = 1;
     }
     if (p->opts.phase) on = on && (p->phase_open > 0 || p->phase_point);
     set_counting(s, on);
     if (on) s->events_counted++;
 
     /* one hooked call: the JSON `calls` count (when counted) and the phases */
-#define CALL(k, bytes) do { if (on) s->calls[k]++; az_calls(s->heap, 1, (bytes)); } while (0)
+#define CALL(k, bytes) do {                                                        \
+        if (on) s->calls[k]++;                                                     \
+        az_calls(s->heap, 1, (bytes));                                             \
+        if ((k) != AZ_F_FREE && (k) < AZ_F_MMAP) az_alloc_calls(s->heap, 1);       \
+    } while (0)
     switch (ev->type) {
     case PST_EV_MALLOC:
         CALL(AZ_F_MALLOC, f[1]);
@@ -387,14 +394,30 @@ static void on_event(az_scan_t *s, const pst_event_t *ev)
         kvpool_t *k = kv_get(s, f[0]);
         if (!k) break;
         int alloc = ev->type == PST_EV_KVB_ALLOC;
+        /* The pool fills a block at allocation: n_tokens (f[5]) spread over
+         * the ids in order, block_size each, the last one partial; it emits
+         * TOKENS only when a count changes later. A list split over several
+         * events carries n_tokens on the first piece only (0 on the others):
+         * what is left of it goes on; without it a block counts as full. */
+        uint64_t left = 0;
+        int spread = 0;
+        if (alloc) {
+            if (f[5] > 0) { left = f[5]; spread = 1; }
+            else if (k->carry) { left = k->carry; spread = 1; }
+        }
         for (uint32_t i = 0; i < ev->n_ids; i++) {
             uint32_t id = ev->ids[i];
             if (kv_reserve(k, id)) continue;
-            if (alloc && !k->held[id]) { k->held[id] = 1; k->n_used[id] = 0; k->blocks++; }
+            if (alloc && !k->held[id]) {
+                uint64_t fill = k->block_size;
+                if (spread) { fill = left < k->block_size ? left : k->block_size; left -= fill; }
+                k->held[id] = 1; k->n_used[id] = (uint32_t)fill; k->blocks++; k->tokens += fill;
+            }
             else if (!alloc && k->held[id]) {
                 k->held[id] = 0; k->tokens -= k->n_used[id]; k->n_used[id] = 0; k->blocks--;
             }
         }
+        if (alloc) k->carry = left;
         kv_publish(s, t);
         gauge = 1;
         break;
@@ -436,8 +459,9 @@ static void on_event(az_scan_t *s, const pst_event_t *ev)
     if (p->opts.hook) p->opts.hook(p->opts.hook_ctx, ev, s);
 }
 
-int az_scan_file(const char *path, const az_scan_opts_t *opts, az_scan_t **out,
-                 char *msg, size_t msglen)
+/* The trace is the file `path`, or the len bytes at mem when mem is set. */
+static int scan_any(const char *path, const void *mem, size_t mem_len, const az_scan_opts_t *opts,
+                    az_scan_t **out, char *msg, size_t msglen)
 {
     int err = 0;
     *out = NULL;
@@ -460,7 +484,7 @@ int az_scan_file(const char *path, const az_scan_opts_t *opts, az_scan_t **out,
         snprintf(msg, msglen, "out of memory");
         return PSC_ENOMEM;
     }
-    s->r = pst_open(path, &err);
+    s->r = mem ? pst_open_mem(mem, mem_len, &err) : pst_open(path, &err);
     if (!s->r) {
         if (err == PSC_EIO) snprintf(msg, msglen, "%s", strerror(errno));
         else if (err == PSC_ECORRUPT) snprintf(msg, msglen, "not a poolscope trace (bad header)");
@@ -478,7 +502,8 @@ int az_scan_file(const char *path, const az_scan_opts_t *opts, az_scan_t **out,
     int started = 0;
     uint64_t file_bytes = 0, n_read = 0;
     struct stat fst;
-    if (opts && opts->progress && stat(path, &fst) == 0) file_bytes = (uint64_t)fst.st_size;
+    if (mem) file_bytes = mem_len;
+    else if (opts && opts->progress && stat(path, &fst) == 0) file_bytes = (uint64_t)fst.st_size;
     while ((rc = pst_next(s->r, &ev)) > 0) {
         if (!started) { s->tl_t0 = ev.ts; started = 1; }
         on_event(s, &ev);
@@ -503,8 +528,28 @@ int az_scan_file(const char *path, const az_scan_opts_t *opts, az_scan_t **out,
     az_finish(s->pool, s->t_last);
     az_result(s->heap, &s->heap_r);
     az_result(s->pool, &s->pool_r);
+    if (p->opts.phase && !p->phase_seen) {         /* a typo would count nothing, silently */
+        size_t k = (size_t)snprintf(msg, msglen, "no phase '%s' in this trace; its phases: ", p->opts.phase);
+        if (!s->heap_r.n_phases && k < msglen) snprintf(msg + k, msglen - k, "none (no markers)");
+        for (size_t i = 0; i < s->heap_r.n_phases && k < msglen; i++)
+            k += (size_t)snprintf(msg + k, msglen - k, "%s%s", i ? ", " : "", s->heap_r.phases[i].name);
+        az_scan_free(s);
+        return PSC_ENOENT;
+    }
     *out = s;
     return 0;
+}
+
+int az_scan_file(const char *path, const az_scan_opts_t *opts, az_scan_t **out,
+                 char *msg, size_t msglen)
+{
+    return scan_any(path, NULL, 0, opts, out, msg, msglen);
+}
+
+int az_scan_mem(const void *buf, size_t len, const char *name, const az_scan_opts_t *opts,
+                az_scan_t **out, char *msg, size_t msglen)
+{
+    return scan_any(name, buf, len, opts, out, msg, msglen);
 }
 
 void az_scan_free(az_scan_t *s)
@@ -543,6 +588,15 @@ const char *az_scan_warning(const az_scan_t *s, char *buf, size_t len)
         return buf;
     }
     return NULL;
+}
+
+void az_scan_program_json(const az_scan_t *s, az_json_t *j)
+{
+    const pst_header_t *h = s->hdr;
+    az_json_str(j, "program", h && h->exe && h->exe[0] ? h->exe : NULL);
+    az_json_begin(j, "argv", '[');
+    for (uint32_t i = 0; h && h->argv && i < h->argc; i++) az_json_str(j, NULL, h->argv[i]);
+    az_json_end(j);
 }
 
 const char *az_scan_string(const az_scan_t *s, uint32_t id)

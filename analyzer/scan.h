@@ -5,7 +5,9 @@
  *   heap  malloc family -> az_alloc/az_free of the `heap` accumulator
  *         (realloc = free old + alloc new; rnd = glibc's usable size),
  *         every hooked call -> az_calls, markers -> az_mark, KV block state
- *         -> az_kv (tokens = sum of n_used over held blocks);
+ *         -> az_kv (tokens = sum of n_used over held blocks; a block's
+ *         n_used is set at allocation, the ALLOC's n_tokens spread over its
+ *         ids as the pool does, and changed by TOKENS events);
  *   pool  POOL_ACQUIRE/RECLAIM -> az_alloc/az_free of the `pool` accumulator
  *         (address = pool id, buffer id; rnd = granted bytes; size key =
  *         granted bytes), outstanding/cached bytes -> az_reserved, hits,
@@ -16,7 +18,9 @@
  * trace grows, so memory is bounded) for plots and the text report.
  *
  * --phase NAME / --from T --to T become az_set_counting() on both
- * accumulators: the live set stays exact, only the window is counted.
+ * accumulators: the live set stays exact, only the window is counted. A
+ * --phase that never occurs is an error (PSC_ENOENT) naming the phases
+ * that do.
  */
 #ifndef POOLSCOPE_SCAN_H
 #define POOLSCOPE_SCAN_H
@@ -112,10 +116,18 @@ struct az_scan {
  * returns 0; s->status says what happened (az_scan_warning gives the line). */
 int az_scan_file(const char *path, const az_scan_opts_t *opts, az_scan_t **out,
                  char *msg, size_t msglen);
+/* The same over a trace in memory (kept alive by the caller until
+ * az_scan_free); name is what s->path and messages call it. */
+int az_scan_mem(const void *buf, size_t len, const char *name, const az_scan_opts_t *opts,
+                az_scan_t **out, char *msg, size_t msglen);
 void az_scan_free(az_scan_t *s);                    /* accepts NULL */
 
 /* A one-line warning about a damaged trace, or NULL when it is complete. */
 const char *az_scan_warning(const az_scan_t *s, char *buf, size_t len);
+/* "program" (the traced executable, null when unknown) and "argv" (its
+ * arguments as recorded) as members of the open JSON object: what gate
+ * compares to refuse a baseline of another program. */
+void az_scan_program_json(const az_scan_t *s, az_json_t *j);
 /* Name of a marker string id, "?" when undefined. */
 const char *az_scan_string(const az_scan_t *s, uint32_t id);
 

@@ -20,9 +20,11 @@
 #include <unistd.h>
 
 #include "gate.h"
+#include "outfile.h"
 #include "poolscope/error.h"
 #include "report.h"
 #include "scan.h"
+#include "sites.h"
 #include "symbolize.h"
 
 static const char *const schema =
@@ -34,7 +36,7 @@ static const char *const schema =
     "  build_id TEXT, load_ts INTEGER, unload_ts INTEGER);\n"
     "CREATE TABLE stacks(id INTEGER PRIMARY KEY, depth INTEGER, site TEXT);\n"
     "CREATE TABLE frames(stack_id INTEGER, level INTEGER, pc INTEGER, function TEXT, file TEXT,\n"
-    "  line INTEGER, module TEXT, PRIMARY KEY(stack_id, level)) WITHOUT ROWID;\n"
+    "  line INTEGER, module TEXT, frame INTEGER, inlined INTEGER, PRIMARY KEY(stack_id, level)) WITHOUT ROWID;\n"
     "CREATE TABLE markers(event_id INTEGER PRIMARY KEY, ts INTEGER, tid INTEGER, name TEXT,\n"
     "  kind TEXT, instance INTEGER, payload TEXT);\n"
     "CREATE TABLE pools(event_id INTEGER PRIMARY KEY, ts INTEGER, pool_id INTEGER, kind TEXT,\n"
@@ -296,20 +298,19 @@ int az_sql_write_progress(const char *trace, const char *dbpath, az_sql_stats_t 
     clock_gettime(CLOCK_MONOTONIC, &t0);
     memset(st, 0, sizeof *st);
     *warning = 0;
-    /* refuse early when the trace cannot be opened, before touching DB */
-    int err = 0;
-    pst_reader_t *probe = pst_open(trace, &err);
-    if (!probe) {
-        snprintf(msg, msglen, "%s", err == PSC_ECORRUPT ? "not a poolscope trace (bad header)" : psc_strerror(err));
-        return err;
-    }
-    pst_close(probe);
-    unlink(dbpath);
+    /* The database is built in a temporary file beside DB and renamed over
+     * it only when complete (common/outfile.h): DB is never removed, a DB
+     * that is the trace is refused, and the trace is read once (a pipe). */
+    psc_out_t *dbo;
+    const char *inputs[1] = { trace };
+    int err = psc_out_open(dbpath, inputs, 1, 0, &dbo, msg, msglen);
+    if (err) return err;
     loader_t L = { .stats = st };
-    if (sqlite3_open_v2(dbpath, &L.db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+    if (sqlite3_open_v2(psc_out_path(dbo), &L.db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
                         NULL) != SQLITE_OK) {
         snprintf(msg, msglen, "cannot create database %s: %s", dbpath, L.db ? sqlite3_errmsg(L.db) : "error");
         sqlite3_close(L.db);
+        psc_out_abort(dbo);
         return PSC_EIO;
     }
     int rc = PSC_EIO;
@@ -385,35 +386,45 @@ int az_sql_write_progress(const char *trace, const char *dbpath, az_sql_stats_t 
     }
     sqlite3_finalize(q);
 
-    /* stacks and symbolized frames */
+    /* stacks and symbolized frames: one row per displayed frame (inline
+     * chains expanded, innermost first), `frame` the recorded frame it
+     * belongs to; the site as report names it */
     az_sym_t *sym = az_sym_create(mods, nm);
+    az_sv_t *sv = az_sv_create(s, sym, NULL);
+    az_frame_t *dfr = malloc(4096 * sizeof *dfr);
     sqlite3_stmt *qs, *qf;
     sqlite3_prepare_v2(L.db, "INSERT INTO stacks VALUES(?,?,?)", -1, &qs, NULL);
-    sqlite3_prepare_v2(L.db, "INSERT INTO frames VALUES(?,?,?,?,?,?,?)", -1, &qf, NULL);
+    sqlite3_prepare_v2(L.db, "INSERT INTO frames VALUES(?,?,?,?,?,?,?,?,?)", -1, &qf, NULL);
     for (uint32_t id = 1;; id++) {
         uint32_t depth = 0;
         const uint64_t *fr = pst_stack(s->r, id, &depth);
         if (!fr) break;
-        char site[1200];
-        az_site_name(s, sym, id, site, sizeof site);
+        char site[1400];
+        const char *via = NULL, *lab = sv ? az_sv_label(sv, id, &via) : "(out of memory)";
+        if (via) snprintf(site, sizeof site, "%s via %s", lab, via);
+        else snprintf(site, sizeof site, "%s", lab);
         sqlite3_bind_int64(qs, 1, id); sqlite3_bind_int64(qs, 2, depth);
         sqlite3_bind_text(qs, 3, site, -1, SQLITE_TRANSIENT);
         sqlite3_step(qs); sqlite3_reset(qs);
         st->stacks++;
-        for (uint32_t k = 0; k < depth; k++) {
-            az_frame_t fi = { 0 };
-            if (sym) az_sym_lookup(sym, fr[k], k > 0, &fi);
-            sqlite3_bind_int64(qf, 1, id); sqlite3_bind_int64(qf, 2, k); bind_u64(qf, 3, fr[k]);
-            if (fi.function) sqlite3_bind_text(qf, 4, fi.function, -1, SQLITE_TRANSIENT); else sqlite3_bind_null(qf, 4);
-            if (fi.file) sqlite3_bind_text(qf, 5, fi.file, -1, SQLITE_TRANSIENT); else sqlite3_bind_null(qf, 5);
-            if (fi.line) sqlite3_bind_int(qf, 6, fi.line); else sqlite3_bind_null(qf, 6);
-            if (fi.module) sqlite3_bind_text(qf, 7, fi.module, -1, SQLITE_TRANSIENT); else sqlite3_bind_null(qf, 7);
+        size_t n = sv && dfr ? az_sv_frames(sv, id, dfr, 4096) : 0;
+        for (size_t k = 0; k < n; k++) {
+            const az_frame_t *fi = &dfr[k];
+            sqlite3_bind_int64(qf, 1, id); sqlite3_bind_int64(qf, 2, (sqlite3_int64)k); bind_u64(qf, 3, fi->pc);
+            if (fi->function) sqlite3_bind_text(qf, 4, fi->function, -1, SQLITE_TRANSIENT); else sqlite3_bind_null(qf, 4);
+            if (fi->file) sqlite3_bind_text(qf, 5, fi->file, -1, SQLITE_TRANSIENT); else sqlite3_bind_null(qf, 5);
+            if (fi->line) sqlite3_bind_int(qf, 6, fi->line); else sqlite3_bind_null(qf, 6);
+            if (fi->module) sqlite3_bind_text(qf, 7, fi->module, -1, SQLITE_TRANSIENT); else sqlite3_bind_null(qf, 7);
+            sqlite3_bind_int64(qf, 8, fi->level);
+            sqlite3_bind_int(qf, 9, fi->inlined);
             sqlite3_step(qf); sqlite3_reset(qf);
             st->frames++;
         }
     }
     sqlite3_finalize(qs);
     sqlite3_finalize(qf);
+    free(dfr);
+    az_sv_destroy(sv);
     az_sym_destroy(sym);
 
     /* metrics: the report JSON's numeric leaves by dotted path */
@@ -441,11 +452,12 @@ int az_sql_write_progress(const char *trace, const char *dbpath, az_sql_stats_t 
 out:
     for (int i = 0; i < ST_N; i++) sqlite3_finalize(L.st[i]);
     sqlite3_finalize(L.ev_batch);
-    sqlite3_close(L.db);
+    if (sqlite3_close(L.db) != SQLITE_OK && !rc) { snprintf(msg, msglen, "cannot close database %s", dbpath); rc = PSC_EIO; }
     az_scan_free(s);
+    if (rc) psc_out_abort(dbo);
+    else rc = psc_out_commit(dbo, msg, msglen);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     st->seconds = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
-    if (rc) unlink(dbpath);
     return rc;
 }
 

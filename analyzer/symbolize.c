@@ -1,19 +1,38 @@
-/* symbolize.c — offline symbolization through libdwfl (see symbolize.h).
+/* symbolize.c — offline symbolization through libdwfl and libdw (see
+ * symbolize.h).
  *
  * One Dwfl session, modules reported with dwfl_report_elf at the address of
  * their first PT_LOAD (add_p_vaddr = true, so prelinked or non-zero p_vaddr
  * files land right). A file that cannot be opened is skipped: its addresses
- * come out as module+offset. Lookups are memoized in the common hash map,
- * keyed by the looked-up address.
+ * come out as module+offset.
+ *
+ * Inline chains: dwfl_module_addrdie gives the CU of the address,
+ * dwarf_getscopes its innermost scope, dwarf_getscopes_die the DIEs that
+ * contain that one, innermost first; each
+ * DW_TAG_inlined_subroutine is one displayed frame (its abstract origin
+ * names it), the DW_TAG_subprogram that ends the walk the physical one. The
+ * innermost frame takes the line table's file:line; each outer one the
+ * DW_AT_call_file/DW_AT_call_line of the inlined DIE just inside it. Names
+ * prefer DW_AT_linkage_name (demangled, so C++ names carry their class,
+ * template arguments and parameters, as addr2line -C prints them), then
+ * DW_AT_name, then the symbol table.
+ *
+ * Memo: looked-up address -> (first, count) in one array of chain frames;
+ * a second map remembers which recorded addresses are signal trampolines.
  */
 #include "symbolize.h"
 
+#include <dwarf.h>
+#include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "demangle.h"
 #include "hashmap.h"
+
+typedef struct chain_ref { uint32_t first, count; } chain_ref_t;
 
 struct az_sym {
     Dwfl *dwfl;
@@ -21,7 +40,10 @@ struct az_sym {
     char *debuginfo_path;
     struct { uint64_t base, size; char *name; } *mods;
     size_t n_mods;
-    psc_map_t cache;             /* looked-up address -> az_frame_t */
+    psc_map_t cache;             /* looked-up address -> chain_ref_t */
+    psc_map_t tramp;             /* recorded address -> 1 trampoline, 2 not */
+    az_frame_t *fr;              /* every chain, back to back */
+    size_t n_fr, cap_fr;
     char **strs;                 /* owned strings */
     size_t n_strs, cap_strs;
 };
@@ -40,6 +62,14 @@ static const char *keep(az_sym_t *s, const char *str)
     return c;
 }
 
+/* The demangled form of a name, kept. */
+static const char *keep_name(az_sym_t *s, const char *name)
+{
+    if (!name) return NULL;
+    char buf[2048];
+    return keep(s, az_dm_name(name, buf, sizeof buf));
+}
+
 az_sym_t *az_sym_create(const pst_module_t *mods, size_t n)
 {
     az_sym_t *s = calloc(1, sizeof *s);
@@ -48,7 +78,8 @@ az_sym_t *az_sym_create(const pst_module_t *mods, size_t n)
     s->cb.find_debuginfo = dwfl_standard_find_debuginfo;
     s->cb.debuginfo_path = &s->debuginfo_path;
     s->dwfl = dwfl_begin(&s->cb);
-    int rc = psc_map_init(&s->cache, sizeof(az_frame_t), 512, 50, NULL);   /* 1024 slots */
+    int rc = psc_map_init(&s->cache, sizeof(chain_ref_t), 512, 50, NULL);
+    if (!rc) rc = psc_map_init(&s->tramp, sizeof(int), 512, 50, NULL);
     s->mods = calloc(n ? n : 1, sizeof *s->mods);
     if (rc || !s->mods) { az_sym_destroy(s); return NULL; }
     if (s->dwfl) dwfl_report_begin(s->dwfl);
@@ -77,41 +108,185 @@ void az_sym_destroy(az_sym_t *s)
     if (s->dwfl) dwfl_end(s->dwfl);
     for (size_t i = 0; i < s->n_strs; i++) free(s->strs[i]);
     free(s->strs);
+    free(s->fr);
     psc_map_free(&s->cache);
+    psc_map_free(&s->tramp);
     free(s->mods);
     free(s);
 }
 
-static void resolve(az_sym_t *s, uint64_t a, az_frame_t *out)
+static az_frame_t *push(az_sym_t *s)
 {
-    memset(out, 0, sizeof *out);
+    if (s->n_fr == s->cap_fr) {
+        size_t n = s->cap_fr ? s->cap_fr * 2 : 1024;
+        az_frame_t *a = realloc(s->fr, n * sizeof *a);
+        if (!a) return NULL;
+        s->fr = a; s->cap_fr = n;
+    }
+    az_frame_t *f = &s->fr[s->n_fr++];
+    memset(f, 0, sizeof *f);
+    return f;
+}
+
+/* A function DIE's name: linkage name, else DW_AT_name, following
+ * DW_AT_abstract_origin / DW_AT_specification. */
+static const char *die_name(Dwarf_Die *d)
+{
+    Dwarf_Attribute a;
+    const char *n = dwarf_formstring(dwarf_attr_integrate(d, DW_AT_linkage_name, &a));
+    if (!n) n = dwarf_formstring(dwarf_attr_integrate(d, DW_AT_MIPS_linkage_name, &a));
+    if (!n) n = dwarf_formstring(dwarf_attr_integrate(d, DW_AT_name, &a));
+    return n;
+}
+
+/* Append the chain of address a to s->fr; returns the number appended. */
+static uint32_t resolve(az_sym_t *s, uint64_t a)
+{
+    const char *module = NULL;
+    uint64_t offset = 0;
     for (size_t i = 0; i < s->n_mods; i++)
         if (a >= s->mods[i].base && a - s->mods[i].base < s->mods[i].size) {
-            out->module = s->mods[i].name;
-            out->offset = a - s->mods[i].base;
+            module = s->mods[i].name;
+            offset = a - s->mods[i].base;
             break;
         }
-    if (!s->dwfl) return;
-    Dwfl_Module *mod = dwfl_addrmodule(s->dwfl, a);
-    if (!mod) return;
-    const char *name = dwfl_module_addrname(mod, a);
-    out->function = keep(s, name);
-    Dwfl_Line *line = dwfl_module_getsrc(mod, a);
-    if (line) {
-        int ln = 0;
-        const char *file = dwfl_lineinfo(line, NULL, &ln, NULL, NULL, NULL);
-        if (file) { out->file = keep(s, file); out->line = ln; }
+    size_t first = s->n_fr;
+    Dwfl_Module *mod = s->dwfl ? dwfl_addrmodule(s->dwfl, a) : NULL;
+    const char *lfile = NULL;
+    int lline = 0;
+    if (mod) {
+        Dwfl_Line *line = dwfl_module_getsrc(mod, a);
+        if (line) lfile = dwfl_lineinfo(line, NULL, &lline, NULL, NULL, NULL);
+        if (!lfile) lline = 0;
+        Dwarf_Addr bias = 0;
+        Dwarf_Die *cu = dwfl_module_addrdie(mod, a, &bias);
+        /* dwarf_getscopes continues outside the first inlined DIE with its
+         * abstract origin's scopes; the concrete nesting (each inlined DIE
+         * inside the one it was inlined into) is dwarf_getscopes_die's of
+         * the innermost scope */
+        Dwarf_Die *scopes = NULL, inner;
+        int n = cu ? dwarf_getscopes(cu, a - bias, &scopes) : 0;
+        if (n > 0) {
+            inner = scopes[0];
+            free(scopes);
+            scopes = NULL;
+            n = dwarf_getscopes_die(&inner, &scopes);
+        }
+        Dwarf_Files *files = NULL;
+        size_t nfiles = 0;
+        if (n > 0 && dwarf_getsrcfiles(cu, &files, &nfiles) != 0) files = NULL;
+        const char *file = lfile;
+        int ln = lline;
+        for (int i = 0; i < n; i++) {
+            int tag = dwarf_tag(&scopes[i]);
+            if (tag != DW_TAG_inlined_subroutine && tag != DW_TAG_subprogram) continue;
+            az_frame_t *f = push(s);
+            if (!f) break;
+            f->function = keep_name(s, die_name(&scopes[i]));
+            f->file = keep(s, file);
+            f->line = file ? ln : 0;
+            if (tag == DW_TAG_subprogram) break;
+            f->inlined = 1;
+            /* the next frame out is at this inlined call's site */
+            Dwarf_Attribute at;
+            Dwarf_Word cf = 0, cl = 0;
+            file = NULL; ln = 0;
+            if (files && dwarf_formudata(dwarf_attr(&scopes[i], DW_AT_call_file, &at), &cf) == 0 && cf < nfiles)
+                file = dwarf_filesrc(files, cf, NULL, NULL);
+            if (dwarf_formudata(dwarf_attr(&scopes[i], DW_AT_call_line, &at), &cl) == 0) ln = (int)cl;
+        }
+        free(scopes);
+        /* an inlined chain must end in a physical function */
+        if (s->n_fr > first && s->fr[s->n_fr - 1].inlined) {
+            az_frame_t *f = push(s);
+            if (f) { f->file = keep(s, file); f->line = file ? ln : 0; }
+        }
     }
+    if (s->n_fr == first) {
+        az_frame_t *f = push(s);
+        if (!f) return 0;
+        f->file = keep(s, lfile);
+        f->line = lline;
+    }
+    /* the physical frame without a DWARF name: the symbol table's */
+    az_frame_t *phys = &s->fr[s->n_fr - 1];
+    if (!phys->function && mod) phys->function = keep_name(s, dwfl_module_addrname(mod, a));
+    for (size_t i = first; i < s->n_fr; i++) {
+        s->fr[i].module = module;
+        s->fr[i].offset = offset;
+        s->fr[i].addr = a;
+    }
+    return (uint32_t)(s->n_fr - first);
+}
+
+/* The chain of looked-up address a: from the memo, else resolved. */
+static chain_ref_t chain_of(az_sym_t *s, uint64_t a)
+{
+    const chain_ref_t *hit = psc_map_get_sz(&s->cache, a, sizeof(chain_ref_t));
+    if (hit) return *hit;
+    chain_ref_t r = { (uint32_t)s->n_fr, 0 };
+    r.count = resolve(s, a);
+    chain_ref_t *slot = psc_map_put_sz(&s->cache, a, NULL, sizeof(chain_ref_t));
+    if (slot) *slot = r;
+    return r;
+}
+
+/* Is recorded address pc the first instruction of a signal trampoline? */
+static int is_trampoline(az_sym_t *s, uint64_t pc)
+{
+    const int *hit = psc_map_get_sz(&s->tramp, pc, sizeof(int));
+    if (hit) return *hit == 1;
+    int t = 2;
+    Dwfl_Module *mod = s->dwfl ? dwfl_addrmodule(s->dwfl, pc) : NULL;
+    if (mod) {
+        GElf_Off off = 1;
+        GElf_Sym sym;
+        const char *n = dwfl_module_addrinfo(mod, pc, &off, &sym, NULL, NULL, NULL);
+        if (n && off == 0 && !strcmp(n, "__restore_rt")) t = 1;
+    }
+    int *slot = psc_map_put_sz(&s->tramp, pc, NULL, sizeof(int));
+    if (slot) *slot = t;
+    return t == 1;
+}
+
+static size_t copy_chain(az_sym_t *s, uint64_t pc, uint64_t a, uint32_t level, az_frame_t *out,
+                         size_t at, size_t max)
+{
+    chain_ref_t r = chain_of(s, a);
+    for (uint32_t k = 0; k < r.count; k++, at++) {
+        if (at >= max) continue;
+        out[at] = s->fr[r.first + k];
+        out[at].pc = pc;
+        out[at].level = level;
+    }
+    return at;
+}
+
+size_t az_sym_stack(az_sym_t *s, const uint64_t *pcs, uint32_t depth, az_frame_t *out, size_t max)
+{
+    size_t n = 0;
+    int interrupted = 0;   /* the frame above a trampoline: at its pc */
+    for (uint32_t i = 0; i < depth; i++) {
+        uint64_t pc = pcs[i], a = pc;
+        int tramp = pc && is_trampoline(s, pc);
+        if (!tramp && !interrupted && pc) a = pc - 1;
+        interrupted = tramp;
+        n = copy_chain(s, pc, a, i, out, n, max);
+    }
+    return n;
+}
+
+size_t az_sym_chain(az_sym_t *s, uint64_t pc, int ret_addr, az_frame_t *out, size_t max)
+{
+    return copy_chain(s, pc, ret_addr && pc ? pc - 1 : pc, 0, out, 0, max);
 }
 
 void az_sym_lookup(az_sym_t *s, uint64_t pc, int ret_addr, az_frame_t *out)
 {
-    uint64_t a = ret_addr && pc ? pc - 1 : pc;
-    const az_frame_t *hit = psc_map_get_sz(&s->cache, a, sizeof(az_frame_t));
-    if (hit) { *out = *hit; return; }
-    resolve(s, a, out);
-    az_frame_t *slot = psc_map_put_sz(&s->cache, a, NULL, sizeof(az_frame_t));   /* NULL: the memo cannot grow, skip it */
-    if (slot) *slot = *out;
+    az_frame_t one;
+    memset(&one, 0, sizeof one);
+    if (!az_sym_chain(s, pc, ret_addr, &one, 1)) one.pc = pc;
+    *out = one;
 }
 
 const char *az_sym_format(const az_frame_t *f, uint64_t pc, char *buf, size_t len)
@@ -129,17 +304,7 @@ const char *az_sym_format(const az_frame_t *f, uint64_t pc, char *buf, size_t le
     return buf;
 }
 
-int az_sym_is_allocator(const az_frame_t *f)
+int az_sym_is_tracer(const az_frame_t *f)
 {
-    if (f->module && strstr(f->module, "poolscope-preload")) return 1;
-    if (!f->function) return 0;
-    static const char *const names[] = {
-        "malloc", "calloc", "realloc", "reallocarray", "free", "posix_memalign",
-        "aligned_alloc", "memalign", "valloc", "pvalloc", "mmap", "mmap64", "munmap",
-        "mremap", "__libc_malloc", "__libc_calloc", "__libc_realloc", "__libc_free",
-        "__libc_memalign", "operator new", "operator new[]", "_Znwm", "_Znam",
-    };
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (strcmp(f->function, names[i]) == 0) return 1;
-    return strncmp(f->function, "ps_", 3) == 0 || strncmp(f->function, "pst_", 4) == 0;
+    return f->module && strstr(f->module, "poolscope-preload") != NULL;
 }

@@ -39,6 +39,11 @@ int  cli_file_err(const char *cmd, const char *file, const char *msg);
  * was readable" (DONE: "exported", "plotted", ...). */
 void cli_warn_damaged(const char *cmd, const char *file, const char *done);
 
+/* End of a command that printed to stdout: flushes it; when any write to
+ * it failed (a full disk, /dev/full, a closed pipe) prints "poolscope CMD:
+ * cannot write standard output: WHY" and returns CLI_USAGE, else rc. */
+int  cli_stdout_done(const char *cmd, int rc);
+
 /* One option, or several handled alike: a flag (sets *flag to 1), or an
  * option taking a value, which goes to *value or to take() with the
  * spelling used (called again for a repeated option; returns 0, or
@@ -55,7 +60,8 @@ typedef struct cli_args {
     void (*help)(FILE *out);           /* printed for -h / --help */
     const cli_opt_t *opts;             /* ends with an entry whose names are NULL */
     void *ctx;                         /* passed to take() */
-    const char **files;                /* the arguments that are not options ("-" is one) */
+    const char **files;                /* the arguments that are not options ("-" is
+                                        * one, given as "/dev/stdin") */
     int max_files;                     /* more is a usage error */
     int n_files;                       /* out */
 } cli_args_t;

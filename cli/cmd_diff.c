@@ -10,21 +10,30 @@
 
 void cmd_diff_help(FILE *out)
 {
-    fputs("usage: poolscope diff A B [--json]\n\n"
+    fputs("usage: poolscope diff A B [--json] [--timing] [--allow-incomplete]\n\n"
           "Compare two traces (or two `report --json` files): every metric that\n"
           "differs, A -> B with the change in percent and whether it got better or\n"
           "worse (bytes and counts lower-is-better; hit_rate, same_address_reuse,\n"
           "kv_utilization higher-is-better), then the allocation sites whose bytes\n"
-          "changed most (matched by symbolized name).\n\n"
-          "  --json   the differences as JSON: {\"metrics\": [...], \"sites\": [...]}\n\n"
+          "changed most (matched by symbolized name). Timing figures (times,\n"
+          "time-weighted means, timer-driven samples such as RSS and event counts)\n"
+          "differ between identical runs: they are shown as \"timing\" and do not\n"
+          "count as differences unless --timing is given.\n\n"
+          "  --json     the differences as JSON: {\"metrics\": [...], \"sites\": [...]}\n"
+          "  --timing   timing differences count too (exit 1)\n"
+          "  --allow-incomplete  compare traces that are cut short, have no END record\n"
+          "             or a corrupt chunk, have no events, or whose process was killed\n\n"
           "Exit: 0 no differences, 1 differences, 2 bad usage or input.\n", out);
 }
 
 int cmd_diff(int argc, char **argv)
 {
     const char *f[2] = { NULL, NULL };
-    int json = 0;
-    const cli_opt_t opts[] = { { "--json", &json, NULL, NULL }, { NULL, NULL, NULL, NULL } };
+    int json = 0, timing = 0, allow_incomplete = 0;
+    const cli_opt_t opts[] = {
+        { "--json", &json, NULL, NULL }, { "--timing", &timing, NULL, NULL },
+        { "--allow-incomplete", &allow_incomplete, NULL, NULL }, { NULL, NULL, NULL, NULL },
+    };
     cli_args_t args = { "diff", cmd_diff_help, opts, NULL, f, 2, 0 };
     int rc = cli_parse_args(&args, argc, argv);
     if (rc != CLI_CONTINUE) return rc;
@@ -38,11 +47,19 @@ int cmd_diff(int argc, char **argv)
             az_json_free(d[0]);
             return cli_file_err("diff", f[k], msg);
         }
+        char why[200];
+        if (!allow_incomplete && az_doc_incomplete(az_json_root(d[k]), why, sizeof why)) {
+            snprintf(msg, sizeof msg, "%s; not comparing it (--allow-incomplete to compare anyway)", why);
+            az_json_free(d[0]);
+            if (k) az_json_free(d[1]);
+            return cli_file_err("diff", f[k], msg);
+        }
     }
     if (!json) printf("diff %s -> %s\n", f[0], f[1]);
-    size_t n = az_diff_docs(az_json_root(d[0]), az_json_root(d[1]), json, stdout);
-    if (!json && n == 0) printf("  no differences\n");
+    size_t n = az_diff_docs(az_json_root(d[0]), az_json_root(d[1]),
+                            (json ? AZ_DIFF_JSON : 0) | (timing ? AZ_DIFF_TIMING : 0), stdout);
+    if (!json && n == 0) printf("  no differences%s\n", timing ? "" : " (timing aside)");
     az_json_free(d[0]);
     az_json_free(d[1]);
-    return n ? CLI_REGRESSION : CLI_OK;
+    return cli_stdout_done("diff", n ? CLI_REGRESSION : CLI_OK);
 }

@@ -6,6 +6,7 @@
 
 #include "cli.h"
 #include "export.h"
+#include "site_args.h"
 
 void cmd_export_help(FILE *out)
 {
@@ -16,18 +17,30 @@ void cmd_export_help(FILE *out)
           "           instant events for point markers; async slices for scopes.\n"
           "  folded   folded stacks for flamegraph.pl, speedscope or inferno: one\n"
           "           line per allocation stack, \"outer;...;inner WEIGHT\".\n"
-          "  --weight bytes (default) or calls: what a folded line's weight counts\n\n"
+          "  --weight bytes (default) or calls: what a folded line's weight counts\n"
+          "  --lines  folded frames as \"function (file:line)\" (default: function)\n"
+          "  --no-skip, --skip-frame PAT: which wrapper frames a folded stack drops at\n"
+          "           its inner end and chrome's site names skip (as in report)\n\n"
           "Exit: 0, or 2 for bad usage or an unreadable trace.\n", out);
+}
+
+static int take_site(void *ctx, const char *opt, const char *v)
+{
+    return cli_sites_take(ctx, "export", opt, v);
 }
 
 int cmd_export(int argc, char **argv)
 {
     const char *file = NULL, *out = NULL, *fmt = NULL, *weight = "bytes";
+    az_export_opts_t eo = { .lines = 0 };
+    cli_sites_t cs = { .o = &eo.sites };
     const cli_opt_t opts[] = {
         { "-o", NULL, &out, NULL }, { "--format", NULL, &fmt, NULL }, { "--weight", NULL, &weight, NULL },
+        { "--lines", &eo.lines, NULL, NULL }, { "--no-skip", &eo.sites.no_skip, NULL, NULL },
+        { "--skip-frame --depth", NULL, NULL, take_site },
         { NULL, NULL, NULL, NULL },
     };
-    cli_args_t args = { "export", cmd_export_help, opts, NULL, &file, 1, 0 };
+    cli_args_t args = { "export", cmd_export_help, opts, &cs, &file, 1, 0 };
     int rc = cli_parse_args(&args, argc, argv);
     if (rc != CLI_CONTINUE) return rc;
     if (!file || !out || !fmt) { cli_cmd_err("export", "usage: poolscope export FILE --format chrome|folded -o OUT"); return CLI_USAGE; }
@@ -37,7 +50,7 @@ int cmd_export(int argc, char **argv)
     if (w < 0) { cli_cmd_err("export", "--weight must be bytes or calls, not '%s'", weight); return CLI_USAGE; }
     int warn;
     char msg[512];
-    if (az_export(file, f, w, out, &warn, msg, sizeof msg)) return cli_file_err("export", file, msg);
+    if (az_export_ex(file, f, w, &eo, out, &warn, msg, sizeof msg)) return cli_file_err("export", file, msg);
     if (warn) cli_warn_damaged("export", file, "exported");
     return CLI_OK;
 }

@@ -27,8 +27,19 @@ void cmd_gate_help(FILE *out)
           "  --min M=VALUE  fail when M < VALUE\n"
           "  --default-tol PCT  with no --tol/--max/--min, the headline metrics\n"
           "                 (peak_live_bytes, total_allocated_bytes, leaked_bytes,\n"
-          "                 pool.hit_rate, ... allocs_per_decode_step) are checked with\n"
-          "                 this tolerance (default 0)\n\n"
+          "                 pool.hit_rate, ..., kv.kv_utilization_per_step,\n"
+          "                 allocs_per_decode_step, heap_calls_per_decode_step) are\n"
+          "                 checked with this tolerance (default 0). Time-weighted\n"
+          "                 figures (kv.kv_utilization) are not defaults: they vary\n"
+          "                 between identical runs.\n"
+          "  --allow-incomplete  compare a trace (or baseline) that is cut short, has no\n"
+          "                 END record or a corrupt chunk, has no events, or whose\n"
+          "                 process was killed (refused by default)\n"
+          "  --accept-program  compare with a baseline recorded from another program\n"
+          "                 (refused by default; report --json has \"program\", \"argv\")\n\n"
+          "A metric that does not apply is null in the report (no KV cache, no decode\n"
+          "step): null on both sides passes a --tol as n/a; null on one side, under\n"
+          "--max/--min, missing, not a number or not finite is exit 2 naming it.\n\n"
           "Exit: 0 every check holds, 1 a regression (listed as REGRESSED lines),\n"
           "2 bad usage or input. --baseline is optional when only --max/--min are given.\n", out);
 }
@@ -63,12 +74,14 @@ static int take(void *ctx, const char *opt, const char *v)
 int cmd_gate(int argc, char **argv)
 {
     const char *file = NULL, *base = NULL;
+    int allow_incomplete = 0, accept_program = 0;
     gate_args_t ga = { calloc((size_t)argc, sizeof *ga.rules), 0, 0, 0 };
     char msg[512];
     az_jdoc_t *dc = NULL, *db = NULL;
     if (!ga.rules) { cli_cmd_err("gate", "out of memory"); return CLI_USAGE; }
     const cli_opt_t opts[] = {
         { "--baseline", NULL, &base, NULL }, { "--tol --max --min --default-tol", NULL, NULL, take },
+        { "--allow-incomplete", &allow_incomplete, NULL, NULL }, { "--accept-program", &accept_program, NULL, NULL },
         { NULL, NULL, NULL, NULL },
     };
     cli_args_t args = { "gate", cmd_gate_help, opts, &ga, &file, 1, 0 };
@@ -86,13 +99,34 @@ int cmd_gate(int argc, char **argv)
     }
     dc = az_metrics_doc(file, &err, msg, sizeof msg);
     if (!dc) { cli_file_err("gate", file, msg); goto out; }
-    rc = az_gate_check(az_json_root(dc), db ? az_json_root(db) : NULL, ga.rules, ga.n, ga.dtol, stdout, msg, sizeof msg);
+    if (!allow_incomplete) {
+        const char *which[2] = { file, base };
+        az_jdoc_t *docs[2] = { dc, db };
+        for (int k = 0; k < 2; k++) {
+            char why[200];
+            if (!docs[k] || !az_doc_incomplete(az_json_root(docs[k]), why, sizeof why)) continue;
+            snprintf(msg, sizeof msg, "%s%s; not gating on it (--allow-incomplete to gate anyway)",
+                     k ? "baseline: " : "", why);
+            cli_file_err("gate", which[k], msg);
+            goto out;
+        }
+    }
+    if (db && !accept_program && az_doc_other_program(az_json_root(dc), az_json_root(db), msg, sizeof msg)) {
+        size_t l = strlen(msg);
+        snprintf(msg + l, sizeof msg - l, " (--accept-program to compare anyway)");
+        cli_file_err("gate", base, msg);
+        goto out;
+    }
+    if (base) printf("gate: %s against baseline %s\n", file, base);
+    rc = az_gate_check_named(az_json_root(dc), db ? az_json_root(db) : NULL, base, ga.rules, ga.n, ga.dtol,
+                             stdout, msg, sizeof msg);
     if (rc == 2) cli_file_err("gate", file, msg);
-    else if (rc == 1) printf("gate: FAILED — the metrics marked REGRESSED got worse than allowed\n");
-    else printf("gate: passed\n");
+    else if (rc == 1) printf("gate: FAILED against %s — the metrics marked REGRESSED got worse than allowed\n",
+                             base ? base : "the limits");
+    else printf("gate: passed%s%s\n", base ? " against " : "", base ? base : "");
 out:
     az_json_free(dc);
     az_json_free(db);
     free(ga.rules);
-    return rc;
+    return cli_stdout_done("gate", rc);
 }

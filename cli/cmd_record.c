@@ -33,7 +33,7 @@
 
 typedef struct rec_opts {
     const char *out;          /* -o, or NULL for poolscope.<pid>.pst */
-    const char *stacks;       /* none|fp|dwarf, NULL = the preload's default */
+    const char *stacks;       /* none|fp|dwarf; NULL = PL_STACKS_DEFAULT */
     long depth;               /* 0 = default */
     const char *follow_exec;  /* NULL = not set */
     int signo;                /* 0 = not set */
@@ -51,9 +51,10 @@ void cmd_record_help(FILE *out)
           "children and exec'd images alike); an existing file is never overwritten.\n\n"
           "  -o FILE               trace of the first image (default poolscope.<pid>.pst\n"
           "                        in the current directory); refused if FILE exists\n"
-          "  --stacks MODE         call stacks per event: none, fp (frame pointers),\n"
-          "                        dwarf (unwind tables; slower, works without frame\n"
-          "                        pointers)\n"
+          "  --stacks MODE         call stacks per event: dwarf (the default: unwind\n"
+          "                        tables, whole stacks through code without frame\n"
+          "                        pointers), fp (frame pointers: cheaper, cut short\n"
+          "                        in such code), none\n"
           "  --depth N             deepest stack recorded (1..128)\n"
           "  --follow-exec PATTERN which exec'd programs to trace (see the preload\n"
           "                        README: matched against the program path)\n"
@@ -211,7 +212,7 @@ int cmd_record(int argc, char **argv)
 
     pl_spec_t spec = {
         .target = target, .argv = o.cmd, .preload = preload, .out = o.out ? out : NULL,
-        .manifest = manifest, .stacks = o.stacks, .depth = o.depth,
+        .manifest = manifest, .stacks = o.stacks ? o.stacks : PL_STACKS_DEFAULT, .depth = o.depth,
         .follow_exec = o.follow_exec, .signo = o.signo, .paused = o.paused,
     };
     pl_result_t res;

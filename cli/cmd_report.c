@@ -10,6 +10,7 @@
 #include "poolscope/error.h"
 #include "report.h"
 #include "scan.h"
+#include "site_args.h"
 #include "units.h"
 
 void cmd_report_help(FILE *out)
@@ -28,13 +29,16 @@ void cmd_report_help(FILE *out)
           "  --phase NAME    count only while a scope of marker NAME is open\n"
           "  --from T --to T count only events in [T, T'] since trace start;\n"
           "                  T like 1.5s, 200ms, 30us, 100ns (plain number: seconds)\n"
-          "  --no-symbols    addresses instead of symbol names (faster)\n\n"
-          "Exit: 0, or 2 for bad usage or an unreadable trace. A trace cut short is\n"
+          "  --no-symbols    addresses instead of symbol names (faster)\n"
+          "  --full          every frame of each site's stack under its row\n", out);
+    fputs(cli_sites_help, out);
+    fputs("\nExit: 0, or 2 for bad usage or an unreadable trace. A trace cut short is\n"
           "reported up to the damage with a warning on stderr.\n", out);
 }
 
 typedef struct report_args {
     az_report_opts_t ro;
+    cli_sites_t sites;
     az_scan_opts_t so;
     int have_from, have_to;
 } report_args_t;
@@ -43,6 +47,7 @@ typedef struct report_args {
 static int take(void *ctx, const char *opt, const char *v)
 {
     report_args_t *ra = ctx;
+    if (!strcmp(opt, "--skip-frame") || !strcmp(opt, "--depth")) return cli_sites_take(&ra->sites, "report", opt, v);
     if (!strcmp(opt, "--top")) {
         char *end;
         long n = strtol(v, &end, 10);
@@ -61,9 +66,11 @@ int cmd_report(int argc, char **argv)
     const char *file = NULL;
     int json = 0;
     report_args_t ra = { 0 };
+    ra.sites.o = &ra.ro.sites;
     const cli_opt_t opts[] = {
         { "--json", &json, NULL, NULL }, { "--no-symbols", &ra.ro.no_symbols, NULL, NULL },
-        { "--phase", NULL, &ra.so.phase, NULL }, { "--top --from --to", NULL, NULL, take },
+        { "--full", &ra.ro.full_stacks, NULL, NULL }, { "--no-skip", &ra.ro.sites.no_skip, NULL, NULL },
+        { "--phase", NULL, &ra.so.phase, NULL }, { "--top --from --to --skip-frame --depth", NULL, NULL, take },
         { NULL, NULL, NULL, NULL },
     };
     cli_args_t args = { "report", cmd_report_help, opts, &ra, &file, 1, 0 };
@@ -90,5 +97,5 @@ int cmd_report(int argc, char **argv)
     if (json) az_report_json(s, &ro, stdout);
     else az_report_text(s, &ro, stdout);
     az_scan_free(s);
-    return fflush(stdout) ? CLI_USAGE : CLI_OK;
+    return cli_stdout_done("report", CLI_OK);
 }

@@ -10,8 +10,11 @@
 void cmd_sql_help(FILE *out)
 {
     fputs("usage: poolscope sql FILE -o DB.sqlite\n\n"
-          "Load a trace into a new SQLite database (an existing DB file is replaced):\n"
-          "tables events, stacks, frames (symbolized), modules, markers, pools, blocks,\n"
+          "Load a trace into a new SQLite database. It is built beside DB and renamed\n"
+          "over it when complete: an existing DB is replaced only by a finished one,\n"
+          "a DB that is the trace (also through a link) or not a regular file is\n"
+          "refused. FILE may be - (standard input, a pipe).\n"
+          "Tables: events, stacks, frames (symbolized), modules, markers, pools, blocks,\n"
           "rss, metrics (the report's numbers by dotted name), meta, event_types.\n"
           "Schema and example queries: analyzer/SCHEMA.md.\n\n"
           "  -o DB       the database to write\n"
@@ -44,5 +47,5 @@ int cmd_sql(int argc, char **argv)
                db, (unsigned long long)st.events, (unsigned long long)st.stacks, (unsigned long long)st.frames,
                (unsigned long long)st.markers, (unsigned long long)st.pool_rows, (unsigned long long)st.block_rows,
                st.seconds, st.seconds > 0 ? (double)st.events / st.seconds / 1e6 : 0.0);
-    return CLI_OK;
+    return cli_stdout_done("sql", CLI_OK);
 }

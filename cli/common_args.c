@@ -3,6 +3,7 @@
  * driven by a table of options, and the messages for bad usage, a file that
  * cannot be read and a trace that is damaged (see cli.h).
  */
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -22,6 +23,17 @@ void cli_cmd_err(const char *cmd, const char *fmt, ...)
 int cli_file_err(const char *cmd, const char *file, const char *msg)
 {
     fprintf(stderr, "poolscope %s: %s: %s\n", cmd, file, msg);
+    return CLI_USAGE;
+}
+
+int cli_stdout_done(const char *cmd, int rc)
+{
+    errno = 0;
+    int bad = fflush(stdout) != 0;
+    int e = errno;
+    if (ferror(stdout)) bad = 1;
+    if (!bad) return rc;
+    fprintf(stderr, "poolscope %s: cannot write standard output: %s\n", cmd, e ? strerror(e) : "write error");
     return CLI_USAGE;
 }
 
@@ -57,6 +69,7 @@ int cli_parse_args(cli_args_t *a, int argc, char **argv)
             return CLI_OK;
         }
         if (arg[0] != '-' || !arg[1]) {          /* a file; "-" is one too */
+            if (!arg[1] && arg[0] == '-') arg = "/dev/stdin";   /* read once, so a pipe works */
             if (a->n_files < a->max_files) { a->files[a->n_files++] = arg; continue; }
             if (a->max_files == 1) cli_cmd_err(a->cmd, "one trace file only ('%s' is extra)", arg);
             else cli_cmd_err(a->cmd, "takes %d files ('%s' is extra)", a->max_files, arg);

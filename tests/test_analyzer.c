@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,7 +42,16 @@ static void at(pst_writer_t *w, uint64_t t) { pst_writer_time(w, t); }
  *         free = 2 calls, 100 bytes -> decode count 2, 3 calls, 300 bytes
  *   pool  miss buf 1 req 100 granted 128; reclaim cached; hit buf 1 req 120: hit rate 0.5,
  *         peak cached 128, peak outstanding 128, internal frag at the live peak (120 of 128) = 1/16
- *   kv    block size 16, blocks {0,1} with 16 and 8 tokens from 9000 to 10000: utilization 0.75
+ *   kv    as the pool adapter emits it: an ALLOC carries n_tokens, which the pool
+ *         spreads over its blocks (16 per block, the last partial); TOKENS only
+ *         when a count changes afterwards. Block size 16:
+ *           9000  ALLOC owner 7, 24 tokens, ids {0,1}: 16 + 8     24/32 for 400 ns
+ *           9400  TOKENS block 1 -> 9 (a decode step)             25/32 for 200 ns
+ *           9600  ALLOC owner 8, 5 tokens, id {2}                 30/48 for 200 ns
+ *           9800  FREE {2} (owner 8 preempted)                    25/32 for 200 ns
+ *          10000  FREE {0,1}
+ *         time-weighted utilization (300 + 156.25 + 125 + 156.25) / 1000 = 0.7375;
+ *         peak 3 blocks at 9600, 30/48 = 0.625 there
  */
 static int write_golden(const char *path, int abandon)
 {
@@ -94,15 +104,24 @@ static int write_golden(const char *path, int abandon)
     uint32_t kvn = pst_writer_string(w, "kv");
     at(w, 8500); PST_EMIT(w, 2, PST_EV_KVB_CREATE, 1, kvn, 16, 64, 1, 0, 64, 4096);
     at(w, 9000);
-    uint32_t ids[2] = { 0, 1 };
+    uint32_t ids[2] = { 0, 1 }, id2[1] = { 2 };
+    /* "uuuzuuL" pool id, pool_seq, stream, owner, format, n_tokens, ids */
     memset(&ev, 0, sizeof ev); ev.type = PST_EV_KVB_ALLOC;
-    ev.f[0] = 1; ev.f[1] = 1; ev.f[2] = 0; ev.f[3] = 7; ev.f[4] = 0; ev.f[5] = 24; ev.f[6] = 2;
+    ev.f[0] = 1; ev.f[1] = 1; ev.f[2] = 0; ev.f[3] = 7; ev.f[4] = 0; ev.f[5] = 24;
     ev.ids = ids; ev.n_ids = 2;
     pst_writer_event(w, 2, &ev);
-    PST_EMIT(w, 2, PST_EV_KVB_TOKENS, 1, 2, 0, 16);
-    PST_EMIT(w, 2, PST_EV_KVB_TOKENS, 1, 3, 1, 8);
+    at(w, 9400); PST_EMIT(w, 2, PST_EV_KVB_TOKENS, 1, 2, 1, 9);
+    at(w, 9600);
+    memset(&ev, 0, sizeof ev); ev.type = PST_EV_KVB_ALLOC;
+    ev.f[0] = 1; ev.f[1] = 3; ev.f[2] = 0; ev.f[3] = 8; ev.f[4] = 0; ev.f[5] = 5;
+    ev.ids = id2; ev.n_ids = 1;
+    pst_writer_event(w, 2, &ev);
+    at(w, 9800);
+    memset(&ev, 0, sizeof ev); ev.type = PST_EV_KVB_FREE; ev.f[0] = 1; ev.f[1] = 4;
+    ev.ids = id2; ev.n_ids = 1;
+    pst_writer_event(w, 2, &ev);
     at(w, 10000);
-    memset(&ev, 0, sizeof ev); ev.type = PST_EV_KVB_FREE; ev.f[0] = 1; ev.f[1] = 4; ev.f[2] = 2;
+    memset(&ev, 0, sizeof ev); ev.type = PST_EV_KVB_FREE; ev.f[0] = 1; ev.f[1] = 5;
     ev.ids = ids; ev.n_ids = 2;
     pst_writer_event(w, 2, &ev);
     at(w, 10100); PST_EMIT(w, 1, PST_EV_MARK_POINT, pst_writer_string(w, "done"), 0);
@@ -188,7 +207,11 @@ static void test_golden_phases_pool_kv(void **st)
     assert_int_equal(h->phases[1].count, 2);
     assert_int_equal(h->phases[1].heap_calls, 3);
     assert_int_equal(h->phases[1].heap_bytes, 300);
-    assert_true(h->allocs_per_decode_step == 1.5);   /* 2 steps (< 5): mean over all */
+    /* 2 steps (< 5): mean over all; allocation calls (realloc; calloc) 2,
+     * heap calls (with the free) 3 */
+    assert_true(h->has_decode_steps);
+    assert_true(h->allocs_per_decode_step == 1.0);
+    assert_true(h->heap_calls_per_decode_step == 1.5);
     assert_int_equal(p->acquires, 2);
     assert_int_equal(p->hits, 1);
     assert_true(p->hit_rate == 0.5);
@@ -197,9 +220,11 @@ static void test_golden_phases_pool_kv(void **st)
     assert_int_equal(p->peak_outstanding_bytes, 128);
     assert_true(p->internal_frag == 8.0 / 128);
     assert_true(h->has_kv);
-    assert_int_equal(h->peak_kv_blocks, 2);
-    assert_true(h->kv_utilization > 0.75 - 1e-12 && h->kv_utilization < 0.75 + 1e-12);
-    assert_true(h->kv_waste_ratio > 0.25 - 1e-12 && h->kv_waste_ratio < 0.25 + 1e-12);
+    assert_int_equal(h->peak_kv_blocks, 3);
+    assert_int_equal(h->peak_kv_t, 9600);
+    assert_true(fabs(h->kv_utilization - 0.7375) < 1e-12);
+    assert_true(fabs(h->kv_waste_ratio - 0.2625) < 1e-12);
+    assert_true(fabs(h->kv_utilization_at_peak - 0.625) < 1e-12);
     az_scan_free(s);
 }
 
@@ -247,7 +272,8 @@ static void test_report_json_has_design_keys(void **st)
         "reuse.fresh_address_ratio", "reuse.distance_p50", "reuse.distance_p90",
         "kv.peak_blocks_in_use", "kv.kv_utilization", "kv.kv_waste_ratio",
         "phases.decode.count", "phases.decode.heap_calls", "phases.decode.heap_bytes",
-        "allocs_per_decode_step",
+        "allocs_per_decode_step", "heap_calls_per_decode_step", "decode_steps",
+        "kv.kv_utilization_per_step", "program", "argv",
     };
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
         if (!az_json_path(r, keys[i])) fprintf(stderr, "missing %s\n", keys[i]);
@@ -255,6 +281,11 @@ static void test_report_json_has_design_keys(void **st)
     }
     assert_int_equal(az_json_path(r, "peak_live_bytes")->u, 350);
     assert_int_equal(az_json_path(r, "events")->u, s->events);
+    assert_string_equal(az_json_path(r, "program")->str, "/golden/prog");
+    /* the golden decode steps hold no KV blocks: the per-step KV figure
+     * does not apply (null), the time-weighted one does */
+    assert_int_equal(az_json_path(r, "kv.kv_utilization_per_step")->type, AZ_JV_NULL);
+    assert_int_equal(az_json_path(r, "kv.kv_utilization")->type, AZ_JV_NUM);
     az_json_free(d);
     free(buf);
     /* the text report runs too */
@@ -308,7 +339,7 @@ static void test_sqlite_rows_equal_events_and_schema(void **st)
     assert_int_equal(count_rows(d, "SELECT count(*) FROM events WHERE type = 1"), 3);
     assert_int_equal(count_rows(d, "SELECT count(*) FROM markers"), 7);
     assert_int_equal(count_rows(d, "SELECT count(*) FROM pools WHERE kind = 'acquire'"), 2);
-    assert_int_equal(count_rows(d, "SELECT count(*) FROM blocks WHERE kind = 'alloc'"), 2);
+    assert_int_equal(count_rows(d, "SELECT count(*) FROM blocks WHERE kind = 'alloc'"), 3);
     assert_int_equal(count_rows(d, "SELECT count(*) FROM rss"), 2);
     assert_int_equal(count_rows(d, "SELECT count(*) FROM stacks"), 2);
     assert_int_equal(count_rows(d, "SELECT count(*) FROM frames"), 4);
@@ -490,10 +521,153 @@ static void test_gate_tolerance_edges(void **st)
     assert_int_equal(gate("{\"peak_live_bytes\": 67108864}", base, AZ_RULE_MAX, "peak_live_bytes=64MiB"), 0);
     assert_int_equal(gate("{\"peak_live_bytes\": 67108865}", base, AZ_RULE_MAX, "peak_live_bytes=64MiB"), 1);
     assert_int_equal(gate("{\"peak_live_bytes\": 1}", base, AZ_RULE_TOL, "no.such.metric=5"), 2);
+    /* not a number, not finite, null: never a pass */
+    assert_int_equal(gate("{\"peak_live_bytes\": \"900\"}", base, AZ_RULE_TOL, "peak_live_bytes=50"), 2);
+    assert_int_equal(gate("{\"peak_live_bytes\": 900}", "{\"peak_live_bytes\": \"1000\"}", AZ_RULE_TOL, "peak_live_bytes=50"), 2);
+    assert_int_equal(gate("{\"peak_live_bytes\": 1e999}", base, AZ_RULE_MAX, "peak_live_bytes=64MiB"), 2);
+    assert_int_equal(gate("{\"peak_live_bytes\": 900}", "{\"peak_live_bytes\": 1e999}", AZ_RULE_TOL, "peak_live_bytes=50"), 2);
+    assert_int_equal(gate("{\"allocs_per_decode_step\": null}", base, AZ_RULE_MAX, "allocs_per_decode_step=5"), 2);
+    assert_int_equal(gate("{\"a\": null}", "{\"a\": null}", AZ_RULE_TOL, "a=5"), 0);       /* n/a on both sides */
+    assert_int_equal(gate("{\"a\": null}", "{\"a\": 3}", AZ_RULE_TOL, "a=5"), 2);
+    assert_int_equal(gate("{\"a\": 3}", "{\"a\": null}", AZ_RULE_TOL, "a=5"), 2);
+    /* kv_utilization_per_step is higher-is-better */
+    assert_int_equal(gate("{\"kv\": {\"kv_utilization_per_step\": 0.5}}", "{\"kv\": {\"kv_utilization_per_step\": 0.9}}",
+                          AZ_RULE_TOL, "kv.kv_utilization_per_step=10"), 1);
+    assert_int_equal(gate("{\"kv\": {\"kv_utilization\": 0.95}}", "{\"kv\": {\"kv_utilization\": 0.9}}",
+                          AZ_RULE_TOL, "kv.kv_utilization=0"), 0);
     az_gate_rule_t r;
     char msg[128];
     assert_int_equal(az_gate_rule_parse(AZ_RULE_TOL, "peak_live_bytes", &r, msg, sizeof msg), PSC_EINVAL);
     assert_int_equal(az_gate_rule_parse(AZ_RULE_MAX, "x=lots", &r, msg, sizeof msg), PSC_EINVAL);
+}
+
+/* Defaults are the deterministic figures: a time-weighted mean that moved
+ * does not fail them; a missing-on-one-side headline metric is bad input. */
+static void test_gate_defaults_skip_time_weighted(void **st)
+{
+    (void)st;
+    char msg[256];
+    FILE *devnull = fopen("/dev/null", "w");
+    az_jdoc_t *b = doc("{\"peak_live_bytes\": 10, \"kv\": {\"kv_utilization\": 0.9, \"kv_utilization_per_step\": 0.8}}");
+    az_jdoc_t *c = doc("{\"peak_live_bytes\": 10, \"kv\": {\"kv_utilization\": 0.7, \"kv_utilization_per_step\": 0.8}}");
+    az_jdoc_t *w = doc("{\"peak_live_bytes\": 10, \"kv\": {\"kv_utilization\": 0.9, \"kv_utilization_per_step\": 0.79}}");
+    az_jdoc_t *m = doc("{\"kv\": {\"kv_utilization\": 0.9, \"kv_utilization_per_step\": 0.8}}");
+    assert_int_equal(az_gate_check(az_json_root(c), az_json_root(b), NULL, 0, 0, devnull, msg, sizeof msg), 0);
+    assert_int_equal(az_gate_check(az_json_root(w), az_json_root(b), NULL, 0, 0, devnull, msg, sizeof msg), 1);
+    assert_int_equal(az_gate_check_named(az_json_root(m), az_json_root(b), "base.json", NULL, 0, 0, devnull,
+                                         msg, sizeof msg), 2);
+    assert_non_null(strstr(msg, "peak_live_bytes"));
+    /* the diff shows the time-weighted change as timing, and counts it only when asked */
+    assert_int_equal(az_diff_docs(az_json_root(b), az_json_root(c), 0, devnull), 0);
+    assert_int_equal(az_diff_docs(az_json_root(b), az_json_root(c), AZ_DIFF_TIMING, devnull), 1);
+    assert_int_equal(az_diff_docs(az_json_root(b), az_json_root(w), 0, devnull), 1);
+    assert_true(az_diff_is_timing("phases.decode.time_ns") && az_diff_is_timing("duration_ns") &&
+                az_diff_is_timing("pool.internal_frag_avg") && !az_diff_is_timing("peak_live_bytes") &&
+                !az_diff_is_timing("phases.events.count") && !az_diff_is_timing("kv.kv_utilization_per_step"));
+    fclose(devnull);
+    az_json_free(b);
+    az_json_free(c);
+    az_json_free(w);
+    az_json_free(m);
+}
+
+/* A trace whose figures stop early is no basis for a gate. */
+static void test_incomplete_traces_are_named(void **st)
+{
+    (void)st;
+    char p[512], msg[256], why[200];
+    int err;
+    path_in(p, sizeof p, "golden.pst");
+    az_jdoc_t *d = az_metrics_doc(p, &err, msg, sizeof msg);
+    assert_int_equal(az_doc_incomplete(az_json_root(d), why, sizeof why), 0);
+    az_json_free(d);
+    path_in(p, sizeof p, "cut.pst");                 /* abandoned: no END */
+    d = az_metrics_doc(p, &err, msg, sizeof msg);
+    assert_non_null(d);
+    assert_int_equal(az_doc_incomplete(az_json_root(d), why, sizeof why), 1);
+    assert_non_null(strstr(why, "incomplete"));
+    az_json_free(d);
+    /* complete, and no event at all */
+    path_in(p, sizeof p, "empty.pst");
+    pst_writer_cfg_t cfg = { .pid = 1, .exe = "/empty" };
+    pst_writer_t *w = pst_writer_open(p, &cfg, &err);
+    assert_non_null(w);
+    assert_int_equal(pst_writer_close(w), 0);
+    d = az_metrics_doc(p, &err, msg, sizeof msg);
+    assert_non_null(d);
+    assert_int_equal(az_doc_incomplete(az_json_root(d), why, sizeof why), 1);
+    assert_non_null(strstr(why, "no events"));
+    az_json_free(d);
+    d = doc("{\"killed\": true, \"complete\": true}");
+    assert_int_equal(az_doc_incomplete(az_json_root(d), why, sizeof why), 1);
+    assert_non_null(strstr(why, "killed"));
+    az_json_free(d);
+    /* another program: compared by file name */
+    az_jdoc_t *a = doc("{\"program\": \"/a/build/refengine\"}"), *b = doc("{\"program\": \"/b/refengine\"}"),
+              *c = doc("{\"program\": \"/usr/bin/python3\"}"), *n = doc("{}");
+    assert_int_equal(az_doc_other_program(az_json_root(a), az_json_root(b), msg, sizeof msg), 0);
+    assert_int_equal(az_doc_other_program(az_json_root(a), az_json_root(c), msg, sizeof msg), 1);
+    assert_non_null(strstr(msg, "python3"));
+    assert_int_equal(az_doc_other_program(az_json_root(a), az_json_root(n), msg, sizeof msg), 0);
+    az_json_free(a); az_json_free(b); az_json_free(c); az_json_free(n);
+}
+
+/* --phase NAME that never occurs is an error naming the phases there are. */
+static void test_unknown_phase_is_an_error(void **st)
+{
+    (void)st;
+    char p[512], msg[256];
+    path_in(p, sizeof p, "golden.pst");
+    az_scan_opts_t so = { .phase = "nosuch" };
+    az_scan_t *s = (az_scan_t *)&s;
+    assert_int_equal(az_scan_file(p, &so, &s, msg, sizeof msg), PSC_ENOENT);
+    assert_null(s);
+    assert_non_null(strstr(msg, "nosuch"));
+    assert_non_null(strstr(msg, "prefill, decode, done"));
+    so.phase = "decode";
+    assert_int_equal(az_scan_file(p, &so, &s, msg, sizeof msg), 0);
+    az_scan_free(s);
+}
+
+/* A split ALLOC list: n_tokens rides on the first piece only; the next
+ * piece continues the spread (the last block partial), and a piece without
+ * a count before it counts its blocks full. */
+static void test_kv_split_allocation_spreads_tokens(void **st)
+{
+    (void)st;
+    char p[512], msg[256];
+    path_in(p, sizeof p, "split.pst");
+    int err;
+    pst_writer_cfg_t cfg = { .pid = 2, .exe = "/split" };
+    pst_writer_t *w = pst_writer_open(p, &cfg, &err);
+    assert_non_null(w);
+    static uint32_t ids[PST_MAX_IDS + 2];
+    for (uint32_t i = 0; i < PST_MAX_IDS + 2; i++) ids[i] = i;
+    pst_event_t ev;
+    at(w, 100); PST_EMIT(w, 1, PST_EV_KVB_CREATE, 1, pst_writer_string(w, "kv"), 4, PST_MAX_IDS + 2, 1, 0, PST_MAX_IDS + 2, 64);
+    at(w, 200);
+    /* 4 * (PST_MAX_IDS + 1) + 1 tokens over PST_MAX_IDS + 2 blocks of 4 */
+    memset(&ev, 0, sizeof ev); ev.type = PST_EV_KVB_ALLOC;
+    ev.f[0] = 1; ev.f[1] = 1; ev.f[3] = 1; ev.f[5] = 4 * (PST_MAX_IDS + 1) + 1;
+    ev.ids = ids; ev.n_ids = PST_MAX_IDS;
+    pst_writer_event(w, 1, &ev);
+    ev.f[1] = 2; ev.f[5] = 0; ev.ids = ids + PST_MAX_IDS; ev.n_ids = 2;
+    pst_writer_event(w, 1, &ev);
+    at(w, 300);
+    memset(&ev, 0, sizeof ev); ev.type = PST_EV_KVB_FREE; ev.f[0] = 1; ev.f[1] = 3;
+    ev.ids = ids; ev.n_ids = PST_MAX_IDS;
+    pst_writer_event(w, 1, &ev);
+    ev.f[1] = 4; ev.ids = ids + PST_MAX_IDS; ev.n_ids = 2;
+    pst_writer_event(w, 1, &ev);
+    assert_int_equal(pst_writer_close(w), 0);
+    az_scan_t *s = NULL;
+    assert_int_equal(az_scan_file(p, NULL, &s, msg, sizeof msg), 0);
+    const az_result_t *h = &s->heap_r;
+    assert_int_equal(h->peak_kv_blocks, PST_MAX_IDS + 2);
+    double want = (4.0 * (PST_MAX_IDS + 1) + 1) / (4.0 * (PST_MAX_IDS + 2));
+    assert_true(fabs(h->kv_utilization_at_peak - want) < 1e-12);
+    assert_true(fabs(h->kv_utilization - want) < 1e-12);
+    az_scan_free(s);
 }
 
 static void test_diff_of_a_trace_with_itself_is_empty(void **st)
@@ -528,6 +702,10 @@ int main(void)
         cmocka_unit_test(test_exports_parse),
         cmocka_unit_test(test_gate_tolerance_edges),
         cmocka_unit_test(test_diff_of_a_trace_with_itself_is_empty),
+        cmocka_unit_test(test_gate_defaults_skip_time_weighted),
+        cmocka_unit_test(test_incomplete_traces_are_named),
+        cmocka_unit_test(test_unknown_phase_is_an_error),
+        cmocka_unit_test(test_kv_split_allocation_spreads_tokens),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

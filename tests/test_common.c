@@ -1,4 +1,5 @@
-/* test_common.c — common/: the hash map, the formatters, checked arithmetic. */
+/* test_common.c — common/: the hash map, the formatters, checked arithmetic,
+ * outputs that never harm inputs. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -6,10 +7,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
+#include <dirent.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "checked.h"
 #include "fmt.h"
 #include "hashmap.h"
+#include "outfile.h"
 #include "poolscope/error.h"
 
 /* ---- helpers ----------------------------------------------------------------- */
@@ -440,6 +446,242 @@ static void test_checked_add_and_mul_report_overflow(void **st)
     assert_int_equal(z, SIZE_MAX);
 }
 
+/* ---- outputs (outfile.h) ------------------------------------------------------- */
+
+static char scratch[64];
+
+static void scratch_dir(void)
+{
+    snprintf(scratch, sizeof scratch, "/tmp/psc-outfile.XXXXXX");
+    assert_non_null(mkdtemp(scratch));
+}
+
+static void write_text(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    assert_int_equal(fclose(f), 0);
+}
+
+static int has_text(const char *path, const char *text)
+{
+    char b[256] = { 0 };
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    size_t n = fread(b, 1, sizeof b - 1, f);
+    fclose(f);
+    return n == strlen(text) && !memcmp(b, text, n);
+}
+
+/* entries of dir, "." and ".." not counted */
+static int n_entries(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d) return -1;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+    closedir(d);
+    return n;
+}
+
+static void rm_scratch(void)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", scratch);
+    assert_int_equal(system(cmd), 0);
+}
+
+static void test_outfile_old_file_stays_until_commit(void **state)
+{
+    (void)state;
+    scratch_dir();
+    char out[128], msg[256];
+    snprintf(out, sizeof out, "%s/out.txt", scratch);
+    write_text(out, "old");
+    psc_out_t *o;
+    assert_int_equal(psc_out_open(out, NULL, 0, 0, &o, msg, sizeof msg), 0);
+    assert_string_not_equal(psc_out_path(o), out);
+    fputs("new", psc_out_stream(o));
+    fflush(psc_out_stream(o));
+    assert_true(has_text(out, "old"));                 /* written beside, not over */
+    assert_int_equal(n_entries(scratch), 2);
+    assert_int_equal(psc_out_commit(o, msg, sizeof msg), 0);
+    assert_true(has_text(out, "new"));
+    assert_int_equal(n_entries(scratch), 1);           /* the temporary file became out */
+    rm_scratch();
+}
+
+static void test_outfile_abort_leaves_old_file_and_no_temp(void **state)
+{
+    (void)state;
+    scratch_dir();
+    char out[128], fresh[128], msg[256];
+    snprintf(out, sizeof out, "%s/out.txt", scratch);
+    snprintf(fresh, sizeof fresh, "%s/fresh.txt", scratch);
+    write_text(out, "old");
+    psc_out_t *o, *o2;
+    assert_int_equal(psc_out_open(out, NULL, 0, 0, &o, msg, sizeof msg), 0);
+    assert_int_equal(psc_out_open(fresh, NULL, 0, 0, &o2, msg, sizeof msg), 0);
+    fputs("half", psc_out_stream(o));
+    fputs("half", psc_out_stream(o2));
+    psc_out_abort(o);
+    psc_out_abort(o2);
+    psc_out_abort(NULL);
+    assert_true(has_text(out, "old"));
+    assert_int_equal(access(fresh, F_OK), -1);
+    assert_int_equal(n_entries(scratch), 1);
+    rm_scratch();
+}
+
+static void test_outfile_refuses_the_input_by_any_name(void **state)
+{
+    (void)state;
+    scratch_dir();
+    char in[128], sym[128], hard[128], other[128], msg[256];
+    snprintf(in, sizeof in, "%s/in.pst", scratch);
+    snprintf(sym, sizeof sym, "%s/sym.pst", scratch);
+    snprintf(hard, sizeof hard, "%s/hard.pst", scratch);
+    snprintf(other, sizeof other, "%s/other", scratch);
+    write_text(in, "trace");
+    assert_int_equal(symlink("in.pst", sym), 0);
+    assert_int_equal(link(in, hard), 0);
+    const char *inputs[2] = { NULL, in };
+    const char *outs[3] = { in, sym, hard };
+    for (int i = 0; i < 3; i++) {
+        psc_out_t *o = (psc_out_t *)&o;
+        assert_int_equal(psc_out_open(outs[i], inputs, 2, PSC_OUT_SPECIAL, &o, msg, sizeof msg), PSC_EINVAL);
+        assert_null(o);
+        assert_non_null(strstr(msg, "refusing"));
+        psc_outdir_t *d;
+        assert_int_equal(psc_outdir_open(outs[i], inputs, 2, &d, msg, sizeof msg), PSC_EINVAL);
+    }
+    /* the input named through the symlink, the output by its own name */
+    const char *via_link[1] = { sym };
+    psc_out_t *o;
+    assert_int_equal(psc_out_open(in, via_link, 1, 0, &o, msg, sizeof msg), PSC_EINVAL);
+    assert_true(psc_same_file(sym, hard));
+    assert_false(psc_same_file(in, other));            /* a missing file is no file */
+    assert_true(has_text(in, "trace"));
+    assert_int_equal(n_entries(scratch), 3);
+    rm_scratch();
+}
+
+static void test_outfile_symlink_output_replaces_its_target(void **state)
+{
+    (void)state;
+    scratch_dir();
+    char target[128], sym[128], dangling[128], msg[256];
+    snprintf(target, sizeof target, "%s/target.txt", scratch);
+    snprintf(sym, sizeof sym, "%s/sym.txt", scratch);
+    snprintf(dangling, sizeof dangling, "%s/dangling.txt", scratch);
+    write_text(target, "old");
+    assert_int_equal(symlink("target.txt", sym), 0);
+    assert_int_equal(symlink("nowhere", dangling), 0);
+    psc_out_t *o;
+    assert_int_equal(psc_out_open(sym, NULL, 0, 0, &o, msg, sizeof msg), 0);
+    fputs("new", psc_out_stream(o));
+    assert_int_equal(psc_out_commit(o, msg, sizeof msg), 0);
+    struct stat st;
+    assert_int_equal(lstat(sym, &st), 0);
+    assert_true(S_ISLNK(st.st_mode));                  /* still a symlink */
+    assert_true(has_text(target, "new"));
+    assert_int_equal(psc_out_open(dangling, NULL, 0, 0, &o, msg, sizeof msg), PSC_EINVAL);
+    assert_int_equal(psc_out_open(scratch, NULL, 0, 0, &o, msg, sizeof msg), PSC_EINVAL);   /* a directory */
+    assert_int_equal(n_entries(scratch), 3);
+    rm_scratch();
+}
+
+static void test_outfile_device_is_written_in_place_or_refused(void **state)
+{
+    (void)state;
+    char msg[256];
+    struct stat before, after;
+    assert_int_equal(stat("/dev/null", &before), 0);
+    psc_out_t *o;
+    assert_int_equal(psc_out_open("/dev/null", NULL, 0, 0, &o, msg, sizeof msg), PSC_EUNSUP);
+    assert_int_equal(psc_out_open("/dev/null", NULL, 0, PSC_OUT_SPECIAL, &o, msg, sizeof msg), 0);
+    assert_true(psc_out_in_place(o));
+    assert_string_equal(psc_out_path(o), "/dev/null");
+    fputs("discarded", psc_out_stream(o));
+    assert_int_equal(psc_out_commit(o, msg, sizeof msg), 0);
+    if (access("/dev/full", W_OK) == 0) {              /* a write error is reported */
+        assert_int_equal(psc_out_open("/dev/full", NULL, 0, PSC_OUT_SPECIAL, &o, msg, sizeof msg), 0);
+        fputs("lost", psc_out_stream(o));
+        assert_int_equal(psc_out_commit(o, msg, sizeof msg), PSC_EIO);
+        assert_non_null(strstr(msg, "/dev/full"));
+    }
+    assert_int_equal(stat("/dev/null", &after), 0);
+    assert_true(S_ISCHR(after.st_mode));
+    assert_int_equal(after.st_ino, before.st_ino);
+}
+
+static void test_outdir_new_directory_appears_only_on_commit(void **state)
+{
+    (void)state;
+    scratch_dir();
+    char dir[128], path[256], msg[256];
+    snprintf(dir, sizeof dir, "%s/plots", scratch);
+    psc_outdir_t *d;
+    assert_int_equal(psc_outdir_open(dir, NULL, 0, &d, msg, sizeof msg), 0);
+    snprintf(path, sizeof path, "%s/a.dat", psc_outdir_path(d));
+    write_text(path, "a");
+    assert_int_equal(access(dir, F_OK), -1);
+    assert_int_equal(psc_outdir_commit(d, msg, sizeof msg), 0);
+    snprintf(path, sizeof path, "%s/a.dat", dir);
+    assert_true(has_text(path, "a"));
+    assert_int_equal(n_entries(scratch), 1);
+    /* and an aborted one leaves nothing */
+    snprintf(dir, sizeof dir, "%s/other", scratch);
+    assert_int_equal(psc_outdir_open(dir, NULL, 0, &d, msg, sizeof msg), 0);
+    snprintf(path, sizeof path, "%s/b.dat", psc_outdir_path(d));
+    write_text(path, "b");
+    psc_outdir_abort(d);
+    assert_int_equal(n_entries(scratch), 1);
+    rm_scratch();
+}
+
+static void test_outdir_existing_directory_keeps_other_files(void **state)
+{
+    (void)state;
+    scratch_dir();
+    char path[256], msg[256], in[128];
+    snprintf(path, sizeof path, "%s/a.dat", scratch);
+    write_text(path, "old a");
+    snprintf(path, sizeof path, "%s/mine.txt", scratch);
+    write_text(path, "mine");
+    psc_outdir_t *d;
+    assert_int_equal(psc_outdir_open(scratch, NULL, 0, &d, msg, sizeof msg), 0);
+    snprintf(path, sizeof path, "%s/a.dat", psc_outdir_path(d));
+    write_text(path, "new a");
+    psc_outdir_abort(d);                               /* failure: nothing changes */
+    snprintf(path, sizeof path, "%s/a.dat", scratch);
+    assert_true(has_text(path, "old a"));
+    assert_int_equal(n_entries(scratch), 2);
+    assert_int_equal(psc_outdir_open(scratch, NULL, 0, &d, msg, sizeof msg), 0);
+    snprintf(path, sizeof path, "%s/a.dat", psc_outdir_path(d));
+    write_text(path, "new a");
+    assert_int_equal(psc_outdir_commit(d, msg, sizeof msg), 0);
+    snprintf(path, sizeof path, "%s/a.dat", scratch);
+    assert_true(has_text(path, "new a"));
+    snprintf(path, sizeof path, "%s/mine.txt", scratch);
+    assert_true(has_text(path, "mine"));
+    assert_int_equal(n_entries(scratch), 2);
+    /* a file that would replace an input is refused at commit */
+    snprintf(in, sizeof in, "%s/a.dat", scratch);
+    const char *inputs[1] = { in };
+    assert_int_equal(psc_outdir_open(scratch, inputs, 1, &d, msg, sizeof msg), 0);
+    snprintf(path, sizeof path, "%s/a.dat", psc_outdir_path(d));
+    write_text(path, "clobber");
+    assert_int_equal(psc_outdir_commit(d, msg, sizeof msg), PSC_EINVAL);
+    assert_true(has_text(in, "new a"));
+    assert_int_equal(n_entries(scratch), 2);
+    /* a file that exists and is not a directory is not a plot directory */
+    assert_int_equal(psc_outdir_open(in, NULL, 0, &d, msg, sizeof msg), PSC_EINVAL);
+    rm_scratch();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -455,6 +697,13 @@ int main(void)
         cmocka_unit_test(test_map_random_ops_match_reference_array),
         cmocka_unit_test(test_fmt_bytes_counts_and_times),
         cmocka_unit_test(test_checked_add_and_mul_report_overflow),
+        cmocka_unit_test(test_outfile_old_file_stays_until_commit),
+        cmocka_unit_test(test_outfile_abort_leaves_old_file_and_no_temp),
+        cmocka_unit_test(test_outfile_refuses_the_input_by_any_name),
+        cmocka_unit_test(test_outfile_symlink_output_replaces_its_target),
+        cmocka_unit_test(test_outfile_device_is_written_in_place_or_refused),
+        cmocka_unit_test(test_outdir_new_directory_appears_only_on_commit),
+        cmocka_unit_test(test_outdir_existing_directory_keeps_other_files),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,4 +1,5 @@
 /* test_metrics.c — the metrics library against hand-computed answers. */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -285,6 +286,7 @@ static void test_phases_and_allocs_per_decode_step(void **st)
     for (int i = 0; i < 6; i++) {
         az_mark(m, t++, AZ_MARK_BEGIN, "decode", (uint64_t)i);
         az_calls(m, (uint64_t)per_step[i], 16);
+        az_alloc_calls(m, (uint64_t)per_step[i] / 2);   /* half of them allocate */
         az_mark(m, t++, AZ_MARK_END, "decode", (uint64_t)i);
         az_calls(m, 100, 0);                    /* between steps: not a step's */
     }
@@ -308,8 +310,84 @@ static void test_phases_and_allocs_per_decode_step(void **st)
     assert_int_equal(r.phases[2].count, 2);
     assert_int_equal(r.phases[2].heap_calls, 7);
     assert_int_equal(r.decode_steps, 6);
-    assert_true(r.allocs_per_decode_step > 3 - 1e-12 && r.allocs_per_decode_step < 3 + 1e-12);
+    assert_int_equal(r.phases[1].alloc_calls, 5 * 4 + 1 + 2);
+    /* steady steps 5 and 6: 2 and 4 heap calls, 1 and 2 of them allocations */
+    assert_true(r.has_decode_steps);
+    assert_true(r.heap_calls_per_decode_step > 3 - 1e-12 && r.heap_calls_per_decode_step < 3 + 1e-12);
+    assert_true(r.allocs_per_decode_step > 1.5 - 1e-12 && r.allocs_per_decode_step < 1.5 + 1e-12);
     az_destroy(m);
+}
+
+/* The report's keys for figures that may not apply: null, never 0. */
+static void test_not_applicable_is_null_in_json(void **st)
+{
+    (void)st;
+    az_metrics_t *m = mk();
+    az_calls(m, 3, 30);
+    az_finish(m, 10);
+    az_result_t r;
+    az_result(m, &r);
+    assert_false(r.has_decode_steps);
+    assert_false(r.has_kv);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    az_json_t j;
+    az_json_init(&j, f, 0);
+    az_json_begin(&j, NULL, '{');
+    az_result_steps_json(&r, &j);
+    az_json_begin(&j, "kv", '{');
+    az_result_kv_json(&r, &j);
+    az_json_end(&j);
+    az_json_end(&j);
+    fclose(f);
+    int err;
+    az_jdoc_t *d = az_json_parse(buf, len, &err, NULL, 0);
+    assert_non_null(d);
+    const char *nulls[] = { "allocs_per_decode_step", "heap_calls_per_decode_step", "kv.kv_utilization",
+                            "kv.kv_utilization_per_step", "kv.kv_waste_ratio", "kv.kv_utilization_at_peak" };
+    for (size_t i = 0; i < sizeof nulls / sizeof nulls[0]; i++) {
+        const az_jv_t *v = az_json_path(az_json_root(d), nulls[i]);
+        assert_non_null(v);
+        assert_int_equal(v->type, AZ_JV_NULL);
+    }
+    assert_int_equal(az_json_path(az_json_root(d), "decode_steps")->type, AZ_JV_NUM);
+    az_json_free(d);
+    free(buf);
+    az_destroy(m);
+}
+
+/* KV utilization per decode step: sampled as each step starts, so the
+ * same steps give the same figure however long they took. */
+static void test_kv_utilization_per_step_ignores_timing(void **st)
+{
+    (void)st;
+    double got[2];
+    for (int run = 0; run < 2; run++) {
+        az_metrics_t *m = mk();
+        uint64_t t = 0, gap = run ? 1000 : 7;       /* the second run is slower, unevenly */
+        az_mark(m, t, AZ_MARK_BEGIN, "decode", 0); /* no KV yet: no sample */
+        az_mark(m, t += gap, AZ_MARK_END, "decode", 0);
+        az_kv(m, t += gap, 8, 1, 16);               /* 8/16 */
+        az_mark(m, t += gap, AZ_MARK_BEGIN, "decode", 1);
+        az_kv(m, t += 3 * gap, 16, 1, 16);          /* 16/16 */
+        az_mark(m, t += gap, AZ_MARK_END, "decode", 1);
+        az_mark(m, t += gap * (run ? 50 : 1), AZ_MARK_BEGIN, "decode", 2);
+        az_kv(m, t += gap, 17, 2, 16);              /* 17/32 */
+        az_mark(m, t += gap, AZ_MARK_END, "decode", 2);
+        az_mark(m, t += gap, AZ_MARK_BEGIN, "decode", 3);
+        az_mark(m, t += gap, AZ_MARK_END, "decode", 3);
+        az_kv(m, t += gap, 0, 0, 16);
+        az_finish(m, t += gap);
+        az_result_t r;
+        az_result(m, &r);
+        assert_int_equal(r.kv_step_samples, 3);
+        got[run] = r.kv_utilization_per_step;
+        az_destroy(m);
+    }
+    double want = (0.5 + 1.0 + 17.0 / 32) / 3;
+    assert_true(fabs(got[0] - want) < 1e-12);
+    assert_true(got[0] == got[1]);
 }
 
 static void test_kv_waste(void **st)
@@ -475,6 +553,8 @@ int main(void)
         cmocka_unit_test(test_site_peak_contribution_after_later_changes),
         cmocka_unit_test(test_same_address_reuse_by_size_key),
         cmocka_unit_test(test_phases_and_allocs_per_decode_step),
+        cmocka_unit_test(test_not_applicable_is_null_in_json),
+        cmocka_unit_test(test_kv_utilization_per_step_ignores_timing),
         cmocka_unit_test(test_kv_waste),
         cmocka_unit_test(test_pool_counters_and_reserved),
         cmocka_unit_test(test_counting_window),

@@ -106,12 +106,131 @@ check gate_max_fails_1 sh -c "[ $rc -eq 1 ] && grep -q 'REGRESSED peak_live_byte
 "$P" gate "$T/prog.pst" --baseline "$T/edge.json" --tol peak_live_bytes=9.99 > /dev/null; check gate_tol_edge_fail [ $? -eq 1 ]
 "$P" gate "$T/prog.pst" --baseline "$T/edited.json" --tol leaked_bytes=4KiB > /dev/null; check gate_zero_baseline_abs_pass [ $? -eq 0 ]
 "$P" gate "$T/prog.pst" --baseline "$T/edited.json" --tol leaked_bytes=4095 > /dev/null; check gate_zero_baseline_abs_fail [ $? -eq 1 ]
-"$P" gate "$T/prog.pst" --baseline "$T/base.json" --tol reuse.same_address_reuse=0 --tol pool.hit_rate=0 > /dev/null
-check gate_rates_pass [ $? -eq 0 ]
+"$P" gate "$T/prog.pst" --baseline "$T/base.json" --tol reuse.same_address_reuse=0 --tol pool.hit_rate=0 > "$T/g.out"
+check gate_rates_pass_null_hit_rate_is_na sh -c "[ $? -eq 0 ] && grep -q '^n/a *pool.hit_rate' '$T/g.out'"
 "$P" gate "$T/prog.pst" --baseline "$T/nope.json" --tol peak_live_bytes=5 2> /dev/null; check gate_missing_baseline_2 [ $? -eq 2 ]
 "$P" gate "$T/prog.pst" --baseline "$T/base.json" --tol no.such=5 2> /dev/null; check gate_unknown_metric_2 [ $? -eq 2 ]
 "$P" gate "$T/bad.pst" --baseline "$T/base.json" 2> /dev/null; check gate_bad_trace_2 [ $? -eq 2 ]
 "$P" gate "$T/prog.pst" --baseline "$T/base.json" --tol peak_live_bytes 2> /dev/null; check gate_bad_rule_2 [ $? -eq 2 ]
+
+# ---- issue 12: figures a gate can trust ----
+# a metric that does not apply is null, never 0 (no pool, no KV, no decode step)
+check json_null_when_not_applicable python3 -c "
+import json
+d = json.load(open('$T/base.json'))
+assert d['pool']['hit_rate'] is None and d['allocs_per_decode_step'] is None, d
+assert d['heap_calls_per_decode_step'] is None and d['kv']['kv_utilization'] is None, d
+assert d['kv']['kv_utilization_per_step'] is None
+assert d['program'].endswith('/prog') and d['argv'][0].endswith('/prog'), (d['program'], d['argv'])
+"
+"$P" gate "$T/prog.pst" --max allocs_per_decode_step=5 > /dev/null 2> "$T/g.err"
+check gate_max_on_null_metric_2 sh -c "[ $? -eq 2 ] && grep -q \"'allocs_per_decode_step' does not apply\" '$T/g.err'"
+# string, infinite, missing metrics in the baseline: exit 2 naming metric and baseline
+python3 - "$T" <<'PY'
+import json, sys
+t = sys.argv[1]
+d = json.load(open(t + '/base.json'))
+s = dict(d); s['peak_live_bytes'] = str(d['peak_live_bytes'])
+json.dump(s, open(t + '/string.json', 'w'))
+txt = json.dumps(d).replace('"leaked_bytes": %d' % d['leaked_bytes'], '"leaked_bytes": 1e999')
+assert '1e999' in txt
+open(t + '/inf.json', 'w').write(txt)
+m = dict(d); del m['total_allocated_bytes']
+json.dump(m, open(t + '/missing.json', 'w'))
+o = dict(d); o['program'] = '/usr/bin/other'
+json.dump(o, open(t + '/other.json', 'w'))
+PY
+for c in "string:peak_live_bytes:is not a number" "inf:leaked_bytes:is not a finite number" \
+         "missing:total_allocated_bytes:no metric"; do
+    f=${c%%:*}; rest=${c#*:}; m=${rest%%:*}; why=${rest#*:}
+    "$P" gate "$T/prog.pst" --baseline "$T/$f.json" > /dev/null 2> "$T/g.err"; rc=$?
+    check "gate_${f}_metric_in_baseline_2" sh -c "[ $rc -eq 2 ] && grep -q \"$m\" '$T/g.err' && grep -q '$why' '$T/g.err' && grep -q '$f.json' '$T/g.err'"
+    "$P" gate "$T/prog.pst" --baseline "$T/$f.json" --tol $m=50 > /dev/null 2>&1
+    check "gate_${f}_metric_explicit_tol_2" [ $? -eq 2 ]
+done
+"$P" gate "$T/prog.pst" --baseline "$T/base.json" > "$T/g.out"
+check gate_names_its_baseline sh -c "grep -q 'against baseline $T/base.json' '$T/g.out' && grep -q 'passed against $T/base.json' '$T/g.out'"
+"$P" gate "$T/prog.pst" --baseline "$T/other.json" > /dev/null 2> "$T/g.err"; rc=$?
+check gate_refuses_other_program sh -c "[ $rc -eq 2 ] && grep -q 'recorded from /usr/bin/other' '$T/g.err'"
+"$P" gate "$T/prog.pst" --baseline "$T/other.json" --accept-program > /dev/null 2>&1
+check gate_accept_program_passes [ $? -eq 0 ]
+
+# incomplete traces: cut short (and so no END), header only, a corrupt chunk, killed
+sz=$(stat -c %s "$T/prog.pst")
+head -c $((sz / 2)) "$T/prog.pst" > "$T/half.pst"
+head -c 200 "$T/prog.pst" > "$T/hdr.pst"
+cp "$T/prog.pst" "$T/corrupt.pst"
+printf '\377\377\377\377\377\377\377\377' | dd of="$T/corrupt.pst" bs=1 seek=$((sz / 3)) conv=notrunc 2>/dev/null
+"$P" record -o "$T/k.pst" -- "$PROGS/sigkill" 3000 > "$T/k.out" 2> "$T/k.err" &
+rp=$!
+if wait_line "$T/k.out" '^sync' $rp; then sleep 0.4; kill -KILL "$(pgrep -P $rp)"; fi
+wait $rp
+for f in half hdr corrupt k; do
+    "$P" report "$T/$f.pst" --json > "$T/$f.json" 2> /dev/null
+    "$P" gate "$T/$f.pst" --max leaked_bytes=1GiB > /dev/null 2> "$T/g.err"; rc=$?
+    check "gate_refuses_incomplete_$f" sh -c "[ $rc -eq 2 ] && grep -q 'allow-incomplete' '$T/g.err'"
+    "$P" gate "$T/$f.json" --max leaked_bytes=1GiB > /dev/null 2>&1
+    check "gate_refuses_incomplete_${f}_json" [ $? -eq 2 ]
+    "$P" diff "$T/prog.pst" "$T/$f.pst" > /dev/null 2>&1
+    check "diff_refuses_incomplete_$f" [ $? -eq 2 ]
+done
+"$P" gate "$T/prog.pst" --baseline "$T/half.json" > /dev/null 2> "$T/g.err"
+check gate_refuses_incomplete_baseline sh -c "[ $? -eq 2 ] && grep -q 'baseline' '$T/g.err'"
+"$P" gate "$T/half.pst" --max leaked_bytes=1GiB --allow-incomplete > /dev/null 2>&1
+check gate_allow_incomplete [ $? -eq 0 ]
+"$P" diff "$T/prog.pst" "$T/half.pst" --allow-incomplete > /dev/null 2>&1
+check diff_allow_incomplete [ $? -le 1 ]
+
+# an unknown --phase is an error that lists the phases
+cat > "$T/steps.c" <<'C'
+#include <stdlib.h>
+#include "poolscope/poolscope.h"
+int main(void) {
+    for (int s = 0; s < 12; s++) {
+        ps_begin("decode", (unsigned)s, 0, 0);
+        void *a = malloc(100), *b = calloc(4, 8), *c = malloc(300);
+        c = realloc(c, 600);
+        free(a); free(b); free(c);
+        ps_end("decode", (unsigned)s);
+    }
+    return 0;
+}
+C
+cc -O0 -I"$ROOT/include" -o "$T/steps" "$T/steps.c" "$B/lib/libpstrace.a" -ldl -pthread
+"$P" record -o "$T/steps.pst" -- "$T/steps" > /dev/null 2>&1
+"$P" report "$T/steps.pst" --phase nosuch > "$T/ph.out" 2> "$T/ph.err"; rc=$?
+check report_unknown_phase_lists_phases sh -c "[ $rc -eq 2 ] && [ ! -s '$T/ph.out' ] && grep -q \"no phase 'nosuch'.*decode\" '$T/ph.err'"
+"$P" report "$T/steps.pst" --phase decode > /dev/null
+check report_known_phase_ok [ $? -eq 0 ]
+# allocs_per_decode_step counts allocation calls (malloc, calloc, malloc,
+# realloc = 4 per step); heap calls (with the 3 frees: 7) are their own key
+"$P" report "$T/steps.pst" --json --no-symbols > "$T/steps.json"
+check allocs_per_decode_step_counts_allocations python3 -c "
+import json
+d = json.load(open('$T/steps.json'))
+assert d['allocs_per_decode_step'] == 4, d['allocs_per_decode_step']
+assert d['heap_calls_per_decode_step'] == 7, d['heap_calls_per_decode_step']
+assert d['decode_steps'] == 12
+"
+
+# identical deterministic refengine runs: the default gate at 0% tolerance
+# and diff both pass, five times in a row (time-weighted figures are not
+# gate defaults; timing differences are shown, not counted)
+ENG="$B/bin/refengine --synthetic dim=64,layers=2,heads=4,kv_heads=4,hidden=128,vocab=512,seq=128 \
+    --workload sharegpt --requests 12 --max-batch 4 --kv-blocks 24 --block-size 8 --alloc pool --quiet"
+"$P" record -o "$T/e0.pst" -- $ENG > /dev/null 2>&1
+"$P" report "$T/e0.pst" --json --no-symbols > "$T/e0.json"
+ok_runs=0
+for i in 1 2 3 4 5; do
+    "$P" record -o "$T/e$i.pst" -- $ENG > /dev/null 2>&1
+    "$P" gate "$T/e$i.pst" --baseline "$T/e0.json" --default-tol 0 > "$T/eg$i.out" 2>&1; g=$?
+    "$P" diff "$T/e0.pst" "$T/e$i.pst" > "$T/ed$i.out" 2>&1; d=$?
+    if [ $g -eq 0 ] && [ $d -eq 0 ]; then ok_runs=$((ok_runs + 1)); else cat "$T/eg$i.out" "$T/ed$i.out" >&2; fi
+done
+check identical_runs_gate_and_diff_pass_5_of_5 [ $ok_runs -eq 5 ]
+check gate_default_uses_step_weighted_kv sh -c "grep -q 'kv.kv_utilization_per_step' '$T/eg1.out' && ! grep -q 'kv.kv_utilization:' '$T/eg1.out'"
+"$P" diff "$T/e0.pst" "$T/e1.pst" --timing > /dev/null 2>&1
+check diff_timing_counts_when_asked [ $? -eq 1 ]
 
 # the CI example
 POOLSCOPE=$P CI_GATE_DIR=$T/ci sh scripts/ci-gate.sh "$T/base.json" -- "$T/prog" > "$T/ci.out" 2>&1

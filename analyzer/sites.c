@@ -1,0 +1,293 @@
+/* sites.c — site labels, wrapper skipping and rows by label (see sites.h).
+ *
+ * A stack's label is computed once (memo: stack id -> label index): its
+ * displayed frames from the symbolizer, the tracer's own dropped, the
+ * wrappers at the inner end skipped, then the first meaningful frame as
+ * "function (file:line)" and depth - 1 callers by their short names;
+ * inlined frames carry " [inlined]". Rows: the heap accumulator's
+ * per-stack sites sorted by (label, via) and merged.
+ */
+#include "sites.h"
+
+#include <fnmatch.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hashmap.h"
+
+/* The default wrappers. Function patterns match the demangled name with
+ * its parameters ("operator new(unsigned long)"), hence the trailing '*'
+ * or '(*' on C++ names. Keep README.md ("Sites") in step. */
+const char *const az_sv_default_skip[] = {
+    /* the C allocator and its libc helpers */
+    "malloc", "calloc", "realloc", "reallocarray", "free", "posix_memalign", "aligned_alloc",
+    "memalign", "valloc", "pvalloc", "mmap", "mmap64", "munmap", "mremap", "__libc_*alloc*", "__libc_memalign", "__libc_free",
+    "strdup", "strndup", "__strdup", "__strndup", "xmalloc", "xcalloc", "xrealloc", "xstrdup",
+    /* C++: operator new, the std::allocator machinery, containers' growth */
+    "operator new*", "operator new[]*", "std::allocator<*", "std::allocator_traits<*",
+    "std::__new_allocator<*", "__gnu_cxx::new_allocator<*", "__gnu_cxx::__new_allocator<*",
+    "std::_Vector_base<*", "std::vector<*", "std::__cxx11::basic_string<*", "std::basic_string<*",
+    "std::__detail::_Hashtable_alloc<*", "std::_Hashtable<*", "std::__cxx11::list<*",
+    "std::_List_base<*", "std::_Rb_tree<*", "std::deque<*", "std::_Deque_base<*",
+    "std::make_unique<*", "std::make_shared<*", "std::__shared_count<*", "std::__allocate_shared<*",
+    /* PyTorch, ggml */
+    "c10::alloc_cpu*", "c10::DefaultCPUAllocator::*", "ggml_aligned_malloc*",
+    "ggml_backend_*alloc_buffer*", "ggml_backend_buffer_init*",
+    /* CPython's allocators */
+    "PyMem_*", "_PyMem_*", "PyObject_Malloc", "PyObject_Calloc", "PyObject_Realloc",
+    "_PyObject_Malloc", "_PyObject_Calloc", "_PyObject_Realloc", "pymalloc_*",
+    "_PyObject_GC_New*", "_PyObject_GC_Link", "gc_alloc", "_PyType_AllocNoTrack",
+    "PyType_GenericAlloc", "_PyObject_New*", "PyObject_GC_*",
+    /* our own pool library (its functions, whatever their names) */
+    "file:*/pool/bufpool.c", "file:*/pool/blockpool.c", "file:*/libtrace/pool_adapter.c",
+    "file:*/include/poolscope/bufpool.h", "file:*/include/poolscope/blockpool.h",
+    NULL,
+};
+
+typedef struct lab { const char *label, *via; } lab_t;
+
+struct az_sv {
+    const az_scan_t *scan;
+    az_sym_t *sym;
+    az_sv_opts_t o;
+    psc_map_t memo;              /* stack id -> index into labs */
+    lab_t *labs;
+    size_t n_labs, cap_labs;
+    char **strs;
+    size_t n_strs, cap_strs;
+    az_dsite_t *rows;
+    size_t n_rows;
+    int rows_done;
+    az_frame_t *buf;             /* az_sv_frames scratch */
+    size_t cap_buf;
+};
+
+static const char *keep(az_sv_t *v, const char *str)
+{
+    if (!str) return NULL;
+    if (v->n_strs == v->cap_strs) {
+        size_t n = v->cap_strs ? v->cap_strs * 2 : 256;
+        char **a = realloc(v->strs, n * sizeof *a);
+        if (!a) return NULL;
+        v->strs = a; v->cap_strs = n;
+    }
+    char *c = strdup(str);
+    if (c) v->strs[v->n_strs++] = c;
+    return c;
+}
+
+az_sv_t *az_sv_create(const az_scan_t *s, az_sym_t *sym, const az_sv_opts_t *o)
+{
+    az_sv_t *v = calloc(1, sizeof *v);
+    if (!v) return NULL;
+    v->scan = s;
+    v->sym = sym;
+    if (o) v->o = *o;
+    if (!v->o.depth) v->o.depth = 2;
+    if (psc_map_init(&v->memo, sizeof(uint32_t), 256, 50, NULL)) { free(v); return NULL; }
+    return v;
+}
+
+void az_sv_destroy(az_sv_t *v)
+{
+    if (!v) return;
+    psc_map_free(&v->memo);
+    for (size_t i = 0; i < v->n_strs; i++) free(v->strs[i]);
+    free(v->strs);
+    free(v->labs);
+    free(v->rows);
+    free(v->buf);
+    free(v);
+}
+
+static int match(const char *pat, const az_frame_t *f)
+{
+    if (!strncmp(pat, "file:", 5)) {
+        if (!f->file) return 0;
+        if (fnmatch(pat + 5, f->file, 0) == 0) return 1;
+        /* a path relative to the compilation directory ("pool/bufpool.c")
+         * matches "*\/pool/bufpool.c" too */
+        char abs[4096];
+        return f->file[0] != '/' && snprintf(abs, sizeof abs, "/%s", f->file) < (int)sizeof abs &&
+               fnmatch(pat + 5, abs, 0) == 0;
+    }
+    return f->function && fnmatch(pat, f->function, 0) == 0;
+}
+
+int az_sv_skipped(const az_sv_t *v, const az_frame_t *f)
+{
+    if (!v->o.no_skip)
+        for (const char *const *p = az_sv_default_skip; *p; p++)
+            if (match(*p, f)) return 1;
+    for (size_t i = 0; i < v->o.n_skip; i++)
+        if (v->o.skip[i] && match(v->o.skip[i], f)) return 1;
+    return 0;
+}
+
+const char *az_sv_short(const char *name, char *buf, size_t len)
+{
+    if (!len) return buf;
+    size_t o = 0;
+    int depth = 0;
+    for (const char *p = name; *p && o + 1 < len;) {
+        if (!strncmp(p, "operator", 8) && (p == name || p[-1] == ':' || p[-1] == ' ')) {
+            size_t k = 8;
+            if (!strncmp(p + 8, "()", 2)) k = 10;
+            else while (p[k] && strchr("<>=!+-*/%^&|~[],", p[k])) k++;
+            for (size_t i = 0; i < k && o + 1 < len; i++) buf[o++] = p[i];
+            p += k;
+            continue;
+        }
+        if (depth == 0 && !strncmp(p, "(anonymous namespace)", 21)) {
+            for (size_t i = 0; i < 21 && o + 1 < len; i++) buf[o++] = p[i];
+            p += 21;
+            continue;
+        }
+        char c = *p;
+        if (c == '(' && depth == 0) break;
+        if (c == '<' || c == '(' || c == '{' || c == '[') depth++;
+        else if ((c == '>' || c == ')' || c == '}' || c == ']') && depth > 0) depth--;
+        buf[o++] = c;
+        p++;
+    }
+    while (o && buf[o - 1] == ' ') o--;
+    buf[o] = 0;
+    return buf;
+}
+
+size_t az_sv_frames(az_sv_t *v, uint32_t stack, az_frame_t *out, size_t max)
+{
+    uint32_t depth = 0;
+    const uint64_t *fr = stack ? pst_stack(v->scan->r, stack, &depth) : NULL;
+    if (!fr || !depth || !v->sym) return 0;
+    size_t n = az_sym_stack(v->sym, fr, depth, out, max);
+    if (n > max) n = max;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!az_sym_is_tracer(&out[i])) out[k++] = out[i];
+    return k;
+}
+
+static void append(char *buf, size_t len, size_t *o, const char *s)
+{
+    int w = snprintf(buf + *o, *o < len ? len - *o : 0, "%s", s);
+    if (w > 0) *o += (size_t)w;
+    if (*o >= len) *o = len - 1;
+}
+
+static lab_t compute(az_sv_t *v, uint32_t stack)
+{
+    lab_t r = { NULL, NULL };
+    char out[2048];
+    uint32_t depth = 0;
+    const uint64_t *fr = stack ? pst_stack(v->scan->r, stack, &depth) : NULL;
+    if (!fr || !depth) { r.label = stack ? "(stack undefined)" : "(no stack)"; return r; }
+    if (!v->sym) {
+        snprintf(out, sizeof out, "0x%" PRIx64, fr[0]);
+        r.label = keep(v, out);
+        return r;
+    }
+    if (v->cap_buf < 4096) {
+        az_frame_t *b = realloc(v->buf, 4096 * sizeof *b);
+        if (!b) { r.label = "(out of memory)"; return r; }
+        v->buf = b; v->cap_buf = 4096;
+    }
+    az_frame_t *f = v->buf;
+    size_t n = az_sv_frames(v, stack, f, v->cap_buf);
+    if (!n) { snprintf(out, sizeof out, "0x%" PRIx64, fr[0]); r.label = keep(v, out); return r; }
+    size_t m = 0;
+    while (m < n && az_sv_skipped(v, &f[m])) m++;
+    if (m == n) m = 0;
+    char tmp[1024];
+    if (m > 0) {
+        const az_frame_t *w = &f[m - 1];
+        r.via = keep(v, w->function ? az_sv_short(w->function, tmp, sizeof tmp) : az_sym_format(w, w->pc, tmp, sizeof tmp));
+    }
+    size_t o = 0;
+    out[0] = 0;
+    for (unsigned k = 0; k < v->o.depth && m + k < n; k++) {
+        const az_frame_t *x = &f[m + k];
+        if (k) append(out, sizeof out, &o, " < ");
+        if (k == 0 || !x->function) append(out, sizeof out, &o, az_sym_format(x, x->pc, tmp, sizeof tmp));
+        else append(out, sizeof out, &o, az_sv_short(x->function, tmp, sizeof tmp));
+        if (x->inlined) append(out, sizeof out, &o, " [inlined]");
+    }
+    r.label = keep(v, out);
+    return r;
+}
+
+const char *az_sv_label(az_sv_t *v, uint32_t stack, const char **via)
+{
+    const uint32_t *hit = psc_map_get_sz(&v->memo, stack, sizeof(uint32_t));
+    lab_t r;
+    if (hit) {
+        r = v->labs[*hit];
+    } else {
+        r = compute(v, stack);
+        if (v->n_labs == v->cap_labs) {
+            size_t c = v->cap_labs ? v->cap_labs * 2 : 256;
+            lab_t *a = realloc(v->labs, c * sizeof *a);
+            if (a) { v->labs = a; v->cap_labs = c; }
+        }
+        if (v->n_labs < v->cap_labs) {
+            uint32_t *slot = psc_map_put_sz(&v->memo, stack, NULL, sizeof(uint32_t));
+            if (slot) { *slot = (uint32_t)v->n_labs; v->labs[v->n_labs++] = r; }
+        }
+    }
+    if (!r.label) r.label = "(out of memory)";
+    if (via) *via = r.via;
+    return r.label;
+}
+
+static int by_key(const void *a, const void *b)
+{
+    const az_dsite_t *x = a, *y = b;
+    int c = strcmp(x->label, y->label);
+    if (c) return c;
+    if (!x->via || !y->via) return (x->via != NULL) - (y->via != NULL);
+    return strcmp(x->via, y->via);
+}
+
+const az_dsite_t *az_sv_sites(az_sv_t *v, size_t *n)
+{
+    if (v->rows_done) { *n = v->n_rows; return v->rows; }
+    size_t ns = 0;
+    const az_site_t *src = az_sites(v->scan->heap, &ns);
+    v->rows_done = 1;
+    v->n_rows = 0;
+    if (!ns) { *n = 0; return NULL; }
+    az_dsite_t *a = malloc(ns * sizeof *a);
+    uint64_t *best = malloc(ns * sizeof *best);
+    if (!a || !best) { free(a); free(best); *n = 0; return NULL; }
+    for (size_t i = 0; i < ns; i++) {
+        const az_site_t *x = &src[i];
+        az_dsite_t *d = &a[i];
+        d->label = az_sv_label(v, x->stack, &d->via);
+        d->stack = x->stack;
+        d->n_stacks = 1;
+        d->calls = x->calls; d->bytes = x->bytes; d->live_bytes = x->live_bytes;
+        d->live_count = x->live_count; d->peak_bytes = x->peak_bytes; d->temporary = x->temporary;
+    }
+    qsort(a, ns, sizeof *a, by_key);
+    size_t k = 0;
+    for (size_t i = 0; i < ns; i++) {
+        if (k && by_key(&a[k - 1], &a[i]) == 0) {
+            az_dsite_t *d = &a[k - 1];
+            if (a[i].bytes > best[k - 1]) { best[k - 1] = a[i].bytes; d->stack = a[i].stack; }
+            d->n_stacks++;
+            d->calls += a[i].calls; d->bytes += a[i].bytes; d->live_bytes += a[i].live_bytes;
+            d->live_count += a[i].live_count; d->peak_bytes += a[i].peak_bytes; d->temporary += a[i].temporary;
+        } else {
+            a[k] = a[i];
+            best[k] = a[i].bytes;
+            k++;
+        }
+    }
+    free(best);
+    v->rows = a;
+    v->n_rows = k;
+    *n = k;
+    return a;
+}

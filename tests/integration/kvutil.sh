@@ -1,0 +1,40 @@
+#!/bin/sh
+# kvutil.sh — KV-cache utilization on real refengine traces (issue 12):
+# report --json kv.kv_utilization equals replay's kv-paged utilization and
+# an independent count over the reader API (tests/progs/kv_count), under
+# several block sizes, with a KV pool small enough that requests are
+# preempted. The pool sets a block's tokens at allocation and emits TOKENS
+# only on change, so a reader that resets at allocation reads far lower.
+. tests/integration/lib.sh
+
+MODEL=dim=64,layers=2,heads=4,kv_heads=4,hidden=128,vocab=512,seq=128
+preempted=0
+for bs in 4 8 16 32; do
+    t=$T/kv$bs.pst
+    # 192 token slots for 4 running requests of up to 128 tokens: preemption
+    "$PS" record -o "$t" -- "$B/bin/refengine" --synthetic $MODEL --workload sharegpt --requests 12 \
+        --max-batch 4 --block-size $bs --kv-blocks $((192 / bs)) --quiet > "$T/eng$bs.out" 2>&1
+    check "record_block_size_$bs" [ -s "$t" ]
+    p=$(sed -n 's/.*preemptions \([0-9]*\).*/\1/p' "$T/eng$bs.out" | head -1)
+    [ "${p:-0}" -gt 0 ] && preempted=$((preempted + 1))
+    "$P/kv_count" "$t" > "$T/count$bs"
+    "$PS" report "$t" --json --no-symbols > "$T/report$bs.json"
+    "$PS" replay "$t" --policy kv-paged --json > "$T/replay$bs.json"
+    check "kv_utilization_report_replay_count_agree_bs$bs" python3 - "$T/count$bs" "$T/report$bs.json" "$T/replay$bs.json" <<'PY'
+import json, sys
+count = dict(l.strip().split('=', 1) for l in open(sys.argv[1]))
+rep = json.load(open(sys.argv[2]))['kv']
+pol = [p for p in json.load(open(sys.argv[3]))['policies'] if p['name'] == 'kv-paged'][0]
+want = float(count['kv_utilization'])
+assert int(count['allocs']) > 0, count
+got = {'report': rep['kv_utilization'], 'replay kv-paged': pol['kv_utilization']}
+bad = {k: v for k, v in got.items() if abs(v - want) > 2e-6}
+assert not bad, 'independent count %.6f, %s' % (want, got)
+assert rep['peak_blocks_in_use'] == int(count['peak_blocks']), (rep, count)
+cap = int(count['capacity_at_peak'])
+assert abs(rep['kv_utilization_at_peak'] - int(count['tokens_at_peak']) / cap) < 2e-6, (rep, count)
+assert abs(rep['kv_waste_ratio'] - (1 - want)) < 4e-6, rep
+PY
+done
+check some_runs_were_preempted [ "$preempted" -gt 0 ]
+exit $status

@@ -1,0 +1,153 @@
+/* test_sites.c — the symbolizer's address rule, demangling, wrapper
+ * patterns and short names (analyzer/symbolize.c, demangle.c, sites.c).
+ * Expectations are the C++ ABI's names and this file's own __LINE__. */
+#include <link.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "demangle.h"
+#include "sites.h"
+#include "symbolize.h"
+
+static void test_demangle_itanium_names(void **st)
+{
+    (void)st;
+    char b[512];
+    assert_string_equal(az_dm_name("_ZN13llama_context13sched_reserveEv", b, sizeof b), "llama_context::sched_reserve()");
+    assert_string_equal(az_dm_name("_Znwm", b, sizeof b), "operator new(unsigned long)");
+    assert_string_equal(az_dm_name("_ZN5infer6TensorIfE4growEm", b, sizeof b), "infer::Tensor<float>::grow(unsigned long)");
+    assert_string_equal(az_dm_name("__libc_start_main@@GLIBC_2.34", b, sizeof b), "__libc_start_main");
+    assert_string_equal(az_dm_name("make_buffer", b, sizeof b), "make_buffer");
+    assert_string_equal(az_dm_name("_Zbogus", b, sizeof b), "_Zbogus");   /* not a valid name: as it was */
+    assert_null(az_dm_name(NULL, b, sizeof b));
+}
+
+static void test_short_names_drop_parameters(void **st)
+{
+    (void)st;
+    char b[512];
+    assert_string_equal(az_sv_short("std::vector<int, std::allocator<int> >::push_back(int const&)", b, sizeof b),
+                        "std::vector<int, std::allocator<int> >::push_back");
+    assert_string_equal(az_sv_short("main::{lambda(int)#1}::operator()(int) const", b, sizeof b),
+                        "main::{lambda(int)#1}::operator()");
+    assert_string_equal(az_sv_short("a::operator<<(int)", b, sizeof b), "a::operator<<");
+    assert_string_equal(az_sv_short("(anonymous namespace)::f(int)", b, sizeof b), "(anonymous namespace)::f");
+    assert_string_equal(az_sv_short("plain_c", b, sizeof b), "plain_c");
+}
+
+static az_frame_t fn(const char *f, const char *file)
+{
+    az_frame_t x;
+    memset(&x, 0, sizeof x);
+    x.function = f;
+    x.file = file;
+    return x;
+}
+
+static void test_default_wrappers_and_user_ps_functions(void **st)
+{
+    (void)st;
+    az_sv_t *v = az_sv_create(NULL, NULL, NULL);
+    assert_non_null(v);
+    az_frame_t skip[] = {
+        fn("operator new(unsigned long)", NULL), fn("malloc", NULL),
+        fn("std::vector<float, std::allocator<float> >::_M_default_append(unsigned long)", NULL),
+        fn("c10::alloc_cpu(unsigned long)", NULL), fn("ggml_aligned_malloc", NULL),
+        fn("ggml_backend_cpu_buffer_type_alloc_buffer", NULL), fn("PyObject_Malloc", NULL),
+        fn("PyMem_RawMalloc", NULL), fn("def_data_alloc", "/src/poolscope/pool/bufpool.c"),
+        fn("m_alloc", "pool/blockpool.c"),
+    };
+    for (size_t i = 0; i < sizeof skip / sizeof skip[0]; i++) assert_true(az_sv_skipped(v, &skip[i]));
+    az_frame_t keep[] = {
+        fn("ps_user_buffer", "/home/me/app.c"), fn("pst_parse_config", NULL), fn("main", NULL),
+        fn("__libc_start_call_main", NULL), fn("llama_kv_cache::llama_kv_cache()", NULL),
+        fn("acquire", "/home/me/mypool.c"), fn(NULL, NULL),
+    };
+    for (size_t i = 0; i < sizeof keep / sizeof keep[0]; i++) assert_false(az_sv_skipped(v, &keep[i]));
+    az_sv_destroy(v);
+
+    const char *pats[] = { "app_alloc*", "file:*/vendor/*" };
+    az_sv_opts_t o = { .no_skip = 1, .skip = pats, .n_skip = 2 };
+    v = az_sv_create(NULL, NULL, &o);
+    az_frame_t a = fn("app_alloc_impl", NULL), b = fn("g", "/x/vendor/y.c");
+    assert_true(az_sv_skipped(v, &a));
+    assert_true(az_sv_skipped(v, &b));
+    assert_false(az_sv_skipped(v, &skip[0]));   /* --no-skip: no default */
+    az_sv_destroy(v);
+}
+
+/* ---- the address rule on this very executable ------------------------------- */
+
+static uint64_t ra;
+__attribute__((noinline)) static void grab(void)
+{
+    ra = (uint64_t)(uintptr_t)__builtin_return_address(0);
+    __asm__ volatile("" ::: "memory");
+}
+static volatile int after;
+
+static int self_module(struct dl_phdr_info *info, size_t size, void *ctx)
+{
+    (void)size;
+    pst_module_t *m = ctx;
+    if (info->dlpi_name && info->dlpi_name[0]) return 0;   /* the executable has no name here */
+    uint64_t lo = UINT64_MAX, hi = 0;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *p = &info->dlpi_phdr[i];
+        if (p->p_type != PT_LOAD) continue;
+        uint64_t a = info->dlpi_addr + p->p_vaddr;
+        if (a < lo) lo = a;
+        if (a + p->p_memsz > hi) hi = a + p->p_memsz;
+    }
+    m->base = lo;
+    m->size = hi - lo;
+    return 1;
+}
+
+static void test_return_address_names_the_call_line(void **st)
+{
+    (void)st;
+    static char path[4096];
+    ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
+    assert_true(n > 0);
+    path[n] = 0;
+    pst_module_t m = { .path = path };
+    dl_iterate_phdr(self_module, &m);
+    assert_true(m.size > 0);
+    az_sym_t *s = az_sym_create(&m, 1);
+    assert_non_null(s);
+    int line = __LINE__ + 1;
+    grab();
+    after = 1;   /* the instruction after the call belongs to this line */
+    az_frame_t f[8];
+    size_t k = az_sym_stack(s, &ra, 1, f, 8);
+    assert_true(k >= 1 && k <= 8);
+    assert_non_null(f[k - 1].function);
+    assert_string_equal(f[k - 1].function, "test_return_address_names_the_call_line");
+    assert_int_equal(f[k - 1].line, line);
+    assert_int_equal(f[k - 1].addr, ra - 1);
+    assert_int_equal(f[k - 1].pc, ra);
+    char b[256];
+    snprintf(b, sizeof b, "test_sites.c:%d)", line);
+    char g[512];
+    assert_non_null(strstr(az_sym_format(&f[k - 1], ra, g, sizeof g), b));
+    az_sym_destroy(s);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_demangle_itanium_names),
+        cmocka_unit_test(test_short_names_drop_parameters),
+        cmocka_unit_test(test_default_wrappers_and_user_ps_functions),
+        cmocka_unit_test(test_return_address_names_the_call_line),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
