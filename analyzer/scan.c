@@ -448,6 +448,9 @@ static void on_event(az_scan_t *s, const pst_event_t *ev)
         break;
     }
     case PST_EV_THREAD_START: s->threads++; break;
+    case PST_EV_THREAD_NAME:   /* the interposer's stream for exiting threads is not a thread */
+        if (ev->str && !strcmp(ev->str, PST_EXIT_STREAM_NAME) && s->threads) s->threads--;
+        break;
     case PST_EV_FORK: s->forks++; break;
     case PST_EV_EXEC: s->execs++; break;
     case PST_EV_LOST: s->lost += f[0]; break;

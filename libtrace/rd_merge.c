@@ -792,13 +792,13 @@ static void rd_force_pop(pst_reader_t *r)
  * queued already, behind some stream's head: that stream is drained up to
  * it (RD_C_FORCE). The one exception: another thread may be handed the old
  * block of a realloc (reallocarray, mremap) inside that call, which is
- * stamped when it returns, up to RD_VER_SLACK later; so an allocation of
- * an address still live looks that far ahead, and waits for input
- * (RD_C_VWAIT) while such a release may still come. Otherwise e goes
- * ahead of its slot's count (RD_C_NONE, noted in the ahead set): a wait on
- * another address, or on a lost event (the count jumps when the slot is
- * RD_VER_LOST behind, counted in ver_gaps). */
-#define RD_VER_SLACK (100 * (uint64_t)PST_TICK_NS)
+ * stamped when it returns, however long that took; so an allocation of an
+ * address still live looks through everything queued. (That realloc is
+ * queued: its thread was in flight from its version on, so no watermark
+ * passed before it was published.) Otherwise e goes ahead of its slot's
+ * count (RD_C_NONE, noted in the ahead set): a wait on another address, or
+ * on a lost event (the count jumps when the slot is RD_VER_LOST behind,
+ * counted in ver_gaps). */
 #define RD_VER_LOST  1024u
 
 /* The first queued event, stamped up to lim, of an address e waits for (bit
@@ -847,9 +847,7 @@ static int rd_vwait_resolve(pst_reader_t *r, rd_stream_t *s, const rd_hev_t *e, 
         lo[j] = j == 1 && sl == s0 ? pst_vnext(e->ver[0]) : r->vexp[sl];
     }
     int live_alloc = rd_allocs_addr(e, &sp, &la) && rd_aset_has(&r->live[sp], la);
-    uint64_t lim = e->ts + (live_alloc ? RD_VER_SLACK : 0);
-    if (rd_vwait_scan(r, s, e, vs, a, lo, lim, t, tseq)) return RD_C_FORCE;
-    if (live_alloc && !r->eof && r->sync_ts <= lim && !rd_window_passed(r, e)) return RD_C_VWAIT;
+    if (rd_vwait_scan(r, s, e, vs, a, lo, live_alloc ? UINT64_MAX : e->ts, t, tseq)) return RD_C_FORCE;
     for (unsigned j = 0; j < e->n_ver; j++) {
         if (!(vs >> j & 1)) continue;
         uint32_t sl = pst_vslot(a[j]);
@@ -902,10 +900,6 @@ int pst_next(pst_reader_t *r, pst_event_t *ev)
             if (c == RD_C_VWAIT) {      /* the event of its address before it goes first */
                 c = rd_vwait_resolve(r, s, e, &t, &tseq);
                 if (c < 0) return c;
-                if (c == RD_C_VWAIT) {
-                    if ((rc = rd_read_chunk(r)) < 0) return rc;
-                    continue;
-                }
                 if (c == RD_C_FORCE && !t->on_force) {
                     if ((rc = rd_force_push(r, t, tseq))) return rc;
                     r->st.causal_reordered++;
@@ -944,10 +938,6 @@ int pst_next(pst_reader_t *r, pst_event_t *ev)
         if (c == RD_C_VWAIT) {
             c = rd_vwait_resolve(r, s, e, &t, &tseq);
             if (c < 0) return c;
-            if (c == RD_C_VWAIT) {
-                if ((rc = rd_read_chunk(r)) < 0) return rc;
-                continue;
-            }
             if (c == RD_C_NONE) return rd_emit(r, s, ev);
         }
         if (c == RD_C_FORCE) {

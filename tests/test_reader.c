@@ -1334,6 +1334,46 @@ static void test_versions_lost_do_not_hold_the_trace(void **state)
     free(m.p);
 }
 
+/* The old block of a realloc, handed to another thread inside the call:
+ * that thread's allocation is stamped long before the realloc (stamped
+ * when the call returns, here 50 ms later) and has the later version of
+ * the block; the realloc still goes first. */
+static void test_versions_realloc_released_block_stamped_later(void **state)
+{
+    (void)state;
+    membuf_t m;
+    pst_writer_t *w = mem_writer(&m, &ver_cfg);
+    pst_writer_time(w, 100);
+    put_ver(w, 1, PST_EV_MALLOC, 0xa000, 32, 1);
+    pst_writer_time(w, 1000000);
+    put_ver(w, 2, PST_EV_MALLOC, 0xa000, 32, 3);               /* after the realloc's release (2) */
+    pst_writer_time(w, 50000000);
+    pst_event_t re = { .type = PST_EV_REALLOC, .f = { 0xa000, 0xb000, 64 }, .n_ver = 2, .ver = { 2, 1 } };
+    assert_int_equal(pst_writer_event(w, 1, &re), 0);
+    put_ver(w, 1, PST_EV_FREE, 0xb000, 0, 2);
+    put_ver(w, 2, PST_EV_FREE, 0xa000, 0, 4);
+    pst_writer_close(w);
+    mem_done(&m);
+    pst_status_t st;
+    int err = 0;
+    pst_reader_t *r = pst_open_mem(m.p, m.len, &err);
+    assert_non_null(r);
+    char o[256] = "";
+    size_t n = 0;
+    pst_event_t ev;
+    while (pst_next(r, &ev) > 0)
+        if (ev.type == PST_EV_MALLOC || ev.type == PST_EV_FREE || ev.type == PST_EV_REALLOC)
+            n += (size_t)snprintf(o + n, sizeof o - n, "%s%u:%s", n ? " " : "", ev.stream,
+                                  ev.type == PST_EV_MALLOC ? "m" : ev.type == PST_EV_FREE ? "f" : "r");
+    st = *pst_status(r);
+    pst_close(r);
+    assert_string_equal(o, "1:m 1:r 2:m 1:f 2:f");
+    assert_int_equal(st.unknown_frees, 0);
+    assert_int_equal(st.live, 0);
+    assert_int_equal(st.ver_gaps, 0);
+    free(m.p);
+}
+
 static void test_golden_trace_decodes_to_expected_listing_and_writer_reproduces_it(void **state)
 {
     (void)state;
@@ -1448,6 +1488,7 @@ int main(void)
         cmocka_unit_test(test_versions_order_one_address_across_streams),
         cmocka_unit_test(test_versions_of_another_address_do_not_hold_an_event),
         cmocka_unit_test(test_versions_lost_do_not_hold_the_trace),
+        cmocka_unit_test(test_versions_realloc_released_block_stamped_later),
         cmocka_unit_test(test_two_streams_with_interleaved_times_come_out_by_time),
         cmocka_unit_test(test_free_in_other_stream_comes_before_reuse_of_its_address),
         cmocka_unit_test(test_causality_drains_the_freeing_stream_up_to_the_free),

@@ -68,6 +68,8 @@ extern "C" {
 #define PST_TS_EVERY     64          /* events between a writer's checks that its time base still moves */
 #define PST_TICK_NS      100000u     /* minor 2: the interposer's time base advances this often */
 #define PST_MAX_DEPTH    128         /* deepest stack a writer records */
+#define PST_EXIT_STREAM_NAME "(exiting threads)"   /* THREAD_NAME of the interposer's stream for calls
+                                                       made after a thread's THREAD_END */
 
 /* ---- file header fields (TLV tags) --------------------------------------- */
 enum pst_hdr_tag {

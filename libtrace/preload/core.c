@@ -44,6 +44,7 @@ ps_global_t ps_g = {
     .tlock = PTHREAD_MUTEX_INITIALIZER,
     .mlock = PTHREAD_MUTEX_INITIALIZER,
     .child_lock = PTHREAD_MUTEX_INITIALIZER,
+    .late_lock = PTHREAD_MUTEX_INITIALIZER,
     .stk = {
         .stab = { .lock = PTHREAD_MUTEX_INITIALIZER, .bits = 20 },
         .strtab = { .lock = PTHREAD_MUTEX_INITIALIZER, .bits = 16 },
@@ -580,6 +581,39 @@ void ps_thread_exit(ps_thr_t *t)
 
 static void key_dtor(void *v) { ps_thread_exit(v); }
 
+/* The exit stream. glibc frees what a thread's dynamic TLS holds (its DTV,
+ * the TLS blocks of modules loaded with dlopen), and runs the destructors
+ * of pthread keys made after ours, only after our key's destructor has
+ * written the thread's THREAD_END and handed its ring to the flusher. Those
+ * calls go to one record shared by all exiting threads, under a lock (a
+ * thread's end is no hot path), so they are not lost; their order with
+ * other threads' events comes from versions like any stream's. The stream
+ * is named PST_EXIT_STREAM_NAME. Called with the guard taken; returns the
+ * record with late_lock held (ps_late_leave lets go), or NULL. */
+static ps_thr_t *late_enter(void)
+{
+    if (lock_c(&ps_g.late_lock) != 0) return NULL;
+    ps_thr_t *t = ps_g.late;
+    if (!t) {
+        pthread_mutex_lock(&ps_g.tlock);
+        t = rec_alloc();
+        if (t) {
+            t->soft = PS_SOFT_FILL;   /* no stack bounds: fp walks record nothing */
+            pthread_mutex_init(&t->clock, NULL);
+            t->next = ps_g.threads;
+            __atomic_store_n(&ps_g.threads, t, __ATOMIC_RELEASE);
+            thr_start_stream(t, 0);
+        }
+        pthread_mutex_unlock(&ps_g.tlock);
+        if (!t) { pthread_mutex_unlock(&ps_g.late_lock); return NULL; }
+        pst_event_t ev = { .type = PST_EV_THREAD_NAME, .f = { ps_string_id(PST_EXIT_STREAM_NAME) } };
+        ps_emit_generic(t, &ev);
+        ps_g.late = t;
+    }
+    ps_tls.late = 1;
+    return t;
+}
+
 /* Called by a hook when the fast check failed. Returns the thread's record
  * with the guard taken, or NULL: pass the call through. */
 static void ps_init(void);
@@ -618,9 +652,16 @@ static ps_thr_t *enter_slow(void)
     }
     if (!ps_g.on) return NULL;
     ps_thr_t *t = ps_tls.thr;
-    if (t == PS_THR_DEAD) { add_lost(1); return NULL; }
     ps_tls.busy = 1;
     PS_SIGFENCE();
+    if (t == PS_THR_DEAD) {   /* after the thread's THREAD_END */
+        if (!(t = late_enter())) {
+            add_lost(1);
+            PS_SIGFENCE();
+            ps_tls.busy = 0;
+        }
+        return t;
+    }
     if (!t) {
         t = thr_register();
         if (!t) {
@@ -659,15 +700,22 @@ ps_thr_t *ps_enter_paused(void)
 
 void ps_leave(void)
 {
+    ps_leave_inline();
+}
+
+void ps_late_leave(void)
+{
+    ps_tls.late = 0;
     PS_SIGFENCE();
     ps_tls.busy = 0;
+    pthread_mutex_unlock(&ps_g.late_lock);
 }
 
 /* Events of other types than the hand-coded ones. */
 void ps_emit_generic(ps_thr_t *t, const pst_event_t *ev)
 {
     uint8_t *p = ps_rec_begin(t);
-    if (!p) return;
+    if (!p) { t->inflight = 0; return; }   /* dropped (ps_call_begin may have set it) */
     pst_event_t vev;
     uint64_t a[2];
     unsigned nv;
@@ -1329,6 +1377,8 @@ void ps_child_after_fork(void)
     if (!ps_g.active && !ps_g.child_pending) { ps_tls.busy--; return; }
     pthread_mutex_t init = PTHREAD_MUTEX_INITIALIZER;
     ps_g.mlock = init; ps_g.wlock = init; ps_g.tlock = init; ps_g.child_lock = init;
+    ps_g.late_lock = init;
+    ps_g.late = NULL;   /* unmapped below with the other records */
     ps_tables_reset();   /* re-inits the table locks too */
     /* Every thread record goes, this thread's too: they are slots of the
      * parent's counters file, shared with it. This thread registers again

@@ -182,13 +182,13 @@ EXPORT void *realloc(void *old, size_t n)
     if (!t && old && !from_boot && PS_UNLIKELY(ps_g.paused) && (t = ps_enter_paused())) {
         /* paused: only the release of the old block is recorded (its
          * version taken before the call, which may hand it to another thread) */
+        ps_call_begin(t);
         uint16_t vo = ps_g.multi ? ps_vbump((uintptr_t)old) : 0;
         void *r = ps_real.realloc(old, n);
-        if (r || n == 0) {
-            uint8_t *p = ps_rec_begin(t);
-            if (p && vo) p = pst_put_ver(p, vo);
-            if (p) ps_rec_end(t, ps_enc_A(&t->enc, p, PST_EV_FREE, 0, (uintptr_t)old));
-        }
+        uint8_t *p = r || n == 0 ? ps_rec_begin(t) : NULL;
+        if (p && vo) p = pst_put_ver(p, vo);
+        if (p) ps_rec_end(t, ps_enc_A(&t->enc, p, PST_EV_FREE, 0, (uintptr_t)old));
+        else t->inflight = 0;
         ps_leave_inline();
         return r;
     }
@@ -203,6 +203,7 @@ EXPORT void *realloc(void *old, size_t n)
      * handed it inside the call), the new one's after (nobody else touches
      * it between the allocation inside and our return). Both exact per
      * address; readers know the event spans the two (FORMAT.md). */
+    ps_call_begin(t);
     int multi = ps_g.multi;
     uint16_t vo = multi && old && !from_boot ? ps_vbump((uintptr_t)old) : 0;
     if (from_boot) {   /* the tracer's bootstrap memory: a plain allocation */
@@ -218,6 +219,8 @@ EXPORT void *realloc(void *old, size_t n)
         if (vo) p = pst_put_ver(p, vo);
         if (multi && r && r != old) p = pst_put_ver(p, ps_vbump((uintptr_t)r));
         ps_rec_end(t, ps_enc_AAu(&t->enc, p, PST_EV_REALLOC, sid, (uintptr_t)old, (uintptr_t)r, n));
+    } else {
+        t->inflight = 0;
     }
     ps_leave_inline();
     return r;
@@ -233,6 +236,7 @@ EXPORT void *reallocarray(void *old, size_t a, size_t b)
     }
     ps_thr_t *t = ps_enter();
     if (!t) return ps_real.reallocarray(old, a, b);
+    ps_call_begin(t);
     int multi = ps_g.multi;
     uint16_t vo = multi && old ? ps_vbump((uintptr_t)old) : 0;   /* before the call, as realloc */
     void *r = ps_real.reallocarray(old, a, b);
@@ -380,6 +384,7 @@ EXPORT void *mremap(void *old, size_t old_len, size_t new_len, int flags, ...)
     }
     ENSURE_REAL();
     ps_thr_t *t = ps_enter();
+    if (t) ps_call_begin(t);
     int multi = t && ps_g.multi;
     uint16_t vo = multi && old ? ps_vbump((uintptr_t)old) : 0;   /* before the call, as realloc */
     void *r = ps_real.mremap ? ps_real.mremap(old, old_len, new_len, flags, na)

@@ -101,6 +101,7 @@ typedef struct ps_tls {
     uint32_t parent_stream; /* set by the pthread_create trampoline */
     uint32_t nobuf;         /* events lost because no ring could be mapped */
     int exec_locked;        /* this thread holds the locks across its exec */
+    int late;               /* recording into the exit stream (ps_g.late), its lock held */
 } ps_tls_t;
 
 extern __thread ps_tls_t ps_tls __attribute__((tls_model("initial-exec")));
@@ -220,6 +221,8 @@ typedef struct ps_global {
     /* file */
     pthread_mutex_t wlock;
     pthread_mutex_t child_lock; /* a fork child opening its file */
+    pthread_mutex_t late_lock;  /* the exit stream: one thread at a time records into it */
+    ps_thr_t *late;             /* the exit stream (core.c, late_enter), NULL until needed */
     uint64_t retry_after;    /* ps_now() before which a failed file is not retried */
     long page_size;
     uint64_t exec_end_off, exec_unflushed, exec_counted;  /* undo state of an exec that may fail */
@@ -325,10 +328,13 @@ static inline ps_thr_t *ps_enter(void)
     return ps_enter_slow();
 }
 
-/* ps_leave (core.c) inlined, for the hooks' hot paths: the same two steps. */
+void ps_late_leave(void);               /* core.c: the end of a call recorded in the exit stream */
+
+/* ps_leave (core.c) inlined, for the hooks' hot paths: the same steps. */
 static inline void ps_leave_inline(void)
 {
     PS_SIGFENCE();
+    if (PS_UNLIKELY(ps_tls.late)) { ps_late_leave(); return; }
     ps_tls.busy = 0;
 }
 
@@ -355,6 +361,19 @@ static inline uint8_t *ps_rec_begin(ps_thr_t *t)
     if (PS_UNLIKELY(t->enc.since_ts >= PST_TS_EVERY)) now = ps_stale_tick(t, now);
     if (PS_UNLIKELY(now > t->enc.last_ts)) p = pst_put_ts(&t->enc, p, now);
     return p;   /* the encoder counts the event in enc.since_ts */
+}
+
+/* A call that releases a block and acquires one inside itself (realloc,
+ * reallocarray, mremap) takes the old block's version before the call and
+ * is stamped after it: from the version on, the thread is in flight, so no
+ * watermark passes its previous time until the event is published. Another
+ * thread handed the old block inside the call, whose own event is stamped
+ * earlier, is then not safe before this one has been read (FORMAT.md,
+ * "Versions"). The event's ps_rec_end clears the flag; a dropped one must. */
+static inline void ps_call_begin(ps_thr_t *t)
+{
+    t->inflight = 1;
+    PS_SIGFENCE();
 }
 
 static inline void ps_rec_end(ps_thr_t *t, uint8_t *p)

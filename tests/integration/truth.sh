@@ -113,7 +113,7 @@ ht_figures() {
 
 # Sections 1, 2 and 5 need an exact cross-thread order: the versions of
 # format 1.3 (FORMAT.md, "Versions"). TRUTH_ORDER=0 leaves them out.
-CASES="handoff_4p3c handoff_2p6c taskpool_w3 taskpool_w8 churn_4t"
+CASES="handoff_4p3c handoff_2p6c taskpool_w3 taskpool_w8 churn_4t threadexit"
 [ "${TRUTH_ORDER:-1}" = 1 ] || { CASES=; echo "  order checks (sections 1, 2, 5): left out (TRUTH_ORDER=0)" >&2; }
 args_of() {
     case $1 in
@@ -122,6 +122,7 @@ args_of() {
     taskpool_w3)  echo "truth_taskpool 3 50000 700" ;;
     taskpool_w8)  echo "truth_taskpool 8 50000 1100" ;;
     churn_4t)     echo "truth_handoff churn 4 250000 60 500" ;;
+    threadexit)   echo "truth_threadexit 8 300" ;;
     esac
 }
 KEYS='^(allocs|frees|leaked_objects|leaked_bytes|peak_live_bytes)='
@@ -154,6 +155,7 @@ for c in $CASES; do
     check ${c}_leaked_bytes_equal_program eq leaked_bytes "$lb" "$(key "$o" leaked_bytes)"
     check ${c}_no_unknown_frees eq frees_of_unknown_addresses "$uf" 0 expected
     check ${c}_peak_live_equal_program eq peak_live_bytes "$pk" "$(key "$o" peak_live_bytes)"
+    check ${c}_no_lost_events eq lost_events "$(jnum "$j" lost_events)" 0 expected
     case $prog in
     truth_handoff) check ${c}_malloc_calls_equal_program eq calls.malloc "$(jcall "$j" malloc)" "$(key "$o" allocs)" ;;
     truth_taskpool)
