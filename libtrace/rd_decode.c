@@ -70,7 +70,7 @@ static int rd_index_queued(pst_reader_t *r, rd_stream_t *s)
     uint64_t a, seq = s->emit_seq;
     /* versioned frees are ordered by their versions, not by this index
      * (but for realloc's: rd_merge.c) */
-    if (rd_pend_indexed(&s->head) && rd_frees_addr(&s->head, &sp, &a) && rd_pend_add(&r->pend[sp], a, s, sp, seq, s->head.ts))
+    if (rd_pend_indexed(s, &s->head) && rd_frees_addr(&s->head, &sp, &a) && rd_pend_add(&r->pend[sp], a, s, sp, seq, s->head.ts))
         return PSC_ENOMEM;
     pst_enc_t d = s->hdec;
     const uint8_t *p = s->b + s->bhead, *end = s->b + s->btail;
@@ -78,7 +78,7 @@ static int rd_index_queued(pst_reader_t *r, rd_stream_t *s)
     while (p < end && (p = rd_dec_rec(r, &d, p, end, &e, r->idbuf))) {
         if (e.type == PST_EV_TS || e.type == PST_EV_VER) continue;
         seq++;
-        if (rd_pend_indexed(&e) && rd_frees_addr(&e, &sp, &a) && rd_pend_add(&r->pend[sp], a, s, sp, seq, d.last_ts))
+        if (rd_pend_indexed(s, &e) && rd_frees_addr(&e, &sp, &a) && rd_pend_add(&r->pend[sp], a, s, sp, seq, d.last_ts))
             return PSC_ENOMEM;
     }
     return 0;
@@ -225,7 +225,7 @@ int rd_process_events(pst_reader_t *r, const pst_chunk_hdr_t *h, const uint8_t *
     r->n_fops = 0;
     r->n_bclose = 0;
     uint32_t bcnt = s->vblk;
-    int had_ver = 0;
+    int had_ver = 0, dvers = s->dvers;
     while (p < end) {
         /* the common records first: no stack, no string, no pool */
         uint64_t a, v;
@@ -243,7 +243,7 @@ int rd_process_events(pst_reader_t *r, const pst_chunk_hdr_t *h, const uint8_t *
             if (!(n = rd_addr(p + 1, end, &dec.last_addr, &a))) break;
             dec.since_ts++;
             p = n;
-            if (a && index_frees && !dec.nver) {   /* versioned frees are ordered by version */
+            if (a && index_frees && !dec.nver && !dvers) {   /* versioned frees are ordered by version */
                 if (r->n_fops == r->cap_fops && (err = rd_fops_grow(r))) return err;
                 r->fops[r->n_fops++] = (rd_free_op_t){ a, dec.last_ts, seq0 + k, RD_SP_HEAP };
             }
@@ -255,7 +255,7 @@ int rd_process_events(pst_reader_t *r, const pst_chunk_hdr_t *h, const uint8_t *
             if (end - p < 3 || dec.nver >= 2) break;
             dec.ver[dec.nver++] = (uint16_t)(p[1] | p[2] << 8);
             p += 3;
-            had_ver = 1;
+            had_ver = dvers = 1;
             continue;
         case PST_EV_TS:
             if (!(n = rd_varint(p + 1, end, &v))) break;
@@ -272,7 +272,7 @@ int rd_process_events(pst_reader_t *r, const pst_chunk_hdr_t *h, const uint8_t *
         if (!(n = rd_dec_rec(r, &dec, p, end, &e, r->idbuf))) { bad = "undecodable event"; break; }
         p = n;
         unsigned t = e.type;
-        if (t == PST_EV_VER) { had_ver = 1; continue; }
+        if (t == PST_EV_VER) { had_ver = dvers = 1; continue; }
         if (t == PST_EV_TS) {
             wrapped |= dec.last_ts < ts_before;
             if (dec.last_ts != ts_before && bcnt && (err = rd_block_closed(r, &bcnt))) return err;
@@ -285,7 +285,7 @@ int rd_process_events(pst_reader_t *r, const pst_chunk_hdr_t *h, const uint8_t *
             break;
         }
         int sp;
-        if (rd_pend_indexed(&e) && rd_frees_addr(&e, &sp, &a) && index_frees) {
+        if (!e.n_ver && !dvers && rd_frees_addr(&e, &sp, &a) && index_frees) {
             if (r->n_fops == r->cap_fops && (err = rd_fops_grow(r))) return err;
             r->fops[r->n_fops++] = (rd_free_op_t){ a, dec.last_ts, seq0 + k, (uint32_t)sp };
         }
@@ -307,7 +307,12 @@ int rd_process_events(pst_reader_t *r, const pst_chunk_hdr_t *h, const uint8_t *
     }
     if (bad) { rd_set_corrupt(r, at, bad); return 0; }
     if (had_ver && !r->vexp) {   /* the first versions: every slot expects 1 (pst_vslot) */
-        if (!(r->vexp = malloc(sizeof(uint16_t) << PST_VSLOT_BITS))) return PSC_ENOMEM;
+        if (!(r->vexp = malloc(sizeof(uint16_t) << PST_VSLOT_BITS)) ||
+            !(r->vlast = calloc((size_t)1 << PST_VSLOT_BITS, sizeof(uint64_t)))) {
+            free(r->vexp);
+            r->vexp = NULL;
+            return PSC_ENOMEM;
+        }
         for (uint32_t i = 0; i < 1u << PST_VSLOT_BITS; i++) r->vexp[i] = 1;
     }
     if ((err = rd_squeue_append(s, body, (size_t)(end - body)))) return err;
@@ -339,6 +344,7 @@ int rd_process_events(pst_reader_t *r, const pst_chunk_hdr_t *h, const uint8_t *
     s->offset += (uint64_t)(end - body);
     s->tid = tid;
     s->finished = finished;
+    s->dvers = dvers;
     if (dec.last_ts > r->newest_ts) r->newest_ts = dec.last_ts;
     r->st.queued += k;
     if (r->st.queued > r->st.peak_queued) r->st.peak_queued = r->st.queued;

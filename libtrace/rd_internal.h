@@ -159,6 +159,9 @@ typedef struct rd_stream {
     psc_map_t runs_of[2];      /* address -> this stream's first | last run in the pending-free chain */
     uint32_t *ids;             /* the head's L ids (PST_MAX_IDS), allocated on first use */
     int      finished;         /* THREAD_END decoded */
+    int      vers;             /* a VER record came at or before the head: its other ordered
+                                  events have implicit versions (FORMAT.md, "Versions") */
+    int      dvers;            /* the same, for the validating pass (at the end of the queue) */
     /* Blocks: the runs of events sharing one time. The merge orders events
      * of one time across streams by their position in their block
      * (rd_tie_pick), so it needs each block's length: the validating pass
@@ -267,6 +270,7 @@ struct pst_reader {
     rd_free_op_t *fops; uint32_t n_fops, cap_fops;   /* its frees */
     uint32_t *bclose; uint32_t n_bclose, cap_bclose;  /* its closed blocks' lengths */
     uint16_t *vexp;            /* per version slot (pst_vslot): the next version expected; NULL until a VER */
+    uint64_t *vlast;           /* per slot: the version handed out last | its stream's index + 1 << 16 */
     psc_map_t ahead;           /* versions handed out ahead of their slot (rd_merge.c, rd_ver_apply) */
     int      causal_times;     /* minor >= 2: times are causal across streams (FORMAT.md "Time") */
     int      ts_wrapped;       /* a stream's time wrapped around 2^64 (damage): rd_pend_find walks nodes */
@@ -320,9 +324,10 @@ static inline int rd_frees_addr(const rd_hev_t *e, int *space, uint64_t *addr)
     }
 }
 
-/* Is e's free (if it frees) in the pending-free index? Versioned frees are
- * ordered by their versions instead. */
-static inline int rd_pend_indexed(const rd_hev_t *e) { return !e->n_ver; }
+/* Is e's free (if it frees) in the pending-free index? Versioned frees
+ * (explicitly, or implicitly in a stream that has had versions) are ordered
+ * by their versions instead. */
+static inline int rd_pend_indexed(const rd_stream_t *s, const rd_hev_t *e) { return !e->n_ver && !s->dvers; }
 
 /* The address an event needs live without changing it (1, with space): a
  * realloc that kept its block in place. */
@@ -489,6 +494,7 @@ static inline int rd_head_next(pst_reader_t *r, rd_stream_t *s)
     s->bhead = (size_t)(p - s->b);
     s->head.ts = s->hdec.last_ts;
     s->head.seq = s->emit_seq;
+    if (s->head.n_ver) s->vers = 1;
     if (!s->hblk_any || s->head.ts != s->hblk_ts) {   /* the head enters a new block */
         s->hblk_any = 1;
         s->hblk_ts = s->head.ts;

@@ -475,18 +475,47 @@ static inline int rd_vahead(uint16_t v, uint16_t x)
     return d != 0 && d < 0x8000;
 }
 
-/* -1: e carries no versions that apply (an older trace, one thread, a
- * count that does not match its addresses); 0: its versions are next in
- * their slots; otherwise the addresses it must wait for, bit i for a[i]. */
-static inline int rd_ver_state(const pst_reader_t *r, const rd_hev_t *e)
+/* The versions of e, the head of s, into v (the number of its ordered
+ * addresses a[], or 0 when it has none that count). An event without VER
+ * records in a stream that has had them has implicit versions: the slot's
+ * previous version was its own thread's, so it is the one after that
+ * (vlast); if another stream's came out since (only when an event went
+ * ahead), the slot's expected one. */
+static unsigned rd_ver_of(const pst_reader_t *r, const rd_stream_t *s, const rd_hev_t *e, uint64_t a[2],
+                          uint16_t v[2])
 {
-    uint64_t a[2];
-    if (!e->n_ver || !r->vexp || rd_ver_addrs(e, a) != e->n_ver) return -1;
+    unsigned n = rd_ver_addrs(e, a);
+    if (!r->vexp || !n) return 0;
+    if (e->n_ver) {
+        if (n != e->n_ver) return 0;
+        v[0] = e->ver[0];
+        v[1] = e->ver[1];
+        return n;
+    }
+    if (!s->vers) return 0;
+    for (unsigned i = 0; i < n; i++) {
+        uint32_t sl = pst_vslot(a[i]);
+        uint64_t l = r->vlast[sl];
+        v[i] = (l >> 16) == (uint64_t)s->idx + 1 ? pst_vnext((uint16_t)l) : r->vexp[sl];
+        if (i == 1 && sl == pst_vslot(a[0])) v[1] = pst_vnext(v[0]);
+    }
+    return n;
+}
+
+/* -1: e carries no versions that apply (an older trace, one thread, a
+ * count that does not match its addresses); 0: its versions (rd_ver_of,
+ * into a, v and *np) are next in their slots; otherwise the addresses it
+ * must wait for, bit i for a[i]. */
+static inline int rd_ver_state(const pst_reader_t *r, const rd_stream_t *s, const rd_hev_t *e, uint64_t a[2],
+                               uint16_t v[2], unsigned *np)
+{
+    unsigned n = *np = rd_ver_of(r, s, e, a, v);
+    if (!n) return -1;
     uint32_t s0 = pst_vslot(a[0]);
-    int m = rd_vahead(e->ver[0], r->vexp[s0]);
-    if (e->n_ver == 2) {
+    int m = rd_vahead(v[0], r->vexp[s0]);
+    if (n == 2) {
         uint32_t s1 = pst_vslot(a[1]);
-        if (rd_vahead(e->ver[1], s1 == s0 ? pst_vnext(e->ver[0]) : r->vexp[s1])) m |= 2;
+        if (rd_vahead(v[1], s1 == s0 ? pst_vnext(v[0]) : r->vexp[s1])) m |= 2;
     }
     return m;
 }
@@ -500,13 +529,15 @@ static inline uint64_t rd_ahead_key(uint32_t sl, uint16_t v) { return (uint64_t)
  * that went ahead. An event ahead of its slot that is not in the ahead set
  * jumps the slot's count (an event of that slot was lost) and is counted
  * in ver_gaps. */
-static void rd_ver_apply(pst_reader_t *r, const rd_hev_t *e)
+static void rd_ver_apply(pst_reader_t *r, const rd_stream_t *s, const rd_hev_t *e)
 {
     uint64_t a[2];
-    if (!r->vexp || rd_ver_addrs(e, a) != e->n_ver) return;
-    for (unsigned i = 0; i < e->n_ver; i++) {
+    uint16_t ve[2];
+    unsigned n = rd_ver_of(r, s, e, a, ve);
+    for (unsigned i = 0; i < n; i++) {
         uint32_t sl = pst_vslot(a[i]);
-        uint16_t x = r->vexp[sl], v = e->ver[i];
+        uint16_t x = r->vexp[sl], v = ve[i];
+        r->vlast[sl] = (uint64_t)(s->idx + 1) << 16 | v;
         if ((uint16_t)(v - x) >= 0x8000) continue;        /* behind: a duplicate */
         if (v != x) {
             if (psc_map_count(&r->ahead) && psc_map_get_sz(&r->ahead, rd_ahead_key(sl, v), sizeof(uint64_t)))
@@ -556,7 +587,10 @@ int rd_constraint(pst_reader_t *r, rd_stream_t *s, const rd_hev_t *e, rd_stream_
     uint64_t a;
     /* versions (minor 3) order the events of an address exactly: rules 3
      * and 4 below are for events without them */
-    int vs = e->n_ver ? rd_ver_state(r, e) : -1;
+    uint64_t va[2];
+    uint16_t vv[2];
+    unsigned vn;
+    int vs = e->n_ver || s->vers ? rd_ver_state(r, s, e, va, vv, &vn) : -1;
     if (vs >= 0) {
         *why = RD_WHY_CAUSAL;
         return vs ? RD_C_VWAIT : RD_C_NONE;
@@ -634,7 +668,7 @@ static int rd_emit(pst_reader_t *r, rd_stream_t *s, pst_event_t *ev)
 {
     rd_hev_t *e = &s->head;
     unsigned t = e->type;
-    if (e->n_ver) rd_ver_apply(r, e);
+    if (e->n_ver || s->vers) rd_ver_apply(r, s, e);
     s->emit_seq++;
     s->qlen--;
     r->st.queued--;
@@ -803,10 +837,14 @@ static void rd_force_pop(pst_reader_t *r)
 
 /* The first queued event, stamped up to lim, of an address e waits for (bit
  * j of vs: a[j]) with a version in its gap [lo[j], ver[j]): 1 with its
- * stream and seq. */
-static int rd_vwait_scan(pst_reader_t *r, rd_stream_t *s, const rd_hev_t *e, int vs, const uint64_t *a,
-                         const uint16_t *lo, uint64_t lim, rd_stream_t **t, uint64_t *tseq)
+ * stream and seq. Implicit versions are followed along each stream: from
+ * the slot's last version out if that was the stream's, else unknown (the
+ * stream's first event on the slot then counts as in the gap: its thread's
+ * previous one on the slot has gone out, so e's came later). */
+static int rd_vwait_scan(pst_reader_t *r, rd_stream_t *s, unsigned n, int vs, const uint64_t *a,
+                         const uint16_t *v, const uint16_t *lo, uint64_t lim, rd_stream_t **t, uint64_t *tseq)
 {
+    uint32_t sl[2] = { pst_vslot(a[0]), n > 1 ? pst_vslot(a[1]) : UINT32_MAX };
     for (uint32_t i = 0; i < r->n_sv; i++) {
         rd_stream_t *o = r->sv[i];
         if (o == s || !o->qlen || o->head.ts > lim) continue;
@@ -814,18 +852,35 @@ static int rd_vwait_scan(pst_reader_t *r, rd_stream_t *s, const rd_hev_t *e, int
         const uint8_t *p = o->b + o->bhead, *end = o->b + o->btail;
         rd_hev_t x = o->head;
         uint64_t seq = o->emit_seq;
+        int vers = o->vers, known[2], past[2] = { 0, 0 };
+        uint16_t cur[2];
+        for (unsigned j = 0; j < 2; j++) {
+            uint64_t l = sl[j] == UINT32_MAX ? 0 : r->vlast[sl[j]];
+            known[j] = (l >> 16) == (uint64_t)o->idx + 1;
+            cur[j] = (uint16_t)l;
+        }
         for (;;) {
             uint64_t xa[2];
-            if (x.type != PST_EV_TS && x.type != PST_EV_VER) {
-                if (x.n_ver && rd_ver_addrs(&x, xa) == x.n_ver)
-                    for (unsigned j = 0; j < e->n_ver; j++)
-                        for (unsigned k = 0; k < x.n_ver; k++)
-                            if ((vs >> j & 1) && xa[k] == a[j] &&
-                                (uint16_t)(x.ver[k] - lo[j]) < (uint16_t)(e->ver[j] - lo[j])) {
+            unsigned nx;
+            if (x.type != PST_EV_TS && x.type != PST_EV_VER && (nx = rd_ver_addrs(&x, xa))) {
+                if (x.n_ver) vers = 1;
+                int expl = x.n_ver == nx;
+                if (expl || (vers && !x.n_ver))
+                    for (unsigned k = 0; k < nx; k++)
+                        for (unsigned j = 0; j < n; j++) {
+                            if (!(vs >> j & 1) || past[j] || pst_vslot(xa[k]) != sl[j]) continue;
+                            if (expl) { cur[j] = x.ver[k]; known[j] = 1; }
+                            else if (known[j]) cur[j] = pst_vnext(cur[j]);
+                            int in_gap = !known[j] || (uint16_t)(cur[j] - lo[j]) < (uint16_t)(v[j] - lo[j]);
+                            if (known[j] && !in_gap && (uint16_t)(cur[j] - lo[j]) < 0x8000) { past[j] = 1; continue; }
+                            if (in_gap && xa[k] == a[j]) {
                                 *t = o;
                                 *tseq = seq;
                                 return 1;
                             }
+                        }
+                seq++;
+            } else if (x.type != PST_EV_TS && x.type != PST_EV_VER) {
                 seq++;
             }
             if (p >= end || !(p = rd_dec_rec(r, &d, p, end, &x, r->idbuf)) || d.last_ts > lim) break;
@@ -837,27 +892,27 @@ static int rd_vwait_scan(pst_reader_t *r, rd_stream_t *s, const rd_hev_t *e, int
 static int rd_vwait_resolve(pst_reader_t *r, rd_stream_t *s, const rd_hev_t *e, rd_stream_t **t, uint64_t *tseq)
 {
     uint64_t a[2] = { 0, 0 }, la;
-    uint16_t lo[2] = { 0, 0 };
-    int vs = rd_ver_state(r, e), sp;
+    uint16_t lo[2] = { 0, 0 }, v[2] = { 0, 0 };
+    unsigned n;
+    int vs = rd_ver_state(r, s, e, a, v, &n), sp;
     if (vs <= 0) return RD_C_NONE;
-    rd_ver_addrs(e, a);
     uint32_t s0 = pst_vslot(a[0]);
-    for (unsigned j = 0; j < e->n_ver; j++) {
+    for (unsigned j = 0; j < n; j++) {
         uint32_t sl = pst_vslot(a[j]);
-        lo[j] = j == 1 && sl == s0 ? pst_vnext(e->ver[0]) : r->vexp[sl];
+        lo[j] = j == 1 && sl == s0 ? pst_vnext(v[0]) : r->vexp[sl];
     }
     int live_alloc = rd_allocs_addr(e, &sp, &la) && rd_aset_has(&r->live[sp], la);
-    if (rd_vwait_scan(r, s, e, vs, a, lo, live_alloc ? UINT64_MAX : e->ts, t, tseq)) return RD_C_FORCE;
-    for (unsigned j = 0; j < e->n_ver; j++) {
+    if (rd_vwait_scan(r, s, n, vs, a, v, lo, live_alloc ? UINT64_MAX : e->ts, t, tseq)) return RD_C_FORCE;
+    for (unsigned j = 0; j < n; j++) {
         if (!(vs >> j & 1)) continue;
         uint32_t sl = pst_vslot(a[j]);
-        if ((uint16_t)(e->ver[j] - lo[j]) > RD_VER_LOST) {
-            r->vexp[sl] = e->ver[j];           /* lost: the count jumps */
+        if ((uint16_t)(v[j] - lo[j]) > RD_VER_LOST) {
+            r->vexp[sl] = v[j];                /* lost: the count jumps */
             r->st.ver_gaps++;
             continue;
         }
         int is_new;
-        uint64_t *p = psc_map_put_sz(&r->ahead, rd_ahead_key(sl, e->ver[j]), &is_new, sizeof(uint64_t));
+        uint64_t *p = psc_map_put_sz(&r->ahead, rd_ahead_key(sl, v[j]), &is_new, sizeof(uint64_t));
         if (!p) return PSC_ENOMEM;
         *p = 1;
     }

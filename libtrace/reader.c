@@ -122,6 +122,7 @@ void pst_close(pst_reader_t *r)
     free(r->fops);
     free(r->bclose);
     free(r->vexp);
+    free(r->vlast);
     free(r->out_ids);
     free(r->idbuf);
     free(r);

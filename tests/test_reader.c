@@ -1374,6 +1374,37 @@ static void test_versions_realloc_released_block_stamped_later(void **state)
     free(m.p);
 }
 
+/* The interposer writes a VER record only when the slot's previous version
+ * was another thread's; a thread's next events on its own slot carry none
+ * and count as the versions after (FORMAT.md, "Versions"). The tie of
+ * test_versions_order_one_address_across_streams, written that way: stream
+ * 2's re-allocation is implicit, and stream 1's free must still wait for
+ * it. */
+static void test_versions_implicit_follow_their_streams_explicit_one(void **state)
+{
+    (void)state;
+    membuf_t m;
+    pst_writer_t *w = mem_writer(&m, &ver_cfg);
+    pst_writer_time(w, 1000);
+    put_ver(w, 1, PST_EV_MALLOC, 0xa000, 32, 1);
+    pst_writer_time(w, 2000);
+    put_ver(w, 1, PST_EV_FREE, 0xa000, 0, 4);
+    put_ver(w, 2, PST_EV_FREE, 0xa000, 0, 2);
+    put_ver(w, 2, PST_EV_MALLOC, 0xa000, 32, 0);     /* implicit: 3 */
+    pst_writer_time(w, 3000);
+    put_ver(w, 2, PST_EV_MALLOC, 0xc000, 16, 0);     /* implicit, another slot: the first there */
+    pst_writer_close(w);
+    mem_done(&m);
+    pst_status_t st;
+    char *o = heap_order(m.p, m.len, &st);
+    assert_string_equal(o, "1:m:a000 2:f:a000 2:m:a000 1:f:a000 2:m:c000");
+    assert_int_equal(st.unknown_frees, 0);
+    assert_int_equal(st.live, 1);
+    assert_int_equal(st.ver_gaps, 0);
+    free(o);
+    free(m.p);
+}
+
 static void test_golden_trace_decodes_to_expected_listing_and_writer_reproduces_it(void **state)
 {
     (void)state;
@@ -1489,6 +1520,7 @@ int main(void)
         cmocka_unit_test(test_versions_of_another_address_do_not_hold_an_event),
         cmocka_unit_test(test_versions_lost_do_not_hold_the_trace),
         cmocka_unit_test(test_versions_realloc_released_block_stamped_later),
+        cmocka_unit_test(test_versions_implicit_follow_their_streams_explicit_one),
         cmocka_unit_test(test_two_streams_with_interleaved_times_come_out_by_time),
         cmocka_unit_test(test_free_in_other_stream_comes_before_reuse_of_its_address),
         cmocka_unit_test(test_causality_drains_the_freeing_stream_up_to_the_free),

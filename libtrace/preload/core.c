@@ -117,6 +117,16 @@ uint64_t ps_stale_tick(ps_thr_t *t, uint64_t tick)
     return now > tick + PS_TICK_STALE_NS ? tick_advance(now) : tick;
 }
 
+/* A thread about to start another (pthread_create): the tick moves to the
+ * clock's time, so every event of the new thread is stamped after every
+ * event its creator recorded before; events of threads that share no
+ * address are ordered by time alone, and a stale tick (the tracer's thread
+ * not scheduled) would let the new thread's first events tie with them. */
+void ps_tick_now(void)
+{
+    tick_advance(ps_now());
+}
+
 void ps_recompute_on(void)
 {
     ps_g.on = ps_g.active && !ps_g.paused && !ps_g.closed && !ps_g.child_pending && !ps_g.stopping;
@@ -389,6 +399,7 @@ int ps_make_room(ps_thr_t *t)
 static void thr_start_stream(ps_thr_t *t, uint32_t parent)
 {
     t->c.stream = __atomic_add_fetch(&ps_g.next_stream, 1, __ATOMIC_RELAXED);
+    t->vtag = (uint16_t)t->c.stream ? (uint16_t)t->c.stream : 0xffff;
     t->tid = ps_gettid();
     pst_event_t ev = { .type = PST_EV_THREAD_START, .f = { (uint64_t)t->tid, parent } };
     ps_emit_generic(t, &ev);
@@ -716,14 +727,21 @@ void ps_emit_generic(ps_thr_t *t, const pst_event_t *ev)
 {
     uint8_t *p = ps_rec_begin(t);
     if (!p) { t->inflight = 0; return; }   /* dropped (ps_call_begin may have set it) */
+    /* versions taken now (a free-like event is emitted before its call);
+     * realloc-like calls take theirs around the call themselves */
     pst_event_t vev;
     uint64_t a[2];
     unsigned nv;
-    if (ps_g.multi && !ev->n_ver && (nv = pst_ver_addrs(ev->type, ev->f, a))) {
-        vev = *ev;   /* versions taken now: callers of a free-like event call this first */
-        vev.n_ver = nv;
-        for (unsigned i = 0; i < nv; i++) vev.ver[i] = ps_vbump(a[i]);
-        ev = &vev;
+    if (ps_g.multi && !ev->n_ver && ev->type != PST_EV_REALLOC && ev->type != PST_EV_REALLOCARRAY &&
+        ev->type != PST_EV_MREMAP && (nv = pst_ver_addrs(ev->type, ev->f, a))) {
+        uint32_t x[2] = { 0, 0 }, need = 0;
+        for (unsigned i = 0; i < nv; i++) need |= (x[i] = ps_vtake(t, a[i])) >> 16;
+        if (need) {
+            vev = *ev;
+            vev.n_ver = nv;
+            for (unsigned i = 0; i < nv; i++) vev.ver[i] = (uint16_t)x[i];
+            ev = &vev;
+        }
     }
     uint8_t *e = pst_encode_event(&t->enc, p, ev);
     if (!e) {   /* invalid event (the API checks first): keep a TS record written */

@@ -131,7 +131,7 @@ EXPORT void *malloc(size_t n)
     void *r = ps_real.malloc(n);
     uint32_t sid = stack_of(t);
     uint8_t *p = ps_rec_begin(t);
-    if (p) ps_rec_end(t, ps_enc_Au(&t->enc, ps_ver(p, (uintptr_t)r), PST_EV_MALLOC, sid, (uintptr_t)r, n));
+    if (p) ps_rec_end(t, ps_enc_Au(&t->enc, ps_ver(t, p, (uintptr_t)r), PST_EV_MALLOC, sid, (uintptr_t)r, n));
     ps_leave_inline();
     return r;
 }
@@ -143,7 +143,7 @@ EXPORT void free(void *ptr)
     ps_thr_t *t = ps_enter();
     if (!t && (!PS_UNLIKELY(ps_g.paused) || !(t = ps_enter_paused()))) { ps_real.free(ptr); return; }
     uint8_t *p = ps_rec_begin(t);
-    if (p) ps_rec_end(t, ps_enc_A(&t->enc, ps_ver(p, (uintptr_t)ptr), PST_EV_FREE, 0, (uintptr_t)ptr));
+    if (p) ps_rec_end(t, ps_enc_A(&t->enc, ps_ver(t, p, (uintptr_t)ptr), PST_EV_FREE, 0, (uintptr_t)ptr));
     ps_real.free(ptr);
     ps_leave_inline();
 }
@@ -162,7 +162,7 @@ EXPORT void *calloc(size_t a, size_t b)
     void *r = ps_real.calloc(a, b);
     uint32_t sid = stack_of(t);
     uint8_t *p = ps_rec_begin(t);
-    if (p) ps_rec_end(t, ps_enc_Auu(&t->enc, ps_ver(p, (uintptr_t)r), PST_EV_CALLOC, sid, (uintptr_t)r, a, b));
+    if (p) ps_rec_end(t, ps_enc_Auu(&t->enc, ps_ver(t, p, (uintptr_t)r), PST_EV_CALLOC, sid, (uintptr_t)r, a, b));
     ps_leave_inline();
     return r;
 }
@@ -183,10 +183,10 @@ EXPORT void *realloc(void *old, size_t n)
         /* paused: only the release of the old block is recorded (its
          * version taken before the call, which may hand it to another thread) */
         ps_call_begin(t);
-        uint16_t vo = ps_g.multi ? ps_vbump((uintptr_t)old) : 0;
+        uint32_t xo = ps_g.multi ? ps_vtake(t, (uintptr_t)old) : 0;
         void *r = ps_real.realloc(old, n);
         uint8_t *p = r || n == 0 ? ps_rec_begin(t) : NULL;
-        if (p && vo) p = pst_put_ver(p, vo);
+        if (p && xo >> 16) p = pst_put_ver(p, (uint16_t)xo);
         if (p) ps_rec_end(t, ps_enc_A(&t->enc, p, PST_EV_FREE, 0, (uintptr_t)old));
         else t->inflight = 0;
         ps_leave_inline();
@@ -205,7 +205,7 @@ EXPORT void *realloc(void *old, size_t n)
      * address; readers know the event spans the two (FORMAT.md). */
     ps_call_begin(t);
     int multi = ps_g.multi;
-    uint16_t vo = multi && old && !from_boot ? ps_vbump((uintptr_t)old) : 0;
+    uint32_t xo = multi && old && !from_boot ? ps_vtake(t, (uintptr_t)old) : 0;
     if (from_boot) {   /* the tracer's bootstrap memory: a plain allocation */
         r = ps_real.malloc(n);
         if (r) memcpy(r, old, boot_size(old) < n ? boot_size(old) : n);
@@ -216,8 +216,9 @@ EXPORT void *realloc(void *old, size_t n)
     uint32_t sid = stack_of(t);
     uint8_t *p = ps_rec_begin(t);
     if (p) {
-        if (vo) p = pst_put_ver(p, vo);
-        if (multi && r && r != old) p = pst_put_ver(p, ps_vbump((uintptr_t)r));
+        uint16_t ver[2];
+        unsigned nv = multi ? ps_ver2(t, xo, (uintptr_t)old, (uintptr_t)r, ver) : 0;
+        for (unsigned i = 0; i < nv; i++) p = pst_put_ver(p, ver[i]);
         ps_rec_end(t, ps_enc_AAu(&t->enc, p, PST_EV_REALLOC, sid, (uintptr_t)old, (uintptr_t)r, n));
     } else {
         t->inflight = 0;
@@ -238,12 +239,11 @@ EXPORT void *reallocarray(void *old, size_t a, size_t b)
     if (!t) return ps_real.reallocarray(old, a, b);
     ps_call_begin(t);
     int multi = ps_g.multi;
-    uint16_t vo = multi && old ? ps_vbump((uintptr_t)old) : 0;   /* before the call, as realloc */
+    uint32_t xo = multi && old ? ps_vtake(t, (uintptr_t)old) : 0;   /* before the call, as realloc */
     void *r = ps_real.reallocarray(old, a, b);
     pst_event_t ev = { .type = PST_EV_REALLOCARRAY, .stack = stack_of(t),
                        .f = { (uintptr_t)old, (uintptr_t)r, a, b } };
-    if (vo) ev.ver[ev.n_ver++] = vo;
-    if (multi && r && r != old) ev.ver[ev.n_ver++] = ps_vbump((uintptr_t)r);
+    if (multi) ev.n_ver = ps_ver2(t, xo, (uintptr_t)old, (uintptr_t)r, ev.ver);
     ps_emit_generic(t, &ev);
     ps_leave_inline();
     return r;
@@ -253,7 +253,7 @@ static void *aligned_common(unsigned type, size_t align, size_t n, void *r, ps_t
 {
     uint32_t sid = stack_of(t);
     uint8_t *p = ps_rec_begin(t);
-    if (p) ps_rec_end(t, ps_enc_Auu(&t->enc, ps_ver(p, (uintptr_t)r), type, sid, (uintptr_t)r, align, n));
+    if (p) ps_rec_end(t, ps_enc_Auu(&t->enc, ps_ver(t, p, (uintptr_t)r), type, sid, (uintptr_t)r, align, n));
     ps_leave_inline();
     return r;
 }
@@ -291,7 +291,7 @@ static void *page_common(unsigned type, size_t n, void *r, ps_thr_t *t)
 {
     uint32_t sid = stack_of(t);
     uint8_t *p = ps_rec_begin(t);
-    if (p) ps_rec_end(t, ps_enc_Au(&t->enc, ps_ver(p, (uintptr_t)r), type, sid, (uintptr_t)r, n));
+    if (p) ps_rec_end(t, ps_enc_Au(&t->enc, ps_ver(t, p, (uintptr_t)r), type, sid, (uintptr_t)r, n));
     ps_leave_inline();
     return r;
 }
@@ -386,7 +386,7 @@ EXPORT void *mremap(void *old, size_t old_len, size_t new_len, int flags, ...)
     ps_thr_t *t = ps_enter();
     if (t) ps_call_begin(t);
     int multi = t && ps_g.multi;
-    uint16_t vo = multi && old ? ps_vbump((uintptr_t)old) : 0;   /* before the call, as realloc */
+    uint32_t xo = multi && old ? ps_vtake(t, (uintptr_t)old) : 0;   /* before the call, as realloc */
     void *r = ps_real.mremap ? ps_real.mremap(old, old_len, new_len, flags, na)
                           : (void *)syscall(SYS_mremap, old, old_len, new_len, flags, na);
     if (!t) return r;
@@ -394,8 +394,7 @@ EXPORT void *mremap(void *old, size_t old_len, size_t new_len, int flags, ...)
     pst_event_t ev = { .type = PST_EV_MREMAP, .stack = stack_of(t),
                        .f = { (uintptr_t)old, old_len, r == MAP_FAILED ? 0 : (uintptr_t)r,
                               new_len, (unsigned)flags } };
-    if (vo) ev.ver[ev.n_ver++] = vo;
-    if (multi && ev.f[2] && ev.f[2] != ev.f[0]) ev.ver[ev.n_ver++] = ps_vbump(ev.f[2]);
+    if (multi) ev.n_ver = ps_ver2(t, xo, ev.f[0], ev.f[2], ev.ver);
     ps_emit_generic(t, &ev);
     ps_leave_inline();
     errno = e;

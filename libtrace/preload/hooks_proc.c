@@ -420,7 +420,10 @@ EXPORT int pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)
     if (ps_tls.busy || !ps_g.active) return ps_g.proc.pthread_create(th, attr, fn, arg);
     /* A second thread of the program: from now on every ordered address
      * carries a version (format.h), set before the thread can touch one. */
-    if (fn != ps_flusher_main) ps_g.multi = 1;
+    if (fn != ps_flusher_main) {
+        ps_g.multi = 1;
+        ps_tick_now();
+    }
     ps_tls.busy++;
     tramp_t *tr = ps_real.malloc(sizeof *tr);
     ps_tls.busy--;

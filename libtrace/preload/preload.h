@@ -85,6 +85,7 @@ typedef struct ps_thr {
     uint64_t nev_done;      /* nev at the last successful flush */
     volatile uint8_t dead;  /* owner exited: flusher flushes and unmaps */
     uint8_t is_flusher;
+    uint16_t vtag;          /* the stream's mark in ps_g.vtab (its id's low 16 bits, never 0) */
     int tid;
     struct ps_thr *next;    /* global list, pushed at the head; free list once retired */
     size_t map_len;         /* this record's mapping (a ctl slot, or anonymous) */
@@ -196,7 +197,7 @@ typedef struct ps_global {
     /* Versions (format.h, pst_vslot): written once the program has a second
      * thread (multi), so single-threaded programs pay nothing for them. */
     volatile int multi;
-    _Alignas(64) uint16_t vtab[1u << PST_VSLOT_BITS];
+    _Alignas(64) uint32_t vtab[1u << PST_VSLOT_BITS];   /* version | writer's vtag << 16 */
     uint64_t tick_gap_max;   /* flusher: longest interval between two tick stores since the last SYNC */
     int membarrier_ok;       /* MEMBARRIER_CMD_PRIVATE_EXPEDITED registered */
     uint64_t tracer_bytes;   /* atomic: bytes the tracer itself has mapped (rings, tables, META) */
@@ -339,6 +340,7 @@ static inline void ps_leave_inline(void)
 }
 
 uint64_t ps_stale_tick(ps_thr_t *t, uint64_t tick);   /* core.c: the clock check */
+void ps_tick_now(void);                 /* core.c: move the tick to the clock's time */
 
 /* Begin/end of one record in the calling thread's ring.
  *
@@ -388,24 +390,45 @@ static inline void ps_rec_end(ps_thr_t *t, uint8_t *p)
     t->inflight = 0;
 }
 
-/* The next version of address a's slot (format.h, pst_vslot). Plain loads
- * and stores, no atomic read-modify-write: a program hands an address to
- * another thread only through the allocator's or its own synchronisation,
- * which orders our two accesses of its slot as well. Only colliding
- * addresses of two threads can race for a counter; the reader takes the
- * duplicate version that gives. */
-static inline uint16_t ps_vbump(uint64_t a)
+/* The next version of address a's slot (format.h, pst_vslot), noted as
+ * t's: the version | 1 << 16 when the slot's previous version was another
+ * thread's (the event needs a VER record), else just the version (readers
+ * count it: FORMAT.md, "Versions"). Plain loads and stores, no atomic
+ * read-modify-write: a program hands an address to another thread only
+ * through the allocator's or its own synchronisation, which orders our two
+ * accesses of its slot as well. Only colliding addresses of two threads can
+ * race for a counter; the reader takes the duplicate version that gives. */
+static inline uint32_t ps_vtake(ps_thr_t *t, uint64_t a)
 {
-    uint16_t *c = &ps_g.vtab[pst_vslot(a)];
-    uint16_t v = pst_vnext(__atomic_load_n(c, __ATOMIC_RELAXED));
-    __atomic_store_n(c, v, __ATOMIC_RELAXED);
-    return v;
+    uint32_t *c = &ps_g.vtab[pst_vslot(a)];
+    uint32_t x = __atomic_load_n(c, __ATOMIC_RELAXED);
+    uint16_t v = pst_vnext((uint16_t)x);
+    __atomic_store_n(c, v | (uint32_t)t->vtag << 16, __ATOMIC_RELAXED);
+    return v | (uint32_t)((x >> 16) != t->vtag) << 16;
 }
 
-/* A VER record for a before the event that touches it, when versions are on. */
-static inline uint8_t *ps_ver(uint8_t *p, uint64_t a)
+/* The VER record of an event on one address a, when versions are on and
+ * the slot's previous version was another thread's. */
+static inline uint8_t *ps_ver(ps_thr_t *t, uint8_t *p, uint64_t a)
 {
-    return PS_LIKELY(!ps_g.multi) || !a ? p : pst_put_ver(p, ps_vbump(a));
+    if (PS_LIKELY(!ps_g.multi) || !a) return p;
+    uint32_t x = ps_vtake(t, a);
+    return x >> 16 ? pst_put_ver(p, (uint16_t)x) : p;
+}
+
+/* The versions of an event that releases `old` and acquires `ret` (realloc,
+ * reallocarray, mremap): xo the old block's ps_vtake (taken before the
+ * call; 0 when not taken), the new block's taken now. An event with two
+ * ordered addresses carries both VER records or none. Fills ver[], returns
+ * how many to write. */
+static inline unsigned ps_ver2(ps_thr_t *t, uint32_t xo, uint64_t old, uint64_t ret, uint16_t ver[2])
+{
+    uint32_t xn = ret && ret != old ? ps_vtake(t, ret) : 0;
+    unsigned n = 0;
+    if (!((xo | xn) >> 16)) return 0;
+    if (xo) ver[n++] = (uint16_t)xo;
+    if (xn) ver[n++] = (uint16_t)xn;
+    return n;
 }
 
 /* ---- stacks.c ---- */

@@ -11,9 +11,9 @@
  * Each thread allocates BLOCKS blocks into a list held by the key and one
  * more it never frees; threads run one after another. main first holds one
  * 4 MiB block alone, so the peak is that block whatever glibc itself holds
- * for a running thread; it waits 2 ms after freeing it, so the threads'
- * first events are a tick or more later (events of threads unrelated by an
- * address are ordered by time alone, FORMAT.md). Prints allocs, frees, leaked_objects,
+ * for a running thread. (Nothing but time orders that free before the
+ * threads' first events: the tracer moves its tick to the clock's time at
+ * pthread_create, FORMAT.md "Time".) Prints allocs, frees, leaked_objects,
  * leaked_bytes, peak_live_bytes.
  */
 #include "truth_util.h"
@@ -21,7 +21,6 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
-#include <time.h>
 
 typedef struct node { struct node *next; size_t size; } node_t;
 
@@ -80,7 +79,6 @@ int main(int argc, char **argv)
     atomic_fetch_sub(&live, 4u << 20);
     atomic_fetch_add(&n_free, 1);
     free(big);
-    nanosleep(&(struct timespec){ 0, 2000000 }, NULL);
     for (unsigned i = 0; i < threads; i++) {
         pthread_t th;
         if (pthread_create(&th, NULL, worker, (void *)(uintptr_t)i) || pthread_join(th, NULL))
