@@ -1293,8 +1293,25 @@ __attribute__((constructor)) static void ps_ctor(void)
     ps_init();
 }
 
+/* At the end of a normal exit, the C++ runtime's emergency pool for
+ * exceptions (72,704 bytes from libstdc++'s constructor, before main) is
+ * still allocated: it is freed only by __gnu_cxx::__freeres, which glibc
+ * calls under valgrind. Every C++ program would show it as a leak, which it
+ * is not; heaptrack and valgrind call the function too. Called here, while
+ * still recording, so its free is in the trace; later code that needs the
+ * pool (an exception thrown when malloc fails, after our destructor) finds
+ * it empty and falls back as when the pool is used up. */
+static void cxx_freeres(void)
+{
+    ps_tls.busy++;   /* dlsym's own allocations (its error buffer) are the tracer's */
+    void (*fr)(void) = (void (*)(void))dlsym(RTLD_DEFAULT, "_ZN9__gnu_cxx9__freeresEv");
+    ps_tls.busy--;
+    if (fr) fr();
+}
+
 __attribute__((destructor)) static void ps_dtor(void)
 {
+    if (ps_g.active && !ps_g.closed && !ps_tls.busy) cxx_freeres();
     ps_final();
 }
 

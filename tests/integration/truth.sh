@@ -21,6 +21,8 @@
 #     still runs under the tracer.
 #  5. stress -t 16: no free of an unknown address (stress frees only what it
 #     allocated); its leak figures are printed for information.
+#  6. a C++ program: leaks equal its own count (the C++ runtime's emergency
+#     pool is freed at exit, not reported as a leak).
 #
 # Both runs of a program (ours and heaptrack's, and the untraced one) use
 # GLIBC_TUNABLES=glibc.pthread.stack_cache_size=0: glibc callocs each new
@@ -303,4 +305,24 @@ if [ "${TRUTH_ORDER:-1}" = 1 ]; then
     check stress16_runs_traced stress_run
     check stress16_no_unknown_frees eq frees_of_unknown_addresses "$(unknown_frees "$T/stress.json" "$T/stress.txt")" 0 expected
 fi
+# ---- 6: a C++ program: the runtime's emergency pool is not a leak
+# (libstdc++ allocates it before main and frees it only in
+# __gnu_cxx::__freeres, which the interposer calls at exit as heaptrack and
+# valgrind do); the report's leaks equal the program's own count.
+if command -v g++ >/dev/null 2>&1; then
+    cxx_run() {
+        g++ -O2 -o "$T/truth_leaks" tests/cxx/truth_leaks.cpp || return 1
+        "$PS" record --stacks none -o "$T/cxx.pst" -- "$T/truth_leaks" 5 >"$T/cxx.out" 2>"$T/cxx.rec" ||
+            { cat "$T/cxx.rec" >&2; return 1; }
+        "$PS" report "$T/cxx.pst" --json >"$T/cxx.json"
+    }
+    check cxx_runs_traced cxx_run
+    echo "  cxx: program leaked $(key "$T/cxx.out" leaked_objects) objects $(key "$T/cxx.out" leaked_bytes) B;" \
+        "report leaked $(jnum "$T/cxx.json" leaked_objects) objects $(jnum "$T/cxx.json" leaked_bytes) B" >&2
+    check cxx_leaked_objects_equal_program eq leaked_objects "$(jnum "$T/cxx.json" leaked_objects)" "$(key "$T/cxx.out" leaked_objects)"
+    check cxx_leaked_bytes_equal_program eq leaked_bytes "$(jnum "$T/cxx.json" leaked_bytes)" "$(key "$T/cxx.out" leaked_bytes)"
+else
+    echo "  no g++: the C++ check is skipped (make deps installs it)" >&2
+fi
+
 exit $status
