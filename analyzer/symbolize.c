@@ -34,6 +34,13 @@
 
 typedef struct chain_ref { uint32_t first, count; } chain_ref_t;
 
+/* A module's symbols sorted by address, built on its first lookup.
+ * elfutils' address-to-symbol search walks the module's whole table on
+ * each call: on a PyTorch trace (libtorch_cpu: 34,926 symbols, looked up
+ * at 76,523 addresses) that made `report` take minutes. */
+typedef struct msym { uint64_t addr, size; const char *name; int rank; } msym_t;
+typedef struct modsyms { Dwfl_Module *mod; msym_t *v; size_t n; } modsyms_t;
+
 struct az_sym {
     Dwfl *dwfl;
     Dwfl_Callbacks cb;
@@ -46,6 +53,8 @@ struct az_sym {
     size_t n_fr, cap_fr;
     char **strs;                 /* owned strings */
     size_t n_strs, cap_strs;
+    modsyms_t *ms;               /* per module: its sorted symbols */
+    size_t n_ms, cap_ms;
 };
 
 static const char *keep(az_sym_t *s, const char *str)
@@ -111,6 +120,8 @@ void az_sym_destroy(az_sym_t *s)
     free(s->fr);
     psc_map_free(&s->cache);
     psc_map_free(&s->tramp);
+    for (size_t i = 0; i < s->n_ms; i++) free(s->ms[i].v);
+    free(s->ms);
     free(s->mods);
     free(s);
 }
@@ -137,6 +148,67 @@ static const char *die_name(Dwarf_Die *d)
     if (!n) n = dwarf_formstring(dwarf_attr_integrate(d, DW_AT_MIPS_linkage_name, &a));
     if (!n) n = dwarf_formstring(dwarf_attr_integrate(d, DW_AT_name, &a));
     return n;
+}
+
+static int msym_cmp(const void *x, const void *y)
+{
+    const msym_t *a = x, *b = y;
+    if (a->addr != b->addr) return a->addr < b->addr ? -1 : 1;
+    return a->rank - b->rank;
+}
+
+static modsyms_t *syms_of(az_sym_t *s, Dwfl_Module *mod)
+{
+    for (size_t i = 0; i < s->n_ms; i++)
+        if (s->ms[i].mod == mod) return &s->ms[i];
+    if (s->n_ms == s->cap_ms) {
+        size_t n = s->cap_ms ? s->cap_ms * 2 : 16;
+        modsyms_t *a = realloc(s->ms, n * sizeof *a);
+        if (!a) return NULL;
+        s->ms = a;
+        s->cap_ms = n;
+    }
+    modsyms_t *m = &s->ms[s->n_ms++];
+    m->mod = mod;
+    m->v = NULL;
+    m->n = 0;
+    int n = dwfl_module_getsymtab(mod);
+    if (n <= 1 || !(m->v = malloc((size_t)n * sizeof *m->v))) return m;
+    for (int i = 1; i < n; i++) {
+        GElf_Sym sym;
+        GElf_Addr addr;
+        const char *name = dwfl_module_getsym_info(mod, i, &sym, &addr, NULL, NULL, NULL);
+        int type = GELF_ST_TYPE(sym.st_info), bind = GELF_ST_BIND(sym.st_info);
+        if (!name || !*name || sym.st_shndx == SHN_UNDEF || !addr) continue;
+        if (type != STT_FUNC && type != STT_GNU_IFUNC && type != STT_NOTYPE) continue;
+        /* at one address: a global name before a weak one before a local one */
+        int rank = bind == STB_GLOBAL ? 0 : bind == STB_WEAK ? 1 : 2;
+        m->v[m->n++] = (msym_t){ addr, sym.st_size, name, rank };
+    }
+    qsort(m->v, m->n, sizeof *m->v, msym_cmp);
+    return m;
+}
+
+/* The symbol containing address a of module mod (the nearest one at or
+ * below it whose size covers it, or a sizeless one), with *off its offset
+ * into it; NULL when none. */
+static const char *sym_at(az_sym_t *s, Dwfl_Module *mod, uint64_t a, uint64_t *off)
+{
+    modsyms_t *m = syms_of(s, mod);
+    if (!m || !m->n) return NULL;
+    size_t lo = 0, hi = m->n;           /* first entry with addr > a */
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (m->v[mid].addr <= a) lo = mid + 1; else hi = mid;
+    }
+    for (size_t i = lo, k = 0; i-- > 0 && k < 64; k++) {
+        const msym_t *e = &m->v[i];
+        if (e->size && a - e->addr >= e->size) continue;
+        while (i > 0 && m->v[i - 1].addr == e->addr) e = &m->v[--i];   /* the best name at that address */
+        if (off) *off = a - e->addr;
+        return e->name;
+    }
+    return NULL;
 }
 
 /* Append the chain of address a to s->fr; returns the number appended. */
@@ -210,7 +282,7 @@ static uint32_t resolve(az_sym_t *s, uint64_t a)
     }
     /* the physical frame without a DWARF name: the symbol table's */
     az_frame_t *phys = &s->fr[s->n_fr - 1];
-    if (!phys->function && mod) phys->function = keep_name(s, dwfl_module_addrname(mod, a));
+    if (!phys->function && mod) phys->function = keep_name(s, sym_at(s, mod, a, NULL));
     for (size_t i = first; i < s->n_fr; i++) {
         s->fr[i].module = module;
         s->fr[i].offset = offset;
@@ -239,9 +311,8 @@ static int is_trampoline(az_sym_t *s, uint64_t pc)
     int t = 2;
     Dwfl_Module *mod = s->dwfl ? dwfl_addrmodule(s->dwfl, pc) : NULL;
     if (mod) {
-        GElf_Off off = 1;
-        GElf_Sym sym;
-        const char *n = dwfl_module_addrinfo(mod, pc, &off, &sym, NULL, NULL, NULL);
+        uint64_t off = 1;
+        const char *n = sym_at(s, mod, pc, &off);
         if (n && off == 0 && !strcmp(n, "__restore_rt")) t = 1;
     }
     int *slot = psc_map_put_sz(&s->tramp, pc, NULL, sizeof(int));
