@@ -196,8 +196,13 @@ demo: deps
 	@$(MAKE) --no-print-directory all
 	@BUILD=$(BUILD) sh scripts/demo.sh
 
+# libFuzzer harnesses (clang): the reader, report, replay (each policy but
+# malloc), sql and export; FUZZ_SECONDS each (default 600), FUZZ_JOBS at
+# once, FUZZ_TARGETS to pick (tests/fuzz/run.sh). The build gives the seeds
+# a small refengine trace.
 fuzz: deps
-	@BUILD=$(BUILD) sh scripts/fuzz.sh
+	@$(MAKE) --no-print-directory all
+	@BUILD=$(BUILD) sh tests/fuzz/run.sh
 
 # Installs the CLIs, the preload library, the event API and reader headers,
 # the trace library (format, reader, writer, event API client, pool adapter)

@@ -46,6 +46,7 @@
 typedef struct live_obj {
     uint64_t req, rnd, key, t;
     uint32_t stack;
+    uint32_t counted;   /* allocated while counting: a leak of the window if never freed */
 } live_obj_t;
 
 /* reuse: addr -> the stamp of its latest allocation (0 while being added);
@@ -58,13 +59,14 @@ typedef struct live_obj {
 typedef struct site {
     az_site_t s;
     uint64_t stamp;     /* peak_id when s.peak_bytes was last brought up to date */
+    uint64_t wlive_bytes, wlive_count;   /* live objects allocated while counting */
 } site_t;
 
 typedef struct phase {
     az_phase_t p;
     uint64_t open;          /* open instances (scopes) */
     int      point_open;    /* a point phase is running */
-    uint64_t c0, b0, t0;    /* calls, bytes, time when it opened */
+    uint64_t c0, b0, t0;    /* calls, bytes, counted time (ctime) when it opened */
     uint64_t a0;            /* allocation calls when it opened */
 } phase_t;
 
@@ -103,8 +105,12 @@ struct az_metrics {
     uint64_t last_alloc_addr;
     int      last_alloc_valid;
 
+    /* live objects allocated while counting (leaks of a --phase/--from window) */
+    uint64_t wlive_bytes, wlive_count;
+
     /* time integrals */
     uint64_t t_prev;
+    uint64_t ctime;           /* ns elapsed while counting (phases' time_ns) */
     double   frag_int, frag_w;
     double   kv_int, kv_w;
     int      has_reserved;
@@ -235,6 +241,7 @@ static inline void advance(az_metrics_t *m, uint64_t t)
     if (t < m->st.t) t = m->st.t;                  /* never go back */
     if (__builtin_expect(m->r.t_first == UINT64_MAX, 0)) { m->r.t_first = t; m->t_prev = t; }
     if (t > m->t_prev && m->counting) {
+        m->ctime += t - m->t_prev;
         double dt = (double)(t - m->t_prev);
         if (m->st.live_rnd_bytes) {
             m->frag_int += dt * (double)(m->st.live_rnd_bytes - m->st.live_bytes) /
@@ -454,10 +461,13 @@ int az_alloc(az_metrics_t *m, uint64_t t, uint64_t addr, uint64_t req, uint64_t 
     }
     if (!o) return PSC_ENOMEM;
     o->req = req; o->rnd = rnd; o->key = size_key; o->t = m->st.t; o->stack = stack;
+    o->counted = (uint32_t)m->counting;
     m->st.live_bytes += req;
     m->st.live_rnd_bytes += rnd;
     m->st.live_count++;
     if (m->counting) {
+        m->wlive_bytes += req;
+        m->wlive_count++;
         m->r.allocs++;
         m->r.total_allocated_bytes += req;
         m->r.size_hist[az_log2_bucket(req)]++;
@@ -467,7 +477,7 @@ int az_alloc(az_metrics_t *m, uint64_t t, uint64_t addr, uint64_t req, uint64_t 
     if (s) {
         s->s.live_bytes += req;
         s->s.live_count++;
-        if (m->counting) { s->s.calls++; s->s.bytes += req; }
+        if (m->counting) { s->s.calls++; s->s.bytes += req; s->wlive_bytes += req; s->wlive_count++; }
     }
     m->last_alloc_addr = addr;
     m->last_alloc_valid = 1;
@@ -484,7 +494,8 @@ int az_free(az_metrics_t *m, uint64_t t, uint64_t addr)
         return PSC_ENOENT;
     }
     uint64_t req = o->req, rnd = o->rnd, key = o->key, t0 = o->t;
-    uint32_t stack = o->stack;
+    uint32_t stack = o->stack, counted = o->counted;
+    if (counted) { m->wlive_bytes -= req; m->wlive_count--; }
     psc_map_erase_sz(&m->live, o, sizeof(live_obj_t));
     m->st.live_bytes -= req;
     m->st.live_rnd_bytes -= rnd;
@@ -506,6 +517,7 @@ int az_free(az_metrics_t *m, uint64_t t, uint64_t addr)
     if (s) {
         s->s.live_bytes -= req;
         s->s.live_count--;
+        if (counted) { s->wlive_bytes -= req; s->wlive_count--; }
         if (temp && m->counting) s->s.temporary++;
     }
     return 0;
@@ -601,7 +613,7 @@ static phase_t *phase_get(az_metrics_t *m, const char *name)
 
 static void phase_open(az_metrics_t *m, phase_t *p)
 {
-    p->c0 = m->r.calls; p->b0 = m->r.call_bytes; p->t0 = m->st.t; p->a0 = m->r.alloc_calls;
+    p->c0 = m->r.calls; p->b0 = m->r.call_bytes; p->t0 = m->ctime; p->a0 = m->r.alloc_calls;
     if (p == m->step) {
         m->steady_open = p->p.count > m->cfg.steady_after;   /* count already includes this step */
         if (m->steady_open) { m->steady_c0 = m->r.calls; m->steady_a0 = m->r.alloc_calls; m->steady_steps++; }
@@ -613,7 +625,7 @@ static void phase_close(az_metrics_t *m, phase_t *p)
     p->p.heap_calls += m->r.calls - p->c0;
     p->p.heap_bytes += m->r.call_bytes - p->b0;
     p->p.alloc_calls += m->r.alloc_calls - p->a0;
-    p->p.time_ns += m->st.t - p->t0;
+    p->p.time_ns += m->ctime - p->t0;      /* time open while counting */
     if (p == m->step && m->steady_open) {
         m->steady_calls += m->r.calls - m->steady_c0;
         m->steady_allocs += m->r.alloc_calls - m->steady_a0;
@@ -661,6 +673,13 @@ int az_mark(az_metrics_t *m, uint64_t t, int kind, const char *name, uint64_t in
     return 0;
 }
 
+void az_set_counting_at(az_metrics_t *m, uint64_t t, int on)
+{
+    /* the time up to t was not in the window: pass over it uncounted */
+    if (on && !m->counting) advance(m, t);
+    az_set_counting(m, on);
+}
+
 void az_set_counting(az_metrics_t *m, int on)
 {
     on = !!on;
@@ -683,8 +702,10 @@ void az_finish(az_metrics_t *m, uint64_t t)
         phase_t *p = &m->phases[i];
         if (p->open || p->point_open) { phase_close(m, p); p->open = 0; p->point_open = 0; }
     }
-    m->r.leaked_bytes = m->st.live_bytes;
-    m->r.leaked_count = m->st.live_count;
+    /* what was allocated while counting and never freed (without a
+     * window: the whole live set) */
+    m->r.leaked_bytes = m->wlive_bytes;
+    m->r.leaked_count = m->wlive_count;
     m->finished = 1;
 }
 
@@ -771,9 +792,16 @@ const az_site_t *az_sites(az_metrics_t *m, size_t *n)
     m->site_out = out;
     for (size_t i = 0; i < m->n_sites; i++) {
         site_t *s = &m->sites[i];
-        if (!s->s.calls && !s->s.live_bytes) continue;
         if (s->stamp != m->peak_id) { s->s.peak_bytes = s->s.live_bytes; s->stamp = m->peak_id; }
-        out[k++] = s->s;
+        /* a site with no counted call may still hold part of the peak
+         * (allocated before a --phase/--from window) */
+        if (!s->s.calls && !s->s.live_bytes && !s->s.peak_bytes) continue;
+        out[k] = s->s;
+        if (m->finished) {         /* leaked: allocated while counting, never freed */
+            out[k].live_bytes = s->wlive_bytes;
+            out[k].live_count = s->wlive_count;
+        }
+        k++;
     }
     *n = k;
     return out;

@@ -103,8 +103,13 @@ int az_mark(az_metrics_t *m, uint64_t t, int kind, const char *name, uint64_t in
 
 /* Counting switch for --phase / --from/--to: while off, the live set and
  * the trackers stay exact but nothing is counted (calls, allocations,
- * histograms, peaks, time integrals). Default on. */
+ * histograms, peaks, time integrals, phase times). The peak is of the whole
+ * live set while counting (objects allocated before count too); leaks are
+ * the objects allocated while counting that are never freed. Default on. */
 void az_set_counting(az_metrics_t *m, int on);
+/* The same at time t: switching on first moves the clock to t uncounted,
+ * so time integrals and phase times start at t, not at the latest update. */
+void az_set_counting_at(az_metrics_t *m, uint64_t t, int on);
 
 /* End of the stream at time t: closes time integrals and open phases,
  * takes the live set as leaked. Call once, before az_result. */
@@ -131,7 +136,7 @@ typedef struct az_phase {
     uint64_t count;              /* begins (scopes) or points */
     uint64_t heap_calls;         /* az_calls n while the phase was open */
     uint64_t heap_bytes;         /* az_calls bytes while the phase was open */
-    uint64_t time_ns;            /* time the phase was open */
+    uint64_t time_ns;            /* time the phase was open while counting */
     uint64_t alloc_calls;        /* az_alloc_calls n while the phase was open */
 } az_phase_t;
 
@@ -156,7 +161,8 @@ typedef struct az_result {
     double   internal_frag_avg;          /* time-weighted over time with a non-empty live set */
 
     /* exit */
-    uint64_t leaked_bytes, leaked_count; /* live at az_finish */
+    uint64_t leaked_bytes, leaked_count; /* live at az_finish, of the objects allocated
+                                          * while counting (all of them without a window) */
 
     /* pool counters */
     uint64_t acquires, hits, misses, backing_allocs, backing_frees;
@@ -210,12 +216,13 @@ typedef struct az_site {
     uint32_t stack;              /* the id given to az_alloc */
     uint64_t calls;              /* allocations */
     uint64_t bytes;              /* sum req */
-    uint64_t live_bytes;         /* now (after az_finish: leaked) */
+    uint64_t live_bytes;         /* now (after az_finish: leaked, as leaked_bytes) */
     uint64_t live_count;
     uint64_t peak_bytes;         /* live from this site at the moment of peak_live_bytes */
     uint64_t temporary;
 } az_site_t;
-/* Every site seen (entries with calls == 0 skipped), unordered. *n set.
+/* Every site seen (entries with no counted call, nothing live and no part
+ * of the peak skipped), unordered. *n set.
  * The array is owned by m and valid until the next update. */
 const az_site_t *az_sites(az_metrics_t *m, size_t *n);
 

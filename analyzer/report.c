@@ -161,6 +161,7 @@ static void sites_text(FILE *out, const az_scan_t *s, az_sv_t *v, int full, cons
         const az_dsite_t *x = &a[i];
         uint64_t val = what == 0 ? x->peak_bytes : what == 3 ? x->live_bytes : x->bytes;
         if ((what == 0 || what == 3) && val == 0) break;
+        if ((what == 1 || what == 2) && x->calls == 0) continue;   /* none in the selection */
         char b1[32], b2[32], b3[32];
         if (what == 0)
             snprintf(b3, sizeof b3, "%.1f%%", s->heap_r.peak_live_bytes ?
@@ -218,6 +219,17 @@ void az_report_text(const az_scan_t *s, const az_report_opts_t *o, FILE *out)
         if (++col == 3) { fputc('\n', out); col = 0; }
     }
     if (col) fputc('\n', out);
+    if (s->phase || s->window) {
+        char w[96] = "";
+        if (s->window) {
+            char f1[32], f2[32];
+            snprintf(w, sizeof w, "from %s to %s", psc_fmt_ns(s->from, f1, sizeof f1),
+                     s->to == UINT64_MAX ? "the end" : psc_fmt_ns(s->to, f2, sizeof f2));
+        }
+        fprintf(out, "  selected    %s%s%s%s%s: every figure below counts only that, unless it says whole run\n",
+                s->phase ? "phase '" : "", s->phase ? s->phase : "", s->phase ? "'" : "",
+                s->phase && s->window ? ", " : "", w);
+    }
 
     fputs("\nMemory\n", out);
     fprintf(out, "  peak live heap    %12s  at %s, %s objects (sum of requested bytes)\n",
@@ -227,8 +239,8 @@ void az_report_text(const az_scan_t *s, const az_report_opts_t *o, FILE *out)
             s->rss_samples ? psc_fmt_ns(s->peak_rss_t - s->t_first, b, sizeof b) : "-",
             psc_fmt_count(s->rss_samples, c, sizeof c));
     if (s->tracer_bytes)
-        fprintf(out, "  of which tracer   %12s  at most: its rings, tables and counters, not the program's\n",
-                psc_fmt_bytes(s->tracer_bytes, a, sizeof a));
+        fprintf(out, "  of which tracer   %12s  at most: its rings, tables and counters, not the program's%s\n",
+                psc_fmt_bytes(s->tracer_bytes, a, sizeof a), s->phase || s->window ? " (whole run)" : "");
     fprintf(out, "  peak mmap         %12s  anonymous %s, file-backed %s\n",
             psc_fmt_bytes(s->peak_mmap_total, a, sizeof a), psc_fmt_bytes(s->peak_mmap_anon, b, sizeof b),
             psc_fmt_bytes(s->peak_mmap_file, c, sizeof c));
@@ -237,8 +249,9 @@ void az_report_text(const az_scan_t *s, const az_report_opts_t *o, FILE *out)
             psc_fmt_count(h->calls, c, sizeof c));
     fprintf(out, "  temporary         %12s  allocations freed before the next one (%.1f%%)\n",
             psc_fmt_count(h->temporary, a, sizeof a), pct(h->temporary, h->allocs));
-    fprintf(out, "  leaked at exit    %12s  in %s objects\n", psc_fmt_bytes(h->leaked_bytes, a, sizeof a),
-            psc_fmt_count(h->leaked_count, b, sizeof b));
+    fprintf(out, "  leaked at exit    %12s  in %s objects%s\n", psc_fmt_bytes(h->leaked_bytes, a, sizeof a),
+            psc_fmt_count(h->leaked_count, b, sizeof b),
+            s->phase || s->window ? " (allocated in the selection, never freed)" : "");
     fprintf(out, "  internal frag     %11.1f%%  at the peak (glibc rounding); %.1f%% time-weighted\n",
             100 * h->internal_frag, 100 * h->internal_frag_avg);
     if (s->failed_allocs || h->unmatched_frees)
@@ -250,7 +263,9 @@ void az_report_text(const az_scan_t *s, const az_report_opts_t *o, FILE *out)
         size_t rows = s->tl_used < 16 ? s->tl_used : 16;
         size_t per = (s->tl_used + rows - 1) / rows;
         int kv = h->has_kv;
-        fprintf(out, "\nOver time (maximum in each slice)\n  %10s %11s %11s %11s %11s%s\n",
+        fprintf(out, "\nOver time (maximum in each slice%s)\n  %10s %11s %11s %11s %11s%s\n",
+                s->phase ? "; whole run: a phase is not one span of time" :
+                s->window ? "; the --from/--to window only" : "",
                 "time", "heap live", "mmap anon", "mmap file", "RSS", kv ? "   KV blocks  KV util" : "");
         for (size_t i = 0; i < s->tl_used; i += per) {
             az_tl_bucket_t m = { 0 };
@@ -278,9 +293,10 @@ void az_report_text(const az_scan_t *s, const az_report_opts_t *o, FILE *out)
     if (!p->acquires && !s->n_pools) {
         fputs("  (no pool events in this trace)\n", out);
     } else {
-        fprintf(out, "  acquires %s, hits %s, misses %s: hit rate %.1f%%; backing allocations %s\n",
+        fprintf(out, "  acquires %s, hits %s, misses %s: hit rate %s%%; backing allocations %s\n",
                 psc_fmt_count(p->acquires, a, sizeof a), psc_fmt_count(p->hits, b, sizeof b),
-                psc_fmt_count(p->misses, c, sizeof c), 100 * p->hit_rate, psc_fmt_count(p->backing_allocs, d, sizeof d));
+                psc_fmt_count(p->misses, c, sizeof c), psc_fmt_share(p->hits, p->acquires, 100, 1, e, sizeof e),
+                psc_fmt_count(p->backing_allocs, d, sizeof d));
         fprintf(out, "  peak outstanding %s, peak cached %s, peak reserved %s (%.2fx the peak live %s)\n",
                 psc_fmt_bytes(p->peak_outstanding_bytes, a, sizeof a), psc_fmt_bytes(p->peak_cached_bytes, b, sizeof b),
                 psc_fmt_bytes(p->peak_reserved_bytes, c, sizeof c), p->reserved_over_live,
@@ -294,8 +310,8 @@ void az_report_text(const az_scan_t *s, const az_report_opts_t *o, FILE *out)
                 fprintf(out, "  %-16s %6s %12s %12s %12s %12s  block %" PRIu64 " tokens\n", x->name, "kv", "-", "-", "-", "-", x->block_size);
                 continue;
             }
-            fprintf(out, "  %-16s %6s %12s %11.1f%% %12s %12s\n", x->name, "buffer", psc_fmt_count(x->acquires, a, sizeof a),
-                    pct(x->hits, x->acquires), psc_fmt_bytes(x->peak_out, b, sizeof b),
+            fprintf(out, "  %-16s %6s %12s %11s%% %12s %12s\n", x->name, "buffer", psc_fmt_count(x->acquires, a, sizeof a),
+                    psc_fmt_share(x->hits, x->acquires, 100, 1, d, sizeof d), psc_fmt_bytes(x->peak_out, b, sizeof b),
                     psc_fmt_bytes(x->peak_cached, c, sizeof c));
         }
     }
@@ -360,6 +376,7 @@ static void sites_json(az_json_t *j, const char *key, az_sv_t *v,
     for (size_t i = 0; i < n && i < top; i++) {
         if (cmp == by_live && !a[i].live_bytes) break;
         if (cmp == by_peak && !a[i].peak_bytes) break;
+        if ((cmp == by_calls || cmp == by_bytes) && !a[i].calls) continue;
         az_json_begin(j, NULL, '{');
         az_json_u64(j, "stack", a[i].stack);
         az_json_str(j, "site", a[i].label);

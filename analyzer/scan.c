@@ -193,20 +193,33 @@ static void heap_alloc(az_scan_t *s, const pst_event_t *ev, uint64_t addr, uint6
     az_alloc(s->heap, ev->ts, addr, req, az_glibc_usable(req), req, ev->stack);
 }
 
-static void set_counting(az_scan_t *s, int on)
+static void mmap_peaks(az_scan_t *s)
+{
+    priv_t *p = s->priv;
+    if (!p->counting) return;                        /* peaks are of the window */
+    if (s->mmap_anon > s->peak_mmap_anon) s->peak_mmap_anon = s->mmap_anon;
+    if (s->mmap_file > s->peak_mmap_file) s->peak_mmap_file = s->mmap_file;
+    if (s->mmap_anon + s->mmap_file > s->peak_mmap_total) s->peak_mmap_total = s->mmap_anon + s->mmap_file;
+}
+
+/* The window (--phase, --from/--to) opens or closes at time t. On opening,
+ * what is held then counts toward the window's peaks: mappings, each pool's
+ * buffers, the latest RSS sample (RSS is only known at samples). */
+static void set_counting(az_scan_t *s, int on, uint64_t t)
 {
     priv_t *p = s->priv;
     if (on == p->counting) return;
     p->counting = on;
-    az_set_counting(s->heap, on);
-    az_set_counting(s->pool, on);
-}
-
-static void mmap_peaks(az_scan_t *s)
-{
-    if (s->mmap_anon > s->peak_mmap_anon) s->peak_mmap_anon = s->mmap_anon;
-    if (s->mmap_file > s->peak_mmap_file) s->peak_mmap_file = s->mmap_file;
-    if (s->mmap_anon + s->mmap_file > s->peak_mmap_total) s->peak_mmap_total = s->mmap_anon + s->mmap_file;
+    az_set_counting_at(s->heap, t, on);
+    az_set_counting_at(s->pool, t, on);
+    if (!on) return;
+    mmap_peaks(s);
+    if (s->rss_samples && s->rss > s->peak_rss) { s->peak_rss = s->rss; s->peak_rss_t = t; }
+    for (size_t i = 0; i < s->n_pools; i++) {
+        az_pool_info_t *pi = &s->pools[i];
+        if (pi->outstanding > pi->peak_out) pi->peak_out = pi->outstanding;
+        if (pi->cached > pi->peak_cached) pi->peak_cached = pi->cached;
+    }
 }
 
 static void unmap(az_scan_t *s, uint64_t addr, uint64_t len)
@@ -248,7 +261,7 @@ static void on_event(az_scan_t *s, const pst_event_t *ev)
         p->phase_seen = 1;
     }
     if (p->opts.phase) on = on && (p->phase_open > 0 || p->phase_point);
-    set_counting(s, on);
+    set_counting(s, on, t);
     if (on) s->events_counted++;
 
     /* one hooked call: the JSON `calls` count (when counted) and the phases */
@@ -354,10 +367,10 @@ static void on_event(az_scan_t *s, const pst_event_t *ev)
         s->pool_out += gb;
         if (hit) s->pool_cached -= gb < s->pool_cached ? gb : s->pool_cached;
         if (pi) {
-            pi->acquires++; pi->hits += hit != 0;
+            if (p->counting) { pi->acquires++; pi->hits += hit != 0; }
             pi->outstanding += gb;
             if (hit) pi->cached -= gb < pi->cached ? gb : pi->cached;
-            if (pi->outstanding > pi->peak_out) pi->peak_out = pi->outstanding;
+            if (p->counting && pi->outstanding > pi->peak_out) pi->peak_out = pi->outstanding;
         }
         az_reserved(s->pool, t, s->pool_out, s->pool_cached);
         gauge = 1;
@@ -372,7 +385,7 @@ static void on_event(az_scan_t *s, const pst_event_t *ev)
         if (pi) {
             pi->outstanding -= gb < pi->outstanding ? gb : pi->outstanding;
             if (f[5]) pi->cached += gb;
-            if (pi->cached > pi->peak_cached) pi->peak_cached = pi->cached;
+            if (p->counting && pi->cached > pi->peak_cached) pi->peak_cached = pi->cached;
         }
         az_reserved(s->pool, t, s->pool_out, s->pool_cached);
         gauge = 1;
@@ -457,6 +470,9 @@ static void on_event(az_scan_t *s, const pst_event_t *ev)
     default: break;
     }
 #undef CALL
+    /* the timeline covers --from/--to only (a --phase is not a time span:
+     * the timeline is whole-run then, and the report says so) */
+    if (p->opts.window && (t < p->opts.from || t > p->opts.to)) gauge = 0;
     if (gauge == 2) tl_heap(s, t);
     else if (gauge) tl_update(s, t);
     if (p->opts.hook) p->opts.hook(p->opts.hook_ctx, ev, s);
@@ -498,6 +514,7 @@ static int scan_any(const char *path, const void *mem, size_t mem_len, const az_
         return err;
     }
     s->hdr = pst_header(s->r);
+    if (opts) { s->phase = opts->phase; s->window = opts->window; s->from = opts->from; s->to = opts->to; }
     /* first bucket width: 1 us; doubled as needed */
     s->tl_shift = 10;
     pst_event_t ev;
@@ -508,7 +525,7 @@ static int scan_any(const char *path, const void *mem, size_t mem_len, const az_
     if (mem) file_bytes = mem_len;
     else if (opts && opts->progress && stat(path, &fst) == 0) file_bytes = (uint64_t)fst.st_size;
     while ((rc = pst_next(s->r, &ev)) > 0) {
-        if (!started) { s->tl_t0 = ev.ts; started = 1; }
+        if (!started && (!p->opts.window || ev.ts >= p->opts.from)) { s->tl_t0 = ev.ts; started = 1; }
         on_event(s, &ev);
         if (opts && opts->progress && (++n_read & 0xfffff) == 0)
             opts->progress(opts->progress_ctx, n_read, pst_status(s->r)->bytes, file_bytes);
@@ -600,6 +617,19 @@ void az_scan_program_json(const az_scan_t *s, az_json_t *j)
     az_json_begin(j, "argv", '[');
     for (uint32_t i = 0; h && h->argv && i < h->argc; i++) az_json_str(j, NULL, h->argv[i]);
     az_json_end(j);
+}
+
+int az_scan_kv_used(const az_scan_t *s, uint64_t pool, uint64_t block, uint32_t *n_used)
+{
+    const priv_t *p = s ? s->priv : NULL;
+    for (size_t i = 0; p && i < p->n_kv; i++) {
+        const kvpool_t *k = &p->kv[i];
+        if (k->id != pool) continue;
+        if (block >= k->cap || !k->held[block]) return 0;
+        *n_used = k->n_used[block];
+        return 1;
+    }
+    return 0;
 }
 
 const char *az_scan_string(const az_scan_t *s, uint32_t id)

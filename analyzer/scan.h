@@ -20,7 +20,11 @@
  * --phase NAME / --from T --to T become az_set_counting() on both
  * accumulators: the live set stays exact, only the window is counted. A
  * --phase that never occurs is an error (PSC_ENOENT) naming the phases
- * that do.
+ * that do. In a window: peaks (heap, mmap, RSS, pools, KV) are of what is
+ * held while the window is open; leaks are the objects allocated in the
+ * window and never freed; phase times are the time inside the window. The
+ * timeline covers --from/--to only; with --phase it is whole-run (a phase
+ * is not one span of time).
  */
 #ifndef POOLSCOPE_SCAN_H
 #define POOLSCOPE_SCAN_H
@@ -107,6 +111,11 @@ struct az_scan {
     az_marker_rec_t *markers;
     size_t n_markers, markers_dropped;
 
+    /* the window counted (opts.phase, opts.window/from/to), for labels */
+    const char *phase;
+    int window;
+    uint64_t from, to;
+
     void *priv;                  /* scan.c's own tables */
 };
 
@@ -128,6 +137,11 @@ const char *az_scan_warning(const az_scan_t *s, char *buf, size_t len);
  * arguments as recorded) as members of the open JSON object: what gate
  * compares to refuse a baseline of another program. */
 void az_scan_program_json(const az_scan_t *s, az_json_t *j);
+/* The tokens block `block` of KV pool `pool` holds now, as the scan models
+ * it (an ALLOC's n_tokens spread over its ids, then TOKENS events): 1 with
+ * *n_used set while the block is held, 0 otherwise. For hooks (sqlite's
+ * `blocks` rows), which run after the scan took the event. */
+int az_scan_kv_used(const az_scan_t *s, uint64_t pool, uint64_t block, uint32_t *n_used);
 /* Name of a marker string id, "?" when undefined. */
 const char *az_scan_string(const az_scan_t *s, uint32_t id);
 

@@ -139,7 +139,6 @@ static char *batch_sql(void)
 
 static void hook(void *ctx, const pst_event_t *ev, const az_scan_t *scan)
 {
-    (void)scan;
     loader_t *L = ctx;
     if (L->rc) return;
     uint64_t id = ++L->id;
@@ -244,6 +243,10 @@ static void hook(void *ctx, const pst_event_t *ev, const az_scan_t *scan)
             if (ev->type == PST_EV_KVB_TOKENS) { bind_u64(s, 6, f[2]); bind_u64(s, 7, f[3]); }
             else bind_u64(s, 6, ev->ids[i]);
             if (ev->type == PST_EV_KVB_ALLOC) {
+                /* the tokens the pool put in the block at allocation, as
+                 * the scan (which took this event first) models them */
+                uint32_t used;
+                if (az_scan_kv_used(scan, f[0], ev->ids[i], &used)) bind_u64(s, 7, used);
                 sqlite3_bind_int64(s, 8, (sqlite3_int64)f[3]);
                 bind_u64(s, 9, f[2]);
             }

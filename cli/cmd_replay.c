@@ -48,6 +48,8 @@ void cmd_replay_help(FILE *out)
           "                       (default: the largest prompt + max tokens in the trace)\n"
           "  --kv-step N          kv-step growth in tokens (default 256)\n"
           "\n"
+          "FILE may be - or another pipe: replay reads its input twice, so a trace that is\n"
+          "not a regular file is read into memory first.\n"
           "A damaged trace (cut short or corrupt) is refused. Exit status 0, or 2 for bad\n"
           "usage or input.\n", out);
 }

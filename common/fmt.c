@@ -1,29 +1,43 @@
-/* fmt.c — the number formatters of fmt.h (the report's and the replay
- * table's, moved here unchanged so every output stays byte-identical). */
+/* fmt.c — the number formatters of fmt.h: one byte formatter for every
+ * output (report, replay, gate, plot), shares that never round to the
+ * whole while something is missing. */
 #include "fmt.h"
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <string.h>
 
 const char *psc_fmt_bytes(uint64_t v, char *buf, size_t len)
 {
-    static const char *const u[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB" };
+    static const char *const u[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB" };
     if (v < 1024) { snprintf(buf, len, "%" PRIu64 " B", v); return buf; }
     double d = (double)v;
     int i = 0;
-    while (d >= 1024 && i < 5) { d /= 1024; i++; }
-    snprintf(buf, len, d < 10 ? "%.2f %s" : d < 100 ? "%.1f %s" : "%.0f %s", d, u[i]);
+    while (d >= 1024 && i < 6) { d /= 1024; i++; }
+    /* three significant digits; a value that rounds up to 1024 of a unit
+     * is 1.00 of the next ("1.00 MiB", never "1024 KiB") */
+    if (d >= 1023.5 && i < 6) { d /= 1024; i++; }
+    snprintf(buf, len, d < 9.995 ? "%.2f %s" : d < 99.95 ? "%.1f %s" : "%.0f %s", d, u[i]);
     return buf;
 }
 
-const char *psc_fmt_bytes_1f(uint64_t v, char *buf, size_t len)
+const char *psc_fmt_share(uint64_t part, uint64_t whole, double scale, int decimals, char *buf, size_t len)
 {
-    static const char *const u[] = { "B", "KiB", "MiB", "GiB", "TiB" };
-    double d = (double)v;
-    int i = 0;
-    while (d >= 1024 && i < 4) { d /= 1024; i++; }
-    if (i == 0) snprintf(buf, len, "%" PRIu64 " B", v);
-    else snprintf(buf, len, "%.1f %s", d, u[i]);
+    if (decimals < 0) decimals = 0;
+    if (decimals > 6) decimals = 6;
+    if (!whole) { snprintf(buf, len, "%.*f", decimals, 0.0); return buf; }
+    double v = (double)part / (double)whole * scale;
+    snprintf(buf, len, "%.*f", decimals, v);
+    if (part < whole) {
+        /* rounding must not reach the whole: 62,033 of 62,040 is 99.9%, not
+         * 100.0%; cut the digits off instead (the largest printable value
+         * below the whole) */
+        double step = 1;
+        for (int k = 0; k < decimals; k++) step /= 10;
+        char whole_s[48];
+        snprintf(whole_s, sizeof whole_s, "%.*f", decimals, scale);
+        if (!strcmp(buf, whole_s)) snprintf(buf, len, "%.*f", decimals, scale - step);
+    }
     return buf;
 }
 

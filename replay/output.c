@@ -29,12 +29,12 @@ void rp_report_table(const rp_report_t *r, FILE *o)
         const rp_result_t *x = &r->res[i];
         const az_result_t *m = &x->m;
         char a[32], b[32], c[40], d[16], e[16], f[16], g[32], h[16], k[16], v[16];
-        psc_fmt_bytes_1f(m->peak_reserved_bytes, a, sizeof a);
-        psc_fmt_bytes_1f(m->peak_live_bytes, b, sizeof b);
+        psc_fmt_bytes(m->peak_reserved_bytes, a, sizeof a);
+        psc_fmt_bytes(m->peak_live_bytes, b, sizeof b);
         if (x->policy == RP_IDEAL || is_kv(x->policy)) snprintf(c, sizeof c, "-");
         else snprintf(c, sizeof c, "%" PRIu64 "/%" PRIu64, m->backing_allocs, m->backing_frees);
         snprintf(d, sizeof d, "%.1f%%", 100 * m->internal_frag);
-        if (m->acquires) snprintf(e, sizeof e, "%.4f", m->hit_rate);
+        if (m->acquires) psc_fmt_share(m->hits, m->acquires, 1, 4, e, sizeof e);   /* never 1.0000 with a miss */
         else snprintf(e, sizeof e, "-");
         if (has_addresses(x->policy)) {
             snprintf(f, sizeof f, "%.3f", m->fresh_address_ratio);
@@ -62,20 +62,20 @@ void rp_report_table(const rp_report_t *r, FILE *o)
             fprintf(o, "pool: cap %s; %" PRIu64 " acquires, %" PRIu64 " hits, %" PRIu64
                     " misses, %" PRIu64 " destroyed over the cap; peak cached %s, peak "
                     "outstanding %s (%" PRIu64 " buffers)\n",
-                    psc_fmt_bytes_1f(x->pool_cap, a, sizeof a), m->acquires, m->hits, m->misses,
-                    x->destroyed_over_cap, psc_fmt_bytes_1f(m->peak_cached_bytes, b, sizeof b),
-                    psc_fmt_bytes_1f(m->peak_outstanding_bytes, c, sizeof c), x->peak_outstanding_buffers);
+                    psc_fmt_bytes(x->pool_cap, a, sizeof a), m->acquires, m->hits, m->misses,
+                    x->destroyed_over_cap, psc_fmt_bytes(m->peak_cached_bytes, b, sizeof b),
+                    psc_fmt_bytes(m->peak_outstanding_bytes, c, sizeof c), x->peak_outstanding_buffers);
             break;
         case RP_ARENA:
             fprintf(o, "arena: %" PRIu64 " resets, %" PRIu64 " chunks allocated, peak %" PRIu64
                     " objects held; %" PRIu64 " lifetime violations (%s), %" PRIu64
                     " chunks pinned, peak pinned %s\n",
                     x->resets, x->chunks_allocated, x->peak_outstanding_buffers,
-                    x->lifetime_violations, psc_fmt_bytes_1f(x->violation_bytes, a, sizeof a),
-                    x->pinned_chunks, psc_fmt_bytes_1f(x->peak_pinned_bytes, b, sizeof b));
+                    x->lifetime_violations, psc_fmt_bytes(x->violation_bytes, a, sizeof a),
+                    x->pinned_chunks, psc_fmt_bytes(x->peak_pinned_bytes, b, sizeof b));
             for (size_t k = 0; k < x->n_vstacks && k < 5; k++) {
                 const rp_vstack_t *s = &x->vstacks[k];
-                fprintf(o, "  %" PRIu64 " objects, %s", s->count, psc_fmt_bytes_1f(s->bytes, a, sizeof a));
+                fprintf(o, "  %" PRIu64 " objects, %s", s->count, psc_fmt_bytes(s->bytes, a, sizeof a));
                 if (!s->stack) fprintf(o, " (no stacks recorded)");
                 for (uint32_t fdx = 0; fdx < s->depth && fdx < 6; fdx++)
                     fprintf(o, "%s0x%" PRIx64, fdx ? " < " : " at ", s->frames[fdx]);
@@ -85,7 +85,7 @@ void rp_report_table(const rp_report_t *r, FILE *o)
         case RP_MALLOC:
             fprintf(o, "malloc: %s, %.1f ns per call (touching pages), peak RSS above start %s "
                     "(allocator figures sampled)\n", x->allocator, x->ns_per_op,
-                    psc_fmt_bytes_1f(x->peak_rss_bytes, a, sizeof a));
+                    psc_fmt_bytes(x->peak_rss_bytes, a, sizeof a));
             break;
         case RP_KV_CONTIGUOUS:
         case RP_KV_RESERVE:

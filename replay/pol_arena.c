@@ -27,6 +27,11 @@
 
 #define AR_FIRST ((uint64_t)1 << 20)
 #define AR_ALIGN 64u
+/* Larger than any address space (2^52 bytes): a request this big is not a
+ * real allocation but a damaged or crafted trace; refused (PSC_ERANGE)
+ * before it can overflow the chunk arithmetic (cap doubling to 0). */
+#define AR_MAX_BYTES (1ull << 52)
+#define AR_CAP_MAX   (1ull << 60)   /* largest chunk */
 #define AR_BASE  0x200000000ull
 
 typedef struct ar_chunk {
@@ -102,12 +107,17 @@ static int ar_alloc(pol_arena_t *a, const rp_req_t *r)
     int rc = rp_grow((void **)&a->obj, &a->obj_cap, r->slot, sizeof *a->obj);
     if (rc) return rc;
     if ((rc = rp_grow((void **)&a->live, &a->live_cap, a->n_live, sizeof *a->live))) return rc;
+    if (r->bytes > AR_MAX_BYTES) return PSC_ERANGE;
     uint64_t need = (r->bytes + AR_ALIGN - 1) & ~(uint64_t)(AR_ALIGN - 1);
     if (need == 0) need = AR_ALIGN;
     ar_chunk_t *c = a->n_active ? &a->ch[a->active[a->n_active - 1]] : NULL;
     uint32_t ci = c ? a->active[a->n_active - 1] : 0;
     if (!c || c->cap - c->used < need) {
-        uint64_t cap = c ? c->cap * 2 : a->next_cap;
+        /* doubling stops at AR_CAP_MAX; need <= AR_MAX_BYTES + AR_ALIGN,
+         * so the loop ends well before the product could wrap */
+        uint64_t cap = c ? (c->cap >= AR_CAP_MAX / 2 ? AR_CAP_MAX : c->cap * 2) : a->next_cap;
+        if (cap > AR_CAP_MAX) cap = AR_CAP_MAX;
+        if (cap == 0) cap = AR_FIRST;
         while (cap < need) cap *= 2;
         if ((rc = ar_new_chunk(a, cap, &ci))) return rc;
         c = &a->ch[ci];

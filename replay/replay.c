@@ -13,10 +13,14 @@
  * 3. A damaged trace (cut short, corrupt chunk) is refused after the pass:
  *    numbers from part of a run would be read as the run's.
  */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "poolscope/bufpool.h"
 #include "rp_internal.h"
@@ -366,11 +370,66 @@ static int run(const rp_src_t *src, const rp_config_t *ucfg, rp_report_t **out, 
     return 0;
 }
 
+/* All of fd into a malloc'ed buffer: a pipe can be read once, and replay
+ * reads its input two or three times (pre-scan, pass). NULL with *err set. */
+static char *slurp_fd(int fd, size_t *len, int *err)
+{
+    size_t cap = 1 << 16, n = 0;
+    char *b = malloc(cap);
+    if (!b) { *err = PSC_ENOMEM; return NULL; }
+    for (;;) {
+        if (n == cap) {
+            char *nb = cap > SIZE_MAX / 2 ? NULL : realloc(b, cap * 2);
+            if (!nb) { free(b); *err = PSC_ENOMEM; return NULL; }
+            b = nb;
+            cap *= 2;
+        }
+        ssize_t k = read(fd, b + n, cap - n);
+        if (k < 0 && errno == EINTR) continue;
+        if (k < 0) { free(b); *err = PSC_EIO; return NULL; }
+        if (k == 0) break;
+        n += (size_t)k;
+    }
+    *len = n;
+    return b;
+}
+
 int rp_run(const char *path, const rp_config_t *cfg, rp_report_t **out, char *msg, size_t cap)
 {
     rp_src_t s = { .path = path };
     if (!path || !out) return PSC_EINVAL;
-    return run(&s, cfg, out, msg, cap);
+    /* A regular file is opened once per pass; anything else (a pipe,
+     * /dev/stdin, a FIFO) is read into memory first. */
+    struct stat sb;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        if (msg && cap) snprintf(msg, cap, "cannot read: %s", strerror(errno));
+        *out = NULL;
+        return PSC_EIO;
+    }
+    if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode)) {
+        close(fd);
+        return run(&s, cfg, out, msg, cap);
+    }
+    int err = 0;
+    size_t len = 0;
+    char *buf = slurp_fd(fd, &len, &err);
+    int e = errno;
+    close(fd);
+    if (!buf) {
+        if (msg && cap) {
+            if (err == PSC_EIO) snprintf(msg, cap, "cannot read: %s", strerror(e));
+            else snprintf(msg, cap, "out of memory reading the input into memory");
+        }
+        *out = NULL;
+        return err;
+    }
+    s.path = NULL;
+    s.buf = buf;
+    s.len = len;
+    int rc = run(&s, cfg, out, msg, cap);
+    free(buf);   /* the report keeps no pointer into the trace */
+    return rc;
 }
 
 int rp_run_mem(const void *buf, size_t len, const rp_config_t *cfg, rp_report_t **out, char *msg,

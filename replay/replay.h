@@ -135,7 +135,9 @@ typedef struct rp_report rp_report_t;
 
 /* Replay `path`. 0 with *out set, or a negative PS_E* code with a one-line
  * reason in msg (for "poolscope replay: FILE: <msg>"): unreadable, not a
- * trace, truncated, corrupt, nothing to replay. */
+ * trace, truncated, corrupt, nothing to replay. A path that is not a
+ * regular file (a pipe, /dev/stdin) is read into memory once, since the
+ * replay reads its input more than once. */
 int rp_run(const char *path, const rp_config_t *cfg, rp_report_t **out, char *msg, size_t cap);
 /* The same for a trace in memory. */
 int rp_run_mem(const void *buf, size_t len, const rp_config_t *cfg, rp_report_t **out,

@@ -15,8 +15,9 @@ step() { printf '\n== demo: %s\n' "$*" >&2; }
 t0=$(date +%s)
 
 rm -rf "$OUT"; mkdir -p "$OUT/plots"
-step "1/6 record: refengine ($SHAPE, 32 ShareGPT-shaped requests, batch 8) under poolscope record --stacks fp"
-"$PS" record --stacks fp -o "$OUT/engine.pst" -- "$ENG" $ENGINE_ARGS >"$OUT/engine.json"
+# Stacks as record collects them by default (dwarf: README "Sites").
+step "1/6 record: refengine ($SHAPE, 32 ShareGPT-shaped requests, batch 8) under poolscope record (dwarf stacks)"
+"$PS" record -o "$OUT/engine.pst" -- "$ENG" $ENGINE_ARGS >"$OUT/engine.json"
 
 step "2/6 report"
 "$PS" report "$OUT/engine.pst" --top 10 >"$OUT/report.txt"
@@ -41,7 +42,7 @@ step "6/6 summary"
     echo "# poolscope demo"
     echo
     echo "A run of \`refengine\` ($SHAPE; 32 requests with ShareGPT-shaped lengths,"
-    echo "up to 8 at once) recorded with \`poolscope record --stacks fp\`."
+    echo "up to 8 at once) recorded with \`poolscope record\` (dwarf call stacks, the default)."
     echo "Made by \`make demo\` on $(date -u '+%Y-%m-%d %H:%M UTC')."
     echo
     echo "## Report"

@@ -411,16 +411,35 @@ static void test_fmt_bytes_counts_and_times(void **st)
     assert_string_equal(psc_fmt_ns(0, b, sizeof b), "0 ns");
     assert_string_equal(psc_fmt_bytes(200ull << 30, b, sizeof b), "200 GiB");
     assert_string_equal(psc_fmt_bytes(2048ull << 40, b, sizeof b), "2.00 PiB");
-    assert_string_equal(psc_fmt_bytes_1f(1023, b, sizeof b), "1023 B");
-    assert_string_equal(psc_fmt_bytes_1f(1536, b, sizeof b), "1.5 KiB");
-    assert_string_equal(psc_fmt_bytes_1f(200ull << 30, b, sizeof b), "200.0 GiB");
-    assert_string_equal(psc_fmt_bytes_1f(2048ull << 40, b, sizeof b), "2048.0 TiB");
+    /* one formatter for every output: past PiB, and a value that rounds to
+     * 1024 of a unit is 1.00 of the next */
+    assert_string_equal(psc_fmt_bytes(1ull << 63, b, sizeof b), "8.00 EiB");
+    assert_string_equal(psc_fmt_bytes(UINT64_MAX, b, sizeof b), "16.0 EiB");
+    assert_string_equal(psc_fmt_bytes((1ull << 20) - 1, b, sizeof b), "1.00 MiB");
+    assert_string_equal(psc_fmt_bytes(10239, b, sizeof b), "10.0 KiB");
     assert_string_equal(psc_fmt_ns(999, b, sizeof b), "999 ns");
     assert_string_equal(psc_fmt_ns(12500, b, sizeof b), "12.5 us");
     assert_string_equal(psc_fmt_ns(12500000, b, sizeof b), "12.5 ms");
     assert_string_equal(psc_fmt_ns(1234000000, b, sizeof b), "1.234 s");
     char small[4];
     assert_string_equal(psc_fmt_count(123456, small, sizeof small), "12");  /* truncated, terminated */
+}
+
+/* A share with something missing never prints as the whole: the README's
+ * pool, 62,040 acquires with 7 misses, is 99.9%, not 100.0%. */
+static void test_fmt_share_never_rounds_to_the_whole(void **st)
+{
+    (void)st;
+    char b[32];
+    assert_string_equal(psc_fmt_share(62033, 62040, 100, 1, b, sizeof b), "99.9");
+    assert_string_equal(psc_fmt_share(62040, 62040, 100, 1, b, sizeof b), "100.0");
+    assert_string_equal(psc_fmt_share(999999, 1000000, 1, 4, b, sizeof b), "0.9999");
+    assert_string_equal(psc_fmt_share(1, 1, 1, 4, b, sizeof b), "1.0000");
+    assert_string_equal(psc_fmt_share(1, 3, 100, 1, b, sizeof b), "33.3");
+    assert_string_equal(psc_fmt_share(2, 3, 100, 1, b, sizeof b), "66.7");    /* ordinary rounding below */
+    assert_string_equal(psc_fmt_share(0, 0, 100, 1, b, sizeof b), "0.0");
+    assert_string_equal(psc_fmt_share(0, 5, 100, 0, b, sizeof b), "0");
+    assert_string_equal(psc_fmt_share(UINT64_MAX - 1, UINT64_MAX, 100, 1, b, sizeof b), "99.9");
 }
 
 /* ---- checked arithmetic ------------------------------------------------------ */
@@ -696,6 +715,7 @@ int main(void)
         cmocka_unit_test(test_map_resize_shrinks_and_keeps_entries),
         cmocka_unit_test(test_map_random_ops_match_reference_array),
         cmocka_unit_test(test_fmt_bytes_counts_and_times),
+        cmocka_unit_test(test_fmt_share_never_rounds_to_the_whole),
         cmocka_unit_test(test_checked_add_and_mul_report_overflow),
         cmocka_unit_test(test_outfile_old_file_stays_until_commit),
         cmocka_unit_test(test_outfile_abort_leaves_old_file_and_no_temp),

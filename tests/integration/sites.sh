@@ -3,8 +3,9 @@
 # displayed frame (function, file, line, inline chain) equals addr2line's
 # on the recorded address minus one; C++ names demangled in report, folded
 # and chrome output; wrappers skipped with "via"; rows and folded lines
-# by what is displayed; stacks recorded without a --stacks flag; the note
-# on frame-pointer stacks cut short. Expected lines come from the sources'
+# by what is displayed; folded frames with file:line (--lines) and no
+# symbol versions; stacks recorded without a --stacks flag; the note on
+# frame-pointer stacks cut short. Expected lines come from the sources'
 # markers and from addr2line, never from poolscope itself.
 . tests/integration/lib.sh
 A2L="python3 $ROOT/tests/integration/sites_addr2line.py"
@@ -37,6 +38,24 @@ folded_inlined() {
         grep -q ';outer;helper_outer_\[i\];helper_inner_\[i\] [0-9]*$' "$T/inl.folded"
 }
 check folded_marks_inlined folded_inlined
+folded_lines() {
+    "$PS" export "$T/inl.pst" --format folded --lines -o "$T/inl-lines.folded" || return 1
+    LO=$(line_of tests/progs/sites_inline.c SITE_OUTER_CALL) LIC=$(line_of tests/progs/sites_inline.c SITE_INLINE_CALL)
+    C1=$(line_of tests/progs/sites_inline.c SITE_CALLER_1)
+    grep -qF ";outer (sites_inline.c:$LO);helper_outer (sites_inline.c:$LIC)_[i];helper_inner (sites_inline.c:$LI)_[i] " \
+        "$T/inl-lines.folded" &&
+        grep -qF ";caller (sites_inline.c:$C1);lines (sites_inline.c:$LA) " "$T/inl-lines.folded" &&
+        grep -Eq '(^|;)main \(sites_inline\.c:[0-9]+\);' "$T/inl-lines.folded" ||
+        { cat "$T/inl-lines.folded" >&2; return 1; }
+    # no symbol versions (__libc_start_main@@GLIBC_2.34) in either form, nor
+    # with dwarf stacks, which reach through libc's start to _start
+    "$PS" record -o "$T/inl-dw.pst" -- "$P/sites_inline" >/dev/null 2>&1 &&
+        "$PS" export "$T/inl-dw.pst" --format folded --lines -o "$T/inl-dw.folded" &&
+        grep -q '^_start;' "$T/inl-dw.folded" || { cat "$T/inl-dw.folded" >&2; return 1; }
+    ! grep -q '@@' "$T/inl-lines.folded" "$T/inl.folded" "$T/inl-dw.folded" ||
+        { grep '@@' "$T/inl.folded" "$T/inl-lines.folded" "$T/inl-dw.folded" >&2; return 1; }
+}
+check folded_lines_file_and_line folded_lines
 
 # ---- C++: demangled everywhere ----
 cxx() {
@@ -114,18 +133,26 @@ depth3() {
 check depth_3_frames depth3
 
 # ---- real traces: a sample of displayed frames against addr2line ----
+# The demo's own run: its engine arguments from scripts/demo.sh, stacks as
+# record takes them by default (as the demo does). Counted: every row of the
+# frames table (each stack's displayed frames; a frame shared by stacks once
+# per stack), at least 200, and at least 60 distinct frames (the demo has
+# about 75 in all: refengine allocates from a few dozen places).
+SHAPE= ENGINE_ARGS=
+eval "$(grep -E '^(SHAPE|ENGINE_ARGS)=' "$ROOT/scripts/demo.sh")"
 refengine_frames() {
-    "$PS" record --stacks fp -o "$T/eng.pst" -- "$BIN/refengine" --synthetic \
-        dim=64,layers=2,heads=4,kv_heads=2,hidden=128,vocab=512,seq=128 --requests 4 >/dev/null 2>&1 &&
-        "$PS" sql "$T/eng.pst" -o "$T/eng.db" >/dev/null && $A2L "$T/eng.db" 40 400
+    [ -n "$SHAPE" ] && [ -n "$ENGINE_ARGS" ] || { echo "  no SHAPE / ENGINE_ARGS in scripts/demo.sh" >&2; return 1; }
+    # shellcheck disable=SC2086
+    "$PS" record -o "$T/eng.pst" -- "$BIN/refengine" $ENGINE_ARGS >/dev/null 2>&1 &&
+        "$PS" sql "$T/eng.pst" -o "$T/eng.db" >/dev/null && $A2L "$T/eng.db" 200 400 60
 }
-check refengine_frames_equal_addr2line refengine_frames
+check demo_frames_equal_addr2line refengine_frames
 PY=$(python3 -c 'import sys; print(sys.executable)' 2>/dev/null)
 python_frames() {
     [ -n "$PY" ] || { echo "  no python3: skipped" >&2; return 0; }
     printf 'import json\nd = {str(i): [i] * (i %% 5) for i in range(20000)}\nprint(len(json.dumps(d)))\n' >"$T/w.py"
     "$PS" record --stacks dwarf -o "$T/py.pst" -- "$PY" "$T/w.py" >/dev/null 2>&1 &&
-        "$PS" sql "$T/py.pst" -o "$T/py.db" >/dev/null && $A2L "$T/py.db" 200 1500
+        "$PS" sql "$T/py.pst" -o "$T/py.db" >/dev/null && $A2L "$T/py.db" 200 1500 200
 }
 check python3_dwarf_frames_equal_addr2line python_frames
 demo_rows_distinct() {
@@ -137,7 +164,7 @@ for k, rows in s.items():
     assert len(labels) == len(set(labels)), (k, labels)
 PY
 }
-check refengine_no_two_rows_alike demo_rows_distinct
+check demo_no_two_rows_alike demo_rows_distinct
 
 # ---- stacks without a flag; the note on fp stacks cut short ----
 default_stacks() {

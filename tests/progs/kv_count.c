@@ -3,6 +3,7 @@
  * analyzer/scan.c or replay/).
  *
  *   kv_count FILE
+ *   kv_count --blocks FILE
  *
  * The block pool's contract (pool/blockpool.c, libtrace/pool_adapter.c): a
  * block's token count is set when it is allocated — the ALLOC event's
@@ -17,6 +18,9 @@
  *   peak_blocks      most blocks held at once (first time reached)
  *   tokens_at_peak   tokens stored then, capacity_at_peak the slots then
  *   allocs frees tokens_events  KV events seen
+ * With --blocks, instead: one line per block id of every ALLOC event, in
+ * trace order, "POOL_ID POOL_SEQ BLOCK_ID N_USED" (the tokens the block
+ * holds once the event is taken), for the `blocks` rows of `poolscope sql`.
  * Exit 0, or 2 if the file cannot be read.
  */
 #include <stdint.h>
@@ -69,10 +73,12 @@ static int32_t *slot(kpool_t *p, uint32_t b)
 
 int main(int argc, char **argv)
 {
-    if (argc != 2) { fprintf(stderr, "usage: kv_count FILE\n"); return 2; }
+    int list = argc == 3 && !strcmp(argv[1], "--blocks");
+    if (argc != 2 && !list) { fprintf(stderr, "usage: kv_count [--blocks] FILE\n"); return 2; }
+    const char *path = argv[argc - 1];
     int err;
-    pst_reader_t *r = pst_open(argv[1], &err);
-    if (!r) { fprintf(stderr, "kv_count: %s: %s\n", argv[1], psc_strerror(err)); return 2; }
+    pst_reader_t *r = pst_open(path, &err);
+    if (!r) { fprintf(stderr, "kv_count: %s: %s\n", path, psc_strerror(err)); return 2; }
     pst_event_t ev;
     int rc;
     uint64_t tokens = 0, blocks = 0, slots = 0;     /* now, over every pool */
@@ -110,6 +116,11 @@ int main(int argc, char **argv)
                 slots += p->bs;
             }
             p->carry = left;
+            for (uint32_t i = 0; list && i < ev.n_ids; i++) {
+                int32_t *u = slot(p, ev.ids[i]);
+                if (u) printf("%llu %llu %u %d\n", (unsigned long long)ev.f[0], (unsigned long long)ev.f[1],
+                              ev.ids[i], *u);
+            }
             if (blocks > peak) { peak = blocks; tok_peak = tokens; slots_peak = slots; }
             break;
         }
@@ -138,7 +149,12 @@ int main(int argc, char **argv)
         default: break;
         }
     }
-    if (rc < 0) { fprintf(stderr, "kv_count: %s: %s\n", argv[1], psc_strerror(rc)); pst_close(r); return 2; }
+    if (rc < 0) { fprintf(stderr, "kv_count: %s: %s\n", path, psc_strerror(rc)); pst_close(r); return 2; }
+    if (list) {
+        for (int i = 0; i < n_pools; i++) free(pools[i].used);
+        pst_close(r);
+        return 0;
+    }
     printf("kv_utilization=%.6f\n", weight > 0 ? area / weight : 0.0);
     printf("peak_blocks=%llu\ntokens_at_peak=%llu\ncapacity_at_peak=%llu\n", (unsigned long long)peak,
            (unsigned long long)tok_peak, (unsigned long long)slots_peak);
