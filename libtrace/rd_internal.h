@@ -14,8 +14,9 @@
  *                (ts, stream) once it is safe (older than the SYNC
  *                watermark or the newest time read minus the window, or the
  *                input has ended); before handing it out, let a pool event
- *                with a smaller pool_seq or a queued free of the address it
- *                allocates go first -> pst_event_t
+ *                with a smaller pool_seq, an event of the same address with
+ *                an earlier version (1.3), or a queued free of the address
+ *                it allocates (older traces) go first -> pst_event_t
  *   reader.c     pst_open / pst_close, status
  *
  * Queued events are kept as the stream's raw event bytes (a few bytes per
@@ -54,6 +55,9 @@
  *              keeps freed slots as dead until its next rebuild)
  *   pend[2]    queued frees by address: address -> chain of (seq, ts) nodes
  *              in the order they were read, cut into runs of one stream
+ *   vexp, vlast  per version slot (1.3): the version expected next, and the
+ *              last one out with its stream; `ahead`: versions that went out
+ *              early (their wait was on another address sharing the slot)
  *   pools      pool id -> last pool_seq out and a min-heap of queued
  *              (pool_seq, stream, seq), stale entries dropped lazily
  */

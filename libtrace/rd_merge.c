@@ -6,10 +6,13 @@
  * order (a min-heap of queued (pool_seq, stream, seq) per pool); and an
  * allocation of an address still live in the reader's view follows the
  * queued free of that address in another stream (live-address sets, and
- * the pending frees chained per address). When a head must wait for
- * another stream's event, that stream is drained up to it first (a stack
- * of force targets, which may recurse); cycles and frees that never come
- * are handed out anyway and counted.
+ * the pending frees chained per address); since format 1.3 the events of
+ * one address instead come out in the order of their versions (VER
+ * records, or implicit ones: rd_ver_of), which makes that order exact
+ * across threads. When a head must wait for another stream's event, that
+ * stream is drained up to it first (a stack of force targets, which may
+ * recurse); cycles and frees that never come are handed out anyway and
+ * counted.
  *
  * A head goes out only when it is safe: stamped before the latest SYNC
  * watermark, or older than the newest time read minus the window, or the
