@@ -8,6 +8,7 @@
 #   pool/*.c              -> build/lib/libpool.a       (knows nothing of traces)
 #   libtrace/*.c          -> build/lib/libpstrace.a    (format, reader, event API, pool adapter)
 #   libtrace/preload/*.c  -> build/lib/libpoolscope-preload.so (the interposer)
+#   model/*.c             -> build/lib/libpsmodel.a    (what the events mean: the one interpreter)
 #   analyzer/*.c          -> build/lib/libanalyzer.a   (the one metrics library)
 #   replay/*.c            -> build/lib/libreplay.a
 #   replay/helper/*.c     -> build/bin/poolscope-malloc-helper (the malloc policy's helper)
@@ -36,12 +37,13 @@ CFLAGS_ALL = -std=c11 -D_GNU_SOURCE $(OPT) -g -fno-omit-frame-pointer -pthread $
 # folder, plus the folders of the components below it. Including a higher
 # layer's internal header fails to compile; scripts/check-layers.sh checks
 # the public headers' use against the same graph (README, "Architecture").
-#   common -> pool -> libtrace -> analyzer -> replay -> cli
+#   common -> pool -> libtrace -> model -> analyzer -> replay -> cli
 #   reference-engine on pool and libtrace's event API
 INC_common   = -Iinclude -Icommon
 INC_pool     = $(INC_common) -Ipool
 INC_libtrace = $(INC_pool) -Ilibtrace
-INC_analyzer = $(INC_libtrace) -Ianalyzer
+INC_model    = $(INC_libtrace) -Imodel
+INC_analyzer = $(INC_model) -Ianalyzer
 INC_replay   = $(INC_analyzer) -Ireplay
 INC_cli      = $(INC_replay) -Icli
 INC_reference-engine = $(INC_pool) -Ireference-engine
@@ -65,6 +67,7 @@ objs = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 POOL_SRC    := $(call srcs,pool)
 TRACE_SRC   := $(call srcs,libtrace)
 PRELOAD_SRC := $(call srcs,libtrace/preload)
+MODEL_SRC   := $(call srcs,model)
 AZ_SRC      := $(call srcs,analyzer)
 RP_SRC      := $(call srcs,replay)
 HELPER_SRC  := $(call srcs,replay/helper)
@@ -77,12 +80,13 @@ BENCH_SRC   := $(sort $(wildcard bench/bench_*.c))
 LIBCOMMON = $(BUILD)/lib/libpscommon.a
 LIBPOOL   = $(BUILD)/lib/libpool.a
 LIBTRACE  = $(BUILD)/lib/libpstrace.a
+LIBMODEL  = $(BUILD)/lib/libpsmodel.a
 LIBAZ     = $(BUILD)/lib/libanalyzer.a
 LIBRP     = $(BUILD)/lib/libreplay.a
 LIBENG    = $(BUILD)/lib/libengine.a
 PRELOAD   = $(BUILD)/lib/libpoolscope-preload.so
 # Link order: users before what they use.
-LIBS      = $(LIBENG) $(LIBRP) $(LIBAZ) $(LIBTRACE) $(LIBPOOL) $(LIBCOMMON)
+LIBS      = $(LIBENG) $(LIBRP) $(LIBAZ) $(LIBMODEL) $(LIBTRACE) $(LIBPOOL) $(LIBCOMMON)
 
 TESTS  = $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 PROGS  = $(patsubst tests/progs/%.c,$(BUILD)/tests/progs/%,$(PROG_SRC))
@@ -121,6 +125,7 @@ endef
 $(eval $(call archive,$(LIBCOMMON),$(COMMON_SRC)))
 $(eval $(call archive,$(LIBPOOL),$(POOL_SRC)))
 $(eval $(call archive,$(LIBTRACE),$(TRACE_SRC)))
+$(eval $(call archive,$(LIBMODEL),$(MODEL_SRC)))
 $(eval $(call archive,$(LIBAZ),$(AZ_SRC)))
 $(eval $(call archive,$(LIBRP),$(RP_SRC)))
 $(eval $(call archive,$(LIBENG),$(ENG_SRC)))

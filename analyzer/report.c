@@ -232,18 +232,34 @@ void az_report_text(const az_scan_t *s, const az_report_opts_t *o, FILE *out)
     }
 
     fputs("\nMemory\n", out);
-    fprintf(out, "  peak live heap    %12s  at %s, %s objects (sum of requested bytes)\n",
-            psc_fmt_bytes(h->peak_live_bytes, a, sizeof a), psc_fmt_ns(h->peak_live_t - s->t_first, b, sizeof b),
-            psc_fmt_count(h->peak_live_count, c, sizeof c));
-    fprintf(out, "  peak RSS          %12s  at %s (%s samples)\n", psc_fmt_bytes(s->peak_rss, a, sizeof a),
-            s->rss_samples ? psc_fmt_ns(s->peak_rss_t - s->t_first, b, sizeof b) : "-",
-            psc_fmt_count(s->rss_samples, c, sizeof c));
+    if (h->peak_live_bytes)
+        fprintf(out, "  peak live heap    %12s  at %s, %s objects (sum of requested bytes)\n",
+                psc_fmt_bytes(h->peak_live_bytes, a, sizeof a), psc_fmt_ns(h->peak_live_t - s->t_first, b, sizeof b),
+                psc_fmt_count(h->peak_live_count, c, sizeof c));
+    else
+        fputs("  peak live heap             0 B  (nothing allocated)\n", out);
+    if (s->rss_samples)
+        fprintf(out, "  peak RSS          %12s  at %s (%s sample%s)\n", psc_fmt_bytes(s->peak_rss, a, sizeof a),
+                psc_fmt_ns(s->peak_rss_t - s->t_first, b, sizeof b), psc_fmt_count(s->rss_samples, c, sizeof c),
+                s->rss_samples == 1 ? "" : "s");
+    else
+        fputs("  peak RSS                     -  (no samples)\n", out);
     if (s->tracer_bytes)
-        fprintf(out, "  of which tracer   %12s  at most: its rings, tables and counters, not the program's%s\n",
+        fprintf(out, "  tracer's own      %12s  mapped at most by the tracer (rings, tables, counters): in no figure here%s\n",
                 psc_fmt_bytes(s->tracer_bytes, a, sizeof a), s->phase || s->window ? " (whole run)" : "");
     fprintf(out, "  peak mmap         %12s  anonymous %s, file-backed %s\n",
             psc_fmt_bytes(s->peak_mmap_total, a, sizeof a), psc_fmt_bytes(s->peak_mmap_anon, b, sizeof b),
             psc_fmt_bytes(s->peak_mmap_file, c, sizeof c));
+    if (s->peak_mmap_total)
+        fprintf(out, "    committed       %12s  at its peak; reserved only (PROT_NONE) %s at its peak\n",
+                psc_fmt_bytes(s->peak_mmap_committed, a, sizeof a), psc_fmt_bytes(s->peak_mmap_reserved, b, sizeof b));
+    {
+        pm_file_map_t fm[5];
+        size_t nf = pm_file_maps(s->model, fm, 5);
+        for (size_t i = 0; i < nf; i++)
+            fprintf(out, "    file            %12s  at its peak: %s\n", psc_fmt_bytes(fm[i].peak, a, sizeof a),
+                    az_scan_string(s, fm[i].name));
+    }
     fprintf(out, "  total allocated   %12s  in %s allocations (%s calls)\n",
             psc_fmt_bytes(h->total_allocated_bytes, a, sizeof a), psc_fmt_count(h->allocs, b, sizeof b),
             psc_fmt_count(h->calls, c, sizeof c));
@@ -301,8 +317,21 @@ void az_report_text(const az_scan_t *s, const az_report_opts_t *o, FILE *out)
                 psc_fmt_bytes(p->peak_outstanding_bytes, a, sizeof a), psc_fmt_bytes(p->peak_cached_bytes, b, sizeof b),
                 psc_fmt_bytes(p->peak_reserved_bytes, c, sizeof c), p->reserved_over_live,
                 psc_fmt_bytes(p->peak_live_bytes, d, sizeof d));
-        fprintf(out, "  internal fragmentation %.1f%% at the peak, %.1f%% time-weighted\n",
-                100 * p->internal_frag, 100 * p->internal_frag_avg);
+        uint64_t rq = 0, gr = 0, big = 0, acq = 0;
+        for (size_t i = 0; i < s->n_pools; i++)
+            if (!s->pools[i].kv) {
+                rq += s->pools[i].req_bytes; gr += s->pools[i].granted_bytes;
+                big += s->pools[i].oversized; acq += s->pools[i].acquires;
+            }
+        fprintf(out, "  internal fragmentation %.1f%% at the peak, %.1f%% time-weighted (a buffer's unused bytes\n"
+                     "    count for as long as it is out)\n", 100 * p->internal_frag, 100 * p->internal_frag_avg);
+        if (acq)
+            fprintf(out, "  requested %s, granted %s over %s acquires (%.2fx); %s acquires (%s%%) got a buffer\n"
+                         "    more than twice the request: a first-fit pool hands a larger cached buffer to a\n"
+                         "    smaller request rather than allocate\n",
+                    psc_fmt_bytes(rq, a, sizeof a), psc_fmt_bytes(gr, b, sizeof b), psc_fmt_count(acq, c, sizeof c),
+                    rq ? (double)gr / (double)rq : 0.0, psc_fmt_count(big, d, sizeof d),
+                    psc_fmt_share(big, acq, 100, 1, e, sizeof e));
         fprintf(out, "  %-16s %6s %12s %12s %12s %12s\n", "pool", "kind", "acquires", "hit rate", "peak out", "peak cached");
         for (size_t i = 0; i < s->n_pools; i++) {
             const az_pool_info_t *x = &s->pools[i];
@@ -342,6 +371,9 @@ void az_report_text(const az_scan_t *s, const az_report_opts_t *o, FILE *out)
                 h->peak_kv_blocks, psc_fmt_ns(h->peak_kv_t - s->t_first, a, sizeof a), 100 * h->kv_utilization,
                 100 * h->kv_utilization_at_peak, 100 * h->kv_waste_ratio);
     }
+    if (s->kv_orphans)
+        fprintf(out, "  %s KV events of pools the trace never created were ignored (no block size)\n",
+                psc_fmt_count(s->kv_orphans, a, sizeof a));
 
     fputs("\nPhases (heap calls while a marker's scope is open)\n", out);
     if (!h->n_phases) fputs("  (no markers)\n", out);
@@ -416,6 +448,8 @@ void az_report_json(const az_scan_t *s, const az_report_opts_t *o, FILE *out)
     az_json_u64(&j, "peak_rss_bytes", s->peak_rss);
     az_json_u64(&j, "peak_mmap_anon_bytes", s->peak_mmap_anon);
     az_json_u64(&j, "peak_mmap_file_bytes", s->peak_mmap_file);
+    az_json_u64(&j, "peak_mmap_committed_bytes", s->peak_mmap_committed);
+    az_json_u64(&j, "peak_mmap_reserved_bytes", s->peak_mmap_reserved);
     az_json_u64(&j, "total_allocated_bytes", h->total_allocated_bytes);
     az_json_u64(&j, "allocations", h->allocs);
     az_json_u64(&j, "temporary_allocations", h->temporary);
@@ -442,9 +476,18 @@ void az_report_json(const az_scan_t *s, const az_report_opts_t *o, FILE *out)
     az_json_u64(&j, "peak_cached_bytes", p->peak_cached_bytes);
     az_json_u64(&j, "peak_outstanding_bytes", p->peak_outstanding_bytes);
     az_json_u64(&j, "peak_reserved_bytes", p->peak_reserved_bytes);
+    az_json_u64(&j, "peak_live_bytes", p->peak_live_bytes);
     az_json_f64(&j, "internal_frag", p->internal_frag);
     az_json_f64(&j, "internal_frag_avg", p->internal_frag_avg);
     az_json_f64(&j, "same_address_reuse", p->same_address_reuse);
+    {
+        uint64_t rq = 0, gr = 0, big = 0;
+        for (size_t i = 0; i < s->n_pools; i++)
+            if (!s->pools[i].kv) { rq += s->pools[i].req_bytes; gr += s->pools[i].granted_bytes; big += s->pools[i].oversized; }
+        az_json_u64(&j, "requested_bytes", rq);
+        az_json_u64(&j, "granted_bytes", gr);
+        az_json_u64(&j, "oversized_acquires", big);
+    }
     az_json_end(&j);
 
     az_json_begin(&j, "reuse", '{');

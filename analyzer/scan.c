@@ -16,48 +16,14 @@
 #include "hashmap.h"
 #include "poolscope/error.h"
 
-#define MAP_ANON_FLAG 0x20       /* Linux MAP_ANONYMOUS */
-
-const char *const az_func_names[AZ_F_COUNT] = {
-    "malloc", "calloc", "realloc", "reallocarray", "free", "posix_memalign",
-    "aligned_alloc", "memalign", "valloc", "pvalloc", "mmap", "munmap", "mremap",
-};
-
-/* mapping table (the common map, grown beyond 1/2 full): start -> len, anon */
-typedef struct mapent { uint64_t len; uint8_t anon; } mapent_t;
-
-typedef struct kvpool {
-    uint64_t id, block_size;
-    uint32_t *n_used;            /* per block id */
-    uint8_t  *held;
-    size_t    cap;
-    uint64_t  tokens, blocks;
-    uint64_t  carry;             /* tokens of a split ALLOC not yet given to a block */
-} kvpool_t;
-
 typedef struct priv {
-    psc_map_t maps;              /* start -> mapent_t */
-    kvpool_t *kv;
-    size_t n_kv;
     uint64_t phase_open;         /* open scopes of opts.phase */
     int phase_point;             /* the phase marker came as a point: on from there */
     int phase_seen;              /* a scope or point of opts.phase was read */
-    uint32_t phase_id;           /* string id of opts.phase, once seen */
     int counting;
     az_scan_opts_t opts;
     az_tl_bucket_t last;         /* gauges after the latest timeline update */
 } priv_t;
-
-static inline mapent_t *map_find(priv_t *p, uint64_t a) { return psc_map_get_sz(&p->maps, a, sizeof(mapent_t)); }
-
-static int map_put(priv_t *p, uint64_t a, uint64_t len, int anon)
-{
-    mapent_t *e = psc_map_put_sz(&p->maps, a, NULL, sizeof(mapent_t));
-    if (!e) return PSC_ENOMEM;
-    e->len = len;
-    e->anon = (uint8_t)anon;
-    return 0;
-}
 
 /* ---- timeline ------------------------------------------------------------------ */
 
@@ -122,89 +88,11 @@ static inline void tl_heap(az_scan_t *s, uint64_t t)
     tl_update(s, t);
 }
 
-/* ---- KV ---------------------------------------------------------------------- */
-
-static kvpool_t *kv_get(az_scan_t *s, uint64_t id)
-{
-    priv_t *p = s->priv;
-    for (size_t i = 0; i < p->n_kv; i++) if (p->kv[i].id == id) return &p->kv[i];
-    kvpool_t *k = realloc(p->kv, (p->n_kv + 1) * sizeof *k);
-    if (!k) return NULL;
-    p->kv = k;
-    k = &p->kv[p->n_kv++];
-    memset(k, 0, sizeof *k);
-    k->id = id;
-    k->block_size = 16;
-    return k;
-}
-
-static int kv_reserve(kvpool_t *k, uint64_t id)
-{
-    if (id < k->cap) return 0;
-    if (id > (1u << 26)) return PSC_ERANGE;           /* absurd block id: ignore */
-    size_t n = k->cap ? k->cap : 256;
-    while (n <= id) n *= 2;
-    uint32_t *u = realloc(k->n_used, n * sizeof *u);
-    if (!u) return PSC_ENOMEM;
-    k->n_used = u;
-    uint8_t *h = realloc(k->held, n);
-    if (!h) return PSC_ENOMEM;
-    k->held = h;
-    memset(u + k->cap, 0, (n - k->cap) * sizeof *u);
-    memset(h + k->cap, 0, n - k->cap);
-    k->cap = n;
-    return 0;
-}
-
-static void kv_publish(az_scan_t *s, uint64_t t)
-{
-    priv_t *p = s->priv;
-    uint64_t tokens = 0, blocks = 0, capacity = 0;
-    for (size_t i = 0; i < p->n_kv; i++) {
-        tokens += p->kv[i].tokens;
-        blocks += p->kv[i].blocks;
-        capacity += p->kv[i].blocks * p->kv[i].block_size;
-    }
-    /* az_kv takes a block size: with pools of different sizes pass the mean */
-    uint64_t bs = blocks ? capacity / blocks : (p->n_kv ? p->kv[0].block_size : 0);
-    az_kv(s->heap, t, tokens, blocks, bs);
-}
-
-static az_pool_info_t *pool_get(az_scan_t *s, uint64_t id, int kv)
-{
-    for (size_t i = 0; i < s->n_pools; i++)
-        if (s->pools[i].id == id && s->pools[i].kv == kv) return &s->pools[i];
-    az_pool_info_t *a = realloc(s->pools, (s->n_pools + 1) * sizeof *a);
-    if (!a) return NULL;
-    s->pools = a;
-    a = &s->pools[s->n_pools++];
-    memset(a, 0, sizeof *a);
-    a->id = id;
-    a->kv = kv;
-    snprintf(a->name, sizeof a->name, "%s%llu", kv ? "kv" : "pool", (unsigned long long)id);
-    return a;
-}
-
 /* ---- events ------------------------------------------------------------------ */
 
-static void heap_alloc(az_scan_t *s, const pst_event_t *ev, uint64_t addr, uint64_t req)
-{
-    if (!addr) { s->failed_allocs++; return; }
-    az_alloc(s->heap, ev->ts, addr, req, az_glibc_usable(req), req, ev->stack);
-}
-
-static void mmap_peaks(az_scan_t *s)
-{
-    priv_t *p = s->priv;
-    if (!p->counting) return;                        /* peaks are of the window */
-    if (s->mmap_anon > s->peak_mmap_anon) s->peak_mmap_anon = s->mmap_anon;
-    if (s->mmap_file > s->peak_mmap_file) s->peak_mmap_file = s->mmap_file;
-    if (s->mmap_anon + s->mmap_file > s->peak_mmap_total) s->peak_mmap_total = s->mmap_anon + s->mmap_file;
-}
-
 /* The window (--phase, --from/--to) opens or closes at time t. On opening,
- * what is held then counts toward the window's peaks: mappings, each pool's
- * buffers, the latest RSS sample (RSS is only known at samples). */
+ * what is held then counts toward the window's peaks (the model takes care
+ * of mappings, pools and RSS; RSS is only known at samples). */
 static void set_counting(az_scan_t *s, int on, uint64_t t)
 {
     priv_t *p = s->priv;
@@ -212,32 +100,38 @@ static void set_counting(az_scan_t *s, int on, uint64_t t)
     p->counting = on;
     az_set_counting_at(s->heap, t, on);
     az_set_counting_at(s->pool, t, on);
-    if (!on) return;
-    mmap_peaks(s);
-    if (s->rss_samples && s->rss > s->peak_rss) { s->peak_rss = s->rss; s->peak_rss_t = t; }
-    for (size_t i = 0; i < s->n_pools; i++) {
-        az_pool_info_t *pi = &s->pools[i];
-        if (pi->outstanding > pi->peak_out) pi->peak_out = pi->outstanding;
-        if (pi->cached > pi->peak_cached) pi->peak_cached = pi->cached;
-    }
+    pm_set_counting(s->model, on);
 }
 
-static void unmap(az_scan_t *s, uint64_t addr, uint64_t len)
+/* The model's gauges into the scan's fields. */
+static void copy_maps(az_scan_t *s)
 {
-    priv_t *p = s->priv;
-    mapent_t *e = map_find(p, addr);
-    if (!e) return;                                  /* not a mapping we saw start here */
-    uint64_t cut = len < e->len ? len : e->len;
-    uint64_t *g = e->anon ? &s->mmap_anon : &s->mmap_file;
-    *g -= cut < *g ? cut : *g;
-    if (cut < e->len) {
-        uint64_t rest = e->len - cut;
-        int anon = e->anon;
-        psc_map_erase_sz(&p->maps, e, sizeof(mapent_t));
-        map_put(p, addr + cut, rest, anon);
-    } else {
-        psc_map_erase_sz(&p->maps, e, sizeof(mapent_t));
-    }
+    const pm_maps_t *mt = pm_maps(s->model);
+    s->mmap_anon = mt->anon;
+    s->mmap_file = mt->file;
+    s->mmap_reserved = mt->reserved;
+    s->peak_mmap_anon = mt->peak_anon;
+    s->peak_mmap_file = mt->peak_file;
+    s->peak_mmap_total = mt->peak_total;
+    s->peak_mmap_reserved = mt->peak_reserved;
+    s->peak_mmap_committed = mt->peak_committed;
+}
+
+static void copy_pools(az_scan_t *s)
+{
+    s->pools = pm_pools(s->model, &s->n_pools);
+    pm_pool_totals(s->model, &s->pool_out, &s->pool_cached);
+}
+
+static void kv_publish(az_scan_t *s, uint64_t t)
+{
+    uint64_t blocks, tokens, capacity;
+    pm_kv_totals(s->model, &blocks, &tokens, &capacity);
+    /* az_kv takes a block size: with pools of different sizes pass the mean */
+    uint64_t bs = blocks ? capacity / blocks : 0;
+    if (!blocks)
+        for (size_t i = 0; i < s->n_pools && !bs; i++) if (s->pools[i].kv) bs = s->pools[i].block_size;
+    az_kv(s->heap, t, tokens, blocks, bs);
 }
 
 static void on_event(az_scan_t *s, const pst_event_t *ev)
@@ -245,7 +139,6 @@ static void on_event(az_scan_t *s, const pst_event_t *ev)
     priv_t *p = s->priv;
     const uint64_t *f = ev->f;
     uint64_t t = ev->ts;
-    int gauge = 0;               /* 1: a gauge moved; 2: only the heap gauge */
 
     if (ev->type < PST_EV_MAX) s->by_type[ev->type]++;
     if (s->events == 0) s->t_first = t;
@@ -264,202 +157,59 @@ static void on_event(az_scan_t *s, const pst_event_t *ev)
     set_counting(s, on, t);
     if (on) s->events_counted++;
 
-    /* one hooked call: the JSON `calls` count (when counted) and the phases */
-#define CALL(k, bytes) do {                                                        \
-        if (on) s->calls[k]++;                                                     \
-        az_calls(s->heap, 1, (bytes));                                             \
-        if ((k) != AZ_F_FREE && (k) < AZ_F_MMAP) az_alloc_calls(s->heap, 1);       \
-    } while (0)
+    pm_step_t st;
+    pm_event(s->model, ev, &st);     /* PSC_ENOMEM: the model went on with what it could */
+    int gauge = 0;               /* 1: a gauge moved; 2: only the heap gauge */
+    if (st.call >= 0) {          /* one hooked call: the JSON `calls` count (when counted) and the phases */
+        if (on) s->calls[st.call]++;
+        az_calls(s->heap, 1, st.call_bytes);
+        if (st.call != PM_F_FREE && st.call < PM_F_MMAP) az_alloc_calls(s->heap, 1);
+    }
+    for (size_t i = 0; i < st.n_ops; i++) {
+        const pm_op_t *o = &st.ops[i];
+        switch ((pm_kind_t)o->kind) {
+        case PM_HEAP_ALLOC:
+            az_alloc(s->heap, t, o->key, o->bytes, az_glibc_usable(o->bytes), o->bytes, o->stack);
+            break;
+        case PM_HEAP_FREE: az_free(s->heap, t, o->key); break;
+        case PM_HEAP_FAILED: s->failed_allocs++; break;
+        case PM_POOL_ACQUIRE:
+            az_acquire(s->pool, (o->flags & PM_F_HIT) != 0);
+            az_alloc(s->pool, t, o->key, o->req, o->bytes, o->bytes, o->stack);
+            break;
+        case PM_POOL_RECLAIM: az_free(s->pool, t, o->key); break;
+        case PM_POOL_BACKING:
+            if (o->flags & PM_F_FREED) az_backing(s->pool, 0, 1); else az_backing(s->pool, 1, 0);
+            break;
+        case PM_MARK: {
+            int kind = (o->flags & PM_F_BEGIN) ? AZ_MARK_BEGIN : (o->flags & PM_F_END) ? AZ_MARK_END : AZ_MARK_POINT;
+            az_mark(s->heap, t, kind, ev->str ? ev->str : "?", o->key);
+            if (s->n_markers < p->opts.keep_markers)
+                s->markers[s->n_markers++] = (az_marker_rec_t){ t, o->key, (uint32_t)f[0], (uint8_t)kind };
+            else if (p->opts.keep_markers)
+                s->markers_dropped++;
+            if (p->opts.phase && kind == AZ_MARK_END && ev->str && !strcmp(ev->str, p->opts.phase) &&
+                p->phase_open > 0)
+                p->phase_open--;
+            break;
+        }
+        default: break;          /* tensors, KV blocks and requests: replay's */
+        }
+    }
+    if (st.moved & PM_MOVED_HEAP) gauge = 2;
+    if (st.moved & PM_MOVED_MAP) { copy_maps(s); gauge = 1; }
+    if (st.moved & PM_MOVED_POOL) {
+        copy_pools(s);
+        az_reserved(s->pool, t, s->pool_out, s->pool_cached);
+        gauge = 1;
+    }
+    if (st.moved & PM_MOVED_KV) { kv_publish(s, t); gauge = 1; }
+    if (st.moved & PM_MOVED_RSS) {
+        pm_rss(s->model, &s->rss, &s->peak_rss, &s->peak_rss_t, &s->rss_samples);
+        gauge = 1;
+    }
     switch (ev->type) {
-    case PST_EV_MALLOC:
-        CALL(AZ_F_MALLOC, f[1]);
-        heap_alloc(s, ev, f[0], f[1]); gauge = 2; break;
-    case PST_EV_VALLOC:
-        CALL(AZ_F_VALLOC, f[1]);
-        heap_alloc(s, ev, f[0], f[1]); gauge = 2; break;
-    case PST_EV_PVALLOC:
-        CALL(AZ_F_PVALLOC, f[1]);
-        heap_alloc(s, ev, f[0], f[1]); gauge = 2; break;
-    case PST_EV_CALLOC: {
-        uint64_t size;
-        if (psc_mul_u64(f[1], f[2], &size)) {     /* nmemb * size overflows: calloc fails */
-            CALL(AZ_F_CALLOC, 0);
-            s->failed_allocs++;
-        } else {
-            CALL(AZ_F_CALLOC, size);
-            heap_alloc(s, ev, f[0], size);
-        }
-        gauge = 2;
-        break;
-    }
-    case PST_EV_POSIX_MEMALIGN: case PST_EV_ALIGNED_ALLOC: case PST_EV_MEMALIGN: {
-        int k = ev->type == PST_EV_POSIX_MEMALIGN ? AZ_F_POSIX_MEMALIGN :
-                ev->type == PST_EV_ALIGNED_ALLOC ? AZ_F_ALIGNED_ALLOC : AZ_F_MEMALIGN;
-        CALL(k, f[2]);
-        heap_alloc(s, ev, f[0], f[2]); gauge = 2; break;
-    }
-    case PST_EV_REALLOC: case PST_EV_REALLOCARRAY: {
-        int arr = ev->type == PST_EV_REALLOCARRAY;
-        uint64_t old = f[0], ret = f[1], size = f[2];
-        /* nmemb * size overflows: reallocarray fails, the old block stays */
-        int ovf = arr && psc_mul_u64(f[2], f[3], &size);
-        CALL(arr ? AZ_F_REALLOCARRAY : AZ_F_REALLOC, ovf ? 0 : size);
-        if (ovf) s->failed_allocs++;
-        else if (old == 0) heap_alloc(s, ev, ret, size);
-        else if (ret == 0 && size == 0) az_free(s->heap, t, old);
-        else if (ret == 0) s->failed_allocs++;       /* failed: the old block stays */
-        else { az_free(s->heap, t, old); heap_alloc(s, ev, ret, size); }
-        gauge = 2;
-        break;
-    }
-    case PST_EV_FREE:
-        CALL(AZ_F_FREE, 0);
-        az_free(s->heap, t, f[0]); gauge = 2; break;
-    case PST_EV_MMAP:
-        CALL(AZ_F_MMAP, 0);
-        if (f[0] && f[0] != UINT64_MAX) {
-            int anon = (f[3] & MAP_ANON_FLAG) != 0;
-            mapent_t *e = map_find(p, f[0]);
-            if (e) unmap(s, f[0], e->len);           /* MAP_FIXED over our own mapping */
-            if (map_put(p, f[0], f[1], anon) == 0) {
-                if (anon) s->mmap_anon += f[1]; else s->mmap_file += f[1];
-                mmap_peaks(s);
-            }
-        }
-        gauge = 1;
-        break;
-    case PST_EV_MUNMAP:
-        CALL(AZ_F_MUNMAP, 0);
-        unmap(s, f[0], f[1]); gauge = 1; break;
-    case PST_EV_MREMAP: {
-        CALL(AZ_F_MREMAP, 0);
-        if (f[2] && f[2] != UINT64_MAX) {
-            mapent_t *e = map_find(p, f[0]);
-            int anon = e ? e->anon : 1;
-            if (e) unmap(s, f[0], e->len);
-            if (map_put(p, f[2], f[3], anon) == 0) {
-                if (anon) s->mmap_anon += f[3]; else s->mmap_file += f[3];
-                mmap_peaks(s);
-            }
-        }
-        gauge = 1;
-        break;
-    }
-    case PST_EV_RSS:
-        s->rss = f[0];
-        s->rss_samples++;
-        if (p->counting && f[0] > s->peak_rss) { s->peak_rss = f[0]; s->peak_rss_t = t; }
-        gauge = 1;
-        break;
-    case PST_EV_POOL_CREATE: {
-        az_pool_info_t *pi = pool_get(s, f[0], 0);
-        if (pi) {
-            pi->cap = f[3];
-            if (ev->str) snprintf(pi->name, sizeof pi->name, "%s", ev->str);
-        }
-        break;
-    }
-    case PST_EV_POOL_ACQUIRE: {
-        az_pool_info_t *pi = pool_get(s, f[0], 0);
-        uint64_t gb = f[7], hit = f[8];
-        az_acquire(s->pool, (int)hit);
-        az_alloc(s->pool, t, f[0] << 40 ^ f[3], f[6], gb, gb, ev->stack);
-        s->pool_out += gb;
-        if (hit) s->pool_cached -= gb < s->pool_cached ? gb : s->pool_cached;
-        if (pi) {
-            if (p->counting) { pi->acquires++; pi->hits += hit != 0; }
-            pi->outstanding += gb;
-            if (hit) pi->cached -= gb < pi->cached ? gb : pi->cached;
-            if (p->counting && pi->outstanding > pi->peak_out) pi->peak_out = pi->outstanding;
-        }
-        az_reserved(s->pool, t, s->pool_out, s->pool_cached);
-        gauge = 1;
-        break;
-    }
-    case PST_EV_POOL_RECLAIM: {
-        az_pool_info_t *pi = pool_get(s, f[0], 0);
-        uint64_t gb = f[4];
-        az_free(s->pool, t, f[0] << 40 ^ f[3]);
-        s->pool_out -= gb < s->pool_out ? gb : s->pool_out;
-        if (f[5]) s->pool_cached += gb;
-        if (pi) {
-            pi->outstanding -= gb < pi->outstanding ? gb : pi->outstanding;
-            if (f[5]) pi->cached += gb;
-            if (p->counting && pi->cached > pi->peak_cached) pi->peak_cached = pi->cached;
-        }
-        az_reserved(s->pool, t, s->pool_out, s->pool_cached);
-        gauge = 1;
-        break;
-    }
-    case PST_EV_POOL_BACKING_ALLOC: az_backing(s->pool, 1, 0); break;
-    case PST_EV_POOL_BACKING_FREE:  az_backing(s->pool, 0, 1); break;
-    case PST_EV_KVB_CREATE: {
-        kvpool_t *k = kv_get(s, f[0]);
-        if (k && f[2]) k->block_size = f[2];
-        az_pool_info_t *pi = pool_get(s, f[0], 1);
-        if (pi) {
-            pi->block_size = f[2]; pi->n_blocks = f[3];
-            if (ev->str) snprintf(pi->name, sizeof pi->name, "%s", ev->str);
-        }
-        break;
-    }
-    case PST_EV_KVB_ALLOC: case PST_EV_KVB_FREE: {
-        kvpool_t *k = kv_get(s, f[0]);
-        if (!k) break;
-        int alloc = ev->type == PST_EV_KVB_ALLOC;
-        /* The pool fills a block at allocation: n_tokens (f[5]) spread over
-         * the ids in order, block_size each, the last one partial; it emits
-         * TOKENS only when a count changes later. A list split over several
-         * events carries n_tokens on the first piece only (0 on the others):
-         * what is left of it goes on; without it a block counts as full. */
-        uint64_t left = 0;
-        int spread = 0;
-        if (alloc) {
-            if (f[5] > 0) { left = f[5]; spread = 1; }
-            else if (k->carry) { left = k->carry; spread = 1; }
-        }
-        for (uint32_t i = 0; i < ev->n_ids; i++) {
-            uint32_t id = ev->ids[i];
-            if (kv_reserve(k, id)) continue;
-            if (alloc && !k->held[id]) {
-                uint64_t fill = k->block_size;
-                if (spread) { fill = left < k->block_size ? left : k->block_size; left -= fill; }
-                k->held[id] = 1; k->n_used[id] = (uint32_t)fill; k->blocks++; k->tokens += fill;
-            }
-            else if (!alloc && k->held[id]) {
-                k->held[id] = 0; k->tokens -= k->n_used[id]; k->n_used[id] = 0; k->blocks--;
-            }
-        }
-        if (alloc) k->carry = left;
-        kv_publish(s, t);
-        gauge = 1;
-        break;
-    }
-    case PST_EV_KVB_TOKENS: {
-        kvpool_t *k = kv_get(s, f[0]);
-        if (!k || kv_reserve(k, f[2])) break;
-        uint64_t id = f[2];
-        if (!k->held[id]) break;
-        k->tokens = k->tokens - k->n_used[id] + f[3];
-        k->n_used[id] = (uint32_t)f[3];
-        kv_publish(s, t);
-        gauge = 1;
-        break;
-    }
-    case PST_EV_MARK_POINT: case PST_EV_MARK_BEGIN: case PST_EV_MARK_END: {
-        int kind = ev->type == PST_EV_MARK_POINT ? AZ_MARK_POINT :
-                   ev->type == PST_EV_MARK_BEGIN ? AZ_MARK_BEGIN : AZ_MARK_END;
-        uint64_t inst = ev->type == PST_EV_MARK_POINT ? 0 : f[1];
-        az_mark(s->heap, t, kind, ev->str ? ev->str : "?", inst);
-        if (s->n_markers < p->opts.keep_markers)
-            s->markers[s->n_markers++] = (az_marker_rec_t){ t, inst, (uint32_t)f[0], (uint8_t)kind };
-        else if (p->opts.keep_markers)
-            s->markers_dropped++;
-        if (p->opts.phase && ev->type == PST_EV_MARK_END && ev->str &&
-            !strcmp(ev->str, p->opts.phase) && p->phase_open > 0)
-            p->phase_open--;
-        break;
-    }
+    case PST_EV_POOL_CREATE: case PST_EV_KVB_CREATE: copy_pools(s); break;
     case PST_EV_THREAD_START: s->threads++; break;
     case PST_EV_THREAD_NAME:   /* the interposer's stream for exiting threads is not a thread */
         if (ev->str && !strcmp(ev->str, PST_EXIT_STREAM_NAME) && s->threads) s->threads--;
@@ -469,7 +219,6 @@ static void on_event(az_scan_t *s, const pst_event_t *ev)
     case PST_EV_LOST: s->lost += f[0]; break;
     default: break;
     }
-#undef CALL
     /* the timeline covers --from/--to only (a --phase is not a time span:
      * the timeline is whole-run then, and the report says so) */
     if (p->opts.window && (t < p->opts.from || t > p->opts.to)) gauge = 0;
@@ -497,7 +246,8 @@ static int scan_any(const char *path, const void *mem, size_t mem_len, const az_
     if (p->opts.keep_markers) s->markers = malloc(p->opts.keep_markers * sizeof *s->markers);
     s->heap = az_create(NULL, &err);
     s->pool = az_create(NULL, &err);
-    if (!s->tl || !s->heap || !s->pool || psc_map_init(&p->maps, sizeof(mapent_t), 128, 50, NULL) ||
+    s->model = pm_create(&err);
+    if (!s->tl || !s->heap || !s->pool || !s->model ||
         (p->opts.keep_markers && !s->markers)) {
         az_scan_free(s);
         snprintf(msg, msglen, "out of memory");
@@ -537,6 +287,7 @@ static int scan_any(const char *path, const void *mem, size_t mem_len, const az_
         return rc;
     }
     if (s->status->lost > s->lost) s->lost = s->status->lost;
+    s->kv_orphans = pm_kv_orphans(s->model);
     /* The tracer's own thread (it samples RSS) is not one of the program's;
      * its mappings are reported apart from the program's memory. */
     if (s->status->tracer_stream && s->threads) s->threads--;
@@ -577,9 +328,6 @@ void az_scan_free(az_scan_t *s)
     if (!s) return;
     priv_t *p = s->priv;
     if (p) {
-        psc_map_free(&p->maps);
-        for (size_t i = 0; i < p->n_kv; i++) { free(p->kv[i].n_used); free(p->kv[i].held); }
-        free(p->kv);
         free(p);
     }
     pst_close(s->r);
@@ -587,7 +335,7 @@ void az_scan_free(az_scan_t *s)
     az_destroy(s->pool);
     free(s->tl);
     free(s->markers);
-    free(s->pools);
+    pm_destroy(s->model);
     free(s);
 }
 
@@ -621,15 +369,7 @@ void az_scan_program_json(const az_scan_t *s, az_json_t *j)
 
 int az_scan_kv_used(const az_scan_t *s, uint64_t pool, uint64_t block, uint32_t *n_used)
 {
-    const priv_t *p = s ? s->priv : NULL;
-    for (size_t i = 0; p && i < p->n_kv; i++) {
-        const kvpool_t *k = &p->kv[i];
-        if (k->id != pool) continue;
-        if (block >= k->cap || !k->held[block]) return 0;
-        *n_used = k->n_used[block];
-        return 1;
-    }
-    return 0;
+    return s && s->model ? pm_kv_used(s->model, pool, block, n_used) : 0;
 }
 
 const char *az_scan_string(const az_scan_t *s, uint32_t id)

@@ -1,19 +1,18 @@
 /* scan.h — one pass over a trace into the metrics library (prefix az_scan_).
  *
  * The driver behind report, plot, export, diff and gate: it reads a .pst
- * with the streaming reader and turns its events into allocation streams:
- *   heap  malloc family -> az_alloc/az_free of the `heap` accumulator
- *         (realloc = free old + alloc new; rnd = glibc's usable size),
- *         every hooked call -> az_calls, markers -> az_mark, KV block state
- *         -> az_kv (tokens = sum of n_used over held blocks; a block's
- *         n_used is set at allocation, the ALLOC's n_tokens spread over its
- *         ids as the pool does, and changed by TOKENS events);
- *   pool  POOL_ACQUIRE/RECLAIM -> az_alloc/az_free of the `pool` accumulator
- *         (address = pool id, buffer id; rnd = granted bytes; size key =
- *         granted bytes), outstanding/cached bytes -> az_reserved, hits,
- *         backing allocations;
- *   mmap  anonymous and file-backed mapped bytes apart (munmap may cut a
- *         mapping; mremap moves it); RSS samples.
+ * with the streaming reader, lets the model (model/model.h) say what each
+ * event means, and feeds the model's operations into the metrics:
+ *   heap  the model's heap allocations and frees -> az_alloc/az_free of
+ *         the `heap` accumulator (rnd = glibc's usable size), every hooked
+ *         call -> az_calls, markers -> az_mark, the model's KV totals ->
+ *         az_kv (tokens = sum of n_used over held blocks);
+ *   pool  pool acquires and reclaims -> az_alloc/az_free of the `pool`
+ *         accumulator (address = pool id, buffer id; rnd = granted bytes;
+ *         size key = granted bytes), outstanding/cached bytes ->
+ *         az_reserved, hits, backing allocations;
+ *   mmap  the model's mapped bytes (anonymous, file-backed, reserved) and
+ *         RSS samples, copied into the fields below.
  * and keeps a timeline of fixed-width buckets (the width doubles as the
  * trace grows, so memory is bounded) for plots and the text report.
  *
@@ -33,14 +32,20 @@
 #include <stdint.h>
 
 #include "metrics.h"
+#include "model.h"
 #include "poolscope/reader.h"
 
-enum {   /* the hooked functions, in the order of the JSON `calls` object */
-    AZ_F_MALLOC, AZ_F_CALLOC, AZ_F_REALLOC, AZ_F_REALLOCARRAY, AZ_F_FREE,
-    AZ_F_POSIX_MEMALIGN, AZ_F_ALIGNED_ALLOC, AZ_F_MEMALIGN, AZ_F_VALLOC, AZ_F_PVALLOC,
-    AZ_F_MMAP, AZ_F_MUNMAP, AZ_F_MREMAP, AZ_F_COUNT
+/* The hooked functions, in the order of the JSON `calls` object: the
+ * model's (model/model.h). */
+enum {
+    AZ_F_MALLOC = PM_F_MALLOC, AZ_F_CALLOC = PM_F_CALLOC, AZ_F_REALLOC = PM_F_REALLOC,
+    AZ_F_REALLOCARRAY = PM_F_REALLOCARRAY, AZ_F_FREE = PM_F_FREE,
+    AZ_F_POSIX_MEMALIGN = PM_F_POSIX_MEMALIGN, AZ_F_ALIGNED_ALLOC = PM_F_ALIGNED_ALLOC,
+    AZ_F_MEMALIGN = PM_F_MEMALIGN, AZ_F_VALLOC = PM_F_VALLOC, AZ_F_PVALLOC = PM_F_PVALLOC,
+    AZ_F_MMAP = PM_F_MMAP, AZ_F_MUNMAP = PM_F_MUNMAP, AZ_F_MREMAP = PM_F_MREMAP,
+    AZ_F_COUNT = PM_F_COUNT
 };
-extern const char *const az_func_names[AZ_F_COUNT];
+#define az_func_names pm_func_names
 
 typedef struct az_scan az_scan_t;
 
@@ -70,12 +75,8 @@ typedef struct az_marker_rec {
     uint8_t  kind;               /* AZ_MARK_* */
 } az_marker_rec_t;
 
-typedef struct az_pool_info {
-    uint64_t id, cap, acquires, hits, outstanding, cached, peak_out, peak_cached;
-    char name[64];
-    int kv;                      /* 1: a KV block pool */
-    uint64_t block_size, n_blocks;
-} az_pool_info_t;
+/* A pool as the model describes it (model.h: pm_pool_t). */
+typedef pm_pool_t az_pool_info_t;
 
 struct az_scan {
     const char *path;
@@ -94,13 +95,16 @@ struct az_scan {
     uint64_t resolution_ns;      /* events' times are this close to the truth (format 1.2), 0 unknown */
     uint64_t failed_allocs;
 
-    /* now and peaks */
+    /* now and peaks, as the model has them (copied after each event that moves them) */
     uint64_t mmap_anon, mmap_file, peak_mmap_anon, peak_mmap_file, peak_mmap_total;
+    uint64_t mmap_reserved, peak_mmap_reserved, peak_mmap_committed;
     uint64_t rss, peak_rss, peak_rss_t, rss_samples;
     uint64_t pool_out, pool_cached;
+    uint64_t kv_orphans;         /* KV events of pools never created (ignored) */
 
-    az_pool_info_t *pools;
+    const az_pool_info_t *pools; /* the model's; valid until az_scan_free */
     size_t n_pools;
+    pm_model_t *model;           /* the one interpreter of the events (model/model.h) */
 
     /* timeline: n buckets of 2^shift ns from t0 */
     az_tl_bucket_t *tl;
@@ -137,10 +141,10 @@ const char *az_scan_warning(const az_scan_t *s, char *buf, size_t len);
  * arguments as recorded) as members of the open JSON object: what gate
  * compares to refuse a baseline of another program. */
 void az_scan_program_json(const az_scan_t *s, az_json_t *j);
-/* The tokens block `block` of KV pool `pool` holds now, as the scan models
- * it (an ALLOC's n_tokens spread over its ids, then TOKENS events): 1 with
- * *n_used set while the block is held, 0 otherwise. For hooks (sqlite's
- * `blocks` rows), which run after the scan took the event. */
+/* The tokens block `block` of KV pool `pool` holds now, as the model has
+ * it (pm_kv_used): 1 with *n_used set while the block is held, 0
+ * otherwise. For hooks (sqlite's `blocks` rows), which run after the scan
+ * took the event. */
 int az_scan_kv_used(const az_scan_t *s, uint64_t pool, uint64_t block, uint32_t *n_used);
 /* Name of a marker string id, "?" when undefined. */
 const char *az_scan_string(const az_scan_t *s, uint32_t id);

@@ -3,7 +3,7 @@
 # report --json kv.kv_utilization equals replay's kv-paged utilization and
 # an independent count over the reader API (tests/progs/kv_count), under
 # several block sizes, with a KV pool small enough that requests are
-# preempted. The pool sets a block's tokens at allocation and emits TOKENS
+# preempted; and the peaks report and replay share are equal. The pool sets a block's tokens at allocation and emits TOKENS
 # only on change, so a reader that resets at allocation reads far lower.
 . tests/integration/lib.sh
 
@@ -20,6 +20,18 @@ for bs in 4 8 16 32; do
     "$P/kv_count" "$t" > "$T/count$bs"
     "$PS" report "$t" --json --no-symbols > "$T/report$bs.json"
     "$PS" replay "$t" --policy kv-paged --json > "$T/replay$bs.json"
+    # figures report and replay share come from one model: equal, not close
+    "$PS" replay "$t" --policy ideal --stream heap --json > "$T/heap$bs.json"
+    "$PS" replay "$t" --policy ideal --stream tensor --json > "$T/tensor$bs.json"
+    check "report_and_replay_share_peaks_bs$bs" python3 - "$T/report$bs.json" "$T/heap$bs.json" "$T/tensor$bs.json" <<'PY'
+import json, sys
+rep = json.load(open(sys.argv[1]))
+heap = json.load(open(sys.argv[2]))['policies'][0]
+tensor = json.load(open(sys.argv[3]))['policies'][0]
+assert rep['peak_live_bytes'] == heap['peak_live_bytes'] > 0, (rep['peak_live_bytes'], heap)
+assert rep['leaked_bytes'] == heap['leaked_bytes'], (rep['leaked_bytes'], heap)
+assert rep['pool']['peak_live_bytes'] == tensor['peak_live_bytes'] > 0, (rep['pool'], tensor)
+PY
     check "kv_utilization_report_replay_count_agree_bs$bs" python3 - "$T/count$bs" "$T/report$bs.json" "$T/replay$bs.json" <<'PY'
 import json, sys
 count = dict(l.strip().split('=', 1) for l in open(sys.argv[1]))
