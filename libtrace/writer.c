@@ -233,6 +233,8 @@ int pst_writer_event(pst_writer_t *w, uint32_t stream, const pst_event_t *ev_in)
     if (w->err) return w->err;
     const char *lay = pst_event_layout(ev_in->type);
     if (!lay || ev_in->type == PST_EV_TS || ev_in->type == PST_EV_VER || ev_in->n_ver > 2) return PSC_EINVAL;
+    /* a type of a later minor than the file claims: its readers would stop there */
+    if (w->minor < 4 && (ev_in->type == PST_EV_MPROTECT || ev_in->type == PST_EV_MMAP_NAME)) return PSC_EINVAL;
     wstream_t *s = find_stream(w, stream, 1);
     if (!s) return w->err;
     pst_event_t ev = *ev_in;

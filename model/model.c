@@ -16,9 +16,6 @@
 #include "poolscope/error.h"
 
 #define MAP_ANON_FLAG 0x20       /* Linux MAP_ANONYMOUS */
-/* Format 1.4: mprotect and the file of a mapping. */
-#define PM_EV_MPROTECT  22
-#define PM_EV_MMAP_NAME 23
 
 /* Bounds on tables whose size a trace chooses: enough for any real program,
  * small enough that a crafted trace cannot make us allocate much. */
@@ -388,11 +385,11 @@ static int map_event(pm_model_t *m, const pst_event_t *ev)
         map_add(m, f[2], f[3], old.anon, old.resv, old.name);
         break;
     }
-    case PM_EV_MPROTECT:
+    case PST_EV_MPROTECT:
         /* "Auu" addr, len, prot */
         mprotect_range(m, f[0], f[1], f[2]);
         break;
-    case PM_EV_MMAP_NAME: {
+    case PST_EV_MMAP_NAME: {
         /* "AS" start, path */
         mapent_t *e = map_find(m, f[0]);
         if (!e || e->name || f[1] > UINT32_MAX) return 0;
@@ -682,7 +679,7 @@ int pm_event(pm_model_t *m, const pst_event_t *ev, pm_step_t *st)
         map_event(m, ev);
         st->moved = PM_MOVED_MAP;
         break;
-    case PM_EV_MPROTECT: case PM_EV_MMAP_NAME:
+    case PST_EV_MPROTECT: case PST_EV_MMAP_NAME:
         if (map_event(m, ev)) st->moved = PM_MOVED_MAP;
         break;
     case PST_EV_RSS:

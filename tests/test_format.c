@@ -201,7 +201,7 @@ static void test_layout_table_is_well_formed(void **state)
         for (unsigned u = 0; u < t; u++)
             if (pst_event_name(u)) assert_string_not_equal(pst_event_name(u), name);
     }
-    assert_int_equal(n, 47);
+    assert_int_equal(n, 49);   /* 47 through 1.3; 1.4 added mprotect (22) and mmap_name (23) */
     assert_string_equal(pst_event_name(PST_EV_MALLOC), "malloc");
     assert_string_equal(pst_event_name(PST_EV_TENSOR_ACQUIRE), "tensor_acquire");
     assert_string_equal(pst_event_name(PST_EV_POOL_ACQUIRE), "pool_acquire");
@@ -210,7 +210,14 @@ static void test_layout_table_is_well_formed(void **state)
     assert_string_equal(pst_event_layout(PST_EV_MMAP), "Auuuzu");
     assert_string_equal(pst_event_layout(PST_EV_POOL_ACQUIRE), "uuuuuuuuu");
     assert_string_equal(pst_event_layout(PST_EV_VER), "v");
-    assert_null(pst_event_layout(22));
+    assert_int_equal(PST_EV_MPROTECT, 22);
+    assert_int_equal(PST_EV_MMAP_NAME, 23);
+    assert_string_equal(pst_event_layout(PST_EV_MPROTECT), "Auu");
+    assert_string_equal(pst_event_layout(PST_EV_MMAP_NAME), "AS");
+    assert_string_equal(pst_event_name(PST_EV_MPROTECT), "mprotect");
+    assert_string_equal(pst_event_name(PST_EV_MMAP_NAME), "mmap_name");
+    assert_null(pst_event_layout(30));
+    assert_null(pst_event_name(30));
     assert_null(pst_event_layout(PST_EV_MAX));
 }
 
@@ -418,6 +425,7 @@ static void test_file_header_has_magic_version_and_fields(void **state)
     assert_memory_equal(buf, "PSTRACE\0", 8);
     assert_int_equal(buf[8] | buf[9] << 8, PST_MAJOR);
     assert_int_equal(buf[10] | buf[11] << 8, PST_MINOR);
+    assert_int_equal(PST_MINOR, 4);   /* bumped on purpose with each format change (FORMAT.md, "Versioning") */
     uint32_t tlv = (uint32_t)(buf[12] | buf[13] << 8 | buf[14] << 16 | (uint32_t)buf[15] << 24);
     assert_int_equal(tlv + PST_FILE_HDR_FIXED, n);
     /* walk the TLVs: find EXE and ARGV, no PARENT_PID (0), no HOST (NULL) */
@@ -507,6 +515,37 @@ static void test_format_md_names_every_event_type(void **state)
     }
 }
 
+/* The mapping events of 1.4, byte by byte as FORMAT.md spells them:
+ * mprotect(0x10000, 4096, PROT_READ|PROT_WRITE) in a fresh stream, then the
+ * name (string 5) of the mapping at the same address. */
+static void test_mapping_events_encode_as_format_md_says(void **state)
+{
+    (void)state;
+    static uint32_t idbuf[PST_MAX_IDS];
+    uint8_t buf[64];
+    pst_enc_t enc = { 0 }, dec = { 0 };
+    pst_event_t mp = { .type = PST_EV_MPROTECT, .f = { 0x10000, 4096, 3 } };
+    pst_event_t nm = { .type = PST_EV_MMAP_NAME, .f = { 0x10000, 5 } };
+    uint8_t *e = pst_encode_event(&enc, buf, &mp);
+    e = pst_encode_event(&enc, e, &nm);
+    /* 22; addr: aligned, delta 0x10000 / 16 = 0x1000, zigzag 0x2000, code 0x4001; 4096; 3
+     * 23; addr: delta 0, code 1; string id 5 */
+    const uint8_t want[] = { 22, 0x81, 0x80, 0x01, 0x80, 0x20, 0x03, 23, 0x01, 0x05 };
+    assert_int_equal(e - buf, sizeof want);
+    assert_memory_equal(buf, want, sizeof want);
+    pst_event_t out;
+    const uint8_t *p = pst_decode_event(&dec, buf, e, &out, idbuf);
+    assert_int_equal(out.type, PST_EV_MPROTECT);
+    assert_int_equal(out.f[0], 0x10000);
+    assert_int_equal(out.f[1], 4096);
+    assert_int_equal(out.f[2], 3);
+    p = pst_decode_event(&dec, p, e, &out, idbuf);
+    assert_int_equal(out.type, PST_EV_MMAP_NAME);
+    assert_int_equal(out.f[0], 0x10000);
+    assert_int_equal(out.f[1], 5);
+    assert_ptr_equal(p, e);
+}
+
 /* VER records: written before the event by pst_encode_event, handed to it
  * by pst_decode_event, at most two per event, no stack bit. The bytes are
  * spelled out here from FORMAT.md, not taken from the encoder. */
@@ -560,6 +599,9 @@ static void test_ver_records_round_trip_and_are_bounded(void **state)
     assert_int_equal(pst_ver_addrs(PST_EV_MREMAP, (const uint64_t[]){ 0x10000, 4096, 0x20000, 8192, 1 }, a), 2);
     assert_int_equal(a[1], 0x20000);
     assert_int_equal(pst_ver_addrs(PST_EV_MADVISE, (const uint64_t[]){ 0x10000, 4096, 4 }, a), 0);
+    /* 1.4's mapping events neither allocate nor free: no versions */
+    assert_int_equal(pst_ver_addrs(PST_EV_MPROTECT, (const uint64_t[]){ 0x10000, 4096, 3 }, a), 0);
+    assert_int_equal(pst_ver_addrs(PST_EV_MMAP_NAME, (const uint64_t[]){ 0x10000, 1 }, a), 0);
     /* the slot function, by hand for one address: (a >> 4) + region hash */
     uint64_t x = 0x7f0012345670ull;
     uint32_t region = (uint32_t)(((x >> 20) * 0x9E3779B97F4A7C15ull) >> 48);
@@ -588,6 +630,7 @@ int main(void)
         cmocka_unit_test(test_encode_rejects_unknown_types_and_over_limit_counts),
         cmocka_unit_test(test_decode_rejects_unknown_types_and_over_limit_counts),
         cmocka_unit_test(test_decode_writes_no_fields_beyond_the_layout),
+        cmocka_unit_test(test_mapping_events_encode_as_format_md_says),
         cmocka_unit_test(test_file_header_has_magic_version_and_fields),
         cmocka_unit_test(test_chunk_header_round_trips_with_crc),
         cmocka_unit_test(test_meta_records_have_documented_shape),

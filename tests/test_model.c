@@ -13,8 +13,6 @@
 #include "poolscope/blockpool.h"
 #include "poolscope/format.h"
 
-#define EV_MPROTECT  22      /* format 1.4 */
-#define EV_MMAP_NAME 23
 
 static pst_event_t ev_of(int type, uint64_t a, uint64_t b, uint64_t c, uint64_t d, uint64_t e, uint64_t f)
 {
@@ -310,12 +308,12 @@ static void test_reservations_are_apart_from_committed_memory(void **st)
     assert_int_equal(mt->anon, MiB);
     assert_int_equal(mt->reserved, MiB);
     /* 64 KiB made read-write, twice (the second changes nothing) */
-    feed(m, ev_of(EV_MPROTECT, A + 4096, 65536, 3, 0, 0, 0));
-    feed(m, ev_of(EV_MPROTECT, A + 4096, 65536, 3, 0, 0, 0));
+    feed(m, ev_of(PST_EV_MPROTECT, A + 4096, 65536, 3, 0, 0, 0));
+    feed(m, ev_of(PST_EV_MPROTECT, A + 4096, 65536, 3, 0, 0, 0));
     assert_int_equal(mt->reserved, MiB - 65536);
     assert_int_equal(mt->peak_committed, 65536);
     /* 32 KiB of it back to PROT_NONE */
-    feed(m, ev_of(EV_MPROTECT, A + 4096, 32768, 0, 0, 0, 0));
+    feed(m, ev_of(PST_EV_MPROTECT, A + 4096, 32768, 0, 0, 0, 0));
     assert_int_equal(mt->reserved, MiB - 32768);
     /* a read-write mapping is committed from the start */
     feed(m, ev_of(PST_EV_MMAP, A + 2 * MiB, 8192, 3, 0x22, UINT64_MAX, 0));
@@ -335,9 +333,9 @@ static void test_file_mappings_are_named(void **st)
     pm_model_t *m = pm_create(NULL);
     const uint64_t A = 0x7f1000000000ull;
     feed(m, ev_of(PST_EV_MMAP, A, 3 * 4096, 1, 0x2, 5, 0));        /* PROT_READ, MAP_PRIVATE, fd 5 */
-    feed(m, ev_of(EV_MMAP_NAME, A, 77, 0, 0, 0, 0));                /* string 77 names it */
+    feed(m, ev_of(PST_EV_MMAP_NAME, A, 77, 0, 0, 0, 0));                /* string 77 names it */
     feed(m, ev_of(PST_EV_MMAP, A + 65536, 4096, 1, 0x2, 6, 0));
-    feed(m, ev_of(EV_MMAP_NAME, A + 65536, 78, 0, 0, 0, 0));
+    feed(m, ev_of(PST_EV_MMAP_NAME, A + 65536, 78, 0, 0, 0, 0));
     feed(m, ev_of(PST_EV_MUNMAP, A, 3 * 4096, 0, 0, 0, 0));
     pm_file_map_t fm[4];
     size_t n = pm_file_maps(m, fm, 4);

@@ -578,7 +578,7 @@ static void test_unknown_event_type_makes_the_chunk_corrupt(void **state)
     pst_writer_t *w = mem_writer(&m, &base_cfg);
     PST_EMIT(w, 1, PST_EV_MALLOC, 0x1000, 1);
     pst_writer_flush(w);
-    uint8_t payload[4] = { 0, 22, 0, 0 };   /* offset 0 (new stream 2), type 22 is not defined */
+    uint8_t payload[4] = { 0, 30, 0, 0 };   /* offset 0 (new stream 2), type 30 is not defined */
     pst_writer_raw_chunk(w, PST_CHUNK_EVENTS, 2, payload, 4);
     PST_EMIT(w, 1, PST_EV_FREE, 0x1000);
     pst_writer_close(w);
@@ -588,6 +588,87 @@ static void test_unknown_event_type_makes_the_chunk_corrupt(void **state)
     assert_string_equal(l, "1 4242 0 0 thread_start 4242 0\n1 4242 1 0 malloc 0x1000 1\n");
     assert_true(st.corrupt);
     assert_string_equal(st.corrupt_reason, "undecodable event");
+    free(l);
+    free(m.p);
+}
+
+/* ---- mappings (format 1.4) ---------------------------------------------------- */
+
+/* A 1.4 file: a PROT_NONE reservation, its name-less sibling, a file
+ * mapping with its name, a commit; read back with the path resolved. */
+static void test_mapping_events_of_minor_4_read_back(void **state)
+{
+    (void)state;
+    membuf_t m;
+    pst_writer_cfg_t cfg = base_cfg;
+    cfg.minor = 0;   /* today's: 4 */
+    pst_writer_t *w = mem_writer(&m, &cfg);
+    PST_EMIT(w, 1, PST_EV_MMAP, 0x7f0000000000, 64 << 20, 0, 0x4022, (uint64_t)-1, 0);
+    PST_EMIT(w, 1, PST_EV_MMAP, 0x7f1000000000, 1 << 16, 1, 0x2, 3, 0);
+    pst_event_t nm = { .type = PST_EV_MMAP_NAME, .f = { 0x7f1000000000 }, .str = "/data/w.bin" };
+    assert_int_equal(pst_writer_event(w, 1, &nm), 0);
+    PST_EMIT(w, 1, PST_EV_MPROTECT, 0x7f0000800000, 4 << 20, 3);
+    assert_int_equal(pst_writer_close(w), 0);
+    mem_done(&m);
+    int err = 0;
+    pst_reader_t *r = pst_open_mem(m.p, m.len, &err);
+    assert_non_null(r);
+    assert_int_equal(pst_header(r)->minor, 4);
+    pst_close(r);
+    pst_status_t st;
+    char *l = listing(m.p, m.len, &st);
+    assert_string_equal(l, "1 4242 0 0 thread_start 4242 0\n"
+                           "1 4242 1 0 mmap 0x7f0000000000 67108864 0 16418 -1 0\n"
+                           "1 4242 2 0 mmap 0x7f1000000000 65536 1 2 3 0\n"
+                           "1 4242 3 0 mmap_name 0x7f1000000000 \"/data/w.bin\"\n"
+                           "1 4242 4 0 mprotect 0x7f0000800000 4194304 3\n");
+    assert_true(st.complete);
+    assert_int_equal(st.unordered, 0);
+    free(l);
+    free(m.p);
+}
+
+/* A 1.3 trace still reads (the writer writes one when asked, and refuses
+ * it the types 1.3 does not define), and an MMAP_NAME naming an undefined
+ * string is corrupt like any S field. */
+static void test_minor_3_trace_reads_and_cannot_hold_minor_4_events(void **state)
+{
+    (void)state;
+    membuf_t m;
+    pst_writer_cfg_t cfg = base_cfg;
+    cfg.minor = 3;
+    pst_writer_t *w = mem_writer(&m, &cfg);
+    pst_event_t ma = { .type = PST_EV_MALLOC, .f = { 0x1000, 8 }, .n_ver = 1, .ver = { 1 } };
+    assert_int_equal(pst_writer_event(w, 1, &ma), 0);
+    uint64_t f[3] = { 0x10000, 4096, 3 };
+    assert_int_equal(pst_writer_emitv(w, 1, PST_EV_MPROTECT, f, 3), PSC_EINVAL);
+    pst_event_t nm = { .type = PST_EV_MMAP_NAME, .f = { 0x10000 }, .str = "/x" };
+    assert_int_equal(pst_writer_event(w, 1, &nm), PSC_EINVAL);
+    PST_EMIT(w, 1, PST_EV_FREE, 0x1000);
+    assert_int_equal(pst_writer_close(w), 0);
+    mem_done(&m);
+    int err = 0;
+    pst_reader_t *r = pst_open_mem(m.p, m.len, &err);
+    assert_non_null(r);
+    assert_int_equal(pst_header(r)->minor, 3);
+    pst_close(r);
+    pst_status_t st;
+    char *l = listing(m.p, m.len, &st);
+    assert_string_equal(l, "1 4242 0 0 thread_start 4242 0\n1 4242 1 0 malloc 0x1000 8\n1 4242 2 0 free 0x1000\n");
+    assert_true(st.complete);
+    free(l);
+    free(m.p);
+
+    w = mem_writer(&m, &base_cfg);
+    PST_EMIT(w, 1, PST_EV_MALLOC, 0x1000, 1);
+    pst_writer_flush(w);
+    uint8_t payload[4] = { 0, PST_EV_MMAP_NAME, 0, 99 };   /* offset 0 (stream 2), addr 0, string 99 */
+    pst_writer_raw_chunk(w, PST_CHUNK_EVENTS, 2, payload, 4);
+    pst_writer_close(w);
+    mem_done(&m);
+    l = listing(m.p, m.len, &st);
+    assert_true(st.corrupt);
+    assert_string_equal(st.corrupt_reason, "undefined string id");
     free(l);
     free(m.p);
 }
@@ -1218,7 +1299,7 @@ static char *read_file(const char *name, size_t *len)
 
 /* ---- versions (format 1.3) ---------------------------------------------- */
 
-static const pst_writer_cfg_t ver_cfg = { .pid = 4242, .ppid = 1, .tool = "test_reader" };  /* minor 3 */
+static const pst_writer_cfg_t ver_cfg = { .pid = 4242, .ppid = 1, .tool = "test_reader" };  /* today's minor (>= 3) */
 
 static void put_ver(pst_writer_t *w, uint32_t stream, unsigned type, uint64_t addr, uint64_t size, uint16_t v)
 {
@@ -1516,6 +1597,8 @@ int main(void)
         cmocka_unit_test(test_missing_end_chunk_is_reported_as_truncated),
         cmocka_unit_test(test_stream_offset_gap_stops_at_that_chunk),
         cmocka_unit_test(test_unknown_event_type_makes_the_chunk_corrupt),
+        cmocka_unit_test(test_mapping_events_of_minor_4_read_back),
+        cmocka_unit_test(test_minor_3_trace_reads_and_cannot_hold_minor_4_events),
         cmocka_unit_test(test_versions_order_one_address_across_streams),
         cmocka_unit_test(test_versions_of_another_address_do_not_hold_an_event),
         cmocka_unit_test(test_versions_lost_do_not_hold_the_trace),

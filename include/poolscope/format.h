@@ -46,6 +46,14 @@
  * exact order: the writer's per-address counters, pst_vslot). Older traces
  * fix cross-thread ties by causality alone: the free (or munmap, or realloc
  * away) of address a precedes the next allocation returning a.
+ *
+ * Mappings (minor 4). MMAP says what a mapping reserved (prot PROT_NONE:
+ * address space only); MPROTECT events say which part of it was later made
+ * accessible or taken back, so committed memory can be told from
+ * reservations; MMAP_NAME gives a file-backed mapping its path. Neither is
+ * an ordered event (no versions, no place in the merge's address rules):
+ * MMAP_NAME follows its MMAP in the same stream, an MPROTECT of another
+ * thread is ordered against the mapping's events by time alone.
  */
 #ifndef POOLSCOPE_FORMAT_H
 #define POOLSCOPE_FORMAT_H
@@ -60,8 +68,10 @@ extern "C" {
 
 #define PST_MAGIC        "PSTRACE"   /* 8 bytes with its NUL */
 #define PST_MAJOR        1
-#define PST_MINOR        3   /* 1: SYNC chunks; 2: a time per event (the tick), SYNC and END fields below;
-                                3: VER records (an address's version, for exact cross-thread order) */
+#define PST_MINOR        4   /* 1: SYNC chunks; 2: a time per event (the tick), SYNC and END fields below;
+                                3: VER records (an address's version, for exact cross-thread order);
+                                4: MPROTECT and MMAP_NAME events (reservations vs committed memory,
+                                   names of file mappings). Readers read every minor of PST_MAJOR. */
 #define PST_FILE_HDR_FIXED 16        /* magic + major + minor + tlv_len */
 #define PST_CHUNK_HDR    16
 #define PST_MAX_CHUNK    (16u << 20) /* readers reject longer payloads as corrupt */
@@ -166,6 +176,11 @@ enum pst_ev {                    /* layout      fields                          
     /* layer 2: logical tensors */
     PST_EV_TENSOR_ACQUIRE = 20,  /* "uuuuu"  tensor id, arm, dtype, n_elems, bytes      */
     PST_EV_TENSOR_RELEASE = 21,  /* "u"      tensor id                                  */
+    /* layer 1 again (minor 4; numbers 22-23 were free) */
+    PST_EV_MPROTECT       = 22,  /* "Auu"    addr, len, prot (successful calls only, stamped after the call) */
+    PST_EV_MMAP_NAME      = 23,  /* "AS"     mapping start, path: right after the MMAP event of a
+                                            successful file-backed mmap, in its stream (readlink of
+                                            /proc/self/fd/<fd>; absent when that failed) */
     /* layer 3: pool internals (pool_seq: the pool's own order, stamped under its lock) */
     PST_EV_POOL_CREATE    = 24,  /* "uSuu"   pool id, name, arms, cap bytes             */
     PST_EV_POOL_ACQUIRE   = 25,  /* "uuuuuuuuu" pool id, pool_seq, arm, buf id, requested, granted, req bytes, granted bytes, hit */
@@ -369,7 +384,7 @@ static inline unsigned pst_ver_addrs(unsigned type, const uint64_t *f, uint64_t 
         if (f[0]) a[n++] = f[0];
         if (f[2] && f[2] != f[0]) a[n++] = f[2];
         return n;
-    default:
+    default:        /* MPROTECT and MMAP_NAME neither allocate nor free: none */
         return 0;
     }
 }

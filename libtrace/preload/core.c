@@ -723,10 +723,10 @@ void ps_late_leave(void)
 }
 
 /* Events of other types than the hand-coded ones. */
-void ps_emit_generic(ps_thr_t *t, const pst_event_t *ev)
+int ps_emit_generic(ps_thr_t *t, const pst_event_t *ev)
 {
     uint8_t *p = ps_rec_begin(t);
-    if (!p) { t->inflight = 0; return; }   /* dropped (ps_call_begin may have set it) */
+    if (!p) { t->inflight = 0; return 0; }   /* dropped (ps_call_begin may have set it) */
     /* versions taken now (a free-like event is emitted before its call);
      * realloc-like calls take theirs around the call themselves */
     pst_event_t vev;
@@ -750,9 +750,10 @@ void ps_emit_generic(ps_thr_t *t, const pst_event_t *ev)
             __atomic_store_n(&t->c.nev, t->c.nev - 1, __ATOMIC_RELAXED);
         }
         t->inflight = 0;
-        return;
+        return 0;
     }
     ps_rec_end(t, e);
+    return 1;
 }
 
 /* ---- flushing everything ---------------------------------------------------- */

@@ -5,6 +5,9 @@
  * store of the ring head. No lock, no atomic RMW, no clock read (a TS record
  * every PST_TS_EVERY events, or when the flusher asks for one).
  *
+ * mprotect and a file mapping's name (format 1.4) ride on the mmap family:
+ * see mprotect and emit_mmap_name below.
+ *
  * Frees (free, munmap) are recorded BEFORE the real call, so the address
  * cannot be handed to another thread before the free is in our stream;
  * allocations after the real call returns. realloc's implicit free cannot
@@ -22,6 +25,8 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -328,6 +333,7 @@ void ps_alloc_resolve_mm(void)
     ps_real.munmap = (__typeof__(ps_real.munmap))dlsym(RTLD_NEXT, "munmap");
     ps_real.mremap = (__typeof__(ps_real.mremap))dlsym(RTLD_NEXT, "mremap");
     ps_real.madvise = (__typeof__(ps_real.madvise))dlsym(RTLD_NEXT, "madvise");
+    ps_real.mprotect = (__typeof__(ps_real.mprotect))dlsym(RTLD_NEXT, "mprotect");
     ps_real.brk = (__typeof__(ps_real.brk))dlsym(RTLD_NEXT, "brk");
     ps_real.sbrk = (__typeof__(ps_real.sbrk))dlsym(RTLD_NEXT, "sbrk");
 }
@@ -337,6 +343,30 @@ static void *do_mmap(void *a, size_t len, int prot, int flags, int fd, off_t off
     if (ps_real.mmap) return ps_real.mmap(a, len, prot, flags, fd, off);
     long r = syscall(SYS_mmap, a, len, prot, flags, fd, off);
     return (void *)r;
+}
+
+/* MMAP_NAME (format 1.4) of a file mapping at r: the path of fd as
+ * /proc/self/fd/<fd> names it, read with the raw syscall into a stack
+ * buffer (no allocation; a string id is interned as THREAD_NAME's are).
+ * Nothing when the link cannot be read or is longer than PATH_MAX - 1.
+ * Out of line: the 4 KiB buffer is no cost to anonymous mappings. File
+ * mappings are rare (a loader's own mappings do not come through here),
+ * and this adds one readlinkat and a hash of the path to each. */
+static __attribute__((noinline)) void emit_mmap_name(ps_thr_t *t, uintptr_t r, int fd)
+{
+    char link[32] = "/proc/self/fd/", path[PATH_MAX];
+    char digits[12];
+    int nd = 0;
+    unsigned v = (unsigned)fd;
+    do { digits[nd++] = (char)('0' + v % 10); v /= 10; } while (v);
+    size_t o = 14;
+    while (nd) link[o++] = digits[--nd];
+    link[o] = 0;
+    long n = syscall(SYS_readlinkat, AT_FDCWD, link, path, sizeof path);
+    if (n <= 0 || n >= (long)sizeof path) return;
+    path[n] = 0;
+    pst_event_t ev = { .type = PST_EV_MMAP_NAME, .f = { r, ps_string_id(path) } };
+    ps_emit_generic(t, &ev);
 }
 
 EXPORT void *mmap(void *a, size_t len, int prot, int flags, int fd, off_t off)
@@ -349,7 +379,9 @@ EXPORT void *mmap(void *a, size_t len, int prot, int flags, int fd, off_t off)
                        .f = { r == MAP_FAILED ? 0 : (uintptr_t)r, len, (unsigned)prot,
                               (unsigned)flags, (uint64_t)(int64_t)fd, (uint64_t)off } };
     int e = errno;
-    ps_emit_generic(t, &ev);
+    /* the name right after its MMAP, and only when that went in */
+    if (ps_emit_generic(t, &ev) && PS_UNLIKELY(fd >= 0) && !(flags & MAP_ANONYMOUS) && r != MAP_FAILED)
+        emit_mmap_name(t, (uintptr_t)r, fd);
     ps_leave_inline();
     errno = e;
     return r;
@@ -426,6 +458,26 @@ EXPORT int madvise(void *a, size_t len, int advice)
     int e = errno;
     if (r == 0) {
         pst_event_t ev = { .type = PST_EV_MADVISE, .f = { (uintptr_t)a, len, (unsigned)advice } };
+        ps_emit_generic(t, &ev);
+    }
+    ps_leave_inline();
+    errno = e;
+    return r;
+}
+
+/* mprotect (format 1.4): only calls that succeeded, stamped after the call
+ * (a failed one changed nothing), while recording (not while paused, as
+ * mmap). No stack (as munmap and madvise): JITs toggle protections often,
+ * and the mapping's own MMAP carries the stack of who reserved it. */
+EXPORT int mprotect(void *a, size_t len, int prot)
+{
+    ENSURE_REAL();
+    ps_thr_t *t = ps_enter();
+    int r = ps_real.mprotect ? ps_real.mprotect(a, len, prot) : (int)syscall(SYS_mprotect, a, len, prot);
+    if (!t) return r;
+    int e = errno;
+    if (r == 0) {
+        pst_event_t ev = { .type = PST_EV_MPROTECT, .f = { (uintptr_t)a, len, (unsigned)prot } };
         ps_emit_generic(t, &ev);
     }
     ps_leave_inline();

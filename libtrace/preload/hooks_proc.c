@@ -489,9 +489,12 @@ static void api_enable(int on)
 
 static int api_enabled(void) { return ps_g.on; }
 
+/* Layers 2-4 and thread names; MPROTECT and MMAP_NAME (22, 23) lie inside
+ * that range but are the interposer's own heap events. */
 static int api_type_ok(unsigned type)
 {
-    return (type >= PST_EV_TENSOR_ACQUIRE && type <= PST_EV_MARK_END) || type == PST_EV_THREAD_NAME;
+    return (type >= PST_EV_TENSOR_ACQUIRE && type <= PST_EV_MARK_END && type != PST_EV_MPROTECT &&
+            type != PST_EV_MMAP_NAME) || type == PST_EV_THREAD_NAME;
 }
 
 static void api_emit(const ps_event_t *in)

@@ -124,6 +124,7 @@ typedef struct ps_real {
     int   (*munmap)(void *, size_t);
     void *(*mremap)(void *, size_t, size_t, int, ...);
     int   (*madvise)(void *, size_t, int);
+    int   (*mprotect)(void *, size_t, int);
     int   (*brk)(void *);
     void *(*sbrk)(intptr_t);
 } ps_real_t;
@@ -296,7 +297,7 @@ void ps_child_after_fork(void);
 void ps_prepare_fork(void);
 void ps_parent_after_fork(void);
 void ps_ensure_child(void);             /* fork child: open its file now */
-void ps_emit_generic(ps_thr_t *t, const pst_event_t *ev);
+int ps_emit_generic(ps_thr_t *t, const pst_event_t *ev);   /* 1 written, 0 dropped or invalid */
 void *ps_sys_mmap(size_t len);
 void ps_sys_munmap(void *p, size_t len);
 int ps_real_close(int fd);
