@@ -16,7 +16,10 @@
  *   kv_utilization   time-weighted tokens stored / (blocks held x block size)
  *                    over the time some block is held, up to the last event
  *   peak_blocks      most blocks held at once (first time reached)
- *   tokens_at_peak   tokens stored then, capacity_at_peak the slots then
+ *   tokens_at_peak   tokens stored then, capacity_at_peak the slots then:
+ *                    the state at the end of that instant (an event at the
+ *                    same time stamp, e.g. a TOKENS right after the ALLOC,
+ *                    is simultaneous at the trace's resolution)
  *   allocs frees tokens_events  KV events seen
  * With --blocks, instead: one line per block id of every ALLOC event, in
  * trace order, "POOL_ID POOL_SEQ BLOCK_ID N_USED" (the tokens the block
@@ -82,7 +85,7 @@ int main(int argc, char **argv)
     pst_event_t ev;
     int rc;
     uint64_t tokens = 0, blocks = 0, slots = 0;     /* now, over every pool */
-    uint64_t peak = 0, tok_peak = 0, slots_peak = 0;
+    uint64_t peak = 0, tok_peak = 0, slots_peak = 0, peak_t = 0;
     uint64_t n_alloc = 0, n_free = 0, n_tok = 0;
     double area = 0, weight = 0;
     uint64_t t = 0;
@@ -121,7 +124,7 @@ int main(int argc, char **argv)
                 if (u) printf("%llu %llu %u %d\n", (unsigned long long)ev.f[0], (unsigned long long)ev.f[1],
                               ev.ids[i], *u);
             }
-            if (blocks > peak) { peak = blocks; tok_peak = tokens; slots_peak = slots; }
+            if (blocks > peak) { peak = blocks; peak_t = t; }
             break;
         }
         case PST_EV_KVB_TOKENS: {    /* pool id, pool_seq, block id, n_used */
@@ -148,6 +151,7 @@ int main(int argc, char **argv)
         }
         default: break;
         }
+        if (peak && blocks == peak && t == peak_t) { tok_peak = tokens; slots_peak = slots; }
     }
     if (rc < 0) { fprintf(stderr, "kv_count: %s: %s\n", path, psc_strerror(rc)); pst_close(r); return 2; }
     if (list) {
