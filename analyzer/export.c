@@ -8,6 +8,16 @@
  * Folded: after the scan, from the per-stack-id site table of the heap
  * accumulator (calls and bytes per stack), each stack symbolized once and
  * the lines that read the same summed.
+ *
+ * A selection (--phase, --from/--to) is the scan's: it decides which
+ * events are counted, and the accumulators' site table then holds only
+ * the allocations counted, so folded needs nothing more. Chrome asks the
+ * scan per event (did s->events_counted move?) rather than deciding again
+ * here, so both outputs and `report` agree on every event's side of the
+ * edge. Outside the selection the hook still follows the counters' values
+ * and the open scopes, to write them when the selection opens again and
+ * to cut scopes at its edges; that is bounded by the tracks and the scopes
+ * open at once.
  */
 #include "export.h"
 
@@ -16,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hashmap.h"
 #include "json.h"
 #include "outfile.h"
 #include "poolscope/error.h"
@@ -26,9 +37,18 @@
 
 typedef struct track {
     char name[96];
-    uint64_t last_ts, last_v, pending_v;
+    uint64_t last_ts, last_v, pending_v;   /* written: the latest sample, one held back */
+    uint64_t cur_v;                        /* the value now, inside the selection or not */
     int emitted, pending;
 } track_t;
+
+/* Scopes open now, per marker name (few names; many instances of one, a
+ * request per sequence in flight): instance -> open_scope_t. */
+typedef struct open_scope { uint32_t depth, tid; } open_scope_t;
+typedef struct scope_name {
+    uint32_t name;               /* string id */
+    psc_map_t open;
+} scope_name_t;
 
 /* A large allocation, written after the scan as an instant event named
  * by its site (the symbolizer needs every module the trace maps). */
@@ -48,6 +68,13 @@ typedef struct chrome {
     int threads_named[1];
     big_t *big;
     size_t n_big, cap_big;
+    /* a selection: only events the scan counted are written */
+    int selective;
+    int in;                      /* the latest event was inside (always 1 without a selection) */
+    uint64_t counted;            /* s->events_counted after the latest event */
+    uint64_t t_in;               /* time of the latest event inside */
+    scope_name_t *scopes;
+    size_t n_scopes;
 } chrome_t;
 
 static uint64_t alloc_bytes(const pst_event_t *ev)
@@ -147,6 +174,8 @@ static void counter(chrome_t *c, const char *name, uint64_t ts, uint64_t v)
 {
     track_t *t = track_get(c, name);
     if (!t) return;
+    t->cur_v = v;
+    if (!c->in) return;
     if (t->emitted && v == t->last_v && !t->pending) return;
     if (!t->emitted || ts >= t->last_ts + 1000) {
         if (t->pending && t->pending_v != t->last_v) counter_write(c, t, t->last_ts + 1 < ts ? ts - 1 : ts, t->pending_v);
@@ -158,17 +187,117 @@ static void counter(chrome_t *c, const char *name, uint64_t ts, uint64_t v)
     }
 }
 
+/* An async slice edge ("b" or "e") of scope `name` instance inst. */
+static void scope_write(chrome_t *c, const char *name, int begin, uint64_t inst, uint64_t ts,
+                        uint32_t tid)
+{
+    ev_sep(c);
+    fputs("{\"name\":", c->out);
+    az_json_write_string(c->out, name);
+    fprintf(c->out, ",\"cat\":\"scope\",\"ph\":\"%s\",\"id\":\"0x%" PRIx64 "\",\"ts\":%" PRIu64 ".%03" PRIu64
+            ",\"pid\":%" PRIu64 ",\"tid\":%u", begin ? "b" : "e", inst, ts / 1000, ts % 1000, c->pid, tid);
+}
+
+static scope_name_t *scope_name(chrome_t *c, uint32_t name, int create)
+{
+    for (size_t i = 0; i < c->n_scopes; i++) if (c->scopes[i].name == name) return &c->scopes[i];
+    if (!create) return NULL;
+    scope_name_t *a = realloc(c->scopes, (c->n_scopes + 1) * sizeof *a);
+    if (!a) return NULL;
+    c->scopes = a;
+    scope_name_t *n = &a[c->n_scopes];
+    memset(n, 0, sizeof *n);
+    n->name = name;
+    if (psc_map_init(&n->open, sizeof(open_scope_t), 16, 0, NULL)) return NULL;
+    c->n_scopes++;
+    return n;
+}
+
+/* Keep the table of open scopes up to date (every marker event, inside
+ * the selection or not). Out of memory: the scope is not followed, and at
+ * worst its slice is not cut at an edge. */
+static void scope_follow(chrome_t *c, const pst_event_t *ev)
+{
+    if (ev->type != PST_EV_MARK_BEGIN && ev->type != PST_EV_MARK_END) return;
+    scope_name_t *n = scope_name(c, (uint32_t)ev->f[0], ev->type == PST_EV_MARK_BEGIN);
+    if (!n) return;
+    if (ev->type == PST_EV_MARK_BEGIN) {
+        int is_new = 0;
+        open_scope_t *o = psc_map_put(&n->open, ev->f[1], &is_new);
+        if (!o) return;
+        if (is_new) o->depth = 0;
+        o->depth++;
+        o->tid = ev->tid;
+    } else {
+        open_scope_t *o = psc_map_get(&n->open, ev->f[1]);
+        if (o && --o->depth == 0) psc_map_erase(&n->open, o);
+    }
+}
+
+/* Every scope open now, as a "b" (opening) or "e" (closing) at ts. */
+static void scopes_cut(chrome_t *c, const az_scan_t *s, int begin, uint64_t ts)
+{
+    for (size_t i = 0; i < c->n_scopes; i++) {
+        size_t it = 0;
+        uint64_t inst;
+        void *v;
+        while (psc_map_next(&c->scopes[i].open, &it, &inst, &v)) {
+            const open_scope_t *o = v;
+            for (uint32_t d = 0; d < o->depth; d++) {
+                scope_write(c, az_scan_string(s, c->scopes[i].name), begin, inst, ts, o->tid);
+                fputs(",\"args\":{\"cut\":true}}", c->out);
+            }
+        }
+    }
+}
+
+/* The selection opens at ts: each counter's value now, each open scope
+ * begun here. */
+static void selection_open(chrome_t *c, const az_scan_t *s, uint64_t ts)
+{
+    c->in = 1;
+    for (size_t i = 0; i < c->n_tracks; i++) {
+        track_t *t = &c->tracks[i];
+        if (t->emitted && t->cur_v == t->last_v) continue;   /* the viewer holds it */
+        counter_write(c, t, ts, t->cur_v);
+        t->last_ts = ts; t->last_v = t->cur_v; t->emitted = 1; t->pending = 0;
+    }
+    scopes_cut(c, s, 1, ts);
+}
+
+/* It closed after the event at c->t_in: values held back, open scopes
+ * ended there. */
+static void selection_close(chrome_t *c, const az_scan_t *s)
+{
+    c->in = 0;
+    for (size_t i = 0; i < c->n_tracks; i++) {
+        track_t *t = &c->tracks[i];
+        if (!t->pending) continue;
+        counter_write(c, t, c->t_in, t->pending_v);
+        t->last_ts = c->t_in; t->last_v = t->pending_v; t->pending = 0;
+    }
+    scopes_cut(c, s, 0, c->t_in);
+}
+
 static void chrome_hook(void *ctx, const pst_event_t *ev, const az_scan_t *s)
 {
     chrome_t *c = ctx;
     uint64_t ts = ev->ts;
     c->pid = s->hdr->pid;
+    if (c->selective) {
+        int in = s->events_counted != c->counted;   /* the scan counted this event */
+        c->counted = s->events_counted;
+        if (in && !c->in) selection_open(c, s, ts);
+        else if (!in && c->in) selection_close(c, s);
+        if (in) c->t_in = ts;
+        scope_follow(c, ev);
+    }
     switch (ev->type) {
     case PST_EV_MALLOC: case PST_EV_CALLOC: case PST_EV_REALLOC: case PST_EV_REALLOCARRAY:
     case PST_EV_FREE: case PST_EV_POSIX_MEMALIGN: case PST_EV_ALIGNED_ALLOC: case PST_EV_MEMALIGN:
     case PST_EV_VALLOC: case PST_EV_PVALLOC:
         counter(c, "heap live bytes", ts, az_state(s->heap)->live_bytes);
-        big_note(c, ev);
+        if (c->in) big_note(c, ev);
         break;
     case PST_EV_MMAP: case PST_EV_MUNMAP: case PST_EV_MREMAP:
         counter(c, "mmap anonymous bytes", ts, s->mmap_anon);
@@ -192,16 +321,16 @@ static void chrome_hook(void *ctx, const pst_event_t *ev, const az_scan_t *s)
         counter(c, "KV blocks in use", ts, az_state(s->heap)->kv_blocks);
         break;
     case PST_EV_MARK_POINT: case PST_EV_MARK_BEGIN: case PST_EV_MARK_END: {
-        ev_sep(c);
-        fputs("{\"name\":", c->out);
-        az_json_write_string(c->out, ev->str ? ev->str : "?");
-        if (ev->type == PST_EV_MARK_POINT)
+        if (!c->in) break;
+        if (ev->type == PST_EV_MARK_POINT) {
+            ev_sep(c);
+            fputs("{\"name\":", c->out);
+            az_json_write_string(c->out, ev->str ? ev->str : "?");
             fprintf(c->out, ",\"cat\":\"marker\",\"ph\":\"i\",\"s\":\"t\",\"ts\":%" PRIu64 ".%03" PRIu64
                     ",\"pid\":%" PRIu64 ",\"tid\":%u", ts / 1000, ts % 1000, c->pid, ev->tid);
-        else
-            fprintf(c->out, ",\"cat\":\"scope\",\"ph\":\"%s\",\"id\":\"0x%" PRIx64 "\",\"ts\":%" PRIu64 ".%03" PRIu64
-                    ",\"pid\":%" PRIu64 ",\"tid\":%u", ev->type == PST_EV_MARK_BEGIN ? "b" : "e", ev->f[1],
-                    ts / 1000, ts % 1000, c->pid, ev->tid);
+        } else {
+            scope_write(c, ev->str ? ev->str : "?", ev->type == PST_EV_MARK_BEGIN, ev->f[1], ts, ev->tid);
+        }
         if (ev->n_payload) {
             fputs(",\"args\":{\"payload\":[", c->out);
             for (uint32_t i = 0; i < ev->n_payload; i++) fprintf(c->out, "%s%lld", i ? "," : "", (long long)ev->payload[i]);
@@ -315,17 +444,42 @@ int az_export_ex(const char *trace, int format, int weight, const az_export_opts
     FILE *out = psc_out_stream(o);
     if (!out) { psc_out_abort(o); snprintf(msg, msglen, "cannot write %s", out_path); return PSC_EIO; }
     az_scan_t *s = NULL;
+    /* the selection is the scan's (az_scan_opts_t): report counts the same events */
+    az_scan_opts_t so = { 0 };
+    if (eo) {
+        so.phase = eo->phase;
+        so.window = eo->window;
+        so.from = eo->from;
+        so.to = eo->to;
+    }
     if (format == AZ_EXPORT_CHROME) {
-        chrome_t c = { .out = out, .first = 1 };
-        fputs("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[", out);
-        az_scan_opts_t so = { .hook = chrome_hook, .hook_ctx = &c };
+        chrome_t c = { .out = out, .first = 1, .selective = so.phase || so.window };
+        c.in = !c.selective;
+        fputs("{\"displayTimeUnit\":\"ns\",", out);
+        if (c.selective) {
+            /* say what was left out: a viewer shows no sign of it */
+            fputs("\"otherData\":{", out);
+            if (so.phase) { fputs("\"phase\":", out); az_json_write_string(out, so.phase); }
+            if (so.window) {
+                fprintf(out, "%s\"from_ns\":%" PRIu64 ",\"to_ns\":", so.phase ? "," : "", so.from);
+                if (so.to == UINT64_MAX) fputs("null", out);   /* no --to: to the end */
+                else fprintf(out, "%" PRIu64, so.to);
+            }
+            fputs("},", out);
+        }
+        fputs("\"traceEvents\":[", out);
+        so.hook = chrome_hook;
+        so.hook_ctx = &c;
         rc = az_scan_file(trace, &so, &s, msg, msglen);
         if (!rc) {
-            /* final values of every counter */
+            /* final values of every counter written, at the end of the
+             * trace or of the selection's last stretch */
+            uint64_t t_end = c.selective ? c.t_in : s->t_last;
             for (size_t i = 0; i < c.n_tracks; i++) {
                 track_t *t = &c.tracks[i];
+                if (!t->emitted) continue;
                 uint64_t v = t->pending ? t->pending_v : t->last_v;
-                counter_write(&c, t, s->t_last > t->last_ts ? s->t_last : t->last_ts, v);
+                counter_write(&c, t, t_end > t->last_ts ? t_end : t->last_ts, v);
             }
             big_write(&c, s, eo);
             ev_sep(&c);
@@ -336,8 +490,10 @@ int az_export_ex(const char *trace, int format, int weight, const az_export_opts
         fputs("\n]}\n", out);
         free(c.tracks);
         free(c.big);
+        for (size_t i = 0; i < c.n_scopes; i++) psc_map_free(&c.scopes[i].open);
+        free(c.scopes);
     } else {
-        rc = az_scan_file(trace, NULL, &s, msg, msglen);
+        rc = az_scan_file(trace, &so, &s, msg, msglen);
         if (!rc) {
             size_t nm = 0;
             const pst_module_t *mods = pst_modules(s->r, &nm);

@@ -21,6 +21,7 @@
 #define POOLSCOPE_EXPORT_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "sites.h"
 
@@ -32,10 +33,26 @@ enum { AZ_WEIGHT_BYTES, AZ_WEIGHT_CALLS };
 int az_export(const char *trace, int format, int weight, const char *out_path, int *warning,
               char *msg, size_t msglen);
 
-/* The same with options (NULL: the defaults). */
+/* The same with options (NULL: the defaults).
+ *
+ * A selection (report's --phase NAME, --from T --to T; az_scan_opts_t
+ * says exactly which events it holds) restricts the whole output: folded
+ * weighs only the allocations made inside it; chrome writes only what
+ * happens inside it: counter samples, allocation instants, markers and
+ * scopes. Each time the selection opens, every counter seen so far gets a
+ * sample of its value then (a counter holds its value until the next
+ * one), and a scope that crosses an edge of the selection is cut at it
+ * (a "b" at the first event inside, an "e" at the last, args {"cut":
+ * true}). Times stay trace times. Thread and process names are written
+ * whatever the selection; the selection itself is in otherData. A phase
+ * that never occurs is PSC_ENOENT (the message lists the phases) and
+ * leaves no output. */
 typedef struct az_export_opts {
     az_sv_opts_t sites;          /* wrapper skipping: the folded leaf, chrome's site names */
     int lines;                   /* folded: frames as "fn (file:line)" */
+    const char *phase;           /* NULL: no phase selection */
+    int window;                  /* 1: only from <= ts <= to (ns since trace start) */
+    uint64_t from, to;
 } az_export_opts_t;
 int az_export_ex(const char *trace, int format, int weight, const az_export_opts_t *eo,
                  const char *out_path, int *warning, char *msg, size_t msglen);

@@ -233,9 +233,9 @@ void az_report_text(const az_scan_t *s, const az_report_opts_t *o, FILE *out)
 
     fputs("\nMemory\n", out);
     if (h->peak_live_bytes)
-        fprintf(out, "  peak live heap    %12s  at %s, %s objects (sum of requested bytes)\n",
+        fprintf(out, "  peak live heap    %12s  at %s, %s object%s (sum of requested bytes)\n",
                 psc_fmt_bytes(h->peak_live_bytes, a, sizeof a), psc_fmt_ns(h->peak_live_t - s->t_first, b, sizeof b),
-                psc_fmt_count(h->peak_live_count, c, sizeof c));
+                psc_fmt_count(h->peak_live_count, c, sizeof c), h->peak_live_count == 1 ? "" : "s");
     else
         fputs("  peak live heap             0 B  (nothing allocated)\n", out);
     if (s->rss_samples)
@@ -265,8 +265,8 @@ void az_report_text(const az_scan_t *s, const az_report_opts_t *o, FILE *out)
             psc_fmt_count(h->calls, c, sizeof c));
     fprintf(out, "  temporary         %12s  allocations freed before the next one (%.1f%%)\n",
             psc_fmt_count(h->temporary, a, sizeof a), pct(h->temporary, h->allocs));
-    fprintf(out, "  leaked at exit    %12s  in %s objects%s\n", psc_fmt_bytes(h->leaked_bytes, a, sizeof a),
-            psc_fmt_count(h->leaked_count, b, sizeof b),
+    fprintf(out, "  leaked at exit    %12s  in %s object%s%s\n", psc_fmt_bytes(h->leaked_bytes, a, sizeof a),
+            psc_fmt_count(h->leaked_count, b, sizeof b), h->leaked_count == 1 ? "" : "s",
             s->phase || s->window ? " (allocated in the selection, never freed)" : "");
     fprintf(out, "  internal frag     %11.1f%%  at the peak (glibc rounding); %.1f%% time-weighted\n",
             100 * h->internal_frag, 100 * h->internal_frag_avg);

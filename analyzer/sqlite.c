@@ -9,6 +9,12 @@
  * mutexes (it is used by this thread only). Stacks, frames (symbolized with libdw), modules and the
  * metrics table are written after the pass; indexes last, so the inserts
  * never maintain a b-tree besides the table's own.
+ *
+ * A selection (--phase, --from/--to) is the scan's own: the hook marks a
+ * row in_window when the scan counted its event (s->events_counted moved),
+ * so the column and the metrics table agree with `report` event by event.
+ * Rows outside it are kept: the frees and markers of the selection mean
+ * something only with what came before them.
  */
 #include "sqlite.h"
 
@@ -31,7 +37,8 @@ static const char *const schema =
     "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT);\n"
     "CREATE TABLE event_types(type INTEGER PRIMARY KEY, name TEXT);\n"
     "CREATE TABLE events(id INTEGER PRIMARY KEY, ts INTEGER, tid INTEGER, stream INTEGER,\n"
-    "  type INTEGER, stack INTEGER, addr INTEGER, old_addr INTEGER, size INTEGER, arg INTEGER);\n"
+    "  type INTEGER, stack INTEGER, addr INTEGER, old_addr INTEGER, size INTEGER, arg INTEGER,\n"
+    "  in_window INTEGER);\n"
     "CREATE TABLE modules(id INTEGER PRIMARY KEY, path TEXT, base INTEGER, size INTEGER,\n"
     "  build_id TEXT, load_ts INTEGER, unload_ts INTEGER);\n"
     "CREATE TABLE stacks(id INTEGER PRIMARY KEY, depth INTEGER, site TEXT);\n"
@@ -58,7 +65,7 @@ static const char *const indexes =
 
 enum { ST_EV, ST_MARK, ST_POOL, ST_BLOCK, ST_RSS, ST_N };
 static const char *const stmt_sql[ST_N] = {
-    "INSERT INTO events VALUES(?,?,?,?,?,?,?,?,?,?)",
+    "INSERT INTO events VALUES(?,?,?,?,?,?,?,?,?,?,?)",
     "INSERT INTO markers VALUES(?,?,?,?,?,?,?)",
     "INSERT INTO pools VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)",
     "INSERT INTO blocks VALUES(?,?,?,?,?,?,?,?,?)",
@@ -68,7 +75,7 @@ static const char *const stmt_sql[ST_N] = {
 /* `events` rows go in batches: one multi-row INSERT of EV_BATCH rows
  * (the rest at the end row by row), which spares SQLite its per-statement
  * work (cursor open, seek, halt, reset) on all but one row in EV_BATCH. */
-#define EV_COLS  10
+#define EV_COLS  11
 #define EV_BATCH 64
 
 typedef struct ev_row {
@@ -83,6 +90,7 @@ typedef struct loader {
     az_sql_stats_t *stats;
     int rc;                      /* first SQLite error */
     uint64_t id;
+    uint64_t counted;            /* the scan's events_counted after the latest event */
     size_t n_rows;
     ev_row_t rows[EV_BATCH];
 } loader_t;
@@ -122,7 +130,7 @@ static void flush_rows(loader_t *L)
 
 static char *batch_sql(void)
 {
-    static const char head[] = "INSERT INTO events VALUES", row[] = "(?,?,?,?,?,?,?,?,?,?)";
+    static const char head[] = "INSERT INTO events VALUES", row[] = "(?,?,?,?,?,?,?,?,?,?,?)";
     size_t len = sizeof head + EV_BATCH * sizeof row + 1;
     char *q = malloc(len), *o = q;
     if (!q) return NULL;
@@ -171,6 +179,9 @@ static void hook(void *ctx, const pst_event_t *ev, const az_scan_t *scan)
     row->v[7] = (int64_t)old;
     row->v[8] = (int64_t)size;
     row->v[9] = (int64_t)arg;
+    row->v[10] = scan->events_counted != L->counted;   /* the scan counted it: in the selection */
+    L->counted = scan->events_counted;
+    L->stats->events_in_window += (uint64_t)row->v[10];
     /* id NULL: SQLite assigns max(id) + 1, which is `id` (rows go in in
      * order from 1), and appends without a seek */
     row->null = 1u | (ev->stack ? 0u : 1u << 5) | (has_addr ? 0u : 1u << 6) | (has_old ? 0u : 1u << 7) |
@@ -293,9 +304,53 @@ static void metrics_rows(sqlite3 *db, sqlite3_stmt *s, const az_jv_t *v, const c
     }
 }
 
+/* One meta row. */
+static void meta_put(sqlite3_stmt *q, const char *key, const char *value)
+{
+    sqlite3_bind_text(q, 1, key, -1, SQLITE_STATIC);
+    sqlite3_bind_text(q, 2, value, -1, SQLITE_TRANSIENT);
+    sqlite3_step(q);
+    sqlite3_reset(q);
+}
+
+/* What the selection was, for meta: "selection" in words, and each part
+ * by itself (phase, from_ns, to_ns) so that a query can use it. */
+static void meta_selection(sqlite3_stmt *q, const az_scan_opts_t *so, uint64_t in_window)
+{
+    char buf[512], n[32];
+    size_t k = 0;
+    buf[0] = 0;
+    if (so->phase) k += (size_t)snprintf(buf, sizeof buf, "phase %s", so->phase);
+    if (so->window && k < sizeof buf) {
+        k += (size_t)snprintf(buf + k, sizeof buf - k, "%sfrom %llu ns", k ? ", " : "",
+                              (unsigned long long)so->from);
+        if (so->to != UINT64_MAX && k < sizeof buf)
+            snprintf(buf + k, sizeof buf - k, " to %llu ns", (unsigned long long)so->to);
+    }
+    meta_put(q, "selection", buf[0] ? buf : "none");
+    if (so->phase) meta_put(q, "phase", so->phase);
+    if (so->window) {
+        snprintf(n, sizeof n, "%llu", (unsigned long long)so->from);
+        meta_put(q, "from_ns", n);
+        if (so->to != UINT64_MAX) {
+            snprintf(n, sizeof n, "%llu", (unsigned long long)so->to);
+            meta_put(q, "to_ns", n);
+        }
+    }
+    snprintf(n, sizeof n, "%llu", (unsigned long long)in_window);
+    meta_put(q, "events_in_window", n);
+}
+
 int az_sql_write_progress(const char *trace, const char *dbpath, az_sql_stats_t *st, int *warning,
                           void (*progress)(void *ctx, uint64_t events, uint64_t bytes, uint64_t file_bytes),
                           void *progress_ctx, char *msg, size_t msglen)
+{
+    az_sql_opts_t o = { .progress = progress, .progress_ctx = progress_ctx };
+    return az_sql_write_opts(trace, dbpath, &o, st, warning, msg, msglen);
+}
+
+int az_sql_write_opts(const char *trace, const char *dbpath, const az_sql_opts_t *o, az_sql_stats_t *st,
+                      int *warning, char *msg, size_t msglen)
 {
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -336,7 +391,15 @@ int az_sql_write_progress(const char *trace, const char *dbpath, az_sql_stats_t 
         free(q);
         if (prc != SQLITE_OK) { snprintf(msg, msglen, "sqlite: %s", sqlite3_errmsg(L.db)); goto out; }
     }
-    az_scan_opts_t so = { .hook = hook, .hook_ctx = &L, .progress = progress, .progress_ctx = progress_ctx };
+    az_scan_opts_t so = { .hook = hook, .hook_ctx = &L };
+    if (o) {
+        so.progress = o->progress;
+        so.progress_ctx = o->progress_ctx;
+        so.phase = o->phase;
+        so.window = o->window;
+        so.from = o->from;
+        so.to = o->to;
+    }
     if ((rc = az_scan_file(trace, &so, &s, msg, msglen))) goto out;
     if (!L.rc) flush_rows(&L);
 
@@ -366,9 +429,8 @@ int az_sql_write_progress(const char *trace, const char *dbpath, az_sql_stats_t 
         sqlite3_bind_text(q, 2, kv[i][1], -1, SQLITE_TRANSIENT);
         sqlite3_step(q); sqlite3_reset(q);
     }
-    sqlite3_bind_text(q, 1, "complete", -1, SQLITE_STATIC);
-    sqlite3_bind_text(q, 2, s->status->complete ? "1" : "0", -1, SQLITE_STATIC);
-    sqlite3_step(q);
+    meta_put(q, "complete", s->status->complete ? "1" : "0");
+    meta_selection(q, &so, st->events_in_window);
     sqlite3_finalize(q);
 
     /* modules */
@@ -430,7 +492,8 @@ int az_sql_write_progress(const char *trace, const char *dbpath, az_sql_stats_t 
     az_sv_destroy(sv);
     az_sym_destroy(sym);
 
-    /* metrics: the report JSON's numeric leaves by dotted path */
+    /* metrics: the report JSON's numeric leaves by dotted path (of the
+     * selection: the scan counted only it) */
     {
         char *jb = NULL;
         size_t jl = 0;

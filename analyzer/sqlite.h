@@ -9,6 +9,7 @@
 
 typedef struct az_sql_stats {
     uint64_t events, stacks, frames, modules, markers, pool_rows, block_rows, rss_rows, metrics;
+    uint64_t events_in_window;   /* rows with in_window = 1 (all of them without a selection) */
     double seconds;              /* wall time of the load */
 } az_sql_stats_t;
 
@@ -22,5 +23,22 @@ int az_sql_write(const char *trace, const char *db, az_sql_stats_t *st, int *war
 int az_sql_write_progress(const char *trace, const char *db, az_sql_stats_t *st, int *warning,
                           void (*progress)(void *ctx, uint64_t events, uint64_t bytes, uint64_t file_bytes),
                           void *progress_ctx, char *msg, size_t msglen);
+
+/* A selection, as report's --phase / --from --to (az_scan_opts_t): every
+ * event is still loaded (a free in the selection needs its allocation
+ * from before it, a phase its markers), `events.in_window` says which
+ * rows are in it, the `metrics` table holds the report's numbers for the
+ * selection alone (what `report --json` with the same options gives), and
+ * `meta` records it. A phase that never occurs is PSC_ENOENT (the message
+ * lists the phases) and leaves no database. */
+typedef struct az_sql_opts {
+    const char *phase;           /* NULL: no phase selection */
+    int window;                  /* 1: only from <= ts <= to (ns since trace start) */
+    uint64_t from, to;           /* to UINT64_MAX: to the end */
+    void (*progress)(void *ctx, uint64_t events, uint64_t bytes, uint64_t file_bytes);
+    void *progress_ctx;
+} az_sql_opts_t;
+int az_sql_write_opts(const char *trace, const char *db, const az_sql_opts_t *o, az_sql_stats_t *st,
+                      int *warning, char *msg, size_t msglen);
 
 #endif

@@ -1,5 +1,6 @@
 /* cmd_export.c — `poolscope export FILE --format chrome|folded -o OUT
- * [--weight bytes|calls]`: argument parsing; the work is analyzer/export.c.
+ * [--weight bytes|calls] [--phase NAME] [--from T --to T]`: argument
+ * parsing; the work is analyzer/export.c.
  */
 #include <stdio.h>
 #include <string.h>
@@ -7,10 +8,12 @@
 #include "cli.h"
 #include "export.h"
 #include "site_args.h"
+#include "units.h"
 
 void cmd_export_help(FILE *out)
 {
-    fputs("usage: poolscope export FILE --format chrome|folded -o OUT [--weight bytes|calls]\n\n"
+    fputs("usage: poolscope export FILE --format chrome|folded -o OUT [--weight bytes|calls]\n"
+          "                        [--phase NAME] [--from T --to T]\n\n"
           "  chrome   Chrome trace-event JSON for Perfetto (ui.perfetto.dev) or\n"
           "           chrome://tracing: counter tracks for live heap bytes, mmap'd\n"
           "           bytes, RSS, each pool's outstanding/cached bytes and KV blocks;\n"
@@ -21,27 +24,50 @@ void cmd_export_help(FILE *out)
           "  --weight bytes (default) or calls: what a folded line's weight counts\n"
           "  --lines  folded frames as \"function (file:line)\" (default: function)\n"
           "  --no-skip, --skip-frame PAT: which wrapper frames a folded stack drops at\n"
-          "           its inner end and chrome's site names skip (as in report)\n\n"
-          "Exit: 0, or 2 for bad usage or an unreadable trace.\n", out);
+          "           its inner end and chrome's site names skip (as in report)\n"
+          "  --phase NAME    only while a scope of marker NAME is open (as in report)\n"
+          "  --from T --to T only events in [T, T'] since trace start; T like 1.5s,\n"
+          "                  200ms, 30us, 100ns (plain number: seconds)\n"
+          "           With a selection, folded weighs only the allocations made in it;\n"
+          "           chrome has only its samples, allocations, markers and scopes\n"
+          "           (each counter's value where the selection opens, scopes crossing\n"
+          "           its edges cut there with args {\"cut\": true}; thread names and\n"
+          "           the selection, in otherData, whatever it is). Times stay trace\n"
+          "           times.\n\n"
+          "Exit: 0, or 2 for bad usage, an unreadable trace or a phase the trace does\n"
+          "not have (the message lists those it has; no output is left).\n", out);
 }
 
-static int take_site(void *ctx, const char *opt, const char *v)
+typedef struct export_args {
+    cli_sites_t cs;
+    az_export_opts_t *eo;
+    int have_from, have_to;
+} export_args_t;
+
+/* --skip-frame, --depth, --from T, --to T */
+static int take(void *ctx, const char *opt, const char *v)
 {
-    return cli_sites_take(ctx, "export", opt, v);
+    export_args_t *ea = ctx;
+    if (strcmp(opt, "--from") && strcmp(opt, "--to")) return cli_sites_take(&ea->cs, "export", opt, v);
+    uint64_t t;
+    if (az_parse_time_ns(v, &t)) { cli_cmd_err("export", "%s: '%s' is not a time (e.g. 1.5s, 200ms)", opt, v); return CLI_USAGE; }
+    if (!strcmp(opt, "--from")) { ea->eo->from = t; ea->have_from = 1; } else { ea->eo->to = t; ea->have_to = 1; }
+    return 0;
 }
 
 int cmd_export(int argc, char **argv)
 {
     const char *file = NULL, *out = NULL, *fmt = NULL, *weight = "bytes";
     az_export_opts_t eo = { .lines = 0 };
-    cli_sites_t cs = { .o = &eo.sites };
+    export_args_t ea = { .cs = { .o = &eo.sites }, .eo = &eo };
     const cli_opt_t opts[] = {
         { "-o", NULL, &out, NULL }, { "--format", NULL, &fmt, NULL }, { "--weight", NULL, &weight, NULL },
         { "--lines", &eo.lines, NULL, NULL }, { "--no-skip", &eo.sites.no_skip, NULL, NULL },
-        { "--skip-frame --depth", NULL, NULL, take_site },
+        { "--phase", NULL, &eo.phase, NULL },
+        { "--skip-frame --depth --from --to", NULL, NULL, take },
         { NULL, NULL, NULL, NULL },
     };
-    cli_args_t args = { "export", cmd_export_help, opts, &cs, &file, 1, 0 };
+    cli_args_t args = { "export", cmd_export_help, opts, &ea, &file, 1, 0 };
     int rc = cli_parse_args(&args, argc, argv);
     if (rc != CLI_CONTINUE) return rc;
     if (!file || !out || !fmt) { cli_cmd_err("export", "usage: poolscope export FILE --format chrome|folded -o OUT"); return CLI_USAGE; }
@@ -49,6 +75,12 @@ int cmd_export(int argc, char **argv)
     if (f < 0) { cli_cmd_err("export", "--format must be chrome or folded, not '%s'", fmt); return CLI_USAGE; }
     int w = !strcmp(weight, "bytes") ? AZ_WEIGHT_BYTES : !strcmp(weight, "calls") ? AZ_WEIGHT_CALLS : -1;
     if (w < 0) { cli_cmd_err("export", "--weight must be bytes or calls, not '%s'", weight); return CLI_USAGE; }
+    if (eo.phase && !*eo.phase) { cli_cmd_err("export", "--phase needs a marker name"); return CLI_USAGE; }
+    if (ea.have_from || ea.have_to) {
+        eo.window = 1;
+        if (!ea.have_to) eo.to = UINT64_MAX;
+        if (eo.from > eo.to) { cli_cmd_err("export", "--from is after --to"); return CLI_USAGE; }
+    }
     int warn;
     char msg[512];
     if (az_export_ex(file, f, w, &eo, out, &warn, msg, sizeof msg)) return cli_file_err("export", file, msg);

@@ -1,7 +1,8 @@
 /* cmd_replay.c — `poolscope replay`: parse arguments, call replay/, print.
  *
- * Exit codes: 0 done, 2 bad usage or bad input (one line:
- * "poolscope replay: FILE: what is wrong").
+ * Exit codes: 0 done (at least one policy ran; skipped ones are in the
+ * output), 2 bad usage or bad input (one line: "poolscope replay: FILE:
+ * what is wrong").
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -24,7 +25,7 @@ void cmd_replay_help(FILE *out)
           "The request stream is the trace's logical tensor events when it has any, else\n"
           "its heap events (malloc family; realloc = free + malloc).\n"
           "\n"
-          "  --policy LIST        comma-separated (default: all that apply):\n"
+          "  --policy LIST        comma-separated (default: all):\n"
           "                         malloc  this process's allocator (glibc, or jemalloc /\n"
           "                                 mimalloc when preloaded), pages touched\n"
           "                         arena   64-byte bumps in chunks doubling from 1 MiB,\n"
@@ -34,9 +35,17 @@ void cmd_replay_help(FILE *out)
           "                         kv-contiguous, kv-reserve, kv-step, kv-paged (or kv)\n"
           "                                 KV reservation, from request markers and KV\n"
           "                                 block events\n"
-          "                         all\n"
+          "                         all     every policy that applies to the trace\n"
+          "                       A policy from a set (all, kv, or no --policy) that the\n"
+          "                       trace cannot drive is skipped with a line saying why\n"
+          "                       (\"skipped kv-paged: the trace has no KV block events\");\n"
+          "                       one given by its own name is an error instead. The KV\n"
+          "                       policies need KV block events, kv-contiguous also a\n"
+          "                       context (--kv-context or request markers), malloc\n"
+          "                       its helper program.\n"
           "  --stream S           tensor, heap or auto (default auto)\n"
-          "  --json               JSON on stdout: {\"trace\": ..., \"policies\": [...]}\n"
+          "  --json               JSON on stdout: {\"trace\": ..., \"policies\": [...],\n"
+          "                       \"skipped\": [{\"policy\": ..., \"reason\": ...}]}\n"
           "  --pool-cap BYTES     the pool's cap on cached bytes (default: the trace's\n"
           "                       POOL_CREATE, else 1 GiB); KiB/MiB/GiB accepted\n"
           "  --arena-reset NAME   marker whose outermost scopes end an arena cycle\n"
@@ -50,8 +59,9 @@ void cmd_replay_help(FILE *out)
           "\n"
           "FILE may be - or another pipe: replay reads its input twice, so a trace that is\n"
           "not a regular file is read into memory first.\n"
-          "A damaged trace (cut short or corrupt) is refused. Exit status 0, or 2 for bad\n"
-          "usage or input.\n", out);
+          "A damaged trace (cut short or corrupt) is refused. Exit status 0 when at least\n"
+          "one policy ran, or 2 for bad usage or input, a policy named that does not\n"
+          "apply, or none applying.\n", out);
 }
 
 static int parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
@@ -78,7 +88,10 @@ static int take(void *ctx, const char *a, const char *v)
     char msg[256];
     uint64_t x;
     if (!strcmp(a, "--policy")) {
-        if (rp_policy_parse(v, &cfg->policies, msg, sizeof msg)) { cli_cmd_err("replay", "%s", msg); return CLI_USAGE; }
+        if (rp_policy_select(v, &cfg->policies, &cfg->optional, msg, sizeof msg)) {
+            cli_cmd_err("replay", "%s", msg);
+            return CLI_USAGE;
+        }
     } else if (!strcmp(a, "--stream")) {
         if (!strcmp(v, "tensor")) cfg->stream = RP_STREAM_TENSOR;
         else if (!strcmp(v, "heap")) cfg->stream = RP_STREAM_HEAP;
@@ -111,7 +124,7 @@ int cmd_replay(int argc, char **argv)
     rp_config_t cfg = rp_config_default();
     const char *file = NULL;
     int json = 0;
-    char msg[256];
+    char msg[512];   /* "no selected policy applies" names each policy and why */
     const cli_opt_t opts[] = {
         { "--json", &json, NULL, NULL }, { "--with-kv", &cfg.with_kv, NULL, NULL },
         { "--policy --stream --pool-cap --arena-reset --block-size --kv-context --kv-step", NULL, NULL, take },

@@ -1,15 +1,17 @@
-/* cmd_sql.c — `poolscope sql FILE -o DB`: argument parsing; the work is
- * analyzer/sqlite.c (schema in analyzer/SCHEMA.md).
+/* cmd_sql.c — `poolscope sql FILE -o DB [--phase NAME] [--from T --to T]`:
+ * argument parsing; the work is analyzer/sqlite.c (schema in
+ * analyzer/SCHEMA.md).
  */
 #include <stdio.h>
 #include <string.h>
 
 #include "cli.h"
 #include "sqlite.h"
+#include "units.h"
 
 void cmd_sql_help(FILE *out)
 {
-    fputs("usage: poolscope sql FILE -o DB.sqlite\n\n"
+    fputs("usage: poolscope sql FILE -o DB.sqlite [--phase NAME] [--from T --to T]\n\n"
           "Load a trace into a new SQLite database. It is built beside DB and renamed\n"
           "over it when complete: an existing DB is replaced only by a finished one,\n"
           "a DB that is the trace (also through a link) or not a regular file is\n"
@@ -17,35 +19,71 @@ void cmd_sql_help(FILE *out)
           "Tables: events, stacks, frames (symbolized), modules, markers, pools, blocks,\n"
           "rss, metrics (the report's numbers by dotted name), meta, event_types.\n"
           "Schema and example queries: analyzer/SCHEMA.md.\n\n"
-          "  -o DB       the database to write\n"
-          "  --quiet     no summary line\n\n"
-          "Exit: 0, or 2 for bad usage, an unreadable trace or a failed write.\n", out);
+          "  -o DB           the database to write\n"
+          "  --phase NAME    select the events while a scope of marker NAME is open\n"
+          "  --from T --to T select the events in [T, T'] since trace start; T like\n"
+          "                  1.5s, 200ms, 30us, 100ns (plain number: seconds)\n"
+          "                  With a selection every event is still loaded: the\n"
+          "                  events.in_window column marks those selected (join the\n"
+          "                  other tables on event_id), metrics holds the report's\n"
+          "                  numbers for the selection only (as report with the same\n"
+          "                  options), meta records it. Without: in_window is 1.\n"
+          "  --quiet         no summary line\n\n"
+          "Exit: 0, or 2 for bad usage, an unreadable trace, a phase the trace does not\n"
+          "have (the message lists those it has; no database is left) or a failed write.\n", out);
+}
+
+typedef struct sql_args {
+    az_sql_opts_t o;
+    int have_from, have_to;
+} sql_args_t;
+
+/* --from T, --to T */
+static int take(void *ctx, const char *opt, const char *v)
+{
+    sql_args_t *sa = ctx;
+    uint64_t t;
+    if (az_parse_time_ns(v, &t)) { cli_cmd_err("sql", "%s: '%s' is not a time (e.g. 1.5s, 200ms)", opt, v); return CLI_USAGE; }
+    if (!strcmp(opt, "--from")) { sa->o.from = t; sa->have_from = 1; } else { sa->o.to = t; sa->have_to = 1; }
+    return 0;
 }
 
 int cmd_sql(int argc, char **argv)
 {
     const char *file = NULL, *db = NULL;
     int quiet = 0;
+    sql_args_t sa = { 0 };
     const cli_opt_t opts[] = {
-        { "-o --output", NULL, &db, NULL }, { "--quiet", &quiet, NULL, NULL }, { NULL, NULL, NULL, NULL },
+        { "-o --output", NULL, &db, NULL }, { "--quiet", &quiet, NULL, NULL },
+        { "--phase", NULL, &sa.o.phase, NULL }, { "--from --to", NULL, NULL, take },
+        { NULL, NULL, NULL, NULL },
     };
-    cli_args_t args = { "sql", cmd_sql_help, opts, NULL, &file, 1, 0 };
+    cli_args_t args = { "sql", cmd_sql_help, opts, &sa, &file, 1, 0 };
     int rc = cli_parse_args(&args, argc, argv);
     if (rc != CLI_CONTINUE) return rc;
     if (!file || !db) { cli_cmd_err("sql", "usage: poolscope sql FILE -o DB.sqlite"); return CLI_USAGE; }
+    if (sa.o.phase && !*sa.o.phase) { cli_cmd_err("sql", "--phase needs a marker name"); return CLI_USAGE; }
+    if (sa.have_from || sa.have_to) {
+        sa.o.window = 1;
+        if (!sa.have_to) sa.o.to = UINT64_MAX;
+        if (sa.o.from > sa.o.to) { cli_cmd_err("sql", "--from is after --to"); return CLI_USAGE; }
+    }
     az_sql_stats_t st;
     int warn;
     char msg[512];
     cli_progress_t pg = { "sql", file, 0 };
-    int sql_rc = az_sql_write_progress(file, db, &st, &warn, cli_progress_wanted() ? cli_progress : NULL,
-                                       &pg, msg, sizeof msg);
+    if (cli_progress_wanted()) { sa.o.progress = cli_progress; sa.o.progress_ctx = &pg; }
+    int sql_rc = az_sql_write_opts(file, db, &sa.o, &st, &warn, msg, sizeof msg);
     cli_progress_done(&pg);
     if (sql_rc) return cli_file_err("sql", file, msg);
     if (warn) cli_warn_damaged("sql", file, "loaded");
-    if (!quiet)
-        printf("%s: %llu events, %llu stacks, %llu frames, %llu markers, %llu pool rows, %llu block rows in %.2f s (%.2f M events/s)\n",
-               db, (unsigned long long)st.events, (unsigned long long)st.stacks, (unsigned long long)st.frames,
+    if (!quiet) {
+        printf("%s: %llu events", db, (unsigned long long)st.events);
+        if (sa.o.phase || sa.o.window) printf(" (%llu in the selection)", (unsigned long long)st.events_in_window);
+        printf(", %llu stacks, %llu frames, %llu markers, %llu pool rows, %llu block rows in %.2f s (%.2f M events/s)\n",
+               (unsigned long long)st.stacks, (unsigned long long)st.frames,
                (unsigned long long)st.markers, (unsigned long long)st.pool_rows, (unsigned long long)st.block_rows,
                st.seconds, st.seconds > 0 ? (double)st.events / st.seconds / 1e6 : 0.0);
+    }
     return cli_stdout_done("sql", CLI_OK);
 }

@@ -1,6 +1,8 @@
 /* output.c — a replay report as a readable table or as JSON.
  *
- * The JSON is {"trace": {...}, "policies": [{"name": ..., metrics...}]}: the
+ * The JSON is {"trace": {...}, "policies": [{"name": ..., metrics...}],
+ * "skipped": [{"policy": ..., "reason": ...}]} (skipped: the optional
+ * policies that did not apply, an empty array when none): the
  * metric members of each policy are written by the analyzer
  * (az_result_json), so replay and report spell and compute them the same
  * way; replay adds what only a simulation knows (events_per_s, lifetime
@@ -106,6 +108,8 @@ void rp_report_table(const rp_report_t *r, FILE *o)
             break;
         }
     }
+    for (size_t i = 0; i < r->n_skipped; i++)
+        fprintf(o, "skipped %s: %s\n", r->skipped[i].name, r->skipped[i].reason);
 }
 
 void rp_report_json(const rp_report_t *r, FILE *o)
@@ -189,6 +193,14 @@ void rp_report_json(const rp_report_t *r, FILE *o)
         default:
             break;
         }
+        az_json_end(&j);
+    }
+    az_json_end(&j);
+    az_json_begin(&j, "skipped", '[');
+    for (size_t i = 0; i < r->n_skipped; i++) {
+        az_json_begin(&j, NULL, '{');
+        az_json_str(&j, "policy", r->skipped[i].name);
+        az_json_str(&j, "reason", r->skipped[i].reason);
         az_json_end(&j);
     }
     az_json_end(&j);

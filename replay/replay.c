@@ -12,6 +12,13 @@
  *    tables and the policies' live state.
  * 3. A damaged trace (cut short, corrupt chunk) is refused after the pass:
  *    numbers from part of a run would be read as the run's.
+ *
+ * A policy the trace cannot drive (KV policies without KV block events,
+ * kv-contiguous without a context, malloc without its helper) is found
+ * out as early as the pre-scan allows, else after the pass. One asked for
+ * only through a set ("all", "kv", the default) is skipped and listed with
+ * its reason; one asked for by name fails the run: the user wanted that
+ * figure, and a row of zeros or a silent omission would mislead.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -49,7 +56,15 @@ const char *rp_policy_name(rp_policy_t p)
 
 int rp_policy_parse(const char *list, unsigned *mask, char *msg, size_t cap)
 {
-    unsigned m = 0;
+    unsigned optional;
+    return rp_policy_select(list, mask, &optional, msg, cap);
+}
+
+/* A set ("all", "kv") asks for what applies; a name asks for that policy
+ * whatever the trace holds, so only a set's members may be skipped. */
+int rp_policy_select(const char *list, unsigned *mask, unsigned *optional, char *msg, size_t cap)
+{
+    unsigned m = 0, named = 0;
     const char *p = list ? list : "";
     if (!*p) {
         snprintf(msg, cap, "empty policy list");
@@ -62,7 +77,7 @@ int rp_policy_parse(const char *list, unsigned *mask, char *msg, size_t cap)
         if (len == 3 && !strncmp(p, "all", 3)) bit = RP_ALL_MASK;
         else if (len == 2 && !strncmp(p, "kv", 2)) bit = RP_KV_MASK;
         for (int i = 0; i < RP_POLICY_COUNT && !bit; i++)
-            if (strlen(rp_names[i]) == len && !strncmp(p, rp_names[i], len)) bit = 1u << i;
+            if (strlen(rp_names[i]) == len && !strncmp(p, rp_names[i], len)) named |= bit = 1u << i;
         if (!bit) {
             snprintf(msg, cap, "unknown policy '%.*s' (known: malloc, arena, pool, ideal, "
                      "kv-contiguous, kv-reserve, kv-step, kv-paged, kv, all)", (int)(len > 64 ? 64 : len), p);
@@ -73,6 +88,7 @@ int rp_policy_parse(const char *list, unsigned *mask, char *msg, size_t cap)
         p = e + 1;
     }
     *mask = m;
+    *optional = m & ~named;
     return 0;
 }
 
@@ -177,6 +193,56 @@ static int prescan(const rp_src_t *src, int full, uint64_t window, rp_scan_t *sc
     return rc;
 }
 
+/* ---- what applies ------------------------------------------------------------ */
+
+/* Why a policy cannot run on this trace: the skip note of an optional one
+ * ("skipped NAME: REASON") and the error of a required one. */
+static const char RS_NO_KV[] = "the trace has no KV block events";
+static const char RS_NO_CONTEXT[] = "the trace has no request markers; give --kv-context N";
+static const char RS_NO_HELPER[] = "poolscope-malloc-helper not found beside poolscope "
+                                   "(POOLSCOPE_MALLOC_HELPER names another)";
+
+/* Policy i does not apply: an optional one is taken out of *mask and
+ * listed in the report (0); a required one fails the run (PSC_EINVAL, msg). */
+static int not_applicable(rp_report_t *rep, unsigned *mask, unsigned optional, int i,
+                          const char *reason, char *msg, size_t cap)
+{
+    unsigned bit = 1u << i;
+    *mask &= ~bit;
+    if (!(optional & bit)) {
+        if (reason == RS_NO_CONTEXT)   /* the message callers have matched on since 0.1 */
+            snprintf(msg, cap, "kv-contiguous needs --kv-context N: the trace has no request "
+                     "markers to take the context from");
+        else
+            snprintf(msg, cap, "%s: %s (--policy all skips what does not apply)", rp_names[i], reason);
+        return PSC_EINVAL;
+    }
+    /* in policy order, whichever stage found it */
+    size_t k = rep->n_skipped++;
+    for (; k > 0 && rep->skipped[k - 1].policy > (rp_policy_t)i; k--) rep->skipped[k] = rep->skipped[k - 1];
+    rep->skipped[k] = (rp_skip_t){ (rp_policy_t)i, rp_names[i], reason };
+    return 0;
+}
+
+/* Every selected policy was skipped: one line naming them, grouped by
+ * reason ("kv-contiguous, kv-reserve: the trace has no KV block events"). */
+static int none_applies(const rp_report_t *rep, char *msg, size_t cap)
+{
+    size_t k = (size_t)snprintf(msg, cap, "no selected policy applies to this trace:");
+    for (size_t i = 0; i < rep->n_skipped && k < cap; i++) {
+        const char *why = rep->skipped[i].reason;
+        size_t first = 0;
+        while (rep->skipped[first].reason != why) first++;
+        if (first < i) continue;                      /* already named with its reason */
+        k += (size_t)snprintf(msg + k, cap - k, "%s ", i ? ";" : "");
+        for (size_t j = i, n = 0; j < rep->n_skipped && k < cap; j++)
+            if (rep->skipped[j].reason == why)
+                k += (size_t)snprintf(msg + k, cap - k, "%s%s", n++ ? ", " : "", rep->skipped[j].name);
+        if (k < cap) k += (size_t)snprintf(msg + k, cap - k, ": %s", why);
+    }
+    return PSC_EINVAL;
+}
+
 /* ---- the run ---------------------------------------------------------------- */
 
 static void report_drop_all(rp_report_t *rep)
@@ -205,8 +271,9 @@ static int run(const rp_src_t *src, const rp_config_t *ucfg, rp_report_t **out, 
     if (!msg || !cap) { msg = dummy; cap = sizeof dummy; }
     msg[0] = 0;
     *out = NULL;
-    int defaulted = cfg.policies == 0;
-    unsigned mask = defaulted ? RP_ALL_MASK : cfg.policies & RP_ALL_MASK;
+    /* no selection: every policy, each skipped when it does not apply */
+    unsigned mask = cfg.policies ? cfg.policies & RP_ALL_MASK : RP_ALL_MASK;
+    unsigned optional = cfg.policies ? cfg.optional & mask : RP_ALL_MASK;
 
     /* 1. what must be known first */
     rp_scan_t sc;
@@ -226,17 +293,25 @@ static int run(const rp_src_t *src, const rp_config_t *ucfg, rp_report_t **out, 
         .kv_context = cfg.kv_context ? cfg.kv_context : sc.max_reserve,
         .heap = heap,
     };
-    if (need_kvctx && ctx.kv_context == 0) {
-        if (!defaulted) {
-            snprintf(msg, cap, "kv-contiguous needs --kv-context N: the trace has no request "
-                     "markers to take the context from");
-            return PSC_EINVAL;
-        }
-        mask &= ~(1u << RP_KV_CONTIGUOUS);
-    }
 
     rp_report_t *rep = calloc(1, sizeof *rep);
     if (!rep) return PSC_ENOMEM;
+    /* What the pre-scan already tells: a context for kv-contiguous, and
+     * when it read the whole trace (it did for that context), whether there
+     * are KV events at all. With none, that is the reason given for
+     * kv-contiguous too: a --kv-context would not make it run. */
+    rc = 0;
+    if (need_kvctx && !sc.has_kv) {
+        for (int i = 0; i < RP_POLICY_COUNT && !rc; i++)
+            if ((mask & RP_KV_MASK & (1u << i)) && (optional & (1u << i)))
+                rc = not_applicable(rep, &mask, optional, i, RS_NO_KV, msg, cap);
+    }
+    if (!rc && (mask & (1u << RP_KV_CONTIGUOUS)) && need_kvctx && ctx.kv_context == 0)
+        rc = not_applicable(rep, &mask, optional, RP_KV_CONTIGUOUS, RS_NO_CONTEXT, msg, cap);
+    if (rc) {
+        free(rep);
+        return rc;
+    }
     int err = 0;
     pst_reader_t *r = src_open(src, &err);
     if (!r) {
@@ -269,10 +344,15 @@ static int run(const rp_src_t *src, const rp_config_t *ucfg, rp_report_t **out, 
         pol[i]->ctx = &ctx;
         pol[i]->m = rep->ms[i];
         if ((rc = ops->init(pol[i], &ctx))) {
-            snprintf(msg, cap, "%s: cannot start: %s", rp_names[i], psc_strerror(rc));
             ops->fini(pol[i]);
             free(pol[i]);
             pol[i] = NULL;
+            /* no helper program: an installation matter, not the trace's,
+             * but the other policies can still say what they have to say */
+            if (i == RP_MALLOC && rc == PSC_ENOENT && (optional & (1u << i)))
+                rc = not_applicable(rep, &mask, optional, i, RS_NO_HELPER, msg, cap);
+            else
+                snprintf(msg, cap, "%s: cannot start: %s", rp_names[i], psc_strerror(rc));
         }
     }
 
@@ -335,7 +415,12 @@ static int run(const rp_src_t *src, const rp_config_t *ucfg, rp_report_t **out, 
                          &rep->info.kv_pools);
         for (int i = 0; i < RP_POLICY_COUNT && !rc; i++) {
             if (!pol[i]) continue;
-            if (defaulted && ((1u << i) & RP_KV_MASK) && !rep->info.kv_pools) continue;
+            /* the KV policies ran on nothing: their zeros would read as a
+             * perfect cache */
+            if (((1u << i) & RP_KV_MASK) && !rep->info.kv_pools) {
+                rc = not_applicable(rep, &mask, optional, i, RS_NO_KV, msg, cap);
+                continue;
+            }
             rp_result_t *res = &rep->res[rep->n];
             res->policy = (rp_policy_t)i;
             res->name = rp_names[i];
@@ -351,6 +436,7 @@ static int run(const rp_src_t *src, const rp_config_t *ucfg, rp_report_t **out, 
         }
         rep->info.seconds = now_s() - t_start;
         rep->info.read_seconds = rep->info.seconds - policy_seconds;
+        if (!rc && rep->n == 0 && rep->n_skipped) rc = none_applies(rep, msg, cap);
     }
 
     for (int i = 0; i < RP_POLICY_COUNT; i++) {
@@ -455,3 +541,10 @@ const rp_result_t *rp_report_find(const rp_report_t *r, rp_policy_t p)
 }
 
 const rp_trace_info_t *rp_report_info(const rp_report_t *r) { return r ? &r->info : NULL; }
+
+size_t rp_report_skipped_count(const rp_report_t *r) { return r ? r->n_skipped : 0; }
+
+const rp_skip_t *rp_report_skipped(const rp_report_t *r, size_t i)
+{
+    return r && i < r->n_skipped ? &r->skipped[i] : NULL;
+}

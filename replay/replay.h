@@ -22,7 +22,7 @@
  * violations, the pool's cap decisions, the allocator's timing).
  *
  *   rp_config_t cfg = rp_config_default();
- *   rp_policy_parse("pool,arena", &cfg.policies, msg, sizeof msg);
+ *   rp_policy_select("pool,arena", &cfg.policies, &cfg.optional, msg, sizeof msg);
  *   rp_report_t *rep;
  *   int rc = rp_run("t.pst", &cfg, &rep, msg, sizeof msg);   // msg: what is wrong
  *   rp_report_table(rep, stdout);  // or rp_report_json(rep, stdout)
@@ -63,6 +63,10 @@ const char *rp_policy_name(rp_policy_t p);
 /* Comma-separated names (or "all") into a bit set (1 << rp_policy_t).
  * 0 or PSC_EINVAL with a message naming the bad entry. */
 int rp_policy_parse(const char *list, unsigned *mask, char *msg, size_t cap);
+/* The same, and *optional gets the policies that came only from a set
+ * ("all", "kv"), never by their own name: those are what rp_config_t's
+ * `optional` takes. "all,pool" makes pool required and the rest optional. */
+int rp_policy_select(const char *list, unsigned *mask, unsigned *optional, char *msg, size_t cap);
 
 typedef enum rp_source {
     RP_STREAM_AUTO = 0,   /* tensor events if the trace has any, else heap */
@@ -74,7 +78,10 @@ typedef enum rp_source {
 typedef void (*rp_progress_fn)(void *ctx, uint64_t events, uint64_t bytes, uint64_t file_bytes);
 
 typedef struct rp_config {
-    unsigned policies;          /* bit set; 0 = every policy (KV ones only if the trace has KV) */
+    unsigned policies;          /* bit set; 0 = every policy, all of them optional */
+    unsigned optional;          /* of those, the ones that may be skipped when they do not
+                                   apply to the trace (rp_report_skipped says which and why);
+                                   one not in this set that does not apply is an error */
     rp_source_t stream;
     uint64_t pool_cap;          /* cap on cached bytes; used when pool_cap_set */
     int pool_cap_set;           /* else: the trace's POOL_CREATE cap, else 1 GiB */
@@ -137,7 +144,14 @@ typedef struct rp_report rp_report_t;
  * reason in msg (for "poolscope replay: FILE: <msg>"): unreadable, not a
  * trace, truncated, corrupt, nothing to replay. A path that is not a
  * regular file (a pipe, /dev/stdin) is read into memory once, since the
- * replay reads its input more than once. */
+ * replay reads its input more than once.
+ *
+ * A policy does not apply when the trace cannot drive it: the KV policies
+ * need KV block events, kv-contiguous also a context (--kv-context, or
+ * request markers with prompt and max tokens), malloc its helper program.
+ * An optional one is then skipped and listed in the report; a required
+ * one is PSC_EINVAL with the reason (the whole run fails), and so is a run
+ * where every selected policy was skipped. */
 int rp_run(const char *path, const rp_config_t *cfg, rp_report_t **out, char *msg, size_t cap);
 /* The same for a trace in memory. */
 int rp_run_mem(const void *buf, size_t len, const rp_config_t *cfg, rp_report_t **out,
@@ -147,6 +161,16 @@ size_t rp_report_count(const rp_report_t *r);
 const rp_result_t *rp_report_result(const rp_report_t *r, size_t i);
 /* NULL when the policy did not run. */
 const rp_result_t *rp_report_find(const rp_report_t *r, rp_policy_t p);
+
+/* An optional policy that did not run, and why ("the trace has no KV block
+ * events"): a sentence for "skipped NAME: REASON", static storage. */
+typedef struct rp_skip {
+    rp_policy_t policy;
+    const char *name;
+    const char *reason;
+} rp_skip_t;
+size_t rp_report_skipped_count(const rp_report_t *r);
+const rp_skip_t *rp_report_skipped(const rp_report_t *r, size_t i);
 
 typedef struct rp_trace_info {
     const char *stream;         /* "tensor" or "heap" */
@@ -161,7 +185,9 @@ typedef struct rp_trace_info {
 } rp_trace_info_t;
 const rp_trace_info_t *rp_report_info(const rp_report_t *r);
 
-/* Readable table / JSON ({"trace": ..., "policies": [...]}). */
+/* Readable table, one "skipped NAME: REASON" line per skipped policy at
+ * the end / JSON ({"trace": ..., "policies": [...], "skipped": [{"policy":
+ * NAME, "reason": ...}]}, skipped always present). */
 void rp_report_table(const rp_report_t *r, FILE *out);
 void rp_report_json(const rp_report_t *r, FILE *out);
 void rp_report_free(rp_report_t *r);   /* accepts NULL */

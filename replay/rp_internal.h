@@ -127,6 +127,8 @@ extern const rp_pol_ops_t rp_pol_malloc, rp_pol_arena, rp_pol_pool, rp_pol_ideal
 struct rp_report {
     rp_result_t res[RP_POLICY_COUNT];
     size_t n;
+    rp_skip_t skipped[RP_POLICY_COUNT];  /* optional policies that did not apply */
+    size_t n_skipped;
     rp_trace_info_t info;
     /* storage owned by the report */
     az_metrics_t *ms[RP_POLICY_COUNT];   /* kept alive: az_result_t points into them */

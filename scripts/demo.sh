@@ -51,6 +51,26 @@ step "6/6 summary"
     cat "$OUT/report.txt"
     echo '```'
     echo
+    echo "## KV cache: the report and replay read one model"
+    echo
+    # both figures come from model/model.c; they agree by construction,
+    # and tests/integration/kvutil.sh checks them against an independent count
+    python3 - "$OUT/report.json" "$OUT/replay.json" <<'PY'
+import json, sys
+kv = json.load(open(sys.argv[1]))['kv']
+pol = {p['name']: p for p in json.load(open(sys.argv[2]))['policies']}
+paged = pol.get('kv-paged', {})
+def pct(v):
+    return '-' if v is None else '%.1f%%' % (100 * v)
+print('| | utilization (time-weighted) | at the peak | per decode step |')
+print('|---|---|---|---|')
+print('| `report` | %s | %s | %s |' % (pct(kv.get('kv_utilization')), pct(kv.get('kv_utilization_at_peak')),
+                                    pct(kv.get('kv_utilization_per_step'))))
+print('| `replay` kv-paged | %s | %s | |' % (pct(paged.get('kv_utilization')), pct(paged.get('kv_utilization_at_peak'))))
+print()
+print('Peak: %d blocks in use.' % kv['peak_blocks_in_use'])
+PY
+    echo
     echo "## Replay: what this run would cost under other policies"
     echo
     echo '```'

@@ -163,6 +163,30 @@ static void test_policy_list_parses_names_and_refuses_unknown(void **st)
     assert_string_equal(rp_policy_name(RP_KV_PAGED), "kv-paged");
 }
 
+/* A set's members are optional (skipped when they do not apply), a name is
+ * required; a name also given inside a set stays required. */
+static void test_policy_select_sets_are_optional_names_required(void **st)
+{
+    (void)st;
+    unsigned m = 0, opt = 0;
+    char msg[200];
+    assert_int_equal(rp_policy_select("all", &m, &opt, msg, sizeof msg), 0);
+    assert_int_equal(m, RP_ALL_MASK);
+    assert_int_equal(opt, RP_ALL_MASK);
+    assert_int_equal(rp_policy_select("pool,kv", &m, &opt, msg, sizeof msg), 0);
+    assert_int_equal(m, (1u << RP_POOL) | RP_KV_MASK);
+    assert_int_equal(opt, RP_KV_MASK);
+    assert_int_equal(rp_policy_select("all,kv-paged", &m, &opt, msg, sizeof msg), 0);
+    assert_int_equal(m, RP_ALL_MASK);
+    assert_int_equal(opt, RP_ALL_MASK & ~(1u << RP_KV_PAGED));
+    assert_int_equal(rp_policy_select("kv-step,kv", &m, &opt, msg, sizeof msg), 0);
+    assert_int_equal(opt, RP_KV_MASK & ~(1u << RP_KV_STEP));
+    assert_int_equal(rp_policy_select("arena,pool", &m, &opt, msg, sizeof msg), 0);
+    assert_int_equal(opt, 0);
+    assert_int_equal(rp_policy_select("all,lru", &m, &opt, msg, sizeof msg), PSC_EINVAL);
+    assert_non_null(strstr(msg, "lru"));
+}
+
 /* ---- pool ------------------------------------------------------------------ */
 
 /* acquire 1 (1000 f32 -> 1024 granted, 4096 B), release 1, acquire 2 (the
@@ -698,6 +722,247 @@ static void test_bad_input_is_refused_with_a_reason(void **st)
     unlink(b.path);
 }
 
+/* ---- policies that do not apply ------------------------------------------- */
+
+static rp_report_t *replay_sel(const char *path, const char *policies, rp_config_t *cfg_in)
+{
+    rp_config_t cfg = cfg_in ? *cfg_in : rp_config_default();
+    char msg[512];
+    if (policies)
+        assert_int_equal(rp_policy_select(policies, &cfg.policies, &cfg.optional, msg, sizeof msg), 0);
+    rp_report_t *rep = NULL;
+    int rc = rp_run(path, &cfg, &rep, msg, sizeof msg);
+    if (rc) fprintf(stderr, "rp_run: %s\n", msg);
+    assert_int_equal(rc, 0);
+    return rep;
+}
+
+/* rc of a run expected to fail, its message in msg */
+static int replay_sel_fails(const char *path, const char *policies, rp_config_t *cfg_in, char *msg,
+                            size_t cap)
+{
+    rp_config_t cfg = cfg_in ? *cfg_in : rp_config_default();
+    assert_int_equal(rp_policy_select(policies, &cfg.policies, &cfg.optional, msg, cap), 0);
+    rp_report_t *rep = (rp_report_t *)0x1;
+    int rc = rp_run(path, &cfg, &rep, msg, cap);
+    assert_true(rc < 0);
+    assert_null(rep);
+    return rc;
+}
+
+/* What a report prints, table or JSON, into a malloc'ed string. */
+static char *report_text(const rp_report_t *r, int json)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    assert_non_null(f);
+    if (json) rp_report_json(r, f);
+    else rp_report_table(r, f);
+    fclose(f);
+    return buf;
+}
+
+static void write_heap_only(tb_t *b)
+{
+    tb_open(b);
+    tick(b); PST_EMIT(b->w, 1, PST_EV_MALLOC, 0x1000, 100);
+    tick(b); PST_EMIT(b->w, 1, PST_EV_MALLOC, 0x2000, 200);
+    tick(b); PST_EMIT(b->w, 1, PST_EV_FREE, 0x1000);
+    tb_close(b);
+}
+
+/* A heap-only trace (no KV events, no request markers) under "all" and
+ * under no --policy: the four non-KV policies run, each KV one is listed
+ * once with its reason, in the table and in the JSON. */
+static void test_all_on_heap_trace_skips_each_kv_policy_with_reason(void **st)
+{
+    (void)st;
+    tb_t b;
+    write_heap_only(&b);
+    for (int pass = 0; pass < 2; pass++) {
+        rp_report_t *r = replay_sel(b.path, pass ? NULL : "all", NULL);
+        assert_int_equal(rp_report_count(r), 4);
+        assert_non_null(rp_report_find(r, RP_MALLOC));
+        assert_non_null(rp_report_find(r, RP_ARENA));
+        assert_non_null(rp_report_find(r, RP_POOL));
+        assert_non_null(rp_report_find(r, RP_IDEAL));
+        assert_int_equal(get(r, RP_IDEAL)->m.peak_live_bytes, 300);
+        assert_int_equal(rp_report_skipped_count(r), 4);
+        const rp_policy_t kv[4] = { RP_KV_CONTIGUOUS, RP_KV_RESERVE, RP_KV_STEP, RP_KV_PAGED };
+        for (size_t i = 0; i < 4; i++) {
+            const rp_skip_t *k = rp_report_skipped(r, i);
+            assert_non_null(k);
+            assert_int_equal(k->policy, kv[i]);
+            assert_string_equal(k->name, rp_policy_name(kv[i]));
+            /* no KV events is the reason for kv-contiguous too: a
+             * --kv-context would not make it run */
+            assert_string_equal(k->reason, "the trace has no KV block events");
+            assert_null(rp_report_find(r, kv[i]));
+        }
+        assert_null(rp_report_skipped(r, 4));
+        char *t = report_text(r, 0);
+        for (size_t i = 0; i < 4; i++) {
+            char line[128];
+            snprintf(line, sizeof line, "\nskipped %s: the trace has no KV block events\n",
+                     rp_policy_name(kv[i]));
+            assert_non_null(strstr(t, line));
+        }
+        free(t);
+        char *js = report_text(r, 1);
+        int err = 0;
+        az_jdoc_t *d = az_json_parse(js, strlen(js), &err, NULL, 0);
+        assert_non_null(d);
+        const az_jv_t *sk = az_json_get(az_json_root(d), "skipped");
+        assert_non_null(sk);
+        assert_int_equal(sk->type, AZ_JV_ARR);
+        assert_int_equal(sk->n, 4);
+        size_t i = 0;
+        for (const az_jv_t *e = sk->child; e; e = e->next, i++) {
+            assert_string_equal(az_json_get(e, "policy")->str, rp_policy_name(kv[i]));
+            assert_string_equal(az_json_get(e, "reason")->str, "the trace has no KV block events");
+        }
+        assert_int_equal(az_json_get(az_json_root(d), "policies")->n, 4);
+        az_json_free(d);
+        free(js);
+        rp_report_free(r);
+    }
+    unlink(b.path);
+}
+
+/* Named on its own, a policy that does not apply fails the run with the
+ * reason; a set none of whose members applies fails naming them. */
+static void test_named_policy_that_does_not_apply_is_an_error(void **st)
+{
+    (void)st;
+    tb_t b;
+    write_heap_only(&b);
+    char msg[512];
+    assert_int_equal(replay_sel_fails(b.path, "kv-contiguous", NULL, msg, sizeof msg), PSC_EINVAL);
+    assert_string_equal(msg, "kv-contiguous needs --kv-context N: the trace has no request markers "
+                             "to take the context from");
+    assert_int_equal(replay_sel_fails(b.path, "pool,kv-paged", NULL, msg, sizeof msg), PSC_EINVAL);
+    assert_non_null(strstr(msg, "kv-paged: the trace has no KV block events"));
+    /* named inside "all": still required */
+    assert_int_equal(replay_sel_fails(b.path, "all,kv-step", NULL, msg, sizeof msg), PSC_EINVAL);
+    assert_non_null(strstr(msg, "kv-step: the trace has no KV block events"));
+    /* with a context kv-contiguous still has no KV events to replay */
+    rp_config_t cfg = rp_config_default();
+    cfg.kv_context = 64;
+    assert_int_equal(replay_sel_fails(b.path, "kv-contiguous", &cfg, msg, sizeof msg), PSC_EINVAL);
+    assert_non_null(strstr(msg, "kv-contiguous: the trace has no KV block events"));
+    assert_int_equal(replay_sel_fails(b.path, "kv", NULL, msg, sizeof msg), PSC_EINVAL);
+    assert_string_equal(msg, "no selected policy applies to this trace: kv-contiguous, kv-reserve, "
+                             "kv-step, kv-paged: the trace has no KV block events");
+    unlink(b.path);
+}
+
+/* KV blocks but no request marker: only kv-contiguous lacks something (a
+ * context), and says how to give it; with --kv-context it runs. */
+static void test_kv_without_request_markers_skips_only_kv_contiguous(void **st)
+{
+    (void)st;
+    tb_t b;
+    tb_open(&b);
+    pst_event_t ev;
+    memset(&ev, 0, sizeof ev);
+    ev.type = PST_EV_KVB_CREATE;
+    ev.str = "kv";
+    ev.f[0] = 1; ev.f[2] = 16; ev.f[3] = 64; ev.f[7] = 16 * 100;
+    assert_int_equal(pst_writer_event(b.w, 1, &ev), 0);
+    const uint32_t id0[1] = { 0 };
+    pst_writer_time(b.w, 100);
+    kvb_ids(&b, PST_EV_KVB_ALLOC, 1, 1, 7, 10, id0, 1);
+    pst_writer_time(b.w, 200);
+    kvb_ids(&b, PST_EV_KVB_FREE, 1, 2, 0, 0, id0, 1);
+    tb_close(&b);
+
+    rp_report_t *r = replay_sel(b.path, "all", NULL);
+    assert_int_equal(rp_report_skipped_count(r), 1);
+    assert_int_equal(rp_report_skipped(r, 0)->policy, RP_KV_CONTIGUOUS);
+    assert_string_equal(rp_report_skipped(r, 0)->reason,
+                        "the trace has no request markers; give --kv-context N");
+    assert_int_equal(rp_report_count(r), 7);
+    assert_int_equal(get(r, RP_KV_PAGED)->kv_requests, 1);
+    assert_int_equal(get(r, RP_KV_PAGED)->peak_kv_tokens, 10);
+    char *t = report_text(r, 0);
+    assert_non_null(strstr(t, "\nskipped kv-contiguous: the trace has no request markers; give --kv-context N\n"));
+    free(t);
+    rp_report_free(r);
+
+    rp_config_t cfg = rp_config_default();
+    cfg.kv_context = 32;
+    r = replay_sel(b.path, "kv", &cfg);
+    assert_int_equal(rp_report_skipped_count(r), 0);
+    assert_int_equal(rp_report_count(r), 4);
+    assert_int_equal(get(r, RP_KV_CONTIGUOUS)->peak_kv_reserved_tokens, 32);
+    rp_report_free(r);
+    unlink(b.path);
+}
+
+/* Without its helper program the malloc policy is skipped from a set
+ * (the others still run) and an error when named. */
+static void test_malloc_without_helper_skipped_from_all(void **st)
+{
+    (void)st;
+    tb_t b;
+    write_heap_only(&b);
+    const char *was = getenv("POOLSCOPE_MALLOC_HELPER");
+    char *keep = was ? strdup(was) : NULL;
+    setenv("POOLSCOPE_MALLOC_HELPER", "/nonexistent/poolscope-malloc-helper", 1);
+    rp_report_t *r = replay_sel(b.path, "all", NULL);
+    assert_null(rp_report_find(r, RP_MALLOC));
+    assert_non_null(rp_report_find(r, RP_ARENA));
+    assert_int_equal(rp_report_skipped_count(r), 5);
+    assert_int_equal(rp_report_skipped(r, 0)->policy, RP_MALLOC);
+    assert_non_null(strstr(rp_report_skipped(r, 0)->reason, "poolscope-malloc-helper not found"));
+    rp_report_free(r);
+    char msg[512];
+    assert_true(replay_sel_fails(b.path, "malloc,arena", NULL, msg, sizeof msg) < 0);
+    assert_non_null(strstr(msg, "malloc: cannot start"));
+    if (keep) setenv("POOLSCOPE_MALLOC_HELPER", keep, 1);
+    else unsetenv("POOLSCOPE_MALLOC_HELPER");
+    free(keep);
+    unlink(b.path);
+}
+
+/* A trace with everything (tensors, KV blocks, request markers): "all"
+ * runs all eight policies and skips none. */
+static void test_all_on_full_trace_runs_every_policy(void **st)
+{
+    (void)st;
+    tb_t b;
+    tb_open(&b);
+    pst_event_t ev;
+    memset(&ev, 0, sizeof ev);
+    ev.type = PST_EV_KVB_CREATE;
+    ev.str = "kv";
+    ev.f[0] = 1; ev.f[2] = 16; ev.f[3] = 64; ev.f[7] = 16 * 100;
+    assert_int_equal(pst_writer_event(b.w, 1, &ev), 0);
+    const uint32_t id0[1] = { 0 };
+    mark(&b, 1, "forward", 0, 0, 0);
+    acq(&b, 1, 1000);
+    pst_writer_time(b.w, 500);
+    kvb_ids(&b, PST_EV_KVB_ALLOC, 1, 1, 7, 10, id0, 1);
+    mark(&b, 1, "request", 7, 10, 30);
+    rel(&b, 1);
+    mark(&b, 0, "forward", 0, 0, 0);
+    tick(&b);
+    kvb_ids(&b, PST_EV_KVB_FREE, 1, 2, 0, 0, id0, 1);
+    mark(&b, 0, "request", 7, 0, 0);
+    tb_close(&b);
+    rp_report_t *r = replay_sel(b.path, "all", NULL);
+    assert_int_equal(rp_report_count(r), RP_POLICY_COUNT);
+    assert_int_equal(rp_report_skipped_count(r), 0);
+    for (int i = 0; i < RP_POLICY_COUNT; i++) assert_non_null(rp_report_find(r, (rp_policy_t)i));
+    assert_int_equal(get(r, RP_KV_CONTIGUOUS)->kv_context, 40);
+    char *t = report_text(r, 0);
+    assert_null(strstr(t, "skipped"));
+    free(t);
+    rp_report_free(r);
+    unlink(b.path);
+}
+
 /* The malloc policy runs its calls in build/bin/poolscope-malloc-helper,
  * which it looks for next to the running binary; this one is in
  * build/tests/, so point the override at the helper unless already set. */
@@ -732,6 +997,12 @@ int main(void)
         cmocka_unit_test(test_same_trace_same_numbers),
         cmocka_unit_test(test_stream_slots_follow_live_set),
         cmocka_unit_test(test_bad_input_is_refused_with_a_reason),
+        cmocka_unit_test(test_policy_select_sets_are_optional_names_required),
+        cmocka_unit_test(test_all_on_heap_trace_skips_each_kv_policy_with_reason),
+        cmocka_unit_test(test_named_policy_that_does_not_apply_is_an_error),
+        cmocka_unit_test(test_kv_without_request_markers_skips_only_kv_contiguous),
+        cmocka_unit_test(test_all_on_full_trace_runs_every_policy),
+        cmocka_unit_test(test_malloc_without_helper_skipped_from_all),   /* last: it changes the environment */
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

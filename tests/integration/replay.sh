@@ -14,6 +14,11 @@
 #  4. ShareGPT-shaped requests on a long-context (2048) model: kv-contiguous
 #     wastes most of its reservation, kv-paged under 4%.
 #  5. Determinism, and bad input: one line, exit 2.
+#  6. The malloc policy's helper.
+#  7. What applies: `--policy all` (and no --policy) on a heap-only trace
+#     runs the four heap policies and names each KV policy it skipped, in
+#     the table and in --json, exit 0; a KV policy named on its own is
+#     still exit 2; on an engine trace all eight run and none is skipped.
 . tests/integration/lib.sh
 PS=$BIN/poolscope
 ENG=$BIN/refengine
@@ -185,4 +190,52 @@ no_constructor() {
 }
 check no_binary_becomes_the_helper no_constructor
 check helper_alone_is_a_usage_error sh -c "'$HELPER' >/dev/null 2>&1; [ \$? -eq 2 ]"
+
+# ---- 7. what applies ----------------------------------------------------------------
+$PS record -o "$T/ls.pst" -- ls / >/dev/null 2>&1
+check record_heap_only_trace test -s "$T/ls.pst"
+KVPOL="kv-contiguous kv-reserve kv-step kv-paged"
+for sel in "--policy all" ""; do
+    n=${sel:+all}; n=${n:-default}
+    $PS replay "$T/ls.pst" $sel >"$T/sk.txt" 2>"$T/sk.err"; rc=$?
+    check "heap_only_${n}_exits_0" test $rc = 0
+    check "heap_only_${n}_no_stderr" test ! -s "$T/sk.err"
+    names_each() {
+        for p in $KVPOL; do
+            grep -qx "skipped $p: the trace has no KV block events" "$T/sk.txt" ||
+                { echo "  no skip line for $p in: $(grep skipped "$T/sk.txt")" >&2; return 1; }
+        done
+    }
+    check "heap_only_${n}_names_each_kv_policy_skipped" names_each
+    check "heap_only_${n}_four_skip_lines" test "$(grep -c '^skipped ' "$T/sk.txt")" = 4
+    check "heap_only_${n}_ran_heap_policies" sh -c "grep -q '^arena ' '$T/sk.txt' && grep -q '^pool ' '$T/sk.txt' && grep -q '^ideal ' '$T/sk.txt'"
+done
+$PS replay "$T/ls.pst" --policy all --json >"$T/sk.json"; rc=$?
+skipped_json() {
+    python3 -c 'import json,sys
+d=json.load(open(sys.argv[1]))
+ran=[p["name"] for p in d["policies"]]
+sk=[(s["policy"], s["reason"]) for s in d["skipped"]]
+want=[(p, "the trace has no KV block events") for p in sys.argv[2].split()]
+if sk != want or not {"arena","pool","ideal"} <= set(ran) or set(ran) & set(sys.argv[2].split()):
+    print("  ran %s, skipped %s" % (ran, sk), file=sys.stderr); sys.exit(1)' "$T/sk.json" "$KVPOL"
+}
+check heap_only_all_json_exits_0 test $rc = 0
+check heap_only_all_json_skipped_array skipped_json
+bad named_kv_contiguous_still_exit_2 "kv-contiguous needs --kv-context N: the trace has no request markers" \
+    $PS replay "$T/ls.pst" --policy kv-contiguous
+bad named_kv_paged_exit_2 "kv-paged: the trace has no KV block events" $PS replay "$T/ls.pst" --policy kv-paged
+bad kv_set_none_applies_exit_2 "no selected policy applies" $PS replay "$T/ls.pst" --policy kv
+$PS replay "$T/m.pst" --policy all --json >"$T/all.json"; rc=$?
+all_eight() {
+    python3 -c 'import json,sys
+d=json.load(open(sys.argv[1]))
+ran=[p["name"] for p in d["policies"]]
+want=["malloc","arena","pool","ideal","kv-contiguous","kv-reserve","kv-step","kv-paged"]
+if ran != want or d["skipped"]:
+    print("  ran %s, skipped %s" % (ran, d["skipped"]), file=sys.stderr); sys.exit(1)' "$T/all.json"
+}
+check engine_trace_all_exits_0 test $rc = 0
+check engine_trace_all_runs_eight_policies_no_skips all_eight
+check engine_trace_table_has_no_skip_line sh -c "! $PS replay '$T/m.pst' --policy all | grep -q '^skipped'"
 exit $status
