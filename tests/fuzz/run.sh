@@ -22,13 +22,13 @@ TARGETS=${FUZZ_TARGETS:-$ALL}
 out="$BUILD/fuzz"
 mkdir -p "$out/seeds"
 
-flags="-std=c11 -D_GNU_SOURCE -O1 -g -fno-omit-frame-pointer -Iinclude -Icommon -Ipool -Ilibtrace -Ianalyzer -Ireplay \
+flags="-std=c11 -D_GNU_SOURCE -O1 -g -fno-omit-frame-pointer -Iinclude -Icommon -Ipool -Ilibtrace -Imodel -Ianalyzer -Ireplay \
        -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all"
 # the reader alone, as scripts/fuzz.sh builds it: reader.c and its parts
 READER="libtrace/reader.c libtrace/rd_chunk.c libtrace/rd_decode.c libtrace/rd_merge.c libtrace/format.c common/*.c"
 # the analyzer's harnesses: the libraries below the CLI (not the preload
 # library, not the event API's global state)
-LIBSRC="$(ls common/*.c pool/*.c analyzer/*.c replay/*.c) $(ls libtrace/*.c | grep -v -e '/api.c$' -e '/launch.c$' -e '/pool_adapter.c$')"
+LIBSRC="$(ls common/*.c pool/*.c model/*.c analyzer/*.c replay/*.c) $(ls libtrace/*.c | grep -v -e '/api.c$' -e '/launch.c$' -e '/pool_adapter.c$')"
 LIBS="-lsqlite3 -ldw -lelf -lstdc++ -lm -ldl -pthread"
 
 cp tests/golden/*.pstg "$out/seeds/" 2>/dev/null || true
@@ -36,6 +36,12 @@ if [ -x "$BUILD/bin/poolscope" ] && [ -x "$BUILD/bin/refengine" ] && [ ! -s "$ou
     "$BUILD/bin/poolscope" record --stacks fp -o "$out/seeds/refengine.pst" -- "$BUILD/bin/refengine" \
         --synthetic dim=16,layers=1,heads=2,kv_heads=2,hidden=32,vocab=32,seq=32 --workload fixed:4,4 \
         --requests 2 --max-batch 2 --block-size 4 --quiet > /dev/null 2>&1 || rm -f "$out/seeds/refengine.pst"
+fi
+# format 1.4's mapping events: a reservation committed in part, named files
+if [ -x "$BUILD/bin/poolscope" ] && [ -x "$BUILD/tests/progs/mmap_named" ] && [ ! -s "$out/seeds/mmap.pst" ]; then
+    mkdir -p "$out/mmap"
+    "$BUILD/bin/poolscope" record --stacks none -o "$out/seeds/mmap.pst" -- "$BUILD/tests/progs/mmap_named" \
+        -d "$out/mmap" -f "$out/mmap/facts" > /dev/null 2>&1 || rm -f "$out/seeds/mmap.pst"
 fi
 
 build() {   # build TARGET -> $out/TARGET/fuzz
