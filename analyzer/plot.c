@@ -3,14 +3,26 @@
  * One scan with a 1000-bucket timeline (maxima per bucket, so no peak is
  * lost however long the trace) and the marker events kept (at most
  * MAX_MARKS). Each figure is one script run twice, once per terminal
- * (pngcairo, svg), through fork/exec of gnuplot. Memory axes are in MiB,
- * times in seconds since the trace started.
+ * (pngcairo, svg), through fork/exec of gnuplot. Memory axes are in one
+ * binary unit chosen from the largest value, times in seconds since the
+ * trace started.
+ *
+ * Figures with two panels (memory and its marker lane, heap and pool
+ * histograms, the two policy groups) are gnuplot multiplots. Panels that
+ * share an axis get their left and right margins at fixed screen positions:
+ * gnuplot sizes each panel's margins from its own tic labels otherwise, and
+ * the time or bucket axes would not line up.
+ *
+ * Strings from the trace or the replay file (program path, marker and
+ * policy names) are written as escaped gnuplot strings with enhanced text
+ * off, so a name with a quote, a backslash or an '_' draws as it is.
  */
 #include "plot.h"
 
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,105 +37,547 @@
 #include "scan.h"
 
 #define MAX_MARKS 200000
+#define MAX_LANES 8              /* marker names drawn; more would squeeze the rows */
 #define MIB (1024.0 * 1024.0)
 
-static FILE *open_in(const char *dir, const char *name, char *path, size_t len)
+/* What every figure writer needs: where to write, what to report back. */
+typedef struct plot_ctx {
+    const char *dir;             /* the temporary directory */
+    az_plot_out_t *out;
+    char *msg;
+    size_t msglen;
+    char path[1024];             /* of the file open now (one at a time) */
+    char sel[160];               /* the selection, "" for the whole run */
+    int phase;                   /* 1: --phase given (timelines are whole-run) */
+} plot_ctx_t;
+
+static void note(plot_ctx_t *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void note(plot_ctx_t *c, const char *fmt, ...)
 {
-    if ((size_t)snprintf(path, len, "%s/%s", dir, name) >= len) return NULL;
-    return fopen(path, "w");
+    size_t k = strlen(c->out->notes), cap = sizeof c->out->notes;
+    if (k + 2 >= cap) return;
+    va_list ap;
+    va_start(ap, fmt);
+    int w = vsnprintf(c->out->notes + k, cap - k - 1, fmt, ap);
+    va_end(ap);
+    if (w < 0) { c->out->notes[k] = 0; return; }
+    k = strlen(c->out->notes);
+    c->out->notes[k] = '\n';
+    c->out->notes[k + 1] = 0;
+}
+
+static FILE *fig_open(plot_ctx_t *c, const char *name)
+{
+    FILE *f = NULL;
+    if ((size_t)snprintf(c->path, sizeof c->path, "%s/%s", c->dir, name) < sizeof c->path)
+        f = fopen(c->path, "w");
+    if (!f) snprintf(c->msg, c->msglen, "cannot write %s: %s", c->path, strerror(errno));
+    return f;
 }
 
 /* Close a data file or script: 0, or PSC_EIO with msg when any write to it
  * failed (a full disk). */
-static int close_in(FILE *f, const char *path, char *msg, size_t msglen)
+static int fig_close(plot_ctx_t *c, FILE *f)
 {
+    errno = 0;
     int bad = ferror(f);
     if (fclose(f) != 0) bad = 1;
-    if (bad) snprintf(msg, msglen, "cannot write %s: %s", path, errno ? strerror(errno) : "write error");
+    if (bad) snprintf(c->msg, c->msglen, "cannot write %s: %s", c->path, errno ? strerror(errno) : "write error");
     return bad ? PSC_EIO : 0;
 }
 
-/* Run gnuplot on dir/name.gp for both terminals; 0 when both images exist. */
-static int run_gnuplot(const char *dir, const char *name, char *made, size_t made_len,
-                       char *msg, size_t msglen)
+/* s as a double-quoted gnuplot string: gnuplot reads backslash escapes in
+ * those, so '\' and '"' are escaped; a newline is kept as "\n" (titles). */
+static void gp_str(FILE *f, const char *s)
 {
-    static const char *const terms[2][2] = {
-        { "pngcairo size 1100,560 enhanced font 'DejaVu Sans,11'", "png" },
-        { "svg size 1100,560 enhanced font 'DejaVu Sans,11' background rgb 'white'", "svg" },
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '\n') fputs("\\n", f);
+        else if ((unsigned char)*s < 0x20) fputc(' ', f);
+        else { if (*s == '"' || *s == '\\') fputc('\\', f); fputc(*s, f); }
+    }
+    fputc('"', f);
+}
+
+/* Run gnuplot on dir/name.gp for both terminals at w x h pixels; 0 when
+ * both images exist. */
+static int run_gnuplot(plot_ctx_t *c, const char *name, int w, int h)
+{
+    static const char *const terms[2][3] = {   /* terminal, what follows its size, extension */
+        { "pngcairo", "", "png" },
+        { "svg", " background rgb 'white'", "svg" },
     };
     for (int i = 0; i < 2; i++) {
-        char setup[512];
-        snprintf(setup, sizeof setup, "set terminal %s; set output '%s.%s'", terms[i][0], name, terms[i][1]);
-        char gp[256];
+        char setup[512], gp[256];
+        snprintf(setup, sizeof setup, "set terminal %s size %d,%d enhanced font 'DejaVu Sans,11'%s; set output '%s.%s'",
+                 terms[i][0], w, h, terms[i][1], name, terms[i][2]);
         snprintf(gp, sizeof gp, "%s.gp", name);
         pid_t pid = fork();
-        if (pid < 0) { snprintf(msg, msglen, "fork failed"); return PSC_EIO; }
+        if (pid < 0) { snprintf(c->msg, c->msglen, "fork failed"); return PSC_EIO; }
         if (pid == 0) {
-            if (chdir(dir) != 0) _exit(126);
+            if (chdir(c->dir) != 0) _exit(126);
             execlp("gnuplot", "gnuplot", "-e", setup, gp, (char *)NULL);
             _exit(127);
         }
         int st = 0;
         while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
         if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-            snprintf(msg, msglen, WIFEXITED(st) && WEXITSTATUS(st) == 127 ?
-                     "gnuplot not found (install gnuplot-nox)" : "gnuplot failed on %s/%s", dir, gp);
+            snprintf(c->msg, c->msglen, WIFEXITED(st) && WEXITSTATUS(st) == 127 ?
+                     "gnuplot not found (install gnuplot-nox)" : "gnuplot failed on %s/%s", c->dir, gp);
             return PSC_EIO;
         }
-        char img[1024];
-        snprintf(img, sizeof img, "%s.%s\n", name, terms[i][1]);   /* az_plot prefixes the directory */
-        if (made && strlen(made) + strlen(img) < made_len) strcat(made, img);
+        char img[300];
+        snprintf(img, sizeof img, "%s.%s\n", name, terms[i][2]);   /* az_plot prefixes the directory */
+        if (strlen(c->out->made) + strlen(img) < sizeof c->out->made) strcat(c->out->made, img);
     }
     return 0;
 }
 
 static const char *const style =
-    "set border lw 1.2\nset grid lc rgb '#dddddd' lw 1\nset key top left box opaque\n"
+    "set border lw 1.2\nset grid lc rgb '#dddddd' lw 1\n"
     "set style line 1 lc rgb '#1f77b4' lw 2.2\nset style line 2 lc rgb '#ff7f0e' lw 2\n"
     "set style line 3 lc rgb '#2ca02c' lw 2\nset style line 4 lc rgb '#d62728' lw 2.2\n"
     "set style line 5 lc rgb '#9467bd' lw 2\nset style line 6 lc rgb '#8c564b' lw 2\n";
 
-/* log2 histogram -> data file "label count" for buckets with data, and the
- * script for a bar chart. */
-static int hist_figure(const char *dir, const char *name, const char *title, const char *xlabel,
-                       const uint64_t *h, int bytes, char *made, size_t ml, char *msg, size_t msglen)
+/* The unit of a memory axis whose largest value is top. */
+static double mem_unit(double top, const char **name)
 {
-    char path[1024], fname[128];
+    if (top >= 2 * 1073741824.0) { *name = "GiB"; return 1073741824.0; }
+    if (top >= 2 * MIB) { *name = "MiB"; return MIB; }
+    *name = "KiB";
+    return 1024.0;
+}
+
+/* The title over a figure, as a multiplot title: gnuplot draws a plot's
+ * key (outside, on top) above the plot's own title, a multiplot title stays
+ * above everything. Returns its height as a fraction of a page of h
+ * pixels, for the panels to leave free. */
+static double page_title(FILE *f, const char *title, int h)
+{
+    int lines = 1;
+    for (const char *p = title; *p; p++) lines += *p == '\n';
+    fputs("set multiplot title ", f);
+    gp_str(f, title);
+    fputs(" font ',14' noenhanced\n", f);
+    return (lines * 22.0 + 16.0) / h;
+}
+
+/* ---- memory over time, with the marker lane ------------------------------ */
+
+typedef struct mk {              /* a marker event, sortable by (name, instance, time) */
+    uint64_t t, inst;
+    uint32_t name, seq;
+    uint8_t kind;
+} mk_t;
+
+typedef struct item {            /* what the lane draws: a scope [t0, t1] or a point (t0) */
+    uint64_t t0, t1;
+    uint32_t name;
+    uint8_t point;
+} item_t;
+
+typedef struct lane {
+    uint32_t name;
+    uint64_t first, scopes, points;
+    size_t from, n;              /* its items: items[from .. from + n) */
+} lane_t;
+
+static int mk_cmp(const void *a, const void *b)
+{
+    const mk_t *x = a, *y = b;
+    if (x->name != y->name) return x->name < y->name ? -1 : 1;
+    if (x->inst != y->inst) return x->inst < y->inst ? -1 : 1;
+    if (x->t != y->t) return x->t < y->t ? -1 : 1;
+    return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+static int item_cmp(const void *a, const void *b)
+{
+    const item_t *x = a, *y = b;
+    if (x->point != y->point) return x->point < y->point ? -1 : 1;
+    if (x->t0 != y->t0) return x->t0 < y->t0 ? -1 : 1;
+    return 0;
+}
+
+static int lane_cmp(const void *a, const void *b)
+{
+    const lane_t *x = a, *y = b;
+    return x->first < y->first ? -1 : x->first > y->first;
+}
+
+/* The marker lane: scopes paired by (name, instance) — nested scopes of one
+ * instance count as the outermost —, a scope still open at the end runs to
+ * the end, everything clipped to [lo, hi] (trace times). Items of one name
+ * closer than eps ns are merged, and a scope is at least eps wide, so a
+ * long run makes at most about (hi - lo) / eps marks per row however many
+ * events it has, and no scope is too thin to see. Writes markers.dat
+ * ("t_start_s t_end_s row kind", kind 1 scope, 0 point) and fills lanes
+ * (at most MAX_LANES, by first appearance). Returns the rows, or -1 out of
+ * memory. */
+static int marker_lanes(const az_scan_t *s, uint64_t lo, uint64_t hi, uint64_t eps,
+                        lane_t *lanes, size_t *hidden, FILE *f)
+{
+    size_t n = s->n_markers;
+    *hidden = 0;
+    if (!n) return 0;
+    mk_t *m = malloc(n * sizeof *m);
+    item_t *it = malloc(n * sizeof *it);
+    lane_t *all = malloc(n * sizeof *all);
+    if (!m || !it || !all) { free(m); free(it); free(all); return -1; }
+    for (size_t i = 0; i < n; i++)
+        m[i] = (mk_t){ s->markers[i].t, s->markers[i].instance, s->markers[i].name, (uint32_t)i, s->markers[i].kind };
+    qsort(m, n, sizeof *m, mk_cmp);
+    size_t ni = 0;
+    uint64_t end = s->t_last > hi ? hi : s->t_last;
+#define PUT(a, b, nm, pt) do {                                                     \
+        uint64_t a_ = (a) < lo ? lo : (a), b_ = (b) > end ? end : (b);             \
+        if ((b) >= lo && (a) <= hi && a_ <= b_) it[ni++] = (item_t){ a_, b_, (nm), (pt) }; \
+    } while (0)
+    for (size_t i = 0; i < n;) {
+        size_t j = i;
+        uint64_t depth = 0, start = 0;
+        for (; j < n && m[j].name == m[i].name && m[j].inst == m[i].inst; j++) {
+            if (m[j].kind == AZ_MARK_POINT) { PUT(m[j].t, m[j].t, m[j].name, 1); continue; }
+            if (m[j].kind == AZ_MARK_BEGIN) { if (!depth++) start = m[j].t; continue; }
+            if (depth && !--depth) PUT(start, m[j].t, m[j].name, 0);   /* an END without BEGIN: nothing */
+        }
+        if (depth) PUT(start, s->t_last, m[i].name, 0);
+        i = j;
+    }
+#undef PUT
+    /* items of a name are contiguous (m was sorted by name first) */
+    size_t nl = 0;
+    for (size_t i = 0; i < ni;) {
+        lane_t l = { it[i].name, UINT64_MAX, 0, 0, i, 0 };
+        for (; i < ni && it[i].name == l.name; i++, l.n++) {
+            if (it[i].t0 < l.first) l.first = it[i].t0;
+            if (it[i].point) l.points++; else l.scopes++;
+        }
+        all[nl++] = l;
+    }
+    qsort(all, nl, sizeof *all, lane_cmp);
+    size_t rows = nl < MAX_LANES ? nl : MAX_LANES;
+    *hidden = nl - rows;
+    fprintf(f, "# t_start_s t_end_s row kind (1 scope begin..end, 0 point); merged below %.9f s\n", (double)eps / 1e9);
+    for (size_t r = 0; r < rows; r++) {
+        lanes[r] = all[r];
+        item_t *x = it + all[r].from;
+        qsort(x, all[r].n, sizeof *x, item_cmp);     /* scopes, then points, each by time */
+        for (size_t i = 0; i < all[r].n;) {
+            uint64_t a = x[i].t0, b = x[i].t1;
+            uint8_t pt = x[i].point;
+            for (i++; i < all[r].n && x[i].point == pt && x[i].t0 <= b + eps; i++)
+                if (x[i].t1 > b) b = x[i].t1;
+            if (!pt && b - a < eps) b = a + eps;
+            fprintf(f, "%.9f %.9f %zu %d\n", (double)(a - s->t_first) / 1e9, (double)(b - s->t_first) / 1e9,
+                    r, pt ? 0 : 1);
+        }
+    }
+    free(m); free(it); free(all);
+    return (int)rows;
+}
+
+/* timeline.dat, markers.dat, memory.gp. *x0, *x1: the time axis (s). */
+static int memory_figure(plot_ctx_t *c, const az_scan_t *s, const char *trace, double *x0, double *x1)
+{
+    FILE *f = fig_open(c, "timeline.dat");
+    if (!f) return PSC_EIO;
+    int has_pool = s->pool_r.acquires > 0, has_mmap = s->peak_mmap_total > 0, has_rss = s->rss_samples > 0;
+    uint64_t top = 0;
+    for (size_t i = 0; i < s->tl_used; i++) {
+        const az_tl_bucket_t *b = &s->tl[i];
+        uint64_t v[] = { b->heap, b->mmap_anon, b->mmap_file, b->rss, b->pool_out + b->pool_cached };
+        for (size_t k = 0; k < 5; k++) if (v[k] > top) top = v[k];
+    }
+    const char *uname;
+    double unit = mem_unit((double)top, &uname);
+    fprintf(f, "# memory columns in %s\n", uname);
+    fprintf(f, "# t_s heap mmap_anon mmap_file rss pool_out pool_reserved kv_blocks kv_util_pct\n");
+    uint64_t w = 1ull << s->tl_shift;
+    for (size_t i = 0; i < s->tl_used; i++) {
+        const az_tl_bucket_t *b = &s->tl[i];
+        double t = (double)((s->tl_t0 - s->t_first) + (uint64_t)i * w + w / 2) / 1e9;
+        fprintf(f, "%.9f %.4f %.4f %.4f %.4f %.4f %.4f %" PRIu64 " %.2f\n", t, b->heap / unit,
+                b->mmap_anon / unit, b->mmap_file / unit, b->rss / unit, b->pool_out / unit,
+                (b->pool_out + b->pool_cached) / unit, b->kv_blocks,
+                b->kv_capacity ? 100.0 * (double)b->kv_tokens / (double)b->kv_capacity : 0.0);
+    }
+    if (!s->tl_used) fputs("0 0 0 0 0 0 0 0 0\n", f);   /* gnuplot refuses a file without data */
+    if (fig_close(c, f)) return PSC_EIO;
+
+    /* the time axis: what the timeline covers (the window only with --from/--to) */
+    uint64_t lo = s->tl_t0 < s->t_first ? s->t_first : s->tl_t0;
+    uint64_t hi = s->tl_t0 + (uint64_t)s->tl_used * w;
+    if (hi > s->t_last) hi = s->t_last;
+    if (s->window && hi > s->to) hi = s->to;
+    if (hi <= lo) hi = lo + 1000;
+    *x0 = (double)(lo - s->t_first) / 1e9;
+    *x1 = (double)(hi - s->t_first) / 1e9;
+
+    lane_t lanes[MAX_LANES];
+    size_t hidden = 0;
+    if (!(f = fig_open(c, "markers.dat"))) return PSC_EIO;
+    int rows = marker_lanes(s, lo, hi, (hi - lo) / 1000 + 1, lanes, &hidden, f);
+    if (fig_close(c, f)) return PSC_EIO;
+    if (rows < 0) { snprintf(c->msg, c->msglen, "out of memory"); return PSC_ENOMEM; }
+    if (hidden) note(c, "memory: %zu more marker names not drawn (the first %d by time are)", hidden, MAX_LANES);
+    if (s->markers_dropped)
+        note(c, "memory: markers after the first %d not drawn (%zu left out)", MAX_MARKS, s->markers_dropped);
+    if (!rows && s->n_markers && s->window) note(c, "memory: no marker in the --from/--to window");
+
+    if (!(f = fig_open(c, "memory.gp"))) return PSC_EIO;
+    fprintf(f, "# memory over time%s — generated by poolscope plot\n%s", rows ? ", marker lane below" : "", style);
+    char title[1400];
+    const char *exe = s->hdr->exe && s->hdr->exe[0] ? s->hdr->exe : trace;
+    if (c->phase)
+        snprintf(title, sizeof title, "Memory over time — %s\nwhole run: a phase is not one span of time"
+                 " (%s selects the histograms and the CDF)", exe, c->sel);
+    else
+        snprintf(title, sizeof title, "Memory over time — %s%s%s", exe, c->sel[0] ? "\n" : "", c->sel);
+    int lines = 1;
+    for (const char *q = title; *q; q++) lines += *q == '\n';
+    int lane_px = rows ? 80 + 26 * rows : 0, height = 540 + 22 * lines + lane_px;
+    double lane = (double)lane_px / height, head = page_title(f, title, height);
+    /* with markers two panels, one time axis: the memory curves on top, the
+     * marker lane under them, never drawn over the curves */
+    fprintf(f, "set lmargin at screen 0.09\nset rmargin at screen 0.97\nset xrange [%.9f:%.9f]\n"
+               "set ylabel '%s'\nset yrange [0:*]\nset offsets 0, 0, graph 0.04, 0\n"
+               "set key outside top center horizontal box opaque\nset origin 0,%.4f\nset size 1,%.4f\n",
+            *x0, *x1, uname, lane, 1 - lane - head);
+    if (rows) fputs("set bmargin 1\nset format x ''\nunset xlabel\n", f);
+    else fputs("set xlabel 'time since trace start (s)'\n", f);
+    fputs("plot 'timeline.dat' using 1:2 with lines ls 1 title 'heap live (requested bytes)'", f);
+    if (has_mmap) fputs(", \\\n     '' using 1:3 with lines ls 2 title 'mmap anonymous', \\\n"
+                        "     '' using 1:4 with lines ls 3 title 'mmap file-backed'", f);
+    if (has_rss) fputs(", \\\n     '' using 1:5 with lines ls 4 title 'RSS'", f);
+    if (has_pool) fputs(", \\\n     '' using 1:6 with lines ls 5 dt 2 title 'pool outstanding', \\\n"
+                        "     '' using 1:7 with lines ls 6 dt 3 title 'pool reserved (outstanding + cached)'", f);
+    fputc('\n', f);
+    if (rows) {
+        int scopes = 0, points = 0;
+        fputs("\n# the marker lane: one row per marker name\nset origin 0,0\n", f);
+        fprintf(f, "set size 1,%.4f\nset tmargin 1.4\nset bmargin 3.2\nset format x '%%g'\n"
+                   "set xlabel 'time since trace start (s)'\nset yrange [%.1f:-0.6]\nset offsets 0, 0, 0, 0\n"
+                   "set ylabel ''\nset grid noytics\nset key off\nset ytics (", lane, rows - 0.4);
+        for (int r = 0; r < rows; r++) {
+            char lab[160], cnt[32];
+            const lane_t *l = &lanes[r];
+            if (l->scopes) scopes = 1;
+            if (l->points) points = 1;
+            snprintf(lab, sizeof lab, "%s (%s)", az_scan_string(s, l->name),
+                     psc_fmt_count(l->scopes + l->points, cnt, sizeof cnt));
+            if (r) fputs(", ", f);
+            gp_str(f, lab);
+            fprintf(f, " %d", r);
+        }
+        fputs(") noenhanced font ',9'\n", f);
+        fprintf(f, "set label 1 '%s' at graph 1, graph 1 right offset 0,0.7 font ',9' tc rgb '#555555'\n",
+                scopes && points ? "markers: bars = scopes (begin..end), ticks = points" :
+                scopes ? "markers: bars = scopes (begin..end)" : "markers: ticks = points");
+        fputs("plot 'markers.dat' using ($4 == 1 ? ($1 + $2) / 2 : 1/0):3:(($2 - $1) / 2):(0.3) "
+              "with boxxyerror fs solid 0.75 noborder lc rgb '#4c72b0' notitle, \\\n"
+              "     '' using ($4 == 0 ? $1 : 1/0):($3 - 0.35):(0):(0.7) with vectors nohead lw 1.5 lc rgb '#333333' notitle\n", f);
+    }
+    fputs("unset multiplot\n", f);
+    if (fig_close(c, f)) return PSC_EIO;
+    return run_gnuplot(c, "memory", 1100, height);
+}
+
+/* ---- histograms: a heap panel and a pool-acquire panel --------------------- */
+
+typedef struct series {
+    const char *label;           /* panel title, with its count */
+    const uint64_t *h;           /* log2 histogram */
+    uint64_t n;                  /* its sum */
+    const char *color, *ylabel;
+    const char *none;            /* said when the series is empty: "no pool acquires" */
+} series_t;
+
+static uint64_t hist_sum(const uint64_t *h)
+{
+    uint64_t t = 0;
+    for (int i = 0; i < AZ_HIST_BUCKETS; i++) t += h[i];
+    return t;
+}
+
+/* NAME.dat: "lower_bound heap_count heap_percent pool_count pool_percent
+ * label" (the label last: it has a blank, "1.00 KiB") over the buckets from the lowest to the highest with data
+ * in either series (the panels share that axis); NAME.gp: a panel per
+ * series with data (the heap one when neither has any). */
+static int hist_figure(plot_ctx_t *c, const char *name, const char *title, const char *xlabel,
+                       int bytes, const series_t ser[2])
+{
+    char fname[128];
     snprintf(fname, sizeof fname, "%s.dat", name);
-    FILE *f = open_in(dir, fname, path, sizeof path);
-    if (!f) { snprintf(msg, msglen, "cannot write %s", path); return PSC_EIO; }
+    FILE *f = fig_open(c, fname);
+    if (!f) return PSC_EIO;
     int lo = -1, hi = -1;
-    uint64_t total = 0;
-    for (int i = 0; i < AZ_HIST_BUCKETS; i++) if (h[i]) { if (lo < 0) lo = i; hi = i; total += h[i]; }
-    fprintf(f, "# bucket_lower_bound label count percent\n");
-    if (lo < 0) { lo = hi = 0; }
+    double maxp[2] = { 0, 0 };
+    for (int i = 0; i < AZ_HIST_BUCKETS; i++)
+        if (ser[0].h[i] || ser[1].h[i]) { if (lo < 0) lo = i; hi = i; }
+    if (lo < 0) lo = hi = 0;
+    fprintf(f, "# bucket_lower_bound heap_count heap_percent pool_count pool_percent label\n"
+               "# heap: %s; pool: %s\n", ser[0].label, ser[1].label);
     for (int i = lo; i <= hi; i++) {
         char lab[32];
         uint64_t from = i ? 1ull << (i - 1) : 0;
         if (bytes) psc_fmt_bytes(from, lab, sizeof lab); else psc_fmt_ns(from, lab, sizeof lab);
-        fprintf(f, "%" PRIu64 " \"%s\" %" PRIu64 " %.3f\n", from, lab, h[i], total ? 100.0 * (double)h[i] / (double)total : 0.0);
+        double p[2];
+        for (int k = 0; k < 2; k++) {
+            p[k] = ser[k].n ? 100.0 * (double)ser[k].h[i] / (double)ser[k].n : 0.0;
+            if (p[k] > maxp[k]) maxp[k] = p[k];
+        }
+        fprintf(f, "%" PRIu64 " %" PRIu64 " %.3f %" PRIu64 " %.3f \"%s\"\n", from, ser[0].h[i], p[0],
+                ser[1].h[i], p[1], lab);
     }
-    if (close_in(f, path, msg, msglen)) return PSC_EIO;
+    if (fig_close(c, f)) return PSC_EIO;
+
+    int panel[2], np = 0;
+    for (int k = 0; k < 2; k++) if (ser[k].n) panel[np++] = k;
+    if (!np) panel[np++] = 0;
     /* Many buckets (lifetimes span ns to s): label every 2nd or 3rd one so
      * the rotated labels do not run into each other. */
     int n_buckets = hi - lo + 1, every = n_buckets > 32 ? 3 : n_buckets > 16 ? 2 : 1;
     snprintf(fname, sizeof fname, "%s.gp", name);
-    f = open_in(dir, fname, path, sizeof path);
-    if (!f) { snprintf(msg, msglen, "cannot write %s", path); return PSC_EIO; }
-    fprintf(f, "# %s — generated by poolscope plot\n%s", title, style);
-    fprintf(f, "set title \"%s\" font ',14'\nset xlabel \"%s (log2 buckets; label = lower bound)\"\n"
-               "set ylabel 'share of allocations (%%)'\nset style fill solid 0.85 border rgb '#333333'\n"
-               "set boxwidth 0.8\nset yrange [0:*]\nset xtics rotate by -40 nomirror\nset key off\n"
-               "set grid ytics\nset grid noxtics\n"
-               "plot '%s.dat' using 0:4:xtic(int($0) %% %d == 0 ? strcol(2) : '') with boxes lc rgb '#1f77b4', \\\n"
-               "     '' using 0:4:(sprintf('%%d', $3)) with labels offset 0,0.8 font ',9'\n",
-            title, xlabel, name, every);
-    if (close_in(f, path, msg, msglen)) return PSC_EIO;
-    return run_gnuplot(dir, name, made, ml, msg, msglen);
+    if (!(f = fig_open(c, fname))) return PSC_EIO;
+    fprintf(f, "# %s histogram%s — generated by poolscope plot\n%s", name, np > 1 ? ", heap and pool panels" : "", style);
+    fprintf(f, "set xlabel \"%s (log2 buckets; label = lower bound)\"\nset style fill solid 0.85 border rgb '#333333'\n"
+               "set boxwidth 0.8\nset xtics rotate by -40 nomirror\nset key off\nset grid ytics\nset grid noxtics\n"
+               "set xrange [-0.6:%d.6]\nset lmargin at screen 0.08\nset rmargin at screen 0.97\n", xlabel, n_buckets - 1);
+    /* the count over each bar; with many (narrow) bars in a short form,
+     * the exact counts being in the .dat */
+    if (n_buckets > 20)
+        fputs("count(n) = n >= 1e6 ? sprintf('%.1fM', n / 1e6) : n >= 1e4 ? sprintf('%.0fk', n / 1e3) :"
+              " n >= 1e3 ? sprintf('%.1fk', n / 1e3) : sprintf('%d', n)\n", f);
+    else
+        fputs("count(n) = sprintf('%d', n)\n", f);
+    if (np > 1) { fputs("set multiplot layout 2,1 title ", f); gp_str(f, title); fputs(" font ',14' noenhanced\n", f); }
+    else {   /* one panel: its series, and what the other lacks, under the title */
+        char t1[900];
+        snprintf(t1, sizeof t1, "%s\n%s; %s", title, ser[panel[0]].label, ser[!panel[0]].none);
+        fputs("set title ", f); gp_str(f, t1); fputs(" font ',14' noenhanced\n", f);
+    }
+    for (int q = 0; q < np; q++) {
+        const series_t *sr = &ser[panel[q]];
+        int col = 2 + 2 * panel[q];
+        if (np > 1) { fputs("set title ", f); gp_str(f, sr->label); fputs(" font ',12' noenhanced\n", f); }
+        fprintf(f, "set ylabel '%s'\nset yrange [0:%.3f]\n", sr->ylabel, maxp[panel[q]] > 0 ? maxp[panel[q]] * 1.18 : 1.0);
+        fprintf(f, "plot '%s.dat' using 0:%d:xtic(int($0) %% %d == 0 ? strcol(6) : '') with boxes lc rgb '%s', \\\n"
+                   "     '' using 0:%d:($%d > 0 ? count($%d) : '') with labels offset 0,0.8 font ',9'\n",
+                name, col + 1, every, sr->color, col + 1, col, col);
+    }
+    if (np > 1) fputs("unset multiplot\n", f);
+    if (fig_close(c, f)) return PSC_EIO;
+    return run_gnuplot(c, name, 1100, np > 1 ? 860 : 560);
 }
 
-static int replay_figure(const char *dir, const char *replay_json, char *made, size_t ml,
-                         char *msg, size_t msglen)
+/* ---- reuse distance CDF ------------------------------------------------------ */
+
+static int reuse_figure(plot_ctx_t *c, const az_scan_t *s)
+{
+    const az_result_t *r[2] = { &s->heap_r, &s->pool_r };
+    static const char *const who[2] = { "heap", "pool acquires" };
+    FILE *f = fig_open(c, "reuse_cdf.dat");
+    if (!f) return PSC_EIO;
+    int hi = 0;
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < AZ_HIST_BUCKETS; i++) if (r[k]->distance_hist[i] && i > hi) hi = i;
+    /* a point at x = 2^i: the share of re-uses with a distance below x
+     * (bucket i holds [2^(i-1), 2^i)); the first row is the 0% start */
+    fprintf(f, "# distance_below heap_count heap_cumulative_percent pool_count pool_cumulative_percent\n");
+    fprintf(f, "0.5 0 0 0 0\n");
+    uint64_t cum[2] = { 0, 0 };
+    for (int i = 0; i <= hi; i++) {
+        fprintf(f, "%" PRIu64, (uint64_t)1 << i);
+        for (int k = 0; k < 2; k++) {
+            cum[k] += r[k]->distance_hist[i];
+            fprintf(f, " %" PRIu64 " %.3f", r[k]->distance_hist[i],
+                    r[k]->reuse_samples ? 100.0 * (double)cum[k] / (double)r[k]->reuse_samples : 0.0);
+        }
+        fputc('\n', f);
+    }
+    if (fig_close(c, f)) return PSC_EIO;
+
+    if (!(f = fig_open(c, "reuse_cdf.gp"))) return PSC_EIO;
+    fprintf(f, "# reuse distance CDF — generated by poolscope plot\n%s", style);
+    char title[900] = "Address reuse distance", lab[2][200], cnt[32];
+    if (c->sel[0]) { strcat(title, " — "); strncat(title, c->sel, 300); }
+    int drawn[2], nd = 0;
+    for (int k = 0; k < 2; k++) {
+        drawn[k] = r[k]->reuse_samples >= AZ_PLOT_MIN_CDF_SAMPLES;
+        nd += drawn[k];
+        psc_fmt_count(r[k]->reuse_samples, cnt, sizeof cnt);
+        snprintf(lab[k], sizeof lab[k], "%s (%s re-uses; p50 %" PRIu64 ", p90 %" PRIu64 ")", who[k], cnt,
+                 r[k]->distance_p50, r[k]->distance_p90);
+        /* a pool never used says nothing: no line for it; a series with a
+         * handful of re-uses is no distribution: said in the title */
+        if (!drawn[k] && (k == 0 || s->pool_r.acquires)) {
+            size_t l = strlen(title);
+            snprintf(title + l, sizeof title - l, "\n%s: only %s re-uses, too few for a CDF (fewer than %d): not drawn",
+                     who[k], cnt, AZ_PLOT_MIN_CDF_SAMPLES);
+            note(c, "reuse_cdf: %s: only %s re-uses (fewer than %d): its CDF is not drawn", who[k], cnt,
+                 AZ_PLOT_MIN_CDF_SAMPLES);
+        }
+    }
+    fputs("set title ", f); gp_str(f, title); fputs(" font ',14' noenhanced\n", f);
+    fputs("set xlabel 'reuse distance: distinct addresses handed out since this one was last used (log scale)'\n"
+          "set ylabel 're-uses with a distance below x (%)'\nset logscale x 2\nset yrange [0:100]\n"
+          "set key below noenhanced\n", f);
+    if (!nd) {
+        fprintf(f, "set xrange [0.5:2]\nset label 1 'no series has %d re-uses' at graph 0.5, graph 0.5 center font ',13'\n"
+                   "plot 1/0 notitle\n", AZ_PLOT_MIN_CDF_SAMPLES);
+    } else {
+        fputs("set xrange [0.5:*]\nplot ", f);
+        int first = 1;
+        for (int k = 0; k < 2; k++) {
+            if (!drawn[k]) continue;
+            if (!first) fputs(", \\\n     ", f);
+            first = 0;
+            fprintf(f, "'reuse_cdf.dat' using 1:%d with linespoints ls %d pt 7 ps 0.8 title ", 3 + 2 * k, k ? 5 : 1);
+            gp_str(f, lab[k]);
+        }
+        fputc('\n', f);
+    }
+    if (fig_close(c, f)) return PSC_EIO;
+    return run_gnuplot(c, "reuse_cdf", 1100, 600);
+}
+
+/* ---- KV blocks over time ----------------------------------------------------- */
+
+static int kv_figure(plot_ctx_t *c, const az_scan_t *s, double x0, double x1)
+{
+    const az_result_t *h = &s->heap_r;
+    FILE *f = fig_open(c, "kv.gp");
+    if (!f) return PSC_EIO;
+    fprintf(f, "# KV cache over time — generated by poolscope plot\n%s", style);
+    char title[600];
+    int k = snprintf(title, sizeof title, "KV cache: blocks in use and utilization (peak %" PRIu64 " blocks, %.1f%% utilized on average",
+                     h->peak_kv_blocks, 100 * h->kv_utilization);
+    if (c->phase && k > 0 && (size_t)k < sizeof title)
+        snprintf(title + k, sizeof title - (size_t)k, " in %s)\nthe curves are whole-run: a phase is not one span of time", c->sel);
+    else if (c->sel[0] && k > 0 && (size_t)k < sizeof title)
+        snprintf(title + k, sizeof title - (size_t)k, ")\n%s", c->sel);
+    else if (k > 0 && (size_t)k < sizeof title)
+        snprintf(title + k, sizeof title - (size_t)k, ")");
+    int lines = 1;
+    for (const char *q = title; *q; q++) lines += *q == '\n';
+    int height = 540 + 22 * lines;
+    double head = page_title(f, title, height);
+    fprintf(f, "set origin 0,0\nset size 1,%.4f\nset xrange [%.9f:%.9f]\n", 1 - head, x0, x1);
+    fputs("set xlabel 'time since trace start (s)'\nset ylabel 'blocks in use'\nset y2label 'utilization: tokens stored / block capacity (%)'\n"
+          "set yrange [0:*]\nset offsets 0, 0, graph 0.05, 0\nset y2range [0:105]\nset ytics nomirror\nset y2tics\n"
+          "set key outside top center horizontal box opaque\n"
+          "plot 'timeline.dat' using 1:8 with lines ls 1 title 'blocks in use', \\\n"
+          "     '' using 1:($8 > 0 ? $9 : 1/0) axes x1y2 with lines ls 2 title 'utilization'\nunset multiplot\n", f);
+    if (fig_close(c, f)) return PSC_EIO;
+    return run_gnuplot(c, "kv", 1100, height);
+}
+
+/* ---- policies from replay --json ----------------------------------------- */
+
+/* A replay --json document with a non-empty "policies" array: 0, or an
+ * error with msg — checked before anything is drawn. */
+static int replay_load(const char *replay_json, az_jdoc_t **out, char *msg, size_t msglen)
 {
     int err;
     char eb[200];
@@ -135,225 +589,193 @@ static int replay_figure(const char *dir, const char *replay_json, char *made, s
         az_json_free(d);
         return PSC_ECORRUPT;
     }
-    char path[1024];
-    FILE *f = open_in(dir, "policies.dat", path, sizeof path);
-    if (!f) { az_json_free(d); snprintf(msg, msglen, "cannot write %s", path); return PSC_EIO; }
-    fprintf(f, "# policy peak_reserved_MiB peak_live_MiB reserved_over_live\n");
-    for (const az_jv_t *p = pol->child; p; p = p->next) {
-        const az_jv_t *n = az_json_get(p, "name"), *r = az_json_get(p, "peak_reserved_bytes"),
-                      *l = az_json_get(p, "peak_live_bytes");
-        if (!n || n->type != AZ_JV_STR) continue;
-        double rv = r && r->type == AZ_JV_NUM ? r->num : NAN, lv = l && l->type == AZ_JV_NUM ? l->num : NAN;
-        fprintf(f, "\"%s\" %.4f %.4f %.3f\n", n->str, rv / MIB, lv / MIB, lv > 0 ? rv / lv : NAN);
-    }
-    if (close_in(f, path, msg, msglen)) { az_json_free(d); return PSC_EIO; }
-    az_json_free(d);
-    f = open_in(dir, "policies.gp", path, sizeof path);
-    if (!f) { snprintf(msg, msglen, "cannot write %s", path); return PSC_EIO; }
-    fprintf(f, "# per-policy peaks from replay --json — generated by poolscope plot\n%s", style);
-    fputs("set title 'Peak memory by allocation policy (replay)' font ',14'\n"
-          "set ylabel 'MiB'\nset style data histograms\nset style histogram clustered gap 1.5\n"
-          "set style fill solid 0.85 border rgb '#333333'\nset boxwidth 0.9\nset yrange [0:*]\n"
-          "set key top right box opaque\nset grid ytics\nset grid noxtics\nset xtics nomirror\nset datafile missing 'nan'\n"
-          "plot 'policies.dat' using 2:xtic(1) title 'peak reserved' lc rgb '#d62728', \\\n"
-          "     '' using 3 title 'peak live (lower bound)' lc rgb '#1f77b4', \\\n"
-          "     '' using 0:2:(sprintf('%.2fx', $4)) with labels offset -1.2,0.8 font ',9' notitle\n", f);
-    if (close_in(f, path, msg, msglen)) return PSC_EIO;
-    return run_gnuplot(dir, "policies", made, ml, msg, msglen);
-}
-
-/* Every figure into `dir` (a temporary directory: see az_plot). */
-static int plot_all(const char *trace, const char *dir, const char *replay_json, int *warning,
-                    char *made, size_t made_len, char *msg, size_t msglen)
-{
-    int rc = 0;
-    if (trace) {
-        az_scan_t *s;
-        az_scan_opts_t so = { .timeline_buckets = 1000, .keep_markers = MAX_MARKS };
-        if ((rc = az_scan_file(trace, &so, &s, msg, msglen))) return rc;
-        char wb[8];
-        *warning = az_scan_warning(s, wb, sizeof wb) != NULL;
-        char path[1024];
-        const az_result_t *h = &s->heap_r;
-
-        /* ---- memory over time ---- */
-        FILE *f = open_in(dir, "timeline.dat", path, sizeof path);
-        if (!f) { az_scan_free(s); snprintf(msg, msglen, "cannot write %s", path); return PSC_EIO; }
-        int has_pool = s->pool_r.acquires > 0, has_mmap = s->peak_mmap_total > 0, has_rss = s->rss_samples > 0;
-        /* one unit for the memory axes, chosen from the largest value */
-        uint64_t top = 0;
-        for (size_t i = 0; i < s->tl_used; i++) {
-            const az_tl_bucket_t *b = &s->tl[i];
-            uint64_t v[] = { b->heap, b->mmap_anon, b->mmap_file, b->rss, b->pool_out + b->pool_cached };
-            for (size_t k = 0; k < 5; k++) if (v[k] > top) top = v[k];
-        }
-        double unit = top >= 2 * 1073741824.0 ? 1073741824.0 : top >= 2 * MIB ? MIB : 1024.0;
-        const char *uname = unit == MIB ? "MiB" : unit == 1024.0 ? "KiB" : "GiB";
-        fprintf(f, "# memory columns in %s\n", uname);
-        fprintf(f, "# t_s heap_MiB mmap_anon_MiB mmap_file_MiB rss_MiB pool_out_MiB pool_cached_MiB kv_blocks kv_util_pct\n");
-        for (size_t i = 0; i < s->tl_used; i++) {
-            const az_tl_bucket_t *b = &s->tl[i];
-            double t = (double)((s->tl_t0 - s->t_first) + ((uint64_t)i << s->tl_shift) +
-                                ((1ull << s->tl_shift) / 2)) / 1e9;
-            fprintf(f, "%.9f %.4f %.4f %.4f %.4f %.4f %.4f %" PRIu64 " %.2f\n", t, b->heap / unit,
-                    b->mmap_anon / unit, b->mmap_file / unit, b->rss / unit, b->pool_out / unit,
-                    (b->pool_out + b->pool_cached) / unit, b->kv_blocks,
-                    b->kv_capacity ? 100.0 * (double)b->kv_tokens / (double)b->kv_capacity : 0.0);
-        }
-        if (close_in(f, path, msg, msglen)) { az_scan_free(s); return PSC_EIO; }
-        /* markers: one row per name (first 6 names), at most 400 ticks per name */
-        f = open_in(dir, "markers.dat", path, sizeof path);
-        uint32_t names[6];
-        size_t n_names = 0;
-        if (!f) { az_scan_free(s); snprintf(msg, msglen, "cannot write %s", path); return PSC_EIO; }
-        {
-            fprintf(f, "# t_s row name\n");
-            uint64_t per[6] = { 0 }, count[6] = { 0 };
-            for (size_t i = 0; i < s->n_markers; i++) {
-                if (s->markers[i].kind == AZ_MARK_END) continue;
-                size_t k = 0;
-                while (k < n_names && names[k] != s->markers[i].name) k++;
-                if (k == n_names) { if (n_names == 6) continue; names[n_names++] = s->markers[i].name; }
-                per[k]++;
-            }
-            for (size_t i = 0; i < s->n_markers; i++) {
-                if (s->markers[i].kind == AZ_MARK_END) continue;
-                size_t k = 0;
-                while (k < n_names && names[k] != s->markers[i].name) k++;
-                if (k == n_names) continue;
-                uint64_t step = per[k] > 400 ? per[k] / 400 : 1;
-                if (count[k]++ % step) continue;
-                fprintf(f, "%.9f %zu \"%s\"\n", (double)(s->markers[i].t - s->t_first) / 1e9, k,
-                        az_scan_string(s, s->markers[i].name));
-            }
-            if (close_in(f, path, msg, msglen)) { az_scan_free(s); return PSC_EIO; }
-        }
-        f = open_in(dir, "memory.gp", path, sizeof path);
-        if (!f) { az_scan_free(s); snprintf(msg, msglen, "cannot write %s", path); return PSC_EIO; }
-        fprintf(f, "# memory over time — generated by poolscope plot\n%s", style);
-        fprintf(f, "set title \"Memory over time — %s\" font ',14' noenhanced\n", s->hdr->exe && s->hdr->exe[0] ? s->hdr->exe : trace);
-        fprintf(f, "set xlabel 'time since trace start (s)'\nset ylabel '%s'\nset yrange [0:*]\n"
-                   "set key top left box opaque\n", uname);
-        if (n_names) {
-            /* marker rows live below the memory curves on y2 */
-            fprintf(f, "set y2range [-0.5:%zu]\nset y2tics (", n_names * 4 + 2);
-            for (size_t k = 0; k < n_names; k++)
-                fprintf(f, "%s\"%s\" %zu", k ? ", " : "", az_scan_string(s, names[k]), k);
-            fputs(") nomirror font ',9'\nset ytics nomirror\n", f);
-        }
-        fputs("plot 'timeline.dat' using 1:2 with lines ls 1 title 'heap live (requested bytes)'", f);
-        if (has_mmap) fputs(", \\\n     '' using 1:3 with lines ls 2 title 'mmap anonymous', \\\n"
-                            "     '' using 1:4 with lines ls 3 title 'mmap file-backed'", f);
-        if (has_rss) fputs(", \\\n     '' using 1:5 with lines ls 4 title 'RSS'", f);
-        if (has_pool) fputs(", \\\n     '' using 1:6 with lines ls 5 dt 2 title 'pool outstanding', \\\n"
-                            "     '' using 1:7 with lines ls 6 dt 3 title 'pool reserved (outstanding + cached)'", f);
-        if (n_names) fputs(", \\\n     'markers.dat' using 1:2 axes x1y2 with points pt 7 ps 0.35 lc rgb '#555555' title 'markers'", f);
-        fputc('\n', f);
-        if (close_in(f, path, msg, msglen)) { az_scan_free(s); return PSC_EIO; }
-        rc = run_gnuplot(dir, "memory", made, made_len, msg, msglen);
-
-        /* ---- histograms, reuse CDF ---- */
-        if (!rc) rc = hist_figure(dir, "sizes", "Allocation sizes (requested bytes)", "size", h->size_hist, 1,
-                                  made, made_len, msg, msglen);
-        if (!rc) rc = hist_figure(dir, "lifetimes", "Allocation lifetimes (allocation to free)", "lifetime",
-                                  h->lifetime_hist, 0, made, made_len, msg, msglen);
-        if (!rc) {
-            f = open_in(dir, "reuse_cdf.dat", path, sizeof path);
-            if (!f) { snprintf(msg, msglen, "cannot write %s", path); rc = PSC_EIO; }
-            else {
-                fprintf(f, "# distance_upper_bound cumulative_percent\n");
-                uint64_t c = 0;
-                int hi = 0;
-                for (int i = 0; i < AZ_HIST_BUCKETS; i++) if (h->distance_hist[i]) hi = i;
-                fprintf(f, "0.5 0\n");
-                for (int i = 0; i <= hi && h->reuse_samples; i++) {
-                    c += h->distance_hist[i];
-                    fprintf(f, "%" PRIu64 " %.3f\n", (uint64_t)(i ? (1ull << i) - 1 : 0), 100.0 * (double)c / (double)h->reuse_samples);
-                }
-                rc = close_in(f, path, msg, msglen);
-            }
-            f = rc ? NULL : open_in(dir, "reuse_cdf.gp", path, sizeof path);
-            if (!rc && !f) { snprintf(msg, msglen, "cannot write %s", path); rc = PSC_EIO; }
-            if (f) {
-                fprintf(f, "# reuse distance CDF — generated by poolscope plot\n%s", style);
-                fprintf(f, "set title 'Address reuse distance (p50 %" PRIu64 ", p90 %" PRIu64 ", %" PRIu64 " re-uses)' font ',14'\n",
-                        h->distance_p50, h->distance_p90, h->reuse_samples);
-                fputs("set xlabel 'reuse distance: distinct addresses handed out since this address was last used (log scale)'\n"
-                      "set ylabel 'allocations at or below (%)'\nset logscale x 2\nset yrange [0:100]\n"
-                      "set key bottom right box opaque\n"
-                      "plot 'reuse_cdf.dat' using ($1 < 1 ? 0.5 : $1+1):2 with steps ls 1 title 'CDF', '' using ($1 < 1 ? 0.5 : $1+1):2 with points pt 7 ps 0.8 lc rgb '#1f77b4' notitle\n", f);
-                rc = close_in(f, path, msg, msglen);
-                if (!rc) rc = run_gnuplot(dir, "reuse_cdf", made, made_len, msg, msglen);
-            }
-        }
-        /* ---- KV ---- */
-        if (!rc && h->has_kv) {
-            f = open_in(dir, "kv.gp", path, sizeof path);
-            if (!f) { snprintf(msg, msglen, "cannot write %s", path); rc = PSC_EIO; }
-            else {
-                fprintf(f, "# KV cache over time — generated by poolscope plot\n%s", style);
-                fprintf(f, "set title 'KV cache: blocks in use and utilization (peak %" PRIu64 " blocks, %.1f%% utilized on average)' font ',14'\n",
-                        h->peak_kv_blocks, 100 * h->kv_utilization);
-                fputs("set xlabel 'time since trace start (s)'\nset ylabel 'blocks in use'\nset y2label 'utilization: tokens stored / block capacity (%)'\n"
-                      "set yrange [0:*]\nset y2range [0:105]\nset ytics nomirror\nset y2tics\nset key top left box opaque\n"
-                      "plot 'timeline.dat' using 1:8 with lines ls 1 title 'blocks in use', \\\n"
-                      "     '' using 1:($8 > 0 ? $9 : 1/0) axes x1y2 with lines ls 2 title 'utilization'\n", f);
-                rc = close_in(f, path, msg, msglen);
-                if (!rc) rc = run_gnuplot(dir, "kv", made, made_len, msg, msglen);
-            }
-        }
-        az_scan_free(s);
-    }
-    if (!rc && replay_json) rc = replay_figure(dir, replay_json, made, made_len, msg, msglen);
-    return rc;
-}
-
-/* A replay --json file with a non-empty "policies" array: 0, or an error
- * with msg — checked before anything is drawn. */
-static int replay_check(const char *replay_json, char *msg, size_t msglen)
-{
-    int err;
-    char eb[200];
-    az_jdoc_t *d = az_json_parse_file(replay_json, &err, eb, sizeof eb);
-    if (!d) { snprintf(msg, msglen, "%s: %s", replay_json, eb); return PSC_ECORRUPT; }
-    const az_jv_t *pol = az_json_get(az_json_root(d), "policies");
-    int ok = pol && pol->type == AZ_JV_ARR && pol->n;
-    az_json_free(d);
-    if (!ok) {
-        snprintf(msg, msglen, "%s: no \"policies\" array (expected replay --json output)", replay_json);
-        return PSC_ECORRUPT;
-    }
+    *out = d;
     return 0;
 }
 
-/* The figures are made in a temporary directory (common/outfile.h) that
- * becomes `dir`, or whose files replace their namesakes in an existing
- * `dir`, only when every figure was drawn: a failure leaves `dir` as it was
- * and nothing half-written. */
-int az_plot(const char *trace, const char *dir, const char *replay_json, int *warning,
-            char *made, size_t made_len, char *msg, size_t msglen)
+static double jnum(const az_jv_t *p, const char *key)
 {
-    *warning = 0;
-    if (made && made_len) made[0] = 0;
-    int rc;
-    if (replay_json && (rc = replay_check(replay_json, msg, msglen))) return rc;
-    const char *inputs[2] = { trace, replay_json };
-    psc_outdir_t *od;
-    if ((rc = psc_outdir_open(dir, inputs, 2, &od, msg, msglen))) return rc;
-    char *names = made_len ? calloc(1, made_len) : NULL;
-    if (made_len && !names) { psc_outdir_abort(od); snprintf(msg, msglen, "out of memory"); return PSC_ENOMEM; }
-    rc = plot_all(trace, psc_outdir_path(od), replay_json, warning, names, made_len, msg, msglen);
-    if (rc) psc_outdir_abort(od);
-    else rc = psc_outdir_commit(od, msg, msglen);
-    if (!rc && made && names) {           /* "memory.png\n..." -> "DIR/memory.png\n..." */
-        size_t k = 0;
-        for (char *l = names, *nl; *l && k < made_len; l = nl + 1) {
-            if (!(nl = strchr(l, '\n'))) break;
-            int w = snprintf(made + k, made_len - k, "%s/%.*s\n", dir, (int)(nl - l), l);
-            if (w < 0 || (size_t)w >= made_len - k) { made[k] = 0; break; }
-            k += (size_t)w;
+    const az_jv_t *v = az_json_get(p, key);
+    return v && v->type == AZ_JV_NUM ? v->num : NAN;
+}
+
+/* The KV policies (kv-contiguous, kv-reserve, kv-step, kv-paged: what
+ * replay calls "kv") hold a KV cache, the others (malloc, arena, pool,
+ * ideal) the tensor or heap stream: different things at different scales,
+ * so each group gets a panel and a unit of its own. */
+static int is_kv_policy(const char *name) { return !strncmp(name, "kv", 2); }
+
+static int policies_figure(plot_ctx_t *c, const az_jdoc_t *d)
+{
+    static const char *const group_name[2] = { "tensor/heap", "KV cache" };
+    const az_jv_t *root = az_json_root(d), *pol = az_json_get(root, "policies");
+    const az_jv_t *tr = az_json_get(root, "trace"), *st = tr ? az_json_get(tr, "stream") : NULL;
+    double top[2] = { 0, 0 };
+    size_t count[2] = { 0, 0 };
+    for (const az_jv_t *p = pol->child; p; p = p->next) {
+        const az_jv_t *n = az_json_get(p, "name");
+        if (!n || n->type != AZ_JV_STR) continue;
+        int g = is_kv_policy(n->str);
+        double v[2] = { jnum(p, "peak_reserved_bytes"), jnum(p, "peak_live_bytes") };
+        for (int k = 0; k < 2; k++) if (v[k] > top[g]) top[g] = v[k];
+        count[g]++;
+    }
+    if (!count[0] && !count[1]) {
+        snprintf(c->msg, c->msglen, "no policy with a \"name\" in the replay file");
+        return PSC_ECORRUPT;
+    }
+    const char *uname[2];
+    double unit[2] = { mem_unit(top[0], &uname[0]), mem_unit(top[1], &uname[1]) };
+    FILE *f = fig_open(c, "policies.dat");
+    if (!f) return PSC_EIO;
+    /* one gnuplot data block (index) per group present, in this order */
+    int groups[2], ng = 0;
+    for (int g = 0; g < 2; g++) {
+        if (!count[g]) continue;
+        if (ng) fputs("\n\n", f);
+        groups[ng++] = g;
+        fprintf(f, "# %s policies: policy peak_reserved_%s peak_live_%s reserved_over_live\n",
+                group_name[g], uname[g], uname[g]);
+        for (const az_jv_t *p = pol->child; p; p = p->next) {
+            const az_jv_t *n = az_json_get(p, "name");
+            if (!n || n->type != AZ_JV_STR || is_kv_policy(n->str) != g) continue;
+            double rv = jnum(p, "peak_reserved_bytes"), lv = jnum(p, "peak_live_bytes");
+            gp_str(f, n->str);
+            fprintf(f, " %.4f %.4f %.3f\n", rv / unit[g], lv / unit[g], lv > 0 ? rv / lv : NAN);
         }
     }
-    free(names);
+    if (fig_close(c, f)) return PSC_EIO;
+
+    if (!(f = fig_open(c, "policies.gp"))) return PSC_EIO;
+    fprintf(f, "# per-policy peaks from replay --json, one panel per group — generated by poolscope plot\n%s", style);
+    fputs("set style data histograms\nset style histogram clustered gap 1.5\n"
+          "set style fill solid 0.85 border rgb '#333333'\nset boxwidth 0.9\nset yrange [0:*]\n"
+          "set key below box opaque\nset grid ytics\nset grid noxtics\n"
+          "set xtics nomirror noenhanced\nset datafile missing 'nan'\n", f);
+    char sub[2][160], title[600];
+    for (int q = 0; q < ng; q++) {
+        int g = groups[q];
+        if (g == 0 && st && st->type == AZ_JV_STR)
+            snprintf(sub[q], sizeof sub[q], "%s policies (%s stream)", group_name[g], st->str);
+        else
+            snprintf(sub[q], sizeof sub[q], "%s policies", group_name[g]);
+    }
+    /* one group: its name goes into the title, the panel has no title of its own */
+    snprintf(title, sizeof title, "Peak memory by allocation policy (replay)%s%s", ng > 1 ? "" : ": ",
+             ng > 1 ? "" : sub[0]);
+    if (c->sel[0]) strcat(title, "\nwhole run: replay --json is not restricted by --phase/--from/--to");
+    if (ng > 1) { fputs("set multiplot layout 1,2 title ", f); gp_str(f, title); fputs(" font ',14' noenhanced\n", f); }
+    else { fputs("set title ", f); gp_str(f, title); fputs(" font ',14' noenhanced\n", f); }
+    for (int q = 0; q < ng; q++) {
+        int g = groups[q];
+        if (ng > 1) { fputs("set title ", f); gp_str(f, sub[q]); fputs(" font ',12' noenhanced\n", f); }
+        fprintf(f, "set ylabel '%s'\n", uname[g]);
+        fprintf(f, "plot 'policies.dat' index %d using 2:xtic(1) title 'peak reserved' lc rgb '#d62728', \\\n"
+                   "     '' index %d using 3 title 'peak live (lower bound)' lc rgb '#1f77b4', \\\n"
+                   "     '' index %d using 0:2:(sprintf('%%.2fx', $4)) with labels offset -1.2,0.8 font ',9' notitle\n",
+                q, q, q);
+    }
+    if (ng > 1) fputs("unset multiplot\n", f);
+    if (fig_close(c, f)) return PSC_EIO;
+    return run_gnuplot(c, "policies", ng > 1 ? 1300 : 1100, 560);
+}
+
+/* ---- all of it --------------------------------------------------------------- */
+
+/* Every figure into c->dir (a temporary directory: see az_plot). */
+static int plot_all(plot_ctx_t *c, const az_scan_t *s, const char *trace, const az_jdoc_t *replay)
+{
+    int rc = 0;
+    if (s) {
+        char cnt[2][32];
+        double x0 = 0, x1 = 0;
+        rc = memory_figure(c, s, trace, &x0, &x1);
+        const az_result_t *h = &s->heap_r, *p = &s->pool_r;
+        char l[4][96], title[400];
+        snprintf(l[0], sizeof l[0], "heap (%s allocations)", psc_fmt_count(hist_sum(h->size_hist), cnt[0], sizeof cnt[0]));
+        snprintf(l[1], sizeof l[1], "pool acquires (%s)", psc_fmt_count(hist_sum(p->size_hist), cnt[1], sizeof cnt[1]));
+        series_t sizes[2] = {
+            { l[0], h->size_hist, hist_sum(h->size_hist), "#1f77b4", "share of heap allocations (%)", "no heap allocations" },
+            { l[1], p->size_hist, hist_sum(p->size_hist), "#9467bd", "share of pool acquires (%)", "no pool acquires" },
+        };
+        snprintf(title, sizeof title, "Allocation sizes (requested bytes)%s%s", c->sel[0] ? " — " : "", c->sel);
+        if (!rc) rc = hist_figure(c, "sizes", title, "size", 1, sizes);
+
+        snprintf(l[2], sizeof l[2], "heap (%s freed)", psc_fmt_count(hist_sum(h->lifetime_hist), cnt[0], sizeof cnt[0]));
+        snprintf(l[3], sizeof l[3], "pool acquires (%s reclaimed)", psc_fmt_count(hist_sum(p->lifetime_hist), cnt[1], sizeof cnt[1]));
+        series_t lifetimes[2] = {
+            { l[2], h->lifetime_hist, hist_sum(h->lifetime_hist), "#1f77b4", "share of heap frees (%)", "no heap frees" },
+            { l[3], p->lifetime_hist, hist_sum(p->lifetime_hist), "#9467bd", "share of pool reclaims (%)", "no pool reclaims" },
+        };
+        int k = snprintf(title, sizeof title, "Lifetimes (heap: allocation to free; pool: acquire to reclaim)%s%s",
+                         c->sel[0] ? " — " : "", c->sel);
+        if (s->resolution_ns && k > 0 && (size_t)k < sizeof title) {
+            char res[32];
+            snprintf(title + k, sizeof title - (size_t)k, "\nthe trace's times are within %s: shorter lifetimes are not resolved",
+                     psc_fmt_ns(s->resolution_ns, res, sizeof res));
+        }
+        if (!rc) rc = hist_figure(c, "lifetimes", title, "lifetime", 0, lifetimes);
+        if (!rc) rc = reuse_figure(c, s);
+        if (!rc && h->has_kv) rc = kv_figure(c, s, x0, x1);
+    }
+    if (!rc && replay) rc = policies_figure(c, replay);
     return rc;
+}
+
+/* The trace is scanned and the replay file read before anything is made:
+ * a bad input or an unknown phase creates nothing. The figures are made in
+ * a temporary directory (common/outfile.h) that becomes `dir`, or whose
+ * files replace their namesakes in an existing `dir`, only when every
+ * figure was drawn: a failure leaves `dir` as it was and nothing
+ * half-written. */
+int az_plot(const az_plot_opts_t *o, az_plot_out_t *out, char *msg, size_t msglen)
+{
+    memset(out, 0, sizeof *out);
+    if ((!o->trace && !o->replay_json) || !o->dir) { snprintf(msg, msglen, "nothing to plot"); return PSC_EINVAL; }
+    if ((o->phase || o->window) && !o->trace) {
+        snprintf(msg, msglen, "--phase and --from/--to select part of a trace: give one");
+        return PSC_EINVAL;
+    }
+    plot_ctx_t c = { .out = out, .msg = msg, .msglen = msglen, .phase = o->phase != NULL };
+    if (o->phase || o->window) {
+        char a[32], b[32], w[96] = "";
+        if (o->window)
+            snprintf(w, sizeof w, "from %s to %s", psc_fmt_ns(o->from, a, sizeof a),
+                     o->to == UINT64_MAX ? "the end" : psc_fmt_ns(o->to, b, sizeof b));
+        snprintf(c.sel, sizeof c.sel, "%s%.64s%s%s%s", o->phase ? "phase '" : "", o->phase ? o->phase : "",
+                 o->phase ? "'" : "", o->phase && o->window ? ", " : "", w);
+    }
+    int rc;
+    az_scan_t *s = NULL;
+    if (o->trace) {
+        az_scan_opts_t so = { .phase = o->phase, .window = o->window, .from = o->from, .to = o->to,
+                              .timeline_buckets = 1000, .keep_markers = MAX_MARKS };
+        if ((rc = az_scan_file(o->trace, &so, &s, msg, msglen))) return rc;
+        char wb[8];
+        out->warning = az_scan_warning(s, wb, sizeof wb) != NULL;
+    }
+    az_jdoc_t *d = NULL;
+    if (o->replay_json && (rc = replay_load(o->replay_json, &d, msg, msglen))) { az_scan_free(s); return rc; }
+    const char *inputs[2] = { o->trace, o->replay_json };
+    psc_outdir_t *od;
+    if ((rc = psc_outdir_open(o->dir, inputs, 2, &od, msg, msglen))) { az_json_free(d); az_scan_free(s); return rc; }
+    c.dir = psc_outdir_path(od);
+    rc = plot_all(&c, s, o->trace, d);
+    az_json_free(d);
+    az_scan_free(s);
+    if (rc) psc_outdir_abort(od);
+    else rc = psc_outdir_commit(od, msg, msglen);
+    if (rc) { out->made[0] = 0; return rc; }
+    /* "memory.png\n..." -> "DIR/memory.png\n..." */
+    char names[sizeof out->made];
+    memcpy(names, out->made, sizeof names);
+    size_t k = 0;
+    for (char *l = names, *nl; *l && k < sizeof out->made; l = nl + 1) {
+        if (!(nl = strchr(l, '\n'))) break;
+        int w = snprintf(out->made + k, sizeof out->made - k, "%s/%.*s\n", o->dir, (int)(nl - l), l);
+        if (w < 0 || (size_t)w >= sizeof out->made - k) { out->made[k] = 0; break; }
+        k += (size_t)w;
+    }
+    out->made[k] = 0;
+    return 0;
 }
