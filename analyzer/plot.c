@@ -340,10 +340,11 @@ static int memory_figure(plot_ctx_t *c, const az_scan_t *s, const char *trace, d
     double lane = (double)lane_px / height, head = page_title(f, title, height);
     /* with markers two panels, one time axis: the memory curves on top, the
      * marker lane under them, never drawn over the curves */
-    fprintf(f, "set lmargin at screen 0.09\nset rmargin at screen 0.97\nset xrange [%.9f:%.9f]\n"
+    /* the left margin holds the lane's labels ("forward (1,320)") */
+    fprintf(f, "set lmargin at screen %.2f\nset rmargin at screen 0.97\nset xrange [%.9f:%.9f]\n"
                "set ylabel '%s'\nset yrange [0:*]\nset offsets 0, 0, graph 0.04, 0\n"
                "set key outside top center horizontal box opaque\nset origin 0,%.4f\nset size 1,%.4f\n",
-            *x0, *x1, uname, lane, 1 - lane - head);
+            rows ? 0.14 : 0.09, *x0, *x1, uname, lane, 1 - lane - head);
     if (rows) fputs("set bmargin 1\nset format x ''\nunset xlabel\n", f);
     else fputs("set xlabel 'time since trace start (s)'\n", f);
     fputs("plot 'timeline.dat' using 1:2 with lines ls 1 title 'heap live (requested bytes)'", f);
