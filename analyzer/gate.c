@@ -58,6 +58,11 @@ static az_jdoc_t *scan_doc(az_scan_t *s, int *err, char *msg, size_t msglen)
 
 az_jdoc_t *az_metrics_doc(const char *path, int *err, char *msg, size_t msglen)
 {
+    return az_metrics_doc_opts(path, NULL, err, msg, msglen);
+}
+
+az_jdoc_t *az_metrics_doc_opts(const char *path, const az_scan_opts_t *so, int *err, char *msg, size_t msglen)
+{
     FILE *f = fopen(path, "rb");
     if (!f) { *err = PSC_EIO; snprintf(msg, msglen, "cannot open: %s", strerror(errno)); return NULL; }
     struct stat st;
@@ -76,7 +81,7 @@ az_jdoc_t *az_metrics_doc(const char *path, int *err, char *msg, size_t msglen)
             if (!d) snprintf(msg, msglen, "not valid JSON: %s", eb);
         } else {
             az_scan_t *s;
-            int rc = az_scan_mem(b, len, path, NULL, &s, msg, msglen);
+            int rc = az_scan_mem(b, len, path, so, &s, msg, msglen);
             if (rc) *err = rc;
             else { d = scan_doc(s, err, msg, msglen); az_scan_free(s); }
         }
@@ -93,7 +98,7 @@ az_jdoc_t *az_metrics_doc(const char *path, int *err, char *msg, size_t msglen)
         return d;
     }
     az_scan_t *s;
-    int rc = az_scan_file(path, NULL, &s, msg, msglen);
+    int rc = az_scan_file(path, so, &s, msg, msglen);
     if (rc) { *err = rc; return NULL; }
     az_jdoc_t *d = scan_doc(s, err, msg, msglen);
     az_scan_free(s);

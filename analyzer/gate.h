@@ -29,6 +29,9 @@
  * JSON report when it starts with '{'. NULL with a message on failure
  * (*err PS_E*). */
 az_jdoc_t *az_metrics_doc(const char *path, int *err, char *msg, size_t msglen);
+/* The same with scan options for a trace (--phase-frame); so may be NULL. */
+struct az_scan_opts;
+az_jdoc_t *az_metrics_doc_opts(const char *path, const struct az_scan_opts *so, int *err, char *msg, size_t msglen);
 
 /* 1 if the metric at this dotted path is higher-is-better. */
 int az_gate_higher_is_better(const char *path);

@@ -14,9 +14,11 @@
 
 #include "checked.h"
 #include "hashmap.h"
+#include "phase_frame.h"
 #include "poolscope/error.h"
 
 typedef struct priv {
+    az_pf_t *pf;                 /* --phase-frame scopes, NULL without */
     uint64_t phase_open;         /* open scopes of opts.phase */
     int phase_point;             /* the phase marker came as a point: on from there */
     int phase_seen;              /* a scope or point of opts.phase was read */
@@ -140,9 +142,14 @@ static void on_event(az_scan_t *s, const pst_event_t *ev)
     const uint64_t *f = ev->f;
     uint64_t t = ev->ts;
 
-    if (ev->type < PST_EV_MAX) s->by_type[ev->type]++;
-    if (s->events == 0) s->t_first = t;
-    s->events++;
+    /* a --phase-frame scope is read as a marker but is not one of the trace's events */
+    const int synthetic = (ev->type == PST_EV_MARK_BEGIN || ev->type == PST_EV_MARK_END) &&
+                          f[0] >= AZ_PF_STRING_BASE;
+    if (!synthetic) {
+        if (ev->type < PST_EV_MAX) s->by_type[ev->type]++;
+        if (s->events == 0) s->t_first = t;
+        s->events++;
+    }
     if (t > s->t_last) s->t_last = t;
 
     /* the window and the phase decide whether this event is counted */
@@ -155,7 +162,7 @@ static void on_event(az_scan_t *s, const pst_event_t *ev)
     }
     if (p->opts.phase) on = on && (p->phase_open > 0 || p->phase_point);
     set_counting(s, on, t);
-    if (on) s->events_counted++;
+    if (on && !synthetic) s->events_counted++;
 
     pm_step_t st;
     pm_event(s->model, ev, &st);     /* PSC_ENOMEM: the model went on with what it could */
@@ -224,7 +231,7 @@ static void on_event(az_scan_t *s, const pst_event_t *ev)
     if (p->opts.window && (t < p->opts.from || t > p->opts.to)) gauge = 0;
     if (gauge == 2) tl_heap(s, t);
     else if (gauge) tl_update(s, t);
-    if (p->opts.hook) p->opts.hook(p->opts.hook_ctx, ev, s);
+    if (p->opts.hook && !synthetic) p->opts.hook(p->opts.hook_ctx, ev, s);
 }
 
 /* The trace is the file `path`, or the len bytes at mem when mem is set. */
@@ -274,12 +281,22 @@ static int scan_any(const char *path, const void *mem, size_t mem_len, const az_
     struct stat fst;
     if (mem) file_bytes = mem_len;
     else if (opts && opts->progress && stat(path, &fst) == 0) file_bytes = (uint64_t)fst.st_size;
+    if (p->opts.n_phase_frames &&
+        !(p->pf = az_pf_create(s->r, p->opts.phase_frames, p->opts.n_phase_frames, msg, msglen))) {
+        az_scan_free(s);
+        return PSC_EINVAL;
+    }
+    pst_event_t syn[2 * AZ_PF_MAX];
     while ((rc = pst_next(s->r, &ev)) > 0) {
         if (!started && (!p->opts.window || ev.ts >= p->opts.from)) { s->tl_t0 = ev.ts; started = 1; }
+        if (p->pf && (ev.stack || ev.type == PST_EV_THREAD_END))
+            for (size_t i = 0, n = az_pf_before(p->pf, &ev, syn); i < n; i++) on_event(s, &syn[i]);
         on_event(s, &ev);
         if (opts && opts->progress && (++n_read & 0xfffff) == 0)
             opts->progress(opts->progress_ctx, n_read, pst_status(s->r)->bytes, file_bytes);
     }
+    for (size_t n; p->pf && rc >= 0 && (n = az_pf_finish(p->pf, s->t_last, syn)) > 0;)
+        for (size_t i = 0; i < n; i++) on_event(s, &syn[i]);
     s->status = pst_status(s->r);
     if (rc < 0) {
         snprintf(msg, msglen, "read failed: %s", psc_strerror(rc));
@@ -299,6 +316,14 @@ static int scan_any(const char *path, const void *mem, size_t mem_len, const az_
     az_finish(s->pool, s->t_last);
     az_result(s->heap, &s->heap_r);
     az_result(s->pool, &s->pool_r);
+    for (size_t i = 0; i < az_pf_count(p->pf); i++) {
+        const char *func;
+        if (az_pf_seen(p->pf, i, &func)) continue;   /* a typo, or no stacks: say so */
+        snprintf(msg, msglen, "--phase-frame: no recorded stack holds '%s'%s", func,
+                 s->hdr && s->hdr->stacks == PST_STACKS_NONE ? " (the trace was recorded with --stacks none)" : "");
+        az_scan_free(s);
+        return PSC_ENOENT;
+    }
     if (p->opts.phase && !p->phase_seen) {         /* a typo would count nothing, silently */
         size_t k = (size_t)snprintf(msg, msglen, "no phase '%s' in this trace; its phases: ", p->opts.phase);
         if (!s->heap_r.n_phases && k < msglen) snprintf(msg + k, msglen - k, "none (no markers)");
@@ -328,6 +353,7 @@ void az_scan_free(az_scan_t *s)
     if (!s) return;
     priv_t *p = s->priv;
     if (p) {
+        az_pf_destroy(p->pf);
         free(p);
     }
     pst_close(s->r);
@@ -374,6 +400,7 @@ int az_scan_kv_used(const az_scan_t *s, uint64_t pool, uint64_t block, uint32_t 
 
 const char *az_scan_string(const az_scan_t *s, uint32_t id)
 {
-    const char *n = s->r ? pst_string(s->r, id) : NULL;
+    const char *n = az_pf_string(((const priv_t *)s->priv)->pf, id);
+    if (!n && s->r) n = pst_string(s->r, id);
     return n ? n : "?";
 }

@@ -55,6 +55,11 @@ typedef struct az_scan_opts {
     int      window;
     size_t   timeline_buckets;   /* 0: 64 */
     size_t   keep_markers;       /* keep up to this many marker events (plots, exports) */
+    /* --phase-frame FUNC[=NAME]: scopes from call stacks (phase_frame.h),
+     * read as markers by every figure. A FUNC no stack holds is an error
+     * (PSC_ENOENT) saying so. */
+    const char *const *phase_frames;
+    size_t   n_phase_frames;
     /* Called about every million events with the events read, the bytes
      * consumed and the file's size (NULL = none): progress for people. */
     void   (*progress)(void *ctx, uint64_t events, uint64_t bytes, uint64_t file_bytes);

@@ -396,6 +396,8 @@ int az_sql_write_opts(const char *trace, const char *dbpath, const az_sql_opts_t
         so.progress = o->progress;
         so.progress_ctx = o->progress_ctx;
         so.phase = o->phase;
+        so.phase_frames = o->phase_frames;
+        so.n_phase_frames = o->n_phase_frames;
         so.window = o->window;
         so.from = o->from;
         so.to = o->to;

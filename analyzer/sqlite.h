@@ -35,6 +35,8 @@ typedef struct az_sql_opts {
     const char *phase;           /* NULL: no phase selection */
     int window;                  /* 1: only from <= ts <= to (ns since trace start) */
     uint64_t from, to;           /* to UINT64_MAX: to the end */
+    const char *const *phase_frames;   /* --phase-frame scopes (phase_frame.h): in metrics */
+    size_t n_phase_frames;
     void (*progress)(void *ctx, uint64_t events, uint64_t bytes, uint64_t file_bytes);
     void *progress_ctx;
 } az_sql_opts_t;

@@ -73,6 +73,11 @@ typedef struct cli_args {
  * what is wrong (unknown option, missing value, one file too many). */
 int  cli_parse_args(cli_args_t *a, int argc, char **argv);
 
+/* --phase-frame FUNC[=NAME], repeatable (analyzer/phase_frame.h) */
+typedef struct cli_frames { const char *specs[16]; size_t n; } cli_frames_t;
+int cli_frames_take(cli_frames_t *fr, const char *cmd, const char *v);
+extern const char cli_frames_help[];
+
 int  cmd_record(int argc, char **argv);
 void cmd_record_help(FILE *out);
 int  cmd_report(int argc, char **argv);

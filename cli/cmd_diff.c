@@ -7,6 +7,7 @@
 
 #include "cli.h"
 #include "gate.h"
+#include "scan.h"
 
 void cmd_diff_help(FILE *out)
 {
@@ -22,19 +23,28 @@ void cmd_diff_help(FILE *out)
           "  --json     the differences as JSON: {\"metrics\": [...], \"sites\": [...]}\n"
           "  --timing   timing differences count too (exit 1)\n"
           "  --allow-incomplete  compare traces that are cut short, have no END record\n"
-          "             or a corrupt chunk, have no events, or whose process was killed\n\n"
-          "Exit: 0 no differences, 1 differences, 2 bad usage or input.\n", out);
+          "             or a corrupt chunk, have no events, or whose process was killed\n", out);
+    fputs(cli_frames_help, out);
+    fputs("\nExit: 0 no differences, 1 differences, 2 bad usage or input.\n", out);
+}
+
+static int take(void *ctx, const char *opt, const char *v)
+{
+    (void)opt;
+    return cli_frames_take(ctx, "diff", v);
 }
 
 int cmd_diff(int argc, char **argv)
 {
+    cli_frames_t frames = { { 0 }, 0 };
     const char *f[2] = { NULL, NULL };
     int json = 0, timing = 0, allow_incomplete = 0;
     const cli_opt_t opts[] = {
         { "--json", &json, NULL, NULL }, { "--timing", &timing, NULL, NULL },
-        { "--allow-incomplete", &allow_incomplete, NULL, NULL }, { NULL, NULL, NULL, NULL },
+        { "--allow-incomplete", &allow_incomplete, NULL, NULL }, { "--phase-frame", NULL, NULL, take },
+        { NULL, NULL, NULL, NULL },
     };
-    cli_args_t args = { "diff", cmd_diff_help, opts, NULL, f, 2, 0 };
+    cli_args_t args = { "diff", cmd_diff_help, opts, &frames, f, 2, 0 };
     int rc = cli_parse_args(&args, argc, argv);
     if (rc != CLI_CONTINUE) return rc;
     if (args.n_files != 2) { cli_cmd_err("diff", "usage: poolscope diff A B [--json]"); return CLI_USAGE; }
@@ -42,7 +52,8 @@ int cmd_diff(int argc, char **argv)
     char msg[512];
     int err;
     for (int k = 0; k < 2; k++) {
-        d[k] = az_metrics_doc(f[k], &err, msg, sizeof msg);
+        az_scan_opts_t so = { .phase_frames = frames.specs, .n_phase_frames = frames.n };
+        d[k] = az_metrics_doc_opts(f[k], &so, &err, msg, sizeof msg);
         if (!d[k]) {
             az_json_free(d[0]);
             return cli_file_err("diff", f[k], msg);

@@ -8,6 +8,7 @@
 
 #include "cli.h"
 #include "gate.h"
+#include "scan.h"
 #include "units.h"
 
 void cmd_gate_help(FILE *out)
@@ -36,8 +37,9 @@ void cmd_gate_help(FILE *out)
           "                 END record or a corrupt chunk, has no events, or whose\n"
           "                 process was killed (refused by default)\n"
           "  --accept-program  compare with a baseline recorded from another program\n"
-          "                 (refused by default; report --json has \"program\", \"argv\")\n\n"
-          "A metric that does not apply is null in the report (no KV cache, no decode\n"
+          "                 (refused by default; report --json has \"program\", \"argv\")\n", out);
+    fputs(cli_frames_help, out);
+    fputs("\nA metric that does not apply is null in the report (no KV cache, no decode\n"
           "step): null on both sides passes a --tol as n/a; null on one side, under\n"
           "--max/--min, missing, not a number or not finite is exit 2 naming it.\n\n"
           "Exit: 0 every check holds, 1 a regression (listed as REGRESSED lines),\n"
@@ -50,6 +52,7 @@ typedef struct gate_args {
     size_t n;
     double dtol;
     int need_base;               /* a --tol was given */
+    cli_frames_t frames;
 } gate_args_t;
 
 /* --tol, --max, --min (repeatable) and --default-tol */
@@ -57,6 +60,7 @@ static int take(void *ctx, const char *opt, const char *v)
 {
     gate_args_t *ga = ctx;
     char msg[512];
+    if (!strcmp(opt, "--phase-frame")) return cli_frames_take(&ga->frames, "gate", v);
     if (!strcmp(opt, "--default-tol")) {
         if (az_parse_bytes(v, &ga->dtol) || ga->dtol < 0) {
             cli_cmd_err("gate", "--default-tol: '%s' is not a percentage", v);
@@ -75,12 +79,12 @@ int cmd_gate(int argc, char **argv)
 {
     const char *file = NULL, *base = NULL;
     int allow_incomplete = 0, accept_program = 0;
-    gate_args_t ga = { calloc((size_t)argc, sizeof *ga.rules), 0, 0, 0 };
+    gate_args_t ga = { calloc((size_t)argc, sizeof *ga.rules), 0, 0, 0, { { 0 }, 0 } };
     char msg[512];
     az_jdoc_t *dc = NULL, *db = NULL;
     if (!ga.rules) { cli_cmd_err("gate", "out of memory"); return CLI_USAGE; }
     const cli_opt_t opts[] = {
-        { "--baseline", NULL, &base, NULL }, { "--tol --max --min --default-tol", NULL, NULL, take },
+        { "--baseline", NULL, &base, NULL }, { "--tol --max --min --default-tol --phase-frame", NULL, NULL, take },
         { "--allow-incomplete", &allow_incomplete, NULL, NULL }, { "--accept-program", &accept_program, NULL, NULL },
         { NULL, NULL, NULL, NULL },
     };
@@ -97,7 +101,8 @@ int cmd_gate(int argc, char **argv)
         if (!db) { cli_file_err("gate", base, eb); goto out; }
         if (az_json_root(db)->type != AZ_JV_OBJ) { cli_file_err("gate", base, "not a report --json object"); goto out; }
     }
-    dc = az_metrics_doc(file, &err, msg, sizeof msg);
+    az_scan_opts_t so = { .phase_frames = ga.frames.specs, .n_phase_frames = ga.frames.n };
+    dc = az_metrics_doc_opts(file, &so, &err, msg, sizeof msg);
     if (!dc) { cli_file_err("gate", file, msg); goto out; }
     if (!allow_incomplete) {
         const char *which[2] = { file, base };

@@ -31,6 +31,7 @@ void cmd_report_help(FILE *out)
           "                  T like 1.5s, 200ms, 30us, 100ns (plain number: seconds)\n"
           "  --no-symbols    addresses instead of symbol names (faster)\n"
           "  --full          every frame of each site's stack under its row\n", out);
+    fputs(cli_frames_help, out);
     fputs(cli_sites_help, out);
     fputs("\nExit: 0, or 2 for bad usage or an unreadable trace. A trace cut short is\n"
           "reported up to the damage with a warning on stderr.\n", out);
@@ -40,6 +41,7 @@ typedef struct report_args {
     az_report_opts_t ro;
     cli_sites_t sites;
     az_scan_opts_t so;
+    cli_frames_t frames;
     int have_from, have_to;
 } report_args_t;
 
@@ -48,6 +50,7 @@ static int take(void *ctx, const char *opt, const char *v)
 {
     report_args_t *ra = ctx;
     if (!strcmp(opt, "--skip-frame") || !strcmp(opt, "--depth")) return cli_sites_take(&ra->sites, "report", opt, v);
+    if (!strcmp(opt, "--phase-frame")) return cli_frames_take(&ra->frames, "report", v);
     if (!strcmp(opt, "--top")) {
         char *end;
         long n = strtol(v, &end, 10);
@@ -70,7 +73,7 @@ int cmd_report(int argc, char **argv)
     const cli_opt_t opts[] = {
         { "--json", &json, NULL, NULL }, { "--no-symbols", &ra.ro.no_symbols, NULL, NULL },
         { "--full", &ra.ro.full_stacks, NULL, NULL }, { "--no-skip", &ra.ro.sites.no_skip, NULL, NULL },
-        { "--phase", NULL, &ra.so.phase, NULL }, { "--top --from --to --skip-frame --depth", NULL, NULL, take },
+        { "--phase", NULL, &ra.so.phase, NULL }, { "--top --from --to --skip-frame --depth --phase-frame", NULL, NULL, take },
         { NULL, NULL, NULL, NULL },
     };
     cli_args_t args = { "report", cmd_report_help, opts, &ra, &file, 1, 0 };
@@ -79,6 +82,8 @@ int cmd_report(int argc, char **argv)
     if (!file) { cli_cmd_err("report", "no trace file (usage: poolscope report FILE [--json])"); return CLI_USAGE; }
     az_report_opts_t ro = ra.ro;
     az_scan_opts_t so = ra.so;
+    so.phase_frames = ra.frames.specs;
+    so.n_phase_frames = ra.frames.n;
     if (ra.have_from || ra.have_to) {
         so.window = 1;
         if (!ra.have_to) so.to = UINT64_MAX;

@@ -28,6 +28,8 @@ void cmd_sql_help(FILE *out)
           "                  other tables on event_id), metrics holds the report's\n"
           "                  numbers for the selection only (as report with the same\n"
           "                  options), meta records it. Without: in_window is 1.\n"
+          "  --phase-frame FUNC[=NAME]  scopes from call stacks, as in report: they\n"
+          "                  reach the metrics table (the markers table holds the trace's own)\n"
           "  --quiet         no summary line\n\n"
           "Exit: 0, or 2 for bad usage, an unreadable trace, a phase the trace does not\n"
           "have (the message lists those it has; no database is left) or a failed write.\n", out);
@@ -35,6 +37,7 @@ void cmd_sql_help(FILE *out)
 
 typedef struct sql_args {
     az_sql_opts_t o;
+    cli_frames_t frames;
     int have_from, have_to;
 } sql_args_t;
 
@@ -42,6 +45,7 @@ typedef struct sql_args {
 static int take(void *ctx, const char *opt, const char *v)
 {
     sql_args_t *sa = ctx;
+    if (!strcmp(opt, "--phase-frame")) return cli_frames_take(&sa->frames, "sql", v);
     uint64_t t;
     if (az_parse_time_ns(v, &t)) { cli_cmd_err("sql", "%s: '%s' is not a time (e.g. 1.5s, 200ms)", opt, v); return CLI_USAGE; }
     if (!strcmp(opt, "--from")) { sa->o.from = t; sa->have_from = 1; } else { sa->o.to = t; sa->have_to = 1; }
@@ -55,13 +59,15 @@ int cmd_sql(int argc, char **argv)
     sql_args_t sa = { 0 };
     const cli_opt_t opts[] = {
         { "-o --output", NULL, &db, NULL }, { "--quiet", &quiet, NULL, NULL },
-        { "--phase", NULL, &sa.o.phase, NULL }, { "--from --to", NULL, NULL, take },
+        { "--phase", NULL, &sa.o.phase, NULL }, { "--from --to --phase-frame", NULL, NULL, take },
         { NULL, NULL, NULL, NULL },
     };
     cli_args_t args = { "sql", cmd_sql_help, opts, &sa, &file, 1, 0 };
     int rc = cli_parse_args(&args, argc, argv);
     if (rc != CLI_CONTINUE) return rc;
     if (!file || !db) { cli_cmd_err("sql", "usage: poolscope sql FILE -o DB.sqlite"); return CLI_USAGE; }
+    sa.o.phase_frames = sa.frames.specs;
+    sa.o.n_phase_frames = sa.frames.n;
     if (sa.o.phase && !*sa.o.phase) { cli_cmd_err("sql", "--phase needs a marker name"); return CLI_USAGE; }
     if (sa.have_from || sa.have_to) {
         sa.o.window = 1;

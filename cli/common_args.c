@@ -88,3 +88,22 @@ int cli_parse_args(cli_args_t *a, int argc, char **argv)
     }
     return CLI_CONTINUE;
 }
+
+const char cli_frames_help[] =
+    "  --phase-frame FUNC[=NAME]\n"
+    "                  each call of FUNC, as the recorded stacks show it, is a scope\n"
+    "                  NAME (FUNC when no NAME), read like a marker: phases, decode\n"
+    "                  steps (NAME decode), --phase. Repeatable. Frees carry no stack:\n"
+    "                  calls with nothing allocated between them read as one\n"
+    "                  (README, \"Phases from stacks\")\n";
+
+int cli_frames_take(cli_frames_t *fr, const char *cmd, const char *v)
+{
+    if (fr->n == sizeof fr->specs / sizeof fr->specs[0]) {
+        cli_cmd_err(cmd, "--phase-frame: at most %zu", fr->n);
+        return CLI_USAGE;
+    }
+    if (!*v || *v == '=') { cli_cmd_err(cmd, "--phase-frame: '%s' names no function (FUNC or FUNC=NAME)", v); return CLI_USAGE; }
+    fr->specs[fr->n++] = v;
+    return 0;
+}

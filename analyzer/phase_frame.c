@@ -1,0 +1,218 @@
+/* phase_frame.c — phases from call stacks (see phase_frame.h).
+ *
+ * Per distinct stack id, once: symbolize it and note, for each rule, the
+ * recorded frame that holds FUNC and a hash of the frames outside it. Per
+ * stacked event: one hashed lookup of the stack id and one of the thread.
+ */
+#include "phase_frame.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hashmap.h"
+#include "poolscope/error.h"
+#include "symbolize.h"
+
+#define PF_FRAMES 512                /* displayed frames looked at per stack */
+
+typedef struct rule {
+    char func[256], name[256];
+    uint64_t next_instance;
+    int seen;
+} rule_t;
+
+/* Where a stack holds a rule's FUNC: held 0 when it does not. */
+typedef struct where { uint64_t callers; uint32_t held; uint32_t pad_; } where_t;
+
+typedef struct thr {
+    uint64_t instance[AZ_PF_MAX];
+    uint64_t callers[AZ_PF_MAX];
+    uint8_t  open[AZ_PF_MAX];
+} thr_t;
+
+struct az_pf {
+    pst_reader_t *r;
+    rule_t rules[AZ_PF_MAX];
+    size_t n;
+    az_sym_t *sym;
+    size_t n_mods;               /* modules the symbolizer was made with */
+    psc_map_t stacks;            /* stack id -> where_t[n] */
+    psc_map_t threads;           /* stream id -> thr_t */
+    az_frame_t frames[PF_FRAMES];
+};
+
+az_pf_t *az_pf_create(pst_reader_t *r, const char *const *specs, size_t n, char *msg, size_t msglen)
+{
+    if (n > AZ_PF_MAX) {
+        snprintf(msg, msglen, "at most %d --phase-frame options", AZ_PF_MAX);
+        return NULL;
+    }
+    az_pf_t *pf = calloc(1, sizeof *pf);
+    if (!pf) { snprintf(msg, msglen, "out of memory"); return NULL; }
+    pf->r = r;
+    pf->n = n;
+    for (size_t i = 0; i < n; i++) {
+        const char *eq = strchr(specs[i], '=');
+        size_t fl = eq ? (size_t)(eq - specs[i]) : strlen(specs[i]);
+        const char *name = eq ? eq + 1 : specs[i];
+        if (fl == 0 || fl >= sizeof pf->rules[i].func || !*name || strlen(name) >= sizeof pf->rules[i].name) {
+            snprintf(msg, msglen, "--phase-frame '%s': want FUNC or FUNC=NAME", specs[i]);
+            az_pf_destroy(pf);
+            return NULL;
+        }
+        memcpy(pf->rules[i].func, specs[i], fl);
+        snprintf(pf->rules[i].name, sizeof pf->rules[i].name, "%s", name);
+    }
+    if (psc_map_init(&pf->stacks, n * sizeof(where_t), 256, 0, NULL) ||
+        psc_map_init(&pf->threads, sizeof(thr_t), 16, 0, NULL)) {
+        snprintf(msg, msglen, "out of memory");
+        az_pf_destroy(pf);
+        return NULL;
+    }
+    return pf;
+}
+
+void az_pf_destroy(az_pf_t *pf)
+{
+    if (!pf) return;
+    az_sym_destroy(pf->sym);
+    psc_map_free(&pf->stacks);
+    psc_map_free(&pf->threads);
+    free(pf);
+}
+
+/* Does a displayed function name, without its parameters, name func? */
+static int names(const char *function, const char *func)
+{
+    if (!function) return 0;
+    size_t n = 0;
+    int angle = 0;
+    for (; function[n]; n++) {                 /* up to the '(' outside template brackets */
+        if (function[n] == '<') angle++;
+        else if (function[n] == '>' && angle) angle--;
+        else if (function[n] == '(' && !angle && n) break;
+    }
+    size_t fl = strlen(func);
+    if (n == fl && !strncmp(function, func, fl)) return 1;
+    return n > fl + 2 && !strncmp(function + n - fl, func, fl) && function[n - fl - 1] == ':' &&
+           function[n - fl - 2] == ':';
+}
+
+/* The rules' places in stack id (computed once). NULL when out of memory. */
+static const where_t *where_of(az_pf_t *pf, uint32_t id)
+{
+    const size_t vsize = pf->n * sizeof(where_t);
+    where_t *w = psc_map_get(&pf->stacks, id);
+    if (w) return w;
+    int is_new;
+    w = psc_map_put(&pf->stacks, id, &is_new);
+    if (!w) return NULL;
+    memset(w, 0, vsize);
+    uint32_t depth = 0;
+    const uint64_t *pcs = pst_stack(pf->r, id, &depth);
+    if (!pcs || !depth) return w;
+    size_t n_mods = 0;
+    const pst_module_t *mods = pst_modules(pf->r, &n_mods);
+    if (!pf->sym || n_mods != pf->n_mods) {     /* a library loaded since: look again */
+        az_sym_destroy(pf->sym);
+        pf->sym = az_sym_create(mods, n_mods);
+        pf->n_mods = n_mods;
+        if (!pf->sym) return w;
+    }
+    size_t nf = az_sym_stack(pf->sym, pcs, depth, pf->frames, PF_FRAMES);
+    if (nf > PF_FRAMES) nf = PF_FRAMES;
+    for (size_t i = 0; i < pf->n; i++) {
+        for (size_t k = nf; k-- > 0;) {          /* outermost first: FUNC's outermost call */
+            if (!names(pf->frames[k].function, pf->rules[i].func)) continue;
+            uint32_t level = pf->frames[k].level;
+            uint64_t h = 0xcbf29ce484222325ull ^ (depth - level);
+            for (uint32_t j = level + 1; j < depth; j++) h = (h ^ pcs[j]) * 0x100000001b3ull;
+            w[i] = (where_t){ .callers = h, .held = 1 };
+            pf->rules[i].seen = 1;
+            break;
+        }
+    }
+    return w;
+}
+
+static thr_t *thread_of(az_pf_t *pf, uint32_t stream)
+{
+    int is_new;
+    thr_t *t = psc_map_put_sz(&pf->threads, stream, &is_new, sizeof(thr_t));
+    if (t && is_new) memset(t, 0, sizeof *t);
+    return t;
+}
+
+static void mark(const az_pf_t *pf, size_t i, int type, uint64_t instance, const pst_event_t *at, pst_event_t *out)
+{
+    memset(out, 0, sizeof *out);
+    out->type = (uint8_t)type;
+    out->stream = at->stream;
+    out->tid = at->tid;
+    out->ts = at->ts;
+    out->f[0] = AZ_PF_STRING_BASE + (uint32_t)i;
+    out->f[1] = instance;
+    out->str = pf->rules[i].name;
+}
+
+size_t az_pf_before(az_pf_t *pf, const pst_event_t *ev, pst_event_t *out)
+{
+    size_t k = 0;
+    if (ev->type == PST_EV_THREAD_END) {         /* the thread's calls end with it */
+        thr_t *t = psc_map_get_sz(&pf->threads, ev->stream, sizeof(thr_t));
+        for (size_t i = 0; t && i < pf->n; i++)
+            if (t->open[i]) { mark(pf, i, PST_EV_MARK_END, t->instance[i], ev, &out[k++]); t->open[i] = 0; }
+        return k;
+    }
+    if (!ev->stack) return 0;                    /* no evidence */
+    const where_t *w = where_of(pf, ev->stack);
+    thr_t *t = thread_of(pf, ev->stream);
+    if (!w || !t) return 0;
+    /* ends first (a call left, or another call of FUNC from elsewhere), then begins */
+    for (size_t i = 0; i < pf->n; i++)
+        if (t->open[i] && (!w[i].held || w[i].callers != t->callers[i])) {
+            mark(pf, i, PST_EV_MARK_END, t->instance[i], ev, &out[k++]);
+            t->open[i] = 0;
+        }
+    for (size_t i = 0; i < pf->n; i++)
+        if (w[i].held && !t->open[i]) {
+            t->open[i] = 1;
+            t->callers[i] = w[i].callers;
+            t->instance[i] = ++pf->rules[i].next_instance;
+            mark(pf, i, PST_EV_MARK_BEGIN, t->instance[i], ev, &out[k++]);
+        }
+    return k;
+}
+
+size_t az_pf_finish(az_pf_t *pf, uint64_t t_end, pst_event_t *out)
+{
+    size_t k = 0, it = 0;
+    uint64_t stream;
+    void *v;
+    /* a thread's ends all fit; the caller calls again for the next threads */
+    while (k + pf->n <= 2 * AZ_PF_MAX && psc_map_next(&pf->threads, &it, &stream, &v)) {
+        thr_t *t = v;
+        for (size_t i = 0; i < pf->n; i++) {
+            if (!t->open[i]) continue;
+            pst_event_t at = { .stream = (uint32_t)stream, .ts = t_end };
+            mark(pf, i, PST_EV_MARK_END, t->instance[i], &at, &out[k++]);
+            t->open[i] = 0;
+        }
+    }
+    return k;
+}
+
+const char *az_pf_string(const az_pf_t *pf, uint32_t id)
+{
+    if (!pf || id < AZ_PF_STRING_BASE || id - AZ_PF_STRING_BASE >= pf->n) return NULL;
+    return pf->rules[id - AZ_PF_STRING_BASE].name;
+}
+
+int az_pf_seen(const az_pf_t *pf, size_t i, const char **func)
+{
+    if (func) *func = pf->rules[i].func;
+    return pf->rules[i].seen;
+}
+
+size_t az_pf_count(const az_pf_t *pf) { return pf ? pf->n : 0; }
