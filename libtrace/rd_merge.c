@@ -571,6 +571,66 @@ static inline int rd_acquires_inside(unsigned t)
     return t == PST_EV_REALLOC || t == PST_EV_REALLOCARRAY || t == PST_EV_MREMAP;
 }
 
+/* The queued event of another stream than s, stamped up to lim, that frees
+ * (want_free) or allocates address a of space sp, the earliest stamped of
+ * the first one in each stream: 1 with its stream and seq. */
+static int rd_addr_scan(pst_reader_t *r, const rd_stream_t *s, int sp, uint64_t a, int want_free, uint64_t lim,
+                        rd_stream_t **t, uint64_t *tseq)
+{
+    int found = 0;
+    uint64_t best_ts = 0;
+    for (uint32_t i = 0; i < r->n_sv; i++) {
+        rd_stream_t *o = r->sv[i];
+        if (o == s || !o->qlen || o->head.ts > lim || (found && o->head.ts >= best_ts)) continue;
+        pst_enc_t d = o->hdec;
+        const uint8_t *p = o->b + o->bhead, *end = o->b + o->btail;
+        rd_hev_t x = o->head;
+        uint64_t seq = o->emit_seq, ts = o->head.ts;
+        for (;;) {
+            if (x.type != PST_EV_TS && x.type != PST_EV_VER) {
+                int xsp;
+                uint64_t xa;
+                if ((want_free ? rd_frees_addr(&x, &xsp, &xa) : rd_allocs_addr(&x, &xsp, &xa)) && xsp == sp && xa == a) {
+                    if (!found || ts < best_ts) { found = 1; best_ts = ts; *t = o; *tseq = seq; }
+                    break;
+                }
+                seq++;
+            }
+            if (p >= end || !(p = rd_dec_rec(r, &d, p, end, &x, r->idbuf))) break;
+            ts = d.last_ts;
+            if (ts > lim || (found && ts >= best_ts)) break;
+        }
+    }
+    return found;
+}
+
+/* Versions say e may go (its own are next in their slots, or behind them):
+ * does the live set agree? The counters are plain loads and stores, so two
+ * threads on one slot can both take its next version (a duplicate), and a
+ * thread preempted between its load and its store puts the counter back
+ * (versions already seen are handed out again). Duplicates are "behind" and
+ * go by time alone, and an implicit version after another stream's
+ * duplicate reads as the slot's next (rd_ver_of): either can let a free and
+ * the re-allocation of its address come out the wrong way round when their
+ * times tie. So a versioned free of an address not live, or allocation of
+ * one live, still looks for the queued allocation (free) of that address in
+ * another stream, and that stream goes first up to it (rules 3 and 4). The
+ * free is stamped no later than e, except the old block of a realloc handed
+ * to another thread inside the call (FORMAT.md "Time"), looked for last. */
+static int rd_ver_live_check(pst_reader_t *r, rd_stream_t *s, const rd_hev_t *e, rd_stream_t **t, uint64_t *tseq)
+{
+    int sp;
+    uint64_t a;
+    if ((rd_frees_addr(e, &sp, &a) || rd_uses_addr(e, &sp, &a)) && !rd_aset_has(&r->live[sp], a) &&
+        rd_addr_scan(r, s, sp, a, 0, e->ts, t, tseq))
+        return RD_C_FORCE;
+    if (rd_allocs_addr(e, &sp, &a) && rd_aset_has(&r->live[sp], a) &&
+        !(e->type == PST_EV_MMAP && (e->f[3] & RD_MAP_FIXED_FLAG)) &&
+        (rd_addr_scan(r, s, sp, a, 1, e->ts, t, tseq) || rd_addr_scan(r, s, sp, a, 1, UINT64_MAX, t, tseq)))
+        return RD_C_FORCE;
+    return RD_C_NONE;
+}
+
 /* What must happen before e (the head of s) goes out. */
 static inline __attribute__((always_inline))
 int rd_constraint(pst_reader_t *r, rd_stream_t *s, const rd_hev_t *e, rd_stream_t **t, uint64_t *tseq,
@@ -596,7 +656,8 @@ int rd_constraint(pst_reader_t *r, rd_stream_t *s, const rd_hev_t *e, rd_stream_
     int vs = e->n_ver || s->vers ? rd_ver_state(r, s, e, va, vv, &vn) : -1;
     if (vs >= 0) {
         *why = RD_WHY_CAUSAL;
-        return vs ? RD_C_VWAIT : RD_C_NONE;
+        if (vs) return RD_C_VWAIT;
+        return r->n_sv > 1 ? rd_ver_live_check(r, s, e, t, tseq) : RD_C_NONE;
     }
     /* rule 3: a free of an address not live is blocked: in a causal trace
      * its allocation can only be in another stream's events of the same

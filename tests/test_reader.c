@@ -1486,6 +1486,94 @@ static void test_versions_implicit_follow_their_streams_explicit_one(void **stat
     free(m.p);
 }
 
+/* Two addresses of one slot: x of streams 2 and 3, z of stream 1. */
+static void colliding_pair(uint64_t *x, uint64_t *z)
+{
+    *x = 0x7f0000001000ull;
+    *z = 0x7f0000900000ull;
+    while (pst_vslot(*z) != pst_vslot(*x)) *z += 16;
+}
+
+/* The counters are plain loads and stores: two threads that take a slot at
+ * once both get its next version, and the one whose next event is implicit
+ * (stream 1 freeing z: its own version 2, a duplicate) does not know the
+ * other's came in between. Read as "the slot's next" that free took version
+ * 3, which was stream 3's free of x; stream 2's re-allocation of x (4) then
+ * looked next and went first, tied with that free, as a reuse of a live
+ * address. From tests/progs/stress -t 16 (one run in ~20): the address
+ * must still come out freed before it is allocated again. */
+static void test_versions_implicit_duplicate_does_not_reorder_a_handoff(void **state)
+{
+    (void)state;
+    uint64_t x, z;
+    colliding_pair(&x, &z);
+    membuf_t m;
+    pst_writer_t *w = mem_writer(&m, &ver_cfg);
+    pst_writer_time(w, 1000);
+    put_ver(w, 1, PST_EV_MALLOC, z, 8, 1);
+    put_ver(w, 2, PST_EV_MALLOC, x, 8, 2);
+    pst_writer_time(w, 1500);
+    put_ver(w, 1, PST_EV_FREE, z, 0, 0);       /* implicit: 2 (raced with stream 2's) */
+    pst_writer_time(w, 2000);
+    put_ver(w, 3, PST_EV_FREE, x, 0, 3);       /* x handed to stream 3 */
+    put_ver(w, 2, PST_EV_MALLOC, x, 8, 4);     /* and back to stream 2 */
+    pst_writer_time(w, 3000);
+    put_ver(w, 2, PST_EV_FREE, x, 0, 0);       /* implicit: 5 */
+    pst_writer_close(w);
+    mem_done(&m);
+    pst_status_t st;
+    char *o = heap_order(m.p, m.len, &st);
+    char want[256];
+    snprintf(want, sizeof want, "1:m:%llx 2:m:%llx 1:f:%llx 3:f:%llx 2:m:%llx 2:f:%llx", (unsigned long long)z,
+             (unsigned long long)x, (unsigned long long)z, (unsigned long long)x, (unsigned long long)x,
+             (unsigned long long)x);
+    assert_string_equal(o, want);
+    assert_int_equal(st.unknown_frees, 0);
+    assert_int_equal(st.live, 0);
+    free(o);
+    free(m.p);
+}
+
+/* A thread preempted between the load and the store of a counter stores a
+ * stale version over the versions other threads took meanwhile: the
+ * counter goes back and hands out versions already seen (stream 2's run on
+ * z, then stream 1's store of 1). Every later version of x is behind the
+ * reader's count, so only time orders x's handoff, and the tie went the
+ * wrong way. From tests/progs/stress -t 16: the free still comes first. */
+static void test_versions_counter_gone_back_does_not_reorder_a_handoff(void **state)
+{
+    (void)state;
+    uint64_t x, z;
+    colliding_pair(&x, &z);
+    membuf_t m;
+    pst_writer_t *w = mem_writer(&m, &ver_cfg);
+    pst_writer_time(w, 1000);
+    put_ver(w, 1, PST_EV_MALLOC, x, 8, 1);     /* loaded 0; its store of 1 lands last */
+    pst_writer_time(w, 1100);
+    put_ver(w, 2, PST_EV_MALLOC, z, 8, 1);     /* loaded 0 too */
+    put_ver(w, 2, PST_EV_FREE, z, 0, 0);       /* 2 */
+    put_ver(w, 2, PST_EV_MALLOC, z, 8, 0);     /* 3 */
+    put_ver(w, 2, PST_EV_FREE, z, 0, 0);       /* 4; then stream 1 stores 1 */
+    pst_writer_time(w, 2000);
+    put_ver(w, 3, PST_EV_FREE, x, 0, 2);       /* x handed to stream 3: the counter said 1 */
+    put_ver(w, 1, PST_EV_MALLOC, x, 8, 3);     /* and back to stream 1 */
+    pst_writer_time(w, 3000);
+    put_ver(w, 1, PST_EV_FREE, x, 0, 0);       /* implicit: 4 */
+    pst_writer_close(w);
+    mem_done(&m);
+    pst_status_t st;
+    char *o = heap_order(m.p, m.len, &st);
+    char want[256];
+    snprintf(want, sizeof want, "1:m:%llx 2:m:%llx 2:f:%llx 2:m:%llx 2:f:%llx 3:f:%llx 1:m:%llx 1:f:%llx",
+             (unsigned long long)x, (unsigned long long)z, (unsigned long long)z, (unsigned long long)z,
+             (unsigned long long)z, (unsigned long long)x, (unsigned long long)x, (unsigned long long)x);
+    assert_string_equal(o, want);
+    assert_int_equal(st.unknown_frees, 0);
+    assert_int_equal(st.live, 0);
+    free(o);
+    free(m.p);
+}
+
 static void test_golden_trace_decodes_to_expected_listing_and_writer_reproduces_it(void **state)
 {
     (void)state;
@@ -1604,6 +1692,8 @@ int main(void)
         cmocka_unit_test(test_versions_lost_do_not_hold_the_trace),
         cmocka_unit_test(test_versions_realloc_released_block_stamped_later),
         cmocka_unit_test(test_versions_implicit_follow_their_streams_explicit_one),
+        cmocka_unit_test(test_versions_implicit_duplicate_does_not_reorder_a_handoff),
+        cmocka_unit_test(test_versions_counter_gone_back_does_not_reorder_a_handoff),
         cmocka_unit_test(test_two_streams_with_interleaved_times_come_out_by_time),
         cmocka_unit_test(test_free_in_other_stream_comes_before_reuse_of_its_address),
         cmocka_unit_test(test_causality_drains_the_freeing_stream_up_to_the_free),
