@@ -26,7 +26,9 @@
  * running request; a request that needs a new block and finds none preempts
  * the newest running request (which may be itself): its blocks are freed and
  * it goes back to the head of the queue, to be recomputed from its prompt
- * and the tokens it already generated.
+ * and the tokens it already generated. A request finishes after max_tokens,
+ * or as soon as it samples the configured stop token (kept out of its
+ * tokens), and its blocks go back to the pool at once.
  */
 #include "engine.h"
 
@@ -55,6 +57,7 @@ typedef struct re_req {
     int n_kv;             /* positions whose K/V are stored */
     int preemptions;
     int begun;            /* request marker opened */
+    int stopped;          /* sampled the stop token */
 } re_req_t;
 
 typedef struct re_slot {
@@ -109,6 +112,7 @@ re_engine_config_t re_engine_config_default(void)
     c.alloc.mode = RE_ALLOC_POOL;
     c.alloc.pool_cap = RE_POOL_CAP_DEFAULT;
     c.top_p = 1.0f;
+    c.stop_token = -1;
     return c;
 }
 
@@ -178,6 +182,9 @@ re_engine_t *re_engine_create(const re_model_t *model, const re_engine_config_t 
         RE_FAIL(PSC_EINVAL, "--temperature must be >= 0");
     if (!(cfg.top_p > 0.0f) || !(cfg.top_p <= 1.0f))
         RE_FAIL(PSC_EINVAL, "--top-p must be in (0, 1]");
+    if (cfg.stop_token < -1 || cfg.stop_token >= model->shape.vocab_size)
+        RE_FAIL(PSC_EINVAL, "stop token %d is not -1 or an id in 0..%d", (int)cfg.stop_token,
+                model->shape.vocab_size - 1);
 
     e = calloc(1, sizeof *e);
     if (!e) RE_FAIL(PSC_ENOMEM, "out of memory");
@@ -693,13 +700,18 @@ static int re_after_forward(re_engine_t *e, int prefill)
         const float *lg = e->logits_out + (size_t)i * e->s.vocab_size;
         if (e->cfg.on_logits) e->cfg.on_logits(e->cfg.on_logits_ctx, r->id, pos, lg, e->s.vocab_size);
         int tok = re_sample(&e->sampler, lg, r->id, pos);
+        if (tok == e->cfg.stop_token) {
+            r->stopped = 1;
+            continue;
+        }
         r->tokens[r->prompt_len + r->n_gen] = tok;
         r->n_gen++;
         e->st.generated_tokens++;
     }
     for (int i = 0; i < e->n_logit; i++) {
         int ridx = e->logit_req[i];
-        if (e->reqs[ridx].n_gen == e->reqs[ridx].max_tokens) re_finish(e, ridx);
+        if (e->reqs[ridx].n_gen == e->reqs[ridx].max_tokens || e->reqs[ridx].stopped)
+            re_finish(e, ridx);
     }
     return 0;
 }
@@ -768,6 +780,12 @@ const int32_t *re_engine_tokens(const re_engine_t *e, int i, int *n)
     *n = e->reqs[i].n_gen;
     return e->reqs[i].tokens + e->reqs[i].prompt_len;
 }
+const int32_t *re_engine_prompt(const re_engine_t *e, int i, int *n)
+{
+    *n = e->reqs[i].prompt_len;
+    return e->reqs[i].tokens;
+}
+int re_engine_stopped(const re_engine_t *e, int i) { return e->reqs[i].stopped; }
 int64_t re_engine_request_id(const re_engine_t *e, int i) { return e->reqs[i].id; }
 int re_engine_prompt_len(const re_engine_t *e, int i) { return e->reqs[i].prompt_len; }
 int re_engine_max_tokens(const re_engine_t *e, int i) { return e->reqs[i].max_tokens; }

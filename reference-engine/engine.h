@@ -46,7 +46,10 @@ typedef struct re_engine_config {
     re_alloc_config_t alloc; /* transient tensors */
     float temperature;       /* 0 = greedy */
     float top_p;             /* 1 = off */
-    uint64_t seed;           /* sampling seed */
+    uint64_t seed;           /* sampling seed: a draw is keyed by (seed, request id,
+                                position), never by batching, threads or preemption */
+    int32_t stop_token;      /* a request ends when it samples this id (not stored
+                                among its tokens); -1 = never (the default) */
     re_logits_fn on_logits;  /* NULL = off */
     void *on_logits_ctx;
     kvb_alloc_t kv_meta;     /* the block pool's bookkeeping allocator ({0} = malloc) */
@@ -87,6 +90,10 @@ int re_engine_run(re_engine_t *eng);
 int re_engine_n_requests(const re_engine_t *eng);
 /* Generated tokens of request index i (not its prompt); *n their count. */
 const int32_t *re_engine_tokens(const re_engine_t *eng, int i, int *n);
+/* The prompt of request index i; *n its length. */
+const int32_t *re_engine_prompt(const re_engine_t *eng, int i, int *n);
+/* 1 if request i ended on the stop token (before max_tokens), else 0. */
+int re_engine_stopped(const re_engine_t *eng, int i);
 int64_t re_engine_request_id(const re_engine_t *eng, int i);
 int re_engine_prompt_len(const re_engine_t *eng, int i);
 int re_engine_max_tokens(const re_engine_t *eng, int i);

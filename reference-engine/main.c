@@ -1,8 +1,9 @@
 /* main.c — refengine: the reference workload's command line.
  *
- * Parses options, builds the model, the engine and the workload, runs it and
- * prints the tokens (plain or --json) and the pools' statistics. Bad options
- * or input: one line on stderr, exit 2. Runtime failure: exit 1.
+ * Parses options, builds the model, the engine and the requests (a synthetic
+ * workload, or the user's --prompt / --prompt-ids), runs them and prints the
+ * tokens (plain or --json) and the pools' statistics. Bad options or input:
+ * one line on stderr, exit 2. Runtime failure: exit 1.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -16,6 +17,7 @@
 #include "kernels.h"
 #include "model.h"
 #include "poolscope/error.h"
+#include "prompt.h"
 #include "tokenizer.h"
 #include "workload.h"
 
@@ -26,11 +28,18 @@ static const char usage[] =
     "                          hidden=768,vocab=32000,seq=256 (any subset; shared=0 for a\n"
     "                          separate classifier). The default model.\n"
     "  --checkpoint FILE.bin   a llama2.c checkpoint, memory-mapped\n"
-    "  --tokenizer FILE        a llama2.c tokenizer: print text too\n"
-    "  --seed N                weights, prompts, lengths and sampling (default 42)\n"
-    "workload:\n"
+    "  --tokenizer FILE        a llama2.c tokenizer: print text too (and read --prompt)\n"
+    "  --seed N                synthetic weights, prompts and lengths, and sampling\n"
+    "                          (default 42)\n"
+    "workload (synthetic requests):\n"
     "  --workload W            fixed:P,G | sharegpt | alpaca (default fixed:16,16)\n"
-    "  --requests N            number of requests (default 8)\n"
+    "  --requests N            number of requests (default 8; with a prompt 1)\n"
+    "prompt (instead of --workload):\n"
+    "  --prompt TEXT           encoded with --tokenizer as llama2.c's run.c does (BOS first)\n"
+    "  --prompt-ids 1,2,3      token ids, taken as given (no BOS added)\n"
+    "  --max-tokens N          tokens to generate (default: the rest of the context);\n"
+    "                          generation also ends at a BOS (id 1), as in run.c.\n"
+    "                          One request, or --requests N copies (ids 0..N-1)\n"
     "engine:\n"
     "  --max-batch B           running requests at once (default 8)\n"
     "  --max-batch-tokens N    prompt tokens per prefill step (default 2048)\n"
@@ -40,8 +49,11 @@ static const char usage[] =
     "  --threads T             matmul/attention threads (default 1)\n"
     "  --alloc pool|malloc|arena   where transient tensors come from (default pool)\n"
     "  --pool-cap BYTES        buffer pool cap on cached bytes (KiB/MiB/GiB accepted)\n"
-    "  --temperature X         0 = greedy (default)\n"
+    "sampling:\n"
+    "  --temperature X         0 = greedy (default); logits are divided by X\n"
     "  --top-p X               nucleus sampling threshold in (0,1] (default 1 = off)\n"
+    "  --sample-seed N         the sampler's seed (default: --seed); a draw depends only\n"
+    "                          on (seed, request id, position), not on batching or threads\n"
     "output:\n"
     "  --json                  tokens and statistics as JSON\n"
     "  --metrics FILE          the block pool's Prometheus text\n"
@@ -126,14 +138,32 @@ static void json_blockpool(FILE *o, kvb_pool_t *kv)
             s.n_grown, s.n_retired, s.peak_blocks_in_use, s.blocks_in_use, s.fragmentation);
 }
 
+/* The text of n ids following `prev` (see re_tok_decode), malloc'd; NULL when
+ * out of memory. */
+static char *tok_text(const re_tok_t *tok, int32_t prev, const int32_t *ids, int n, int json)
+{
+    size_t need = re_tok_decode(tok, prev, ids, n, json, NULL, 0) + 1;
+    char *text = malloc(need);
+    if (text) re_tok_decode(tok, prev, ids, n, json, text, need);
+    return text;
+}
+
+/* The prompt's text as run.c shows it: a leading BOS is not printed. */
+static char *prompt_text(const re_tok_t *tok, const int32_t *ids, int n, int json)
+{
+    if (n > 0 && ids[0] == RE_TOK_BOS) return tok_text(tok, RE_TOK_BOS, ids + 1, n - 1, json);
+    return tok_text(tok, -1, ids, n, json);
+}
+
 int main(int argc, char **argv)
 {
     re_shape_t shape = re_shape_default();
     const char *checkpoint = NULL, *tokenizer = NULL, *metrics = NULL;
     const char *synthetic = NULL, *workload = "fixed:16,16";
-    uint64_t seed = 42;
-    long long n_requests = 8;
-    int json = 0, quiet = 0;
+    const char *prompt_arg = NULL, *prompt_ids_arg = NULL;
+    uint64_t seed = 42, sample_seed = 0;
+    long long n_requests = 8, max_tokens = 0;
+    int json = 0, quiet = 0, have_workload = 0, have_requests = 0, have_sample_seed = 0;
     re_engine_config_t cfg = re_engine_config_default();
     char msg[512];
 
@@ -150,8 +180,14 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--checkpoint")) checkpoint = v;
         else if (!strcmp(a, "--tokenizer")) tokenizer = v;
         else if (!strcmp(a, "--seed")) seed = (uint64_t)parse_int(a, v, 0, LLONG_MAX);
-        else if (!strcmp(a, "--workload")) workload = v;
-        else if (!strcmp(a, "--requests")) n_requests = parse_int(a, v, 1, 1000000);
+        else if (!strcmp(a, "--sample-seed")) {
+            sample_seed = (uint64_t)parse_int(a, v, 0, LLONG_MAX);
+            have_sample_seed = 1;
+        } else if (!strcmp(a, "--workload")) { workload = v; have_workload = 1; }
+        else if (!strcmp(a, "--requests")) { n_requests = parse_int(a, v, 1, 1000000); have_requests = 1; }
+        else if (!strcmp(a, "--prompt")) prompt_arg = v;
+        else if (!strcmp(a, "--prompt-ids")) prompt_ids_arg = v;
+        else if (!strcmp(a, "--max-tokens")) max_tokens = parse_int(a, v, 1, 1 << 20);
         else if (!strcmp(a, "--max-batch")) cfg.max_batch = (int)parse_int(a, v, 1, 4096);
         else if (!strcmp(a, "--max-batch-tokens")) cfg.max_batch_tokens = (int)parse_int(a, v, 1, 1 << 20);
         else if (!strcmp(a, "--block-size")) cfg.block_size = (int)parse_int(a, v, 1, 65536);
@@ -174,10 +210,23 @@ int main(int argc, char **argv)
         else die2("unknown option '%s' (see --help)", a);
     }
     if (checkpoint && synthetic) die2("--checkpoint and --synthetic are exclusive");
-    cfg.seed = seed;
+    if (prompt_arg && prompt_ids_arg) die2("--prompt and --prompt-ids are exclusive");
+    int prompted = prompt_arg || prompt_ids_arg;
+    if (prompted && have_workload)
+        die2("--workload and %s are exclusive (--max-tokens sets the length)",
+             prompt_arg ? "--prompt" : "--prompt-ids");
+    if (!prompted && max_tokens)
+        die2("--max-tokens needs --prompt or --prompt-ids (--workload sets the lengths)");
+    if (prompt_arg && !tokenizer) die2("--prompt needs --tokenizer (or give --prompt-ids)");
+    if (prompted) {
+        workload = "prompt";
+        if (!have_requests) n_requests = 1;
+        cfg.stop_token = RE_TOK_BOS;   /* run.c: BOS delimits sequences */
+    }
+    cfg.seed = have_sample_seed ? sample_seed : seed;
 
     re_workload_t wl;
-    if (re_workload_parse(workload, &wl, msg, sizeof msg)) die2("%s", msg);
+    if (!prompted && re_workload_parse(workload, &wl, msg, sizeof msg)) die2("%s", msg);
 
     re_model_t model;
     int rc;
@@ -198,6 +247,25 @@ int main(int argc, char **argv)
         tok = re_tok_load(tokenizer, s->vocab_size, msg, sizeof msg);
         if (!tok) die2("%s", msg);
     }
+    if (cfg.stop_token >= s->vocab_size) cfg.stop_token = -1;   /* a vocab without a BOS */
+
+    /* the user's prompt, checked before any work */
+    int32_t *user = NULL;
+    int n_user = 0;
+    if (prompted) {
+        rc = prompt_arg ? re_prompt_from_text(tok, prompt_arg, &user, &n_user, msg, sizeof msg)
+                        : re_prompt_parse_ids(prompt_ids_arg, s->vocab_size, &user, &n_user, msg,
+                                              sizeof msg);
+        if (rc == PSC_ENOMEM) { fprintf(stderr, "refengine: out of memory\n"); return 1; }
+        if (rc) die2("%s: %s", prompt_arg ? "--prompt" : "--prompt-ids", msg);
+        if (n_user >= s->seq_len)
+            die2("the prompt has %d tokens: no room to generate in the context (seq=%d)", n_user,
+                 s->seq_len);
+        if (!max_tokens) max_tokens = s->seq_len - n_user;
+        else if (n_user + max_tokens > s->seq_len)
+            die2("--max-tokens %lld: the prompt's %d tokens + %lld exceed the context (seq=%d); "
+                 "at most %d", max_tokens, n_user, max_tokens, s->seq_len, s->seq_len - n_user);
+    }
 
     int err = 0;
     re_engine_t *eng = re_engine_create(&model, &cfg, &err, msg, sizeof msg);
@@ -208,13 +276,18 @@ int main(int argc, char **argv)
     int32_t *prompt = malloc((size_t)s->seq_len * sizeof *prompt);
     if (!prompt) { fprintf(stderr, "refengine: out of memory\n"); return 1; }
     for (long long i = 0; i < n_requests; i++) {
-        int p, g;
-        re_workload_lengths(&wl, seed, i, s->seq_len, &p, &g);
-        re_workload_prompt(seed, i, s->vocab_size, prompt, p);
-        rc = re_engine_add(eng, i, prompt, p, g, msg, sizeof msg);
+        if (prompted) {
+            rc = re_engine_add(eng, i, user, n_user, (int)max_tokens, msg, sizeof msg);
+        } else {
+            int p, g;
+            re_workload_lengths(&wl, seed, i, s->seq_len, &p, &g);
+            re_workload_prompt(seed, i, s->vocab_size, prompt, p);
+            rc = re_engine_add(eng, i, prompt, p, g, msg, sizeof msg);
+        }
         if (rc < 0) {
             fprintf(stderr, "refengine: %s\n", msg);
             free(prompt);
+            free(user);
             re_engine_destroy(eng);
             re_tok_free(tok);
             re_model_free(&model);
@@ -222,6 +295,7 @@ int main(int argc, char **argv)
         }
     }
     free(prompt);
+    free(user);
 
     rc = re_engine_run(eng);
     if (rc < 0) {
@@ -234,8 +308,8 @@ int main(int argc, char **argv)
     double ptps = st.prefill_seconds > 0 ? (double)st.prefill_tokens / st.prefill_seconds : 0.0;
     double dtps = st.decode_seconds > 0 ? (double)st.decode_tokens / st.decode_seconds : 0.0;
     int n = re_engine_n_requests(eng);
-    size_t tcap = (size_t)s->seq_len * 64 + 64;
-    char *text = tok ? malloc(tcap) : NULL;
+    int np0 = 0;
+    const int32_t *p0 = n > 0 ? re_engine_prompt(eng, 0, &np0) : NULL;
 
     if (json) {
         printf("{\n  \"model\": {\"dim\": %d, \"hidden_dim\": %d, \"n_layers\": %d, \"n_heads\": %d, "
@@ -243,23 +317,35 @@ int main(int argc, char **argv)
                s->dim, s->hidden_dim, s->n_layers, s->n_heads, s->n_kv_heads, s->vocab_size,
                s->seq_len, re_weight_bytes(s));
         printf("  \"config\": {\"alloc\": \"%s\", \"max_batch\": %d, \"block_size\": %d, "
-               "\"threads\": %d, \"workload\": \"%s\", \"seed\": %" PRIu64 ", \"simd\": %d},\n",
+               "\"threads\": %d, \"workload\": \"%s\", \"seed\": %" PRIu64 ", \"simd\": %d, "
+               "\"temperature\": %g, \"top_p\": %g, \"sample_seed\": %" PRIu64
+               ", \"stop_token\": %d},\n",
                re_alloc_mode_name(cfg.alloc.mode), cfg.max_batch, cfg.block_size, cfg.threads,
-               workload, seed, re_k_simd());
+               workload, seed, re_k_simd(), (double)cfg.temperature, (double)cfg.top_p, cfg.seed,
+               (int)cfg.stop_token);
+        if (prompted && p0) {
+            printf("  \"prompt\": {\"tokens\": [");
+            for (int k = 0; k < np0; k++) printf("%s%d", k ? ", " : "", p0[k]);
+            printf("]");
+            char *pt = tok ? prompt_text(tok, p0, np0, 1) : NULL;
+            if (pt) printf(", \"text\": \"%s\"", pt);
+            free(pt);
+            printf("},\n");
+        }
         printf("  \"requests\": [");
         for (int i = 0; i < n; i++) {
-            int nt;
-            const int32_t *t = re_engine_tokens(eng, i, &nt);
+            int nt, np;
+            const int32_t *t = re_engine_tokens(eng, i, &nt), *pr = re_engine_prompt(eng, i, &np);
             printf("%s\n    {\"id\": %" PRId64 ", \"prompt_len\": %d, \"max_tokens\": %d, "
-                   "\"preemptions\": %d, \"tokens\": [", i ? "," : "", re_engine_request_id(eng, i),
-                   re_engine_prompt_len(eng, i), re_engine_max_tokens(eng, i),
-                   re_engine_preemptions(eng, i));
+                   "\"preemptions\": %d, \"stopped\": %s, \"tokens\": [", i ? "," : "",
+                   re_engine_request_id(eng, i), re_engine_prompt_len(eng, i),
+                   re_engine_max_tokens(eng, i), re_engine_preemptions(eng, i),
+                   re_engine_stopped(eng, i) ? "true" : "false");
             for (int k = 0; k < nt; k++) printf("%s%d", k ? ", " : "", t[k]);
             printf("]");
-            if (tok && text) {
-                re_tok_decode(tok, 0, t, nt, 1, text, tcap);
-                printf(", \"text\": \"%s\"", text);
-            }
+            char *text = tok ? tok_text(tok, pr[np - 1], t, nt, 1) : NULL;
+            if (text) printf(", \"text\": \"%s\"", text);
+            free(text);
             printf("}");
         }
         printf("\n  ],\n  \"stats\": {\"prefill_tok_per_s\": %.3f, \"decode_tok_per_s\": %.3f, "
@@ -280,18 +366,26 @@ int main(int argc, char **argv)
         json_blockpool(stdout, re_engine_blockpool(eng));
         printf("\n  }\n}\n");
     } else {
+        if (!quiet && prompted && p0) {
+            printf("prompt (%d tokens):", np0);
+            for (int k = 0; k < np0; k++) printf(" %d", p0[k]);
+            printf("\n");
+            char *pt = tok ? prompt_text(tok, p0, np0, 0) : NULL;
+            if (pt) printf("  text: %s\n", pt);
+            free(pt);
+        }
         if (!quiet)
             for (int i = 0; i < n; i++) {
-                int nt;
-                const int32_t *t = re_engine_tokens(eng, i, &nt);
-                printf("request %" PRId64 " (prompt %d, max %d):", re_engine_request_id(eng, i),
-                       re_engine_prompt_len(eng, i), re_engine_max_tokens(eng, i));
+                int nt, np;
+                const int32_t *t = re_engine_tokens(eng, i, &nt), *pr = re_engine_prompt(eng, i, &np);
+                printf("request %" PRId64 " (prompt %d, max %d%s):", re_engine_request_id(eng, i),
+                       re_engine_prompt_len(eng, i), re_engine_max_tokens(eng, i),
+                       re_engine_stopped(eng, i) ? ", stopped at BOS" : "");
                 for (int k = 0; k < nt; k++) printf(" %d", t[k]);
                 printf("\n");
-                if (tok && text) {
-                    re_tok_decode(tok, 0, t, nt, 0, text, tcap);
-                    printf("  text: %s\n", text);
-                }
+                char *text = tok ? tok_text(tok, pr[np - 1], t, nt, 0) : NULL;
+                if (text) printf("  text: %s\n", text);
+                free(text);
             }
         printf("steps %" PRIu64 " (prefill %" PRIu64 ", decode %" PRIu64 "), preemptions %" PRIu64
                ", prefill %.1f tok/s, decode %.1f tok/s, weight passes/step %.3f, alloc %s\n",
@@ -313,7 +407,6 @@ int main(int argc, char **argv)
         fclose(f);
         free(buf);
     }
-    free(text);
     re_tok_free(tok);
     re_engine_destroy(eng);
     re_model_free(&model);

@@ -9,7 +9,7 @@ PS=$BUILD/bin/poolscope
 ENG=$BUILD/bin/refengine
 # The long-context small shape; ShareGPT-shaped request lengths.
 SHAPE=dim=256,layers=4,heads=8,kv_heads=4,hidden=768,vocab=8000,seq=1024
-ENGINE_ARGS="--synthetic $SHAPE --workload sharegpt --requests 32 --max-batch 8 --json"
+ENGINE_ARGS="--synthetic $SHAPE --workload sharegpt --requests 32 --max-batch 8 --temperature 16 --seed 42 --json"
 
 step() { printf '\n== demo: %s\n' "$*" >&2; }
 t0=$(date +%s)
@@ -43,6 +43,7 @@ step "6/6 summary"
     echo
     echo "A run of \`refengine\` ($SHAPE; 32 requests with ShareGPT-shaped lengths,"
     echo "up to 8 at once) recorded with \`poolscope record\` (dwarf call stacks, the default)."
+    echo "The weights are synthetic (random, from seed 42), so the tokens mean nothing; each is sampled at temperature 16 with seed 42 (synthetic logits are far sharper than a trained model's: greedy decoding would repeat each request's last prompt token)."
     echo "Made by \`make demo\` on $(date -u '+%Y-%m-%d %H:%M UTC')."
     echo
     echo "## Report"

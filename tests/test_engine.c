@@ -1,6 +1,8 @@
 /* test_engine.c — the reference engine against an independent forward pass,
  * bit-exactness across batching/block size/threads/alloc modes/preemption,
- * checkpoints, sampling, workloads, and allocation-free steady-state decode.
+ * checkpoints, sampling, workloads, and allocation-free steady-state decode;
+ * user prompts: the tokenizer's encoder against hand-worked merges, id
+ * lists, the stop token, and seeded sampling whatever the batching.
  *
  * The reference forward here shares no code with reference-engine/: its own
  * loops in double precision, one sequence, a contiguous KV cache, no pool.
@@ -21,8 +23,10 @@
 #include "kernels.h"
 #include "model.h"
 #include "poolscope/error.h"
+#include "prompt.h"
 #include "sampler.h"
 #include "threadpool.h"
+#include "tokenizer.h"
 #include "workload.h"
 
 /* ---- the independent reference ---------------------------------------------- */
@@ -697,6 +701,296 @@ static void test_sampler_is_keyed_by_request_and_position(void **state)
     re_sampler_free(&a);
 }
 
+/* ---- user prompts ----------------------------------------------------------------- */
+
+/* A llama2.c tokenizer file: max_token_length, then (score, length, bytes)
+ * per token. */
+static void write_tokenizer(const char *path, const char *const *pieces, const float *scores, int n)
+{
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    int32_t maxlen = 0;
+    for (int i = 0; i < n; i++)
+        if ((int32_t)strlen(pieces[i]) > maxlen) maxlen = (int32_t)strlen(pieces[i]);
+    fwrite(&maxlen, sizeof maxlen, 1, f);
+    for (int i = 0; i < n; i++) {
+        int32_t len = (int32_t)strlen(pieces[i]);
+        fwrite(&scores[i], sizeof scores[i], 1, f);
+        fwrite(&len, sizeof len, 1, f);
+        fwrite(pieces[i], 1, (size_t)len, f);
+    }
+    fclose(f);
+}
+
+/* llama2.c's layout: unk, BOS, EOS, the 256 byte tokens at byte + 3, then
+ * the pieces below with their merge scores. */
+enum { TOK_SP = 259, TOK_A, TOK_B, TOK_C, TOK_AB, TOK_SPA, TOK_BC, TOK_ABC, TOK_E_ACUTE,
+       TOK_SPAB, TOK_AA, TOK_V };
+static const struct { const char *piece; float score; } tok_extra[] = {
+    { " ", -1 }, { "a", -2 }, { "b", -3 }, { "c", -4 }, { "ab", -5 }, { " a", -6 },
+    { "bc", -1 }, { "abc", -7 }, { "\xC3\xA9", -8 }, { " ab", -9 }, { "aa", -2 },
+};
+
+static re_tok_t *load_test_tokenizer(char *path)
+{
+    static char bytes[256][8];
+    const char *pieces[TOK_V];
+    float scores[TOK_V];
+    pieces[0] = "<unk>"; pieces[1] = "\n<s>\n"; pieces[2] = "\n</s>\n";
+    for (int b = 0; b < 256; b++) {
+        snprintf(bytes[b], sizeof bytes[b], "<0x%02X>", b);
+        pieces[3 + b] = bytes[b];
+    }
+    for (int i = 0; i < 3 + 256; i++) scores[i] = 0.0f;
+    for (int i = 0; i < TOK_V - TOK_SP; i++) {
+        pieces[TOK_SP + i] = tok_extra[i].piece;
+        scores[TOK_SP + i] = tok_extra[i].score;
+    }
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    write_tokenizer(path, pieces, scores, TOK_V);
+    char msg[256];
+    re_tok_t *t = re_tok_load(path, TOK_V, msg, sizeof msg);
+    if (!t) fprintf(stderr, "%s\n", msg);
+    assert_non_null(t);
+    return t;
+}
+
+static void expect_encoding(const re_tok_t *t, const char *text, int bos, int eos,
+                            const int32_t *want, int n_want)
+{
+    int32_t out[64];
+    int n = -1;
+    char msg[256];
+    assert_true(re_tok_encode_cap(text) <= 64);
+    assert_int_equal(re_tok_encode(t, text, bos, eos, out, 64, &n, msg, sizeof msg), 0);
+    if (n != n_want || memcmp(out, want, (size_t)n * sizeof *out) != 0) {
+        fprintf(stderr, "encode '%s':", text);
+        for (int i = 0; i < n; i++) fprintf(stderr, " %d", out[i]);
+        fprintf(stderr, "\n");
+    }
+    assert_int_equal(n, n_want);
+    assert_memory_equal(out, want, (size_t)n * sizeof *out);
+}
+
+/* Each expectation worked by hand from run.c's rules (tokenizer.h). */
+static void test_tokenizer_encodes_as_llama2c_run_c(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/test_engine_tok_XXXXXX";
+    re_tok_t *t = load_test_tokenizer(path);
+    assert_int_equal(re_tok_lookup(t, "ab"), TOK_AB);
+    assert_int_equal(re_tok_lookup(t, "zz"), -1);
+    /* BOS " " a b c: "bc" (-1) beats "ab" (-5) and " a" (-6); then " a" (-6)
+     * beats "abc" (-7); " abc" is no piece */
+    expect_encoding(t, "abc", 1, 0, (int32_t[]){ 1, TOK_SPA, TOK_BC }, 3);
+    /* BOS " " a b: "ab" (-5) before " a" (-6), then " ab" */
+    expect_encoding(t, "ab", 1, 0, (int32_t[]){ 1, TOK_SPAB }, 2);
+    /* equal scores merge leftmost first: " " (a a) a, and " aa" / "aaa" are no pieces */
+    expect_encoding(t, "aaa", 1, 0, (int32_t[]){ 1, TOK_SP, TOK_AA, TOK_A }, 4);
+    /* a two-byte code point that is a piece */
+    expect_encoding(t, "\xC3\xA9", 1, 0, (int32_t[]){ 1, TOK_SP, TOK_E_ACUTE }, 3);
+    /* a four-byte one that is not: its bytes, each + 3 */
+    expect_encoding(t, "\xF0\x9F\x98\x80", 1, 0,
+                    (int32_t[]){ 1, TOK_SP, 0xF0 + 3, 0x9F + 3, 0x98 + 3, 0x80 + 3 }, 6);
+    /* a byte outside the pieces ("d"), between pieces */
+    expect_encoding(t, "adb", 1, 0, (int32_t[]){ 1, TOK_SPA, 'd' + 3, TOK_B }, 4);
+    /* the empty text: BOS alone, no dummy prefix */
+    expect_encoding(t, "", 1, 0, (int32_t[]){ 1 }, 1);
+    expect_encoding(t, "ab", 0, 1, (int32_t[]){ TOK_SPAB, 2 }, 2);
+    /* too small an output */
+    int32_t out[4];
+    int n;
+    char msg[256];
+    assert_int_equal(re_tok_encode(t, "abc", 1, 0, out, 4, &n, msg, sizeof msg), PSC_ERANGE);
+    /* decode drops the dummy prefix's space after BOS, as run.c prints */
+    char text[32];
+    assert_int_equal(re_tok_decode(t, 1, (int32_t[]){ TOK_SPA, TOK_BC }, 2, 0, text, sizeof text), 3);
+    assert_string_equal(text, "abc");
+    /* JSON text stays valid UTF-8: byte tokens in order make "é", a lone
+     * lead byte becomes U+FFFD; quotes and control bytes are escaped */
+    int32_t bytes_ok[2] = { 0xC3 + 3, 0xA9 + 3 }, bytes_bad[3] = { 0xC3 + 3, TOK_A, '"' + 3 };
+    assert_int_equal(re_tok_decode(t, 0, bytes_ok, 2, 1, text, sizeof text), 2);
+    assert_string_equal(text, "\xC3\xA9");
+    re_tok_decode(t, 0, bytes_bad, 3, 1, text, sizeof text);
+    assert_string_equal(text, "\xEF\xBF\xBD" "a\\\"");
+    assert_int_equal(re_tok_decode(t, 0, (int32_t[]){ '\n' + 3 }, 1, 1, text, sizeof text), 6);
+    assert_string_equal(text, "\\u000a");
+    assert_int_equal(re_tok_decode(t, 0, bytes_bad, 3, 0, NULL, 0), 3);   /* raw: 3 bytes */
+    /* the prompt helper: BOS first, no EOS */
+    int32_t *ids;
+    assert_int_equal(re_prompt_from_text(t, "ab", &ids, &n, msg, sizeof msg), 0);
+    assert_int_equal(n, 2);
+    assert_int_equal(ids[0], 1);
+    assert_int_equal(ids[1], TOK_SPAB);
+    free(ids);
+    re_tok_free(t);
+    unlink(path);
+
+    /* a vocab without byte tokens: a byte it cannot encode is named */
+    const char *small[] = { "<unk>", "\n<s>\n", "\n</s>\n", " ", "a" };
+    const float sc[] = { 0, 0, 0, -1, -2 };
+    char p2[] = "/tmp/test_engine_tok_XXXXXX";
+    int fd = mkstemp(p2);
+    assert_true(fd >= 0);
+    close(fd);
+    write_tokenizer(p2, small, sc, 5);
+    t = re_tok_load(p2, 5, msg, sizeof msg);
+    assert_non_null(t);
+    expect_encoding(t, "a", 1, 0, (int32_t[]){ 1, 3, 4 }, 3);
+    assert_int_equal(re_prompt_from_text(t, "az", &ids, &n, msg, sizeof msg), PSC_EINVAL);
+    assert_null(ids);
+    assert_non_null(strstr(msg, "0x7A"));
+    re_tok_free(t);
+    unlink(p2);
+}
+
+static void test_prompt_id_lists_are_parsed_and_checked_against_the_vocab(void **state)
+{
+    (void)state;
+    int32_t *ids;
+    int n;
+    char msg[256];
+    assert_int_equal(re_prompt_parse_ids("1,2, 3 ,299", 300, &ids, &n, msg, sizeof msg), 0);
+    assert_int_equal(n, 4);
+    assert_memory_equal(ids, ((int32_t[]){ 1, 2, 3, 299 }), 4 * sizeof(int32_t));
+    free(ids);
+    assert_int_equal(re_prompt_parse_ids("7", 300, &ids, &n, msg, sizeof msg), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(ids[0], 7);
+    free(ids);
+    struct { const char *list, *named; } bad[] = {
+        { "1,300", "300" }, { "1,2,-4", "-4" }, { "1,x,3", "'x'" }, { "", "empty" },
+        { "1,,2", "item 2" }, { "1,2,", "item 3" }, { "5 6", "'5 6'" },
+        { "99999999999999999999999", "item 1" }, { "3.5", "'3.5'" },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        msg[0] = 0;
+        assert_int_equal(re_prompt_parse_ids(bad[i].list, 300, &ids, &n, msg, sizeof msg), PSC_EINVAL);
+        assert_null(ids);
+        if (!strstr(msg, bad[i].named)) fprintf(stderr, "'%s': %s\n", bad[i].list, msg);
+        assert_non_null(strstr(msg, bad[i].named));
+        assert_null(strchr(msg, '\n'));
+    }
+}
+
+/* Synthetic weights make greedy decoding repeat the prompt's last token
+ * (its own logit dominates: README "refengine"), so a prompt ending in the
+ * stop token stops at once, and one ending elsewhere runs to max_tokens. */
+static void test_stop_token_ends_a_request_without_being_stored(void **state)
+{
+    (void)state;
+    re_model_t m;
+    re_shape_t s = small_shape();
+    char msg[256];
+    assert_int_equal(re_model_synthetic(&m, &s, 12, msg, sizeof msg), 0);
+    re_engine_config_t c = re_engine_config_default();
+    c.stop_token = 1;
+    c.block_size = 4;
+    int err;
+    re_engine_t *e = re_engine_create(&m, &c, &err, msg, sizeof msg);
+    assert_non_null(e);
+    int32_t p1[3] = { 1, 50, 1 }, p2[3] = { 1, 50, 60 };
+    assert_int_equal(re_engine_add(e, 0, p1, 3, 10, msg, sizeof msg), 0);
+    assert_int_equal(re_engine_add(e, 1, p2, 3, 10, msg, sizeof msg), 1);
+    assert_int_equal(re_engine_run(e), 0);
+    int n0, n1, np;
+    re_engine_tokens(e, 0, &n0);
+    const int32_t *t1 = re_engine_tokens(e, 1, &n1);
+    assert_int_equal(n0, 0);
+    assert_int_equal(re_engine_stopped(e, 0), 1);
+    assert_int_equal(n1, 10);
+    assert_int_equal(re_engine_stopped(e, 1), 0);
+    for (int i = 0; i < n1; i++) assert_int_equal(t1[i], 60);
+    const int32_t *pr = re_engine_prompt(e, 1, &np);
+    assert_int_equal(np, 3);
+    assert_memory_equal(pr, p2, sizeof p2);
+    re_engine_stats_t st;
+    re_engine_stats(e, &st);
+    assert_int_equal(st.generated_tokens, 10);
+    kvb_stats_t ks;
+    kvb_stats(re_engine_blockpool(e), &ks);
+    assert_int_equal(ks.blocks_in_use, 0);
+    re_engine_destroy(e);
+    c.stop_token = s.vocab_size;                   /* not an id */
+    assert_null(re_engine_create(&m, &c, &err, msg, sizeof msg));
+    assert_int_equal(err, PSC_EINVAL);
+    re_model_free(&m);
+}
+
+/* Run copies of one prompt (ids 0..n-1) and return their tokens, n_req rows
+ * of max_tokens (unused slots -1). */
+static void run_copies(const re_model_t *m, re_engine_config_t c, const int32_t *prompt, int np,
+                       int n_req, int max_tokens, int32_t *out)
+{
+    char msg[256];
+    int err;
+    c.strict_threads = 1;
+    c.stop_token = 1;
+    re_engine_t *e = re_engine_create(m, &c, &err, msg, sizeof msg);
+    assert_non_null(e);
+    for (int i = 0; i < n_req; i++) assert_int_equal(re_engine_add(e, i, prompt, np, max_tokens, msg, sizeof msg), i);
+    assert_int_equal(re_engine_run(e), 0);
+    for (int i = 0; i < n_req; i++) {
+        int n;
+        const int32_t *t = re_engine_tokens(e, i, &n);
+        for (int k = 0; k < max_tokens; k++) out[i * max_tokens + k] = k < n ? t[k] : -1;
+    }
+    re_engine_destroy(e);
+}
+
+static void test_seeded_sampling_is_the_same_whatever_the_batching_and_threads(void **state)
+{
+    (void)state;
+    enum { R = 5, G = 30 };
+    re_model_t m;
+    re_shape_t s = small_shape();
+    char msg[256];
+    assert_int_equal(re_model_synthetic(&m, &s, 13, msg, sizeof msg), 0);
+    const int32_t prompt[4] = { 1, 40, 41, 42 };
+    int32_t greedy[R * G], a[R * G], b[R * G], other[R * G];
+    re_engine_config_t base = re_engine_config_default();
+    run_copies(&m, base, prompt, 4, R, G, greedy);
+    base.temperature = 8.0f;     /* synthetic logits are sharp: see the stop-token test */
+    base.seed = 77;
+    base.max_batch = 1;
+    run_copies(&m, base, prompt, 4, R, G, a);
+    struct { int batch, threads, bs, kv; float top_p; } v[] = {
+        { 5, 2, 16, 0, 1.0f }, { 3, 1, 3, 0, 1.0f }, { 5, 3, 4, 14, 1.0f },
+    };
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+        re_engine_config_t c = base;
+        c.max_batch = v[i].batch;
+        c.threads = v[i].threads;
+        c.block_size = v[i].bs;
+        c.kv_blocks = v[i].kv;
+        run_copies(&m, c, prompt, 4, R, G, b);
+        assert_memory_equal(a, b, sizeof a);
+    }
+    /* it does sample: not greedy, the copies differ, many distinct tokens */
+    assert_memory_not_equal(a, greedy, sizeof a);
+    assert_memory_not_equal(a, a + G, G * sizeof(int32_t));
+    int seen[300] = { 0 }, distinct = 0;
+    for (int i = 0; i < R * G; i++)
+        if (a[i] >= 0 && !seen[a[i]]++) distinct++;
+    assert_true(distinct > 10);
+    /* the same seed again gives the same tokens; another seed others */
+    run_copies(&m, base, prompt, 4, R, G, b);
+    assert_memory_equal(a, b, sizeof a);
+    base.seed = 78;
+    run_copies(&m, base, prompt, 4, R, G, other);
+    assert_memory_not_equal(a, other, sizeof a);
+    /* top-p too is batch-invariant */
+    base.top_p = 0.8f;
+    run_copies(&m, base, prompt, 4, R, G, a);
+    base.max_batch = 5;
+    base.threads = 2;
+    run_copies(&m, base, prompt, 4, R, G, b);
+    assert_memory_equal(a, b, sizeof a);
+    re_model_free(&m);
+}
+
 static void test_workloads_are_deterministic_and_shaped_like_the_mixes(void **state)
 {
     (void)state;
@@ -841,6 +1135,10 @@ int main(void)
         cmocka_unit_test(test_bad_checkpoints_are_rejected_with_a_reason),
         cmocka_unit_test(test_bad_shapes_and_configs_are_rejected),
         cmocka_unit_test(test_sampler_is_keyed_by_request_and_position),
+        cmocka_unit_test(test_tokenizer_encodes_as_llama2c_run_c),
+        cmocka_unit_test(test_prompt_id_lists_are_parsed_and_checked_against_the_vocab),
+        cmocka_unit_test(test_stop_token_ends_a_request_without_being_stored),
+        cmocka_unit_test(test_seeded_sampling_is_the_same_whatever_the_batching_and_threads),
         cmocka_unit_test(test_workloads_are_deterministic_and_shaped_like_the_mixes),
         cmocka_unit_test(test_thread_pool_runs_every_item_exactly_once),
         cmocka_unit_test(test_kernels_follow_the_documented_reduction_order),
