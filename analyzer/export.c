@@ -437,12 +437,15 @@ int az_export_ex(const char *trace, int format, int weight, const az_export_opts
      * or FIFO in place), refused when it is the trace (common/outfile.h);
      * the trace is read once, so a pipe works: the pid comes from the
      * header the scan has read by the first event. */
-    psc_out_t *o;
+    psc_out_t *o = NULL;
     const char *inputs[1] = { trace };
-    int rc = psc_out_open(out_path, inputs, 1, PSC_OUT_SPECIAL, &o, msg, msglen);
-    if (rc) return rc;
-    FILE *out = psc_out_stream(o);
-    if (!out) { psc_out_abort(o); snprintf(msg, msglen, "cannot write %s", out_path); return PSC_EIO; }
+    FILE *out = stdout;          /* "-": standard output, for a pipe into a viewer */
+    int rc = 0;
+    if (strcmp(out_path, "-")) {
+        if ((rc = psc_out_open(out_path, inputs, 1, PSC_OUT_SPECIAL, &o, msg, msglen))) return rc;
+        out = psc_out_stream(o);
+        if (!out) { psc_out_abort(o); snprintf(msg, msglen, "cannot write %s", out_path); return PSC_EIO; }
+    }
     az_scan_t *s = NULL;
     /* the selection is the scan's (az_scan_opts_t): report counts the same events */
     az_scan_opts_t so = { 0 };
@@ -508,6 +511,7 @@ int az_export_ex(const char *trace, int format, int weight, const az_export_opts
         *warning = az_scan_warning(s, wb, sizeof wb) != NULL;
     }
     az_scan_free(s);
+    if (!o) return rc;           /* stdout: the caller reports write errors (cli_stdout_done) */
     if (rc) psc_out_abort(o);
     else rc = psc_out_commit(o, msg, msglen);
     return rc;

@@ -21,7 +21,10 @@ void cmd_export_help(FILE *out)
           "  folded   folded stacks for flamegraph.pl, speedscope or inferno: one\n"
           "           line per displayed stack (stacks that read the same summed),\n"
           "           \"outer;...;inner WEIGHT\", demangled, inlined frames marked _[i].\n"
-          "  --weight bytes (default) or calls: what a folded line's weight counts\n"
+          "  -o OUT   the file to write; - for standard output (a pipe into\n"
+          "           flamegraph.pl or speedscope)\n"
+          "  --weight bytes (default: requested bytes allocated at the stack) or calls\n"
+          "           (allocation calls): the unit of a folded line's WEIGHT\n"
           "  --lines  folded frames as \"function (file:line)\" (default: function)\n"
           "  --no-skip, --skip-frame PAT: which wrapper frames a folded stack drops at\n"
           "           its inner end and chrome's site names skip (as in report)\n"
@@ -85,5 +88,5 @@ int cmd_export(int argc, char **argv)
     char msg[512];
     if (az_export_ex(file, f, w, &eo, out, &warn, msg, sizeof msg)) return cli_file_err("export", file, msg);
     if (warn) cli_warn_damaged("export", file, "exported");
-    return CLI_OK;
+    return cli_stdout_done("export", CLI_OK);
 }

@@ -127,4 +127,14 @@ cat "$T/base.json" | "$PS" gate "$D/x.pst" --baseline /dev/stdin > /dev/null 2>&
 check gate_baseline_from_pipe [ $? -eq 0 ]
 check sql_pipe_input_onto_itself_refused sh -c "! '$PS' sql - -o '$D/x.pst' < '$D/x.pst' 2>/dev/null"
 check pipes_intact intact
+
+# -o - writes to standard output: the same bytes as a file, no file named "-"
+(cd "$T" && "$PS" export "$D/x.pst" --format folded -o - > "$T/stdout.folded"); rc=$?
+check export_to_stdout_equals_file sh -c "[ $rc -eq 0 ] && cmp -s '$T/stdout.folded' '$T/file.folded' && [ ! -e '$T/-' ]"
+(cd "$T" && "$PS" export "$D/x.pst" --format chrome -o - | python3 -c 'import json,sys; json.load(sys.stdin)'); rc=$?
+check export_chrome_to_stdout_is_json [ $rc -eq 0 ]
+if [ -w /dev/full ]; then
+    "$PS" export "$D/x.pst" --format folded -o - > /dev/full 2> "$T/full.err"; rc=$?
+    check export_stdout_write_error_exit_2 sh -c "[ $rc -eq 2 ] && grep -q 'cannot write standard output' '$T/full.err'"
+fi
 exit $status
