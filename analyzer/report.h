@@ -24,6 +24,10 @@ typedef struct az_report_opts {
 
 void az_report_text(const az_scan_t *s, const az_report_opts_t *o, FILE *out);
 void az_report_json(const az_scan_t *s, const az_report_opts_t *o, FILE *out);
+/* The JSON's numbers as OpenMetrics text (gauges labelled program and
+ * trace; calls by function, phase figures by phase), ending "# EOF".
+ * 0 or PSC_ENOMEM. */
+int az_report_openmetrics(const az_scan_t *s, const az_report_opts_t *o, FILE *out);
 
 /* The number formatters (psc_fmt_bytes, psc_fmt_ns, psc_fmt_count) are in
  * common/fmt.h. */

@@ -25,6 +25,10 @@ void cmd_report_help(FILE *out)
           "top allocation sites by peak contribution, calls and bytes, symbolized with\n"
           "libdw where debug info exists.\n\n"
           "  --json          the metrics as JSON (keys in DESIGN.md; what `gate` reads)\n"
+          "  --format text|json|openmetrics\n"
+          "                  openmetrics: the JSON's numbers as OpenMetrics gauges\n"
+          "                  (poolscope_<key>, labels program and trace; calls by\n"
+          "                  function, phase figures by phase) for a Pushgateway\n"
           "  --top N         sites per table (default 10)\n"
           "  --phase NAME    count only while a scope of marker NAME is open\n"
           "  --from T --to T count only events in [T, T'] since trace start;\n"
@@ -66,12 +70,12 @@ static int take(void *ctx, const char *opt, const char *v)
 
 int cmd_report(int argc, char **argv)
 {
-    const char *file = NULL;
+    const char *file = NULL, *format = NULL;
     int json = 0;
     report_args_t ra = { 0 };
     ra.sites.o = &ra.ro.sites;
     const cli_opt_t opts[] = {
-        { "--json", &json, NULL, NULL }, { "--no-symbols", &ra.ro.no_symbols, NULL, NULL },
+        { "--json", &json, NULL, NULL }, { "--format", NULL, &format, NULL }, { "--no-symbols", &ra.ro.no_symbols, NULL, NULL },
         { "--full", &ra.ro.full_stacks, NULL, NULL }, { "--no-skip", &ra.ro.sites.no_skip, NULL, NULL },
         { "--phase", NULL, &ra.so.phase, NULL }, { "--top --from --to --skip-frame --depth --phase-frame", NULL, NULL, take },
         { NULL, NULL, NULL, NULL },
@@ -80,6 +84,12 @@ int cmd_report(int argc, char **argv)
     int rc = cli_parse_args(&args, argc, argv);
     if (rc != CLI_CONTINUE) return rc;
     if (!file) { cli_cmd_err("report", "no trace file (usage: poolscope report FILE [--json])"); return CLI_USAGE; }
+    int om = 0;
+    if (format) {
+        if (!strcmp(format, "json")) json = 1;
+        else if (!strcmp(format, "openmetrics")) om = 1;
+        else if (strcmp(format, "text")) { cli_cmd_err("report", "--format must be text, json or openmetrics, not '%s'", format); return CLI_USAGE; }
+    }
     az_report_opts_t ro = ra.ro;
     az_scan_opts_t so = ra.so;
     so.phase_frames = ra.frames.specs;
@@ -99,7 +109,9 @@ int cmd_report(int argc, char **argv)
     char wb[256];
     const char *w = az_scan_warning(s, wb, sizeof wb);
     if (w) fprintf(stderr, "poolscope report: %s: warning: %s\n", file, w);
-    if (json) az_report_json(s, &ro, stdout);
+    if (om && az_report_openmetrics(s, &ro, stdout)) { az_scan_free(s); return cli_file_err("report", file, "out of memory"); }
+    else if (om) {}
+    else if (json) az_report_json(s, &ro, stdout);
     else az_report_text(s, &ro, stdout);
     az_scan_free(s);
     return cli_stdout_done("report", CLI_OK);
