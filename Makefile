@@ -110,6 +110,10 @@ $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(PIE_CFLAGS) $(call incs,$<) -c $< -o $@
 
+# analyzer/html.c takes the HTML report's script and style into the object
+# (.incbin of analyzer/html_app.js and html_app.css): rebuild it when they change.
+$(BUILD)/obj/analyzer/html.o: analyzer/html_app.js analyzer/html_app.css
+
 # The preload library is built position-independent with hidden visibility,
 # and never with a sanitizer.
 $(BUILD)/pic/%.o: %.c
@@ -223,6 +227,8 @@ install: $(BINS) $(PRELOAD) $(LIBTRACE) $(LIBPOOL) $(LIBCOMMON)
 	install -m 755 $(PRELOAD) $(DESTDIR)$(PREFIX)/lib/poolscope/
 	install -m 644 $(LIBTRACE) $(LIBPOOL) $(LIBCOMMON) $(DESTDIR)$(PREFIX)/lib/
 	install -m 644 $(INC_HDRS) $(DESTDIR)$(PREFIX)/include/poolscope/
+	install -d $(DESTDIR)$(PREFIX)/share/doc/poolscope
+	install -m 644 libtrace/FORMAT.md analyzer/SCHEMA.md analyzer/REPORT.md $(DESTDIR)$(PREFIX)/share/doc/poolscope/
 	sed 's|@PREFIX@|$(PREFIX)|' scripts/poolscope.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/poolscope.pc
 	sed 's|@PREFIX@|$(PREFIX)|' scripts/poolscope-pool.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/poolscope-pool.pc
 

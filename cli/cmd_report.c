@@ -24,7 +24,7 @@ void cmd_report_help(FILE *out)
           "utilization and waste; per-marker phase counts and allocs per decode step;\n"
           "top allocation sites by peak contribution, calls and bytes, symbolized with\n"
           "libdw where debug info exists.\n\n"
-          "  --json          the metrics as JSON (keys in DESIGN.md; what `gate` reads)\n"
+          "  --json          the metrics as JSON (keys: REPORT.md; what `gate` reads)\n"
           "  --format text|json|openmetrics\n"
           "                  openmetrics: the JSON's numbers as OpenMetrics gauges\n"
           "                  (poolscope_<key>, labels program and trace; calls by\n"
@@ -37,6 +37,8 @@ void cmd_report_help(FILE *out)
           "  --full          every frame of each site's stack under its row\n", out);
     fputs(cli_frames_help, out);
     fputs(cli_sites_help, out);
+    fputs("\nDocuments: share/doc/poolscope/REPORT.md under the install prefix (the JSON\n"
+          "keys), analyzer/REPORT.md in the source.\n", out);
     fputs("\nExit: 0, or 2 for bad usage or an unreadable trace. A trace cut short is\n"
           "reported up to the damage with a warning on stderr.\n", out);
 }

@@ -34,7 +34,8 @@ files_present() {
         lib/pkgconfig/poolscope.pc lib/pkgconfig/poolscope-pool.pc \
         include/poolscope/poolscope.h include/poolscope/format.h include/poolscope/reader.h \
         include/poolscope/writer.h include/poolscope/pool_adapter.h include/poolscope/bufpool.h \
-        include/poolscope/blockpool.h include/poolscope/error.h; do
+        include/poolscope/blockpool.h include/poolscope/error.h \
+        share/doc/poolscope/FORMAT.md share/doc/poolscope/SCHEMA.md share/doc/poolscope/REPORT.md; do
         [ -s "$PFX/$f" ] || { echo "  missing: \$PREFIX/$f" >&2; miss=1; }
     done
     # refengine is installed when it is built
@@ -46,6 +47,29 @@ files_present() {
     [ $miss -eq 0 ]
 }
 check installed_files_present files_present
+
+# every key report --json writes is in the installed REPORT.md (by its name)
+keys_documented() {
+    "$B/bin/refengine" --help > /dev/null 2>&1 || return 1
+    "$PS" record -o "$T/doc.pst" -- "$B/bin/refengine" --quiet > /dev/null 2>&1 &&
+        "$PS" report "$T/doc.pst" --json --no-symbols --top 1 > "$T/doc.json" || return 1
+    python3 - "$T/doc.json" "$PFX/share/doc/poolscope/REPORT.md" <<'PY'
+import json, re, sys
+d = json.load(open(sys.argv[1]))
+doc = set(re.findall(r'`([^`]+)`', open(sys.argv[2]).read()))
+words = {w.split('.')[-1] for t in doc for w in re.split(r'[ ,]+', t)}
+miss = []
+def walk(v, path):
+    if isinstance(v, dict) and path not in ('sites',) and not path.startswith('phases.'):
+        for k, x in v.items():
+            walk(x, path + '.' + k if path else k)
+    elif path != 'sites' and path.split('.')[-1] not in words and not path.startswith('phases.'):
+        miss.append(path)
+walk(d, '')
+assert not miss, 'not in REPORT.md: %s' % miss
+PY
+}
+check report_json_keys_documented keys_documented
 check installed_cli_runs sh -c "'$PFX/bin/poolscope' --version | grep -q '^poolscope [0-9]'"
 
 pc_prefix() {
