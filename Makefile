@@ -57,7 +57,7 @@ LDSAN       = -fsanitize=$(SAN)
 endif
 PIE_CFLAGS = $(CFLAGS_ALL) -fPIE
 PIC_CFLAGS = $(CFLAGS_ALL) -fPIC -fvisibility=hidden
-LDLIBS_ALL = -lsqlite3 -ldw -lelf -lstdc++ -lm -ldl -pthread
+LDLIBS_ALL = -lsqlite3 -ldw -lelf -lz -lstdc++ -lm -ldl -pthread
 LDFLAGS_ALL = -pie $(LDSAN) $(LDFLAGS)
 
 srcs = $(sort $(wildcard $(1)/*.c))

@@ -501,8 +501,10 @@ int az_export_ex(const char *trace, int format, int weight, const az_export_opts
             size_t nm = 0;
             const pst_module_t *mods = pst_modules(s->r, &nm);
             az_sym_t *sym = az_sym_create(mods, nm);
-            if (!sym || (rc = folded_write(s, sym, eo, weight, out)))
-                snprintf(msg, msglen, "%s", psc_strerror(rc = PSC_ENOMEM));
+            if (!sym) snprintf(msg, msglen, "%s", psc_strerror(rc = PSC_ENOMEM));
+            else if (format == AZ_EXPORT_PPROF) rc = az_pprof_write(s, sym, eo, out, msg, msglen);
+            else if ((rc = folded_write(s, sym, eo, weight, out)))
+                snprintf(msg, msglen, "%s", psc_strerror(rc));
             az_sym_destroy(sym);
         }
     }

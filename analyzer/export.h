@@ -25,7 +25,7 @@
 
 #include "sites.h"
 
-enum { AZ_EXPORT_CHROME, AZ_EXPORT_FOLDED };
+enum { AZ_EXPORT_CHROME, AZ_EXPORT_FOLDED, AZ_EXPORT_PPROF };
 enum { AZ_WEIGHT_BYTES, AZ_WEIGHT_CALLS };
 
 /* 0, or a negative PS_E* code with a message. *warning 1 for a damaged
@@ -56,5 +56,11 @@ typedef struct az_export_opts {
 } az_export_opts_t;
 int az_export_ex(const char *trace, int format, int weight, const az_export_opts_t *eo,
                  const char *out_path, int *warning, char *msg, size_t msglen);
+
+/* pprof.c: the heap's sites as a gzipped pprof profile (sample types
+ * alloc_objects, alloc_space, inuse_objects, inuse_space) on out. */
+struct az_sym;
+int az_pprof_write(const az_scan_t *s, struct az_sym *sym, const az_export_opts_t *eo, FILE *out, char *msg,
+                   size_t msglen);
 
 #endif

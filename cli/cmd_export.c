@@ -1,4 +1,4 @@
-/* cmd_export.c — `poolscope export FILE --format chrome|folded -o OUT
+/* cmd_export.c — `poolscope export FILE --format chrome|folded|pprof -o OUT
  * [--weight bytes|calls] [--phase NAME] [--from T --to T]`: argument
  * parsing; the work is analyzer/export.c.
  */
@@ -12,7 +12,7 @@
 
 void cmd_export_help(FILE *out)
 {
-    fputs("usage: poolscope export FILE --format chrome|folded -o OUT [--weight bytes|calls]\n"
+    fputs("usage: poolscope export FILE --format chrome|folded|pprof -o OUT [--weight bytes|calls]\n"
           "                        [--phase NAME] [--from T --to T]\n\n"
           "  chrome   Chrome trace-event JSON for Perfetto (ui.perfetto.dev) or\n"
           "           chrome://tracing: counter tracks for live heap bytes, mmap'd\n"
@@ -23,6 +23,9 @@ void cmd_export_help(FILE *out)
           "           \"outer;...;inner WEIGHT\", demangled, inlined frames marked _[i].\n"
           "  -o OUT   the file to write; - for standard output (a pipe into\n"
           "           flamegraph.pl or speedscope)\n"
+          "  pprof    the allocation sites as a gzipped pprof profile (go tool pprof,\n"
+          "           Pyroscope, Parca, Grafana): sample types alloc_objects,\n"
+          "           alloc_space (default), inuse_objects, inuse_space (live at exit)\n"
           "  --weight bytes (default: requested bytes allocated at the stack) or calls\n"
           "           (allocation calls): the unit of a folded line's WEIGHT\n"
           "  --lines  folded frames as \"function (file:line)\" (default: function)\n"
@@ -73,9 +76,10 @@ int cmd_export(int argc, char **argv)
     cli_args_t args = { "export", cmd_export_help, opts, &ea, &file, 1, 0 };
     int rc = cli_parse_args(&args, argc, argv);
     if (rc != CLI_CONTINUE) return rc;
-    if (!file || !out || !fmt) { cli_cmd_err("export", "usage: poolscope export FILE --format chrome|folded -o OUT"); return CLI_USAGE; }
-    int f = !strcmp(fmt, "chrome") ? AZ_EXPORT_CHROME : !strcmp(fmt, "folded") ? AZ_EXPORT_FOLDED : -1;
-    if (f < 0) { cli_cmd_err("export", "--format must be chrome or folded, not '%s'", fmt); return CLI_USAGE; }
+    if (!file || !out || !fmt) { cli_cmd_err("export", "usage: poolscope export FILE --format chrome|folded|pprof -o OUT"); return CLI_USAGE; }
+    int f = !strcmp(fmt, "chrome") ? AZ_EXPORT_CHROME : !strcmp(fmt, "folded") ? AZ_EXPORT_FOLDED :
+            !strcmp(fmt, "pprof") ? AZ_EXPORT_PPROF : -1;
+    if (f < 0) { cli_cmd_err("export", "--format must be chrome, folded or pprof, not '%s'", fmt); return CLI_USAGE; }
     int w = !strcmp(weight, "bytes") ? AZ_WEIGHT_BYTES : !strcmp(weight, "calls") ? AZ_WEIGHT_CALLS : -1;
     if (w < 0) { cli_cmd_err("export", "--weight must be bytes or calls, not '%s'", weight); return CLI_USAGE; }
     if (eo.phase && !*eo.phase) { cli_cmd_err("export", "--phase needs a marker name"); return CLI_USAGE; }

@@ -5,8 +5,8 @@
 set -eu
 
 PKGS="build-essential g++ clang llvm libclang-rt-14-dev pkg-config libunwind-dev libsqlite3-dev sqlite3
-gnuplot-nox libcmocka-dev libdw-dev libelf-dev valgrind heaptrack libjemalloc-dev
-libmimalloc-dev prometheus python3 git"
+gnuplot-nox libcmocka-dev libdw-dev libelf-dev zlib1g-dev valgrind heaptrack libjemalloc-dev golang-go
+libmimalloc-dev prometheus python3 python3-torch python3-pip python3-venv python3-setuptools python3-wheel git"
 
 missing=""
 for p in $PKGS; do

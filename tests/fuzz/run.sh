@@ -29,7 +29,7 @@ READER="libtrace/reader.c libtrace/rd_chunk.c libtrace/rd_decode.c libtrace/rd_m
 # the analyzer's harnesses: the libraries below the CLI (not the preload
 # library, not the event API's global state)
 LIBSRC="$(ls common/*.c pool/*.c model/*.c analyzer/*.c replay/*.c) $(ls libtrace/*.c | grep -v -e '/api.c$' -e '/launch.c$' -e '/pool_adapter.c$')"
-LIBS="-lsqlite3 -ldw -lelf -lstdc++ -lm -ldl -pthread"
+LIBS="-lsqlite3 -ldw -lelf -lz -lstdc++ -lm -ldl -pthread"
 
 cp tests/golden/*.pstg "$out/seeds/" 2>/dev/null || true
 if [ -x "$BUILD/bin/poolscope" ] && [ -x "$BUILD/bin/refengine" ] && [ ! -s "$out/seeds/refengine.pst" ]; then
