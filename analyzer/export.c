@@ -42,13 +42,17 @@ typedef struct track {
     int emitted, pending;
 } track_t;
 
-/* Scopes open now, per marker name (few names; many instances of one, a
- * request per sequence in flight): instance -> open_scope_t. */
-typedef struct open_scope { uint32_t depth, tid; } open_scope_t;
-typedef struct scope_name {
-    uint32_t name;               /* string id */
-    psc_map_t open;
-} scope_name_t;
+/* A scope open now. Scopes are written when they end: as an "X" event on
+ * their thread when they end last-opened-first on it (so the X events of a
+ * thread nest, as viewers need), otherwise (a request overlapping another
+ * on the same thread) as an async "b"/"e" pair. */
+typedef struct open_scope {
+    uint64_t inst, begin, seq;
+    int64_t payload[PST_MAX_PAYLOAD];
+    uint32_t name, tid, n_payload;
+    uint8_t shown;               /* begun inside the output (the selection) */
+    uint8_t cut;                 /* begun where the selection opened */
+} open_scope_t;
 
 /* A large allocation, written after the scan as an instant event named
  * by its site (the symbolizer needs every module the trace maps). */
@@ -58,6 +62,7 @@ typedef struct big {
 } big_t;
 #define CHROME_BIG_BYTES (64u << 10)   /* allocations this large or larger become instants */
 #define CHROME_BIG_MAX   100000u       /* at most this many */
+#define CHROME_ALL_MAX   2000000u      /* --allocations: at most this many */
 
 typedef struct chrome {
     FILE *out;
@@ -68,13 +73,16 @@ typedef struct chrome {
     int threads_named[1];
     big_t *big;
     size_t n_big, cap_big;
+    uint64_t big_dropped;
     /* a selection: only events the scan counted are written */
     int selective;
     int in;                      /* the latest event was inside (always 1 without a selection) */
     uint64_t counted;            /* s->events_counted after the latest event */
     uint64_t t_in;               /* time of the latest event inside */
-    scope_name_t *scopes;
-    size_t n_scopes;
+    open_scope_t *open;
+    size_t n_open, cap_open;
+    uint64_t seq;
+    int all_allocs;              /* --allocations: every allocation an instant */
 } chrome_t;
 
 static uint64_t alloc_bytes(const pst_event_t *ev)
@@ -94,7 +102,8 @@ static void ev_sep(chrome_t *c);
 static void big_note(chrome_t *c, const pst_event_t *ev)
 {
     uint64_t b = alloc_bytes(ev);
-    if (b < CHROME_BIG_BYTES || c->n_big >= CHROME_BIG_MAX) return;
+    if (!b || ev->type == PST_EV_FREE || (!c->all_allocs && b < CHROME_BIG_BYTES)) return;
+    if (c->n_big >= (c->all_allocs ? CHROME_ALL_MAX : CHROME_BIG_MAX)) { c->big_dropped++; return; }
     if (c->n_big == c->cap_big) {
         size_t n = c->cap_big ? c->cap_big * 2 : 256;
         big_t *a = realloc(c->big, n * sizeof *a);
@@ -187,67 +196,101 @@ static void counter(chrome_t *c, const char *name, uint64_t ts, uint64_t v)
     }
 }
 
-/* An async slice edge ("b" or "e") of scope `name` instance inst. */
-static void scope_write(chrome_t *c, const char *name, int begin, uint64_t inst, uint64_t ts,
-                        uint32_t tid)
+static void ts_us(FILE *out, uint64_t ts) { fprintf(out, "%" PRIu64 ".%03" PRIu64, ts / 1000, ts % 1000); }
+
+static void scope_args(chrome_t *c, const open_scope_t *o, int cut_end)
 {
+    fputs(",\"args\":{", c->out);
+    int k = 0;
+    if (o->n_payload) {
+        fputs("\"payload\":[", c->out);
+        for (uint32_t i = 0; i < o->n_payload; i++) fprintf(c->out, "%s%lld", i ? "," : "", (long long)o->payload[i]);
+        fputc(']', c->out);
+        k = 1;
+    }
+    /* which edge the selection made: "begin", "end" or "both" */
+    if (o->cut || cut_end)
+        fprintf(c->out, "%s\"cut\":\"%s\"", k ? "," : "", o->cut && cut_end ? "both" : o->cut ? "begin" : "end");
+    fputs("}}", c->out);
+}
+
+/* Write scope o ending at t: X when it is the innermost open scope of its
+ * thread, else an async pair. */
+static void scope_end_write(chrome_t *c, const az_scan_t *s, const open_scope_t *o, uint64_t t, int cut_end)
+{
+    int top = 1;
+    for (size_t i = 0; i < c->n_open && top; i++)
+        if (c->open[i].shown && c->open[i].tid == o->tid && c->open[i].seq > o->seq) top = 0;
+    const char *name = az_scan_string(s, o->name);
     ev_sep(c);
     fputs("{\"name\":", c->out);
     az_json_write_string(c->out, name);
-    fprintf(c->out, ",\"cat\":\"scope\",\"ph\":\"%s\",\"id\":\"0x%" PRIx64 "\",\"ts\":%" PRIu64 ".%03" PRIu64
-            ",\"pid\":%" PRIu64 ",\"tid\":%u", begin ? "b" : "e", inst, ts / 1000, ts % 1000, c->pid, tid);
+    if (top) {
+        fputs(",\"cat\":\"scope\",\"ph\":\"X\",\"ts\":", c->out);
+        ts_us(c->out, o->begin);
+        fputs(",\"dur\":", c->out);
+        ts_us(c->out, t - o->begin);
+        fprintf(c->out, ",\"pid\":%" PRIu64 ",\"tid\":%u", c->pid, o->tid);
+        scope_args(c, o, cut_end);
+        return;
+    }
+    fprintf(c->out, ",\"cat\":\"scope\",\"ph\":\"b\",\"id\":\"0x%" PRIx64 "\",\"ts\":", o->inst);
+    ts_us(c->out, o->begin);
+    fprintf(c->out, ",\"pid\":%" PRIu64 ",\"tid\":%u", c->pid, o->tid);
+    scope_args(c, o, cut_end);
+    ev_sep(c);
+    fputs("{\"name\":", c->out);
+    az_json_write_string(c->out, name);
+    fprintf(c->out, ",\"cat\":\"scope\",\"ph\":\"e\",\"id\":\"0x%" PRIx64 "\",\"ts\":", o->inst);
+    ts_us(c->out, t);
+    fprintf(c->out, ",\"pid\":%" PRIu64 ",\"tid\":%u}", c->pid, o->tid);
 }
 
-static scope_name_t *scope_name(chrome_t *c, uint32_t name, int create)
+/* Follow the scopes (every marker event, inside the selection or not).
+ * Out of memory: the scope is not followed, and is not written. */
+static void scope_follow(chrome_t *c, const az_scan_t *s, const pst_event_t *ev)
 {
-    for (size_t i = 0; i < c->n_scopes; i++) if (c->scopes[i].name == name) return &c->scopes[i];
-    if (!create) return NULL;
-    scope_name_t *a = realloc(c->scopes, (c->n_scopes + 1) * sizeof *a);
-    if (!a) return NULL;
-    c->scopes = a;
-    scope_name_t *n = &a[c->n_scopes];
-    memset(n, 0, sizeof *n);
-    n->name = name;
-    if (psc_map_init(&n->open, sizeof(open_scope_t), 16, 0, NULL)) return NULL;
-    c->n_scopes++;
-    return n;
-}
-
-/* Keep the table of open scopes up to date (every marker event, inside
- * the selection or not). Out of memory: the scope is not followed, and at
- * worst its slice is not cut at an edge. */
-static void scope_follow(chrome_t *c, const pst_event_t *ev)
-{
-    if (ev->type != PST_EV_MARK_BEGIN && ev->type != PST_EV_MARK_END) return;
-    scope_name_t *n = scope_name(c, (uint32_t)ev->f[0], ev->type == PST_EV_MARK_BEGIN);
-    if (!n) return;
     if (ev->type == PST_EV_MARK_BEGIN) {
-        int is_new = 0;
-        open_scope_t *o = psc_map_put(&n->open, ev->f[1], &is_new);
-        if (!o) return;
-        if (is_new) o->depth = 0;
-        o->depth++;
+        if (c->n_open == c->cap_open) {
+            size_t n = c->cap_open ? 2 * c->cap_open : 16;
+            open_scope_t *a = realloc(c->open, n * sizeof *a);
+            if (!a) return;
+            c->open = a;
+            c->cap_open = n;
+        }
+        open_scope_t *o = &c->open[c->n_open++];
+        memset(o, 0, sizeof *o);
+        o->name = (uint32_t)ev->f[0];
+        o->inst = ev->f[1];
         o->tid = ev->tid;
-    } else {
-        open_scope_t *o = psc_map_get(&n->open, ev->f[1]);
-        if (o && --o->depth == 0) psc_map_erase(&n->open, o);
+        o->begin = ev->ts;
+        o->seq = ++c->seq;
+        o->shown = (uint8_t)c->in;
+        o->n_payload = ev->n_payload <= PST_MAX_PAYLOAD ? ev->n_payload : PST_MAX_PAYLOAD;
+        memcpy(o->payload, ev->payload, o->n_payload * sizeof o->payload[0]);
+        return;
+    }
+    if (ev->type != PST_EV_MARK_END) return;
+    for (size_t i = c->n_open; i-- > 0;) {
+        open_scope_t *o = &c->open[i];
+        if (o->name != (uint32_t)ev->f[0] || o->inst != ev->f[1]) continue;
+        if (o->shown && c->in) scope_end_write(c, s, o, ev->ts, 0);
+        c->open[i] = c->open[--c->n_open];
+        return;
     }
 }
 
-/* Every scope open now, as a "b" (opening) or "e" (closing) at ts. */
-static void scopes_cut(chrome_t *c, const az_scan_t *s, int begin, uint64_t ts)
+/* Every scope shown and open now ends at t, innermost first (each one the
+ * innermost of its thread when written: all are X events), cut there. */
+static void scopes_close(chrome_t *c, const az_scan_t *s, uint64_t t)
 {
-    for (size_t i = 0; i < c->n_scopes; i++) {
-        size_t it = 0;
-        uint64_t inst;
-        void *v;
-        while (psc_map_next(&c->scopes[i].open, &it, &inst, &v)) {
-            const open_scope_t *o = v;
-            for (uint32_t d = 0; d < o->depth; d++) {
-                scope_write(c, az_scan_string(s, c->scopes[i].name), begin, inst, ts, o->tid);
-                fputs(",\"args\":{\"cut\":true}}", c->out);
-            }
-        }
+    for (;;) {
+        open_scope_t *last = NULL;
+        for (size_t i = 0; i < c->n_open; i++)
+            if (c->open[i].shown && (!last || c->open[i].seq > last->seq)) last = &c->open[i];
+        if (!last) return;
+        scope_end_write(c, s, last, t, 1);
+        last->shown = 0;
     }
 }
 
@@ -255,6 +298,7 @@ static void scopes_cut(chrome_t *c, const az_scan_t *s, int begin, uint64_t ts)
  * begun here. */
 static void selection_open(chrome_t *c, const az_scan_t *s, uint64_t ts)
 {
+    (void)s;
     c->in = 1;
     for (size_t i = 0; i < c->n_tracks; i++) {
         track_t *t = &c->tracks[i];
@@ -262,7 +306,11 @@ static void selection_open(chrome_t *c, const az_scan_t *s, uint64_t ts)
         counter_write(c, t, ts, t->cur_v);
         t->last_ts = ts; t->last_v = t->cur_v; t->emitted = 1; t->pending = 0;
     }
-    scopes_cut(c, s, 1, ts);
+    for (size_t i = 0; i < c->n_open; i++) {   /* open scopes begin here, cut */
+        c->open[i].shown = 1;
+        c->open[i].cut = 1;
+        c->open[i].begin = ts;
+    }
 }
 
 /* It closed after the event at c->t_in: values held back, open scopes
@@ -276,7 +324,7 @@ static void selection_close(chrome_t *c, const az_scan_t *s)
         counter_write(c, t, c->t_in, t->pending_v);
         t->last_ts = c->t_in; t->last_v = t->pending_v; t->pending = 0;
     }
-    scopes_cut(c, s, 0, c->t_in);
+    scopes_close(c, s, c->t_in);
 }
 
 static void chrome_hook(void *ctx, const pst_event_t *ev, const az_scan_t *s)
@@ -290,8 +338,8 @@ static void chrome_hook(void *ctx, const pst_event_t *ev, const az_scan_t *s)
         if (in && !c->in) selection_open(c, s, ts);
         else if (!in && c->in) selection_close(c, s);
         if (in) c->t_in = ts;
-        scope_follow(c, ev);
     }
+    scope_follow(c, s, ev);
     switch (ev->type) {
     case PST_EV_MALLOC: case PST_EV_CALLOC: case PST_EV_REALLOC: case PST_EV_REALLOCARRAY:
     case PST_EV_FREE: case PST_EV_POSIX_MEMALIGN: case PST_EV_ALIGNED_ALLOC: case PST_EV_MEMALIGN:
@@ -320,17 +368,13 @@ static void chrome_hook(void *ctx, const pst_event_t *ev, const az_scan_t *s)
     case PST_EV_KVB_ALLOC: case PST_EV_KVB_FREE:
         counter(c, "KV blocks in use", ts, az_state(s->heap)->kv_blocks);
         break;
-    case PST_EV_MARK_POINT: case PST_EV_MARK_BEGIN: case PST_EV_MARK_END: {
+    case PST_EV_MARK_POINT: {
         if (!c->in) break;
-        if (ev->type == PST_EV_MARK_POINT) {
-            ev_sep(c);
-            fputs("{\"name\":", c->out);
-            az_json_write_string(c->out, ev->str ? ev->str : "?");
-            fprintf(c->out, ",\"cat\":\"marker\",\"ph\":\"i\",\"s\":\"t\",\"ts\":%" PRIu64 ".%03" PRIu64
-                    ",\"pid\":%" PRIu64 ",\"tid\":%u", ts / 1000, ts % 1000, c->pid, ev->tid);
-        } else {
-            scope_write(c, ev->str ? ev->str : "?", ev->type == PST_EV_MARK_BEGIN, ev->f[1], ts, ev->tid);
-        }
+        ev_sep(c);
+        fputs("{\"name\":", c->out);
+        az_json_write_string(c->out, ev->str ? ev->str : "?");
+        fprintf(c->out, ",\"cat\":\"marker\",\"ph\":\"i\",\"s\":\"t\",\"ts\":%" PRIu64 ".%03" PRIu64
+                ",\"pid\":%" PRIu64 ",\"tid\":%u", ts / 1000, ts % 1000, c->pid, ev->tid);
         if (ev->n_payload) {
             fputs(",\"args\":{\"payload\":[", c->out);
             for (uint32_t i = 0; i < ev->n_payload; i++) fprintf(c->out, "%s%lld", i ? "," : "", (long long)ev->payload[i]);
@@ -456,7 +500,8 @@ int az_export_ex(const char *trace, int format, int weight, const az_export_opts
         so.to = eo->to;
     }
     if (format == AZ_EXPORT_CHROME) {
-        chrome_t c = { .out = out, .first = 1, .selective = so.phase || so.window };
+        chrome_t c = { .out = out, .first = 1, .selective = so.phase || so.window,
+                       .all_allocs = eo && eo->allocations };
         c.in = !c.selective;
         fputs("{\"displayTimeUnit\":\"ns\",", out);
         if (c.selective) {
@@ -484,7 +529,13 @@ int az_export_ex(const char *trace, int format, int weight, const az_export_opts
                 uint64_t v = t->pending ? t->pending_v : t->last_v;
                 counter_write(&c, t, t_end > t->last_ts ? t_end : t->last_ts, v);
             }
+            scopes_close(&c, s, t_end);          /* scopes still open at the end, cut there */
             big_write(&c, s, eo);
+            if (c.big_dropped) {
+                ev_sep(&c);
+                fprintf(out, "{\"name\":\"allocations not written: %" PRIu64 " (over the cap)\",\"ph\":\"i\",\"s\":\"g\","
+                        "\"ts\":0,\"pid\":%" PRIu64 ",\"tid\":0}", c.big_dropped, s->hdr->pid);
+            }
             ev_sep(&c);
             fprintf(out, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%" PRIu64 ",\"args\":{\"name\":", s->hdr->pid);
             az_json_write_string(out, s->hdr->exe && s->hdr->exe[0] ? s->hdr->exe : "traced program");
@@ -493,8 +544,7 @@ int az_export_ex(const char *trace, int format, int weight, const az_export_opts
         fputs("\n]}\n", out);
         free(c.tracks);
         free(c.big);
-        for (size_t i = 0; i < c.n_scopes; i++) psc_map_free(&c.scopes[i].open);
-        free(c.scopes);
+        free(c.open);
     } else {
         rc = az_scan_file(trace, &so, &s, msg, msglen);
         if (!rc) {

@@ -53,6 +53,7 @@ typedef struct az_export_opts {
     const char *phase;           /* NULL: no phase selection */
     int window;                  /* 1: only from <= ts <= to (ns since trace start) */
     uint64_t from, to;
+    int allocations;             /* chrome: every allocation an instant (else those of 64 KiB and more) */
 } az_export_opts_t;
 int az_export_ex(const char *trace, int format, int weight, const az_export_opts_t *eo,
                  const char *out_path, int *warning, char *msg, size_t msglen);

@@ -17,7 +17,11 @@ void cmd_export_help(FILE *out)
           "  chrome   Chrome trace-event JSON for Perfetto (ui.perfetto.dev) or\n"
           "           chrome://tracing: counter tracks for live heap bytes, mmap'd\n"
           "           bytes, RSS, each pool's outstanding/cached bytes and KV blocks;\n"
-          "           instant events for point markers; async slices for scopes.\n"
+          "           instant events for point markers; scopes as slices (\"X\") on\n"
+          "           their thread, nested, and as async tracks where they overlap\n"
+          "           (requests); allocations of 64 KiB and more as instants named\n"
+          "           by their site\n"
+          "  --allocations  chrome: every allocation an instant (up to 2 M)\n"
           "  folded   folded stacks for flamegraph.pl, speedscope or inferno: one\n"
           "           line per displayed stack (stacks that read the same summed),\n"
           "           \"outer;...;inner WEIGHT\", demangled, inlined frames marked _[i].\n"
@@ -37,7 +41,7 @@ void cmd_export_help(FILE *out)
           "           With a selection, folded weighs only the allocations made in it;\n"
           "           chrome has only its samples, allocations, markers and scopes\n"
           "           (each counter's value where the selection opens, scopes crossing\n"
-          "           its edges cut there with args {\"cut\": true}; thread names and\n"
+          "           its edges cut there, args {\"cut\": \"begin\"|\"end\"|\"both\"}; thread names and\n"
           "           the selection, in otherData, whatever it is). Times stay trace\n"
           "           times.\n\n"
           "Exit: 0, or 2 for bad usage, an unreadable trace or a phase the trace does\n"
@@ -68,7 +72,7 @@ int cmd_export(int argc, char **argv)
     export_args_t ea = { .cs = { .o = &eo.sites }, .eo = &eo };
     const cli_opt_t opts[] = {
         { "-o", NULL, &out, NULL }, { "--format", NULL, &fmt, NULL }, { "--weight", NULL, &weight, NULL },
-        { "--lines", &eo.lines, NULL, NULL }, { "--no-skip", &eo.sites.no_skip, NULL, NULL },
+        { "--lines", &eo.lines, NULL, NULL }, { "--allocations", &eo.allocations, NULL, NULL }, { "--no-skip", &eo.sites.no_skip, NULL, NULL },
         { "--phase", NULL, &eo.phase, NULL },
         { "--skip-frame --depth --from --to", NULL, NULL, take },
         { NULL, NULL, NULL, NULL },

@@ -106,14 +106,23 @@ want = Counter()
 for eid, name, kind in db.execute("select event_id, name, kind from markers"):
     if eid in ids:
         want[(name, {"point": "i", "begin": "b", "end": "e"}[kind])] += 1
-got = Counter((e["name"], e["ph"]) for e in ev
-              if e.get("cat") in ("marker", "scope") and not e.get("args", {}).get("cut"))
+# a scope is an X slice (one begin and one end) or an async b/e pair; an
+# edge the selection made is named in args.cut ("begin", "end", "both")
+got = Counter()
+for e in ev:
+    cut = e.get("args", {}).get("cut", "")
+    if e.get("cat") == "marker":
+        got[(e["name"], "i")] += 1
+    elif e.get("cat") == "scope" and e["ph"] in "Xb" and cut not in ("begin", "both"):
+        got[(e["name"], "b")] += 1
+    if e.get("cat") == "scope" and (e["ph"] == "e" or (e["ph"] == "X" and cut not in ("end", "both"))):
+        got[(e["name"], "e")] += 1
 res["markers_are_the_selections"] = got == want
 if got != want:
     print("  markers: want %s, got %s" % (sorted(want.items()), sorted(got.items())), file=sys.stderr)
 bal = Counter()
 for e in ev:
-    if e.get("cat") == "scope":
+    if e.get("cat") == "scope" and e["ph"] in "be":
         bal[(e["name"], e["id"])] += 1 if e["ph"] == "b" else -1
 res["scopes_balanced"] = all(v == 0 for v in bal.values())
 # large allocations (64 KiB and more) inside
