@@ -1,6 +1,6 @@
 /* fuzz_export.c — libFuzzer harness for `poolscope export`: any bytes (as
- * a memfd path) exported as chrome JSON or folded stacks (the last byte
- * picks the format, the weight and the line option) to a file in /dev/shm,
+ * a memfd path) exported as chrome JSON, folded stacks or pprof (the last
+ * byte picks the format, the weight, the line option and --allocations) to a file in /dev/shm,
  * which is then removed. Built and run by tests/fuzz/run.sh.
  */
 #include <stddef.h>
@@ -19,9 +19,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     uint8_t k = size ? data[size - 1] : 0;
     if (fuzz_input_path(data, size, in, sizeof in)) return 0;
     snprintf(out, sizeof out, "/dev/shm/poolscope-fuzz-export.%d.out", (int)getpid());
-    az_export_opts_t eo = { .lines = (k & 4) != 0 };
+    az_export_opts_t eo = { .lines = (k & 4) != 0, .allocations = (k & 8) != 0 };
     int warn = 0;
-    (void)az_export_ex(in, k & 1 ? AZ_EXPORT_FOLDED : AZ_EXPORT_CHROME, k & 2 ? AZ_WEIGHT_CALLS : AZ_WEIGHT_BYTES,
+    int fmt = (k >> 4) % 3 == 2 ? AZ_EXPORT_PPROF : k & 1 ? AZ_EXPORT_FOLDED : AZ_EXPORT_CHROME;
+    (void)az_export_ex(in, fmt, k & 2 ? AZ_WEIGHT_CALLS : AZ_WEIGHT_BYTES,
                        &eo, out, &warn, msg, sizeof msg);
     unlink(out);
     return 0;
