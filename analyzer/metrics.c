@@ -444,6 +444,10 @@ static inline void reuse_alloc(az_metrics_t *m, uint64_t addr, uint64_t key)
     reuse_alloc_plain(m, addr, key);
 }
 
+/* Sums over a whole trace (total allocated) stop at 2^64 - 1 instead of
+ * wrapping: only a crafted trace gets there (16 EiB). */
+static inline uint64_t sat_add(uint64_t a, uint64_t b) { uint64_t r; return __builtin_add_overflow(a, b, &r) ? UINT64_MAX : r; }
+
 int az_alloc(az_metrics_t *m, uint64_t t, uint64_t addr, uint64_t req, uint64_t rnd,
              uint64_t size_key, uint32_t stack)
 {
@@ -452,6 +456,11 @@ int az_alloc(az_metrics_t *m, uint64_t t, uint64_t addr, uint64_t req, uint64_t 
     if (!m->cfg.no_reuse) __builtin_prefetch(psc_map_prefetch_addr(&m->reuse, addr));
     advance(m, t);
     if (rnd < req) rnd = req;
+    /* No address space holds more than 2^57 bytes (5-level paging): an
+     * allocation that would take the live set past it is a damaged or
+     * crafted trace, not memory, and is left out (counted) rather than
+     * wrapping every sum. */
+    if (rnd > AZ_MAX_LIVE_BYTES - m->st.live_rnd_bytes) { m->r.implausible_allocs++; return 0; }
     int is_new;
     live_obj_t *o = psc_map_put_sz(&m->live, addr, &is_new, sizeof(live_obj_t));
     if (__builtin_expect(o && !is_new, 0)) {
@@ -469,7 +478,7 @@ int az_alloc(az_metrics_t *m, uint64_t t, uint64_t addr, uint64_t req, uint64_t 
         m->wlive_bytes += req;
         m->wlive_count++;
         m->r.allocs++;
-        m->r.total_allocated_bytes += req;
+        m->r.total_allocated_bytes = sat_add(m->r.total_allocated_bytes, req);
         m->r.size_hist[az_log2_bucket(req)]++;
     }
     if (!m->cfg.no_reuse) reuse_alloc(m, addr, size_key);
@@ -477,7 +486,7 @@ int az_alloc(az_metrics_t *m, uint64_t t, uint64_t addr, uint64_t req, uint64_t 
     if (s) {
         s->s.live_bytes += req;
         s->s.live_count++;
-        if (m->counting) { s->s.calls++; s->s.bytes += req; s->wlive_bytes += req; s->wlive_count++; }
+        if (m->counting) { s->s.calls++; s->s.bytes = sat_add(s->s.bytes, req); s->wlive_bytes += req; s->wlive_count++; }
     }
     m->last_alloc_addr = addr;
     m->last_alloc_valid = 1;
@@ -648,13 +657,18 @@ int az_mark(az_metrics_t *m, uint64_t t, int kind, const char *name, uint64_t in
     }
     switch (kind) {
     case AZ_MARK_POINT:
-        if (p->point_open) phase_close(m, p);
         if (m->counting) p->p.count++;
+        /* the step marker's points bound steps (one step to the next);
+         * any other point is an instant, not a span */
+        if (p != m->step) break;
+        if (p->point_open) phase_close(m, p);
+        p->p.spans = 1;
         p->point_open = 1;
         phase_open(m, p);
         break;
     case AZ_MARK_BEGIN:
         if (m->counting) p->p.count++;
+        p->p.spans = 1;
         if (p->open++ == 0) {
             phase_open(m, p);
         } else if (p == m->step && p->p.count > m->cfg.steady_after) {

@@ -65,6 +65,9 @@ void az_destroy(az_metrics_t *m);                 /* accepts NULL */
  * for same_address_reuse (heap: req; pool: granted length). stack: a site id
  * (trace stack id), 0 none. An allocation at an address already live first
  * frees the old object (counted in r.double_allocs). */
+/* More than any address space holds (2^57 bytes, 5-level paging). */
+#define AZ_MAX_LIVE_BYTES (1ull << 57)
+
 int az_alloc(az_metrics_t *m, uint64_t t, uint64_t addr, uint64_t req, uint64_t rnd,
              uint64_t size_key, uint32_t stack);
 /* Free of a live object. Returns 0, or PSC_ENOENT for an address not live
@@ -138,6 +141,8 @@ typedef struct az_phase {
     uint64_t heap_bytes;         /* az_calls bytes while the phase was open */
     uint64_t time_ns;            /* time the phase was open while counting */
     uint64_t alloc_calls;        /* az_alloc_calls n while the phase was open */
+    int spans;                   /* 0: points only (not the step marker's): a point has no
+                                  * extent, so the figures above but count do not apply */
 } az_phase_t;
 
 typedef struct az_result {
@@ -146,6 +151,8 @@ typedef struct az_result {
     uint64_t alloc_calls;                /* az_alloc_calls: calls to allocating functions */
     uint64_t total_allocated_bytes;      /* sum req of all allocations */
     uint64_t unmatched_frees, double_allocs;
+    uint64_t implausible_allocs;         /* left out (az_alloc returns 0): the live set would
+                                          * pass AZ_MAX_LIVE_BYTES */
     uint64_t t_first, t_last;            /* times of the first and last update */
 
     /* peaks */

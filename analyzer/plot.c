@@ -348,7 +348,7 @@ static int memory_figure(plot_ctx_t *c, const az_scan_t *s, const char *trace, d
     if (rows) fputs("set bmargin 1\nset format x ''\nunset xlabel\n", f);
     else fputs("set xlabel 'time since trace start (s)'\n", f);
     fputs("plot 'timeline.dat' using 1:2 with lines ls 1 title 'heap live (requested bytes)'", f);
-    if (has_mmap) fputs(", \\\n     '' using 1:3 with lines ls 2 title 'mmap anonymous', \\\n"
+    if (has_mmap) fputs(", \\\n     '' using 1:3 with lines ls 2 title 'mmap anonymous (committed)', \\\n"
                         "     '' using 1:4 with lines ls 3 title 'mmap file-backed'", f);
     if (has_rss) fputs(", \\\n     '' using 1:5 with lines ls 4 title 'RSS'", f);
     if (has_pool) fputs(", \\\n     '' using 1:6 with lines ls 5 dt 2 title 'pool outstanding', \\\n"

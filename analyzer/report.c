@@ -247,12 +247,14 @@ void az_report_text(const az_scan_t *s, const az_report_opts_t *o, FILE *out)
     if (s->tracer_bytes)
         fprintf(out, "  tracer's own      %12s  mapped at most by the tracer (rings, tables, counters): in no figure here%s\n",
                 psc_fmt_bytes(s->tracer_bytes, a, sizeof a), s->phase || s->window ? " (whole run)" : "");
-    fprintf(out, "  peak mmap         %12s  anonymous %s, file-backed %s\n",
-            psc_fmt_bytes(s->peak_mmap_total, a, sizeof a), psc_fmt_bytes(s->peak_mmap_anon, b, sizeof b),
-            psc_fmt_bytes(s->peak_mmap_file, c, sizeof c));
+    /* committed first: a PROT_NONE reservation is address space, not memory */
+    fprintf(out, "  peak mmap         %12s  committed (mapped accessible, by the program's own mmap calls)\n",
+            psc_fmt_bytes(s->peak_mmap_committed, a, sizeof a));
     if (s->peak_mmap_total)
-        fprintf(out, "    committed       %12s  at its peak; reserved only (PROT_NONE) %s at its peak\n",
-                psc_fmt_bytes(s->peak_mmap_committed, a, sizeof a), psc_fmt_bytes(s->peak_mmap_reserved, b, sizeof b));
+        fprintf(out, "    mapped          %12s  at most: anonymous %s, file-backed %s; reserved only\n"
+                     "                                (PROT_NONE) %s at most\n",
+                psc_fmt_bytes(s->peak_mmap_total, a, sizeof a), psc_fmt_bytes(s->peak_mmap_anon, b, sizeof b),
+                psc_fmt_bytes(s->peak_mmap_file, c, sizeof c), psc_fmt_bytes(s->peak_mmap_reserved, d, sizeof d));
     {
         pm_file_map_t fm[5];
         size_t nf = pm_file_maps(s->model, fm, 5);
@@ -273,16 +275,22 @@ void az_report_text(const az_scan_t *s, const az_report_opts_t *o, FILE *out)
     if (s->failed_allocs || h->unmatched_frees)
         fprintf(out, "  anomalies         %s failed allocations, %s frees of unknown addresses\n",
                 psc_fmt_count(s->failed_allocs, a, sizeof a), psc_fmt_count(h->unmatched_frees, b, sizeof b));
+    if (h->implausible_allocs)
+        fprintf(out, "  damaged trace     %s allocations left out: they would take the live heap past any\n"
+                     "                    address space (2^57 bytes)\n", psc_fmt_count(h->implausible_allocs, a, sizeof a));
 
     /* over time: at most 16 rows, each the maximum over its slice */
     if (s->tl_used) {
         size_t rows = s->tl_used < 16 ? s->tl_used : 16;
         size_t per = (s->tl_used + rows - 1) / rows;
-        int kv = h->has_kv;
-        fprintf(out, "\nOver time (maximum in each slice%s)\n  %10s %11s %11s %11s %11s%s\n",
+        int kv = h->has_kv, resv = s->peak_mmap_reserved > 0;
+        /* anonymous memory as committed: a PROT_NONE reservation is address
+         * space, in a column of its own when there is one */
+        fprintf(out, "\nOver time (maximum in each slice%s)\n  %10s %11s %11s %11s %11s%s%s\n",
                 s->phase ? "; whole run: a phase is not one span of time" :
                 s->window ? "; the --from/--to window only" : "",
-                "time", "heap live", "mmap anon", "mmap file", "RSS", kv ? "   KV blocks  KV util" : "");
+                "time", "heap live", "anon commit", "mmap file", "RSS", resv ? "    reserved" : "",
+                kv ? "   KV blocks  KV util" : "");
         for (size_t i = 0; i < s->tl_used; i += per) {
             az_tl_bucket_t m = { 0 };
             for (size_t k = i; k < i + per && k < s->tl_used; k++) {
@@ -291,12 +299,14 @@ void az_report_text(const az_scan_t *s, const az_report_opts_t *o, FILE *out)
                 if (x->mmap_anon > m.mmap_anon) m.mmap_anon = x->mmap_anon;
                 if (x->mmap_file > m.mmap_file) m.mmap_file = x->mmap_file;
                 if (x->rss > m.rss) m.rss = x->rss;
+                if (x->mmap_reserved > m.mmap_reserved) m.mmap_reserved = x->mmap_reserved;
                 if (x->kv_blocks >= m.kv_blocks) { m.kv_blocks = x->kv_blocks; m.kv_tokens = x->kv_tokens; m.kv_capacity = x->kv_capacity; }
             }
             uint64_t t = (s->tl_t0 - s->t_first) + ((uint64_t)i << s->tl_shift);
             fprintf(out, "  %10s %11s %11s %11s %11s", psc_fmt_ns(t, a, sizeof a), psc_fmt_bytes(m.heap, b, sizeof b),
                     psc_fmt_bytes(m.mmap_anon, c, sizeof c), psc_fmt_bytes(m.mmap_file, d, sizeof d),
                     psc_fmt_bytes(m.rss, e, sizeof e));
+            if (resv) fprintf(out, " %11s", psc_fmt_bytes(m.mmap_reserved, c, sizeof c));
             if (kv) fprintf(out, " %11" PRIu64 " %7.1f%%", m.kv_blocks, m.kv_capacity ? 100.0 * (double)m.kv_tokens / (double)m.kv_capacity : 0.0);
             fputc('\n', out);
         }
@@ -380,6 +390,11 @@ void az_report_text(const az_scan_t *s, const az_report_opts_t *o, FILE *out)
     else fprintf(out, "  %-16s %10s %12s %12s %12s %10s\n", "marker", "count", "heap calls", "heap bytes", "calls/each", "time");
     for (size_t i = 0; i < h->n_phases; i++) {
         const az_phase_t *x = &h->phases[i];
+        if (!x->spans) {                 /* point markers: instants, no extent */
+            fprintf(out, "  %-16s %10s %12s %12s %12s %10s  (points)\n", x->name, psc_fmt_count(x->count, a, sizeof a),
+                    "-", "-", "-", "-");
+            continue;
+        }
         fprintf(out, "  %-16s %10s %12s %12s %12.1f %10s\n", x->name, psc_fmt_count(x->count, a, sizeof a),
                 psc_fmt_count(x->heap_calls, b, sizeof b), psc_fmt_bytes(x->heap_bytes, c, sizeof c),
                 x->count ? (double)x->heap_calls / (double)x->count : 0.0, psc_fmt_ns(x->time_ns, d, sizeof d));
@@ -391,7 +406,11 @@ void az_report_text(const az_scan_t *s, const az_report_opts_t *o, FILE *out)
     az_sv_t *v = az_sv_create(s, sym, o ? &o->sites : NULL);
     int full = o && o->full_stacks;
     stacks_note(out, s, v);
-    sites_text(out, s, v, full, "Sites live at the peak", by_peak, top, 0);
+    /* under a selection the peak is the selection's, and what is live then
+     * may have been allocated before it: those rows have 0 calls */
+    sites_text(out, s, v, full, s->phase || s->window ?
+               "Sites live at the selection's peak (calls: in the selection; 0 = allocated before it)" :
+               "Sites live at the peak", by_peak, top, 0);
     sites_text(out, s, v, full, "Top sites by calls", by_calls, top, 1);
     sites_text(out, s, v, full, "Top sites by bytes", by_bytes, top, 2);
     if (h->leaked_bytes) sites_text(out, s, v, full, "Leaks at exit by site", by_live, top, 3);
@@ -461,6 +480,7 @@ void az_report_json(const az_scan_t *s, const az_report_opts_t *o, FILE *out)
     az_json_u64(&j, "duration_ns", s->t_last - s->t_first);
     az_json_u64(&j, "threads", s->threads);
     az_json_u64(&j, "unknown_frees", h->unmatched_frees);
+    az_json_u64(&j, "implausible_allocations", h->implausible_allocs);
     az_json_u64(&j, "tracer_bytes", s->tracer_bytes);
     az_json_u64(&j, "time_resolution_ns", s->resolution_ns);
     az_json_bool(&j, "killed", s->status && s->status->end_killed);
@@ -513,9 +533,15 @@ void az_report_json(const az_scan_t *s, const az_report_opts_t *o, FILE *out)
     for (size_t i = 0; i < h->n_phases; i++) {
         az_json_begin(&j, h->phases[i].name, '{');
         az_json_u64(&j, "count", h->phases[i].count);
-        az_json_u64(&j, "heap_calls", h->phases[i].heap_calls);
-        az_json_u64(&j, "heap_bytes", h->phases[i].heap_bytes);
-        az_json_u64(&j, "time_ns", h->phases[i].time_ns);
+        if (h->phases[i].spans) {
+            az_json_u64(&j, "heap_calls", h->phases[i].heap_calls);
+            az_json_u64(&j, "heap_bytes", h->phases[i].heap_bytes);
+            az_json_u64(&j, "time_ns", h->phases[i].time_ns);
+        } else {                         /* a point marker: no extent */
+            az_json_null(&j, "heap_calls");
+            az_json_null(&j, "heap_bytes");
+            az_json_null(&j, "time_ns");
+        }
         az_json_end(&j);
     }
     az_json_end(&j);

@@ -20,7 +20,8 @@
 typedef struct priv {
     az_pf_t *pf;                 /* --phase-frame scopes, NULL without */
     uint64_t phase_open;         /* open scopes of opts.phase */
-    int phase_point;             /* the phase marker came as a point: on from there */
+    int phase_point;             /* the step marker came as points: on from the first */
+    int phase_scoped;            /* a scope of opts.phase was read (not only points) */
     int phase_seen;              /* a scope or point of opts.phase was read */
     int counting;
     az_scan_opts_t opts;
@@ -32,7 +33,7 @@ typedef struct priv {
 static void tl_merge(az_tl_bucket_t *a, const az_tl_bucket_t *b)
 {
 #define MX(f) if (b->f > a->f) a->f = b->f
-    MX(heap); MX(mmap_anon); MX(mmap_file); MX(rss); MX(pool_out); MX(pool_cached);
+    MX(heap); MX(mmap_anon); MX(mmap_file); MX(rss); MX(pool_out); MX(pool_cached); MX(mmap_reserved);
     if (b->kv_blocks >= a->kv_blocks && b->set) {
         a->kv_blocks = b->kv_blocks; a->kv_tokens = b->kv_tokens; a->kv_capacity = b->kv_capacity;
     }
@@ -58,7 +59,8 @@ static void tl_update(az_scan_t *s, uint64_t t)
     }
     const az_state_t *hs = az_state(s->heap);
     az_tl_bucket_t now = {
-        .heap = hs->live_bytes, .mmap_anon = s->mmap_anon, .mmap_file = s->mmap_file,
+        .heap = hs->live_bytes, .mmap_file = s->mmap_file, .mmap_reserved = s->mmap_reserved,
+        .mmap_anon = s->mmap_anon - (s->mmap_reserved < s->mmap_anon ? s->mmap_reserved : s->mmap_anon),
         .rss = s->rss, .pool_out = s->pool_out, .pool_cached = s->pool_cached,
         .kv_blocks = hs->kv_blocks, .kv_tokens = hs->kv_tokens,
         .kv_capacity = hs->kv_capacity, .set = 1 };
@@ -157,7 +159,10 @@ static void on_event(az_scan_t *s, const pst_event_t *ev)
     if (p->opts.window) on = t >= p->opts.from && t <= p->opts.to;
     if (p->opts.phase && (ev->type == PST_EV_MARK_BEGIN || ev->type == PST_EV_MARK_POINT) &&
         ev->str && !strcmp(ev->str, p->opts.phase)) {
-        if (ev->type == PST_EV_MARK_BEGIN) p->phase_open++; else p->phase_point = 1;
+        /* a point has no extent: only the step marker's points bound spans
+         * (a step runs to the next one) */
+        if (ev->type == PST_EV_MARK_BEGIN) { p->phase_open++; p->phase_scoped = 1; }
+        else if (!strcmp(p->opts.phase, "decode")) { p->phase_point = 1; p->phase_scoped = 1; }
         p->phase_seen = 1;
     }
     if (p->opts.phase) on = on && (p->phase_open > 0 || p->phase_point);
@@ -323,6 +328,12 @@ static int scan_any(const char *path, const void *mem, size_t mem_len, const az_
                  s->hdr && s->hdr->stacks == PST_STACKS_NONE ? " (the trace was recorded with --stacks none)" : "");
         az_scan_free(s);
         return PSC_ENOENT;
+    }
+    if (p->opts.phase && p->phase_seen && !p->phase_scoped) {
+        snprintf(msg, msglen, "--phase %s: '%s' comes only as point markers, which have no extent; "
+                 "--phase needs a marker with scopes (begin/end)", p->opts.phase, p->opts.phase);
+        az_scan_free(s);
+        return PSC_EINVAL;
     }
     if (p->opts.phase && !p->phase_seen) {         /* a typo would count nothing, silently */
         size_t k = (size_t)snprintf(msg, msglen, "no phase '%s' in this trace; its phases: ", p->opts.phase);

@@ -237,7 +237,7 @@ static void test_phase_sites_at_the_peak_add_up(void **st)
     assert_null(strstr(top, "0x403000"));
     assert_non_null(strstr(t, "share"));
     /* sites live at the peak: s1's row shows 86.4% (1000 of 1157) */
-    const char *peak_tab = strstr(t, "Sites live at the peak");
+    const char *peak_tab = strstr(t, "Sites live at the selection's peak (calls: in the selection; 0 = allocated before it)");
     assert_non_null(peak_tab);
     assert_true(strstr(peak_tab, "86.4%") && strstr(peak_tab, "86.4%") < top);
     free(t);

@@ -308,7 +308,11 @@ static void test_phases_and_allocs_per_decode_step(void **st)
     assert_int_equal(r.phases[1].heap_bytes, 6 * 16);
     assert_string_equal(r.phases[2].name, "tick");
     assert_int_equal(r.phases[2].count, 2);
-    assert_int_equal(r.phases[2].heap_calls, 7);
+    /* a point marker is an instant: no span, no calls of its own (it used
+     * to run from the first point to the end of the trace) */
+    assert_false(r.phases[2].spans);
+    assert_int_equal(r.phases[2].heap_calls, 0);
+    assert_true(r.phases[1].spans);
     assert_int_equal(r.decode_steps, 6);
     assert_int_equal(r.phases[1].alloc_calls, 5 * 4 + 1 + 2);
     /* steady steps 5 and 6: 2 and 4 heap calls, 1 and 2 of them allocations */
@@ -541,6 +545,30 @@ static void test_units(void **st)
     assert_int_equal(az_parse_time_ns("-1s", &t), PSC_EINVAL);
 }
 
+/* The step marker's points bound steps: each runs to the next point, the
+ * last to the end. 3 points with 2, 4, 6 calls after them: 12 calls. */
+static void test_step_points_span_to_the_next(void **st)
+{
+    (void)st;
+    int err;
+    az_metrics_t *m = az_create(NULL, &err);
+    assert_non_null(m);
+    az_calls(m, 9, 0);                           /* before the first step */
+    for (uint64_t i = 0; i < 3; i++) {
+        az_mark(m, i, AZ_MARK_POINT, "decode", 0);
+        az_calls(m, 2 * (i + 1), 8);
+    }
+    az_finish(m, 3);
+    az_result_t r;
+    az_result(m, &r);
+    assert_int_equal(r.n_phases, 1);
+    assert_true(r.phases[0].spans);
+    assert_int_equal(r.phases[0].count, 3);
+    assert_int_equal(r.phases[0].heap_calls, 12);
+    assert_int_equal(r.decode_steps, 3);
+    az_destroy(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -553,6 +581,7 @@ int main(void)
         cmocka_unit_test(test_site_peak_contribution_after_later_changes),
         cmocka_unit_test(test_same_address_reuse_by_size_key),
         cmocka_unit_test(test_phases_and_allocs_per_decode_step),
+        cmocka_unit_test(test_step_points_span_to_the_next),
         cmocka_unit_test(test_not_applicable_is_null_in_json),
         cmocka_unit_test(test_kv_utilization_per_step_ignores_timing),
         cmocka_unit_test(test_kv_waste),

@@ -49,4 +49,17 @@ assert abs(rep['kv_waste_ratio'] - (1 - want)) < 4e-6, rep
 PY
 done
 check some_runs_were_preempted [ "$preempted" -gt 0 ]
+
+# preemptions are point markers: instants with a count and no span (they
+# used to read as a phase from the first one to the end of the trace), and
+# --phase refuses them
+check preempt_points_have_no_span python3 - "$T/report16.json" "$T/eng16.out" <<'PY'
+import json, re, sys
+ph = json.load(open(sys.argv[1]))['phases']
+n = int(re.search(r'preemptions (\d+)', open(sys.argv[2]).read()).group(1))
+assert n > 0 and ph['preempt']['count'] == n, (ph.get('preempt'), n)
+assert ph['preempt']['heap_calls'] is None and ph['preempt']['time_ns'] is None, ph['preempt']
+PY
+"$PS" report "$T/kv16.pst" --phase preempt > /dev/null 2> "$T/pp.err"; rc=$?
+check phase_of_points_refused sh -c "[ $rc -eq 2 ] && grep -q 'only as point markers' '$T/pp.err'"
 exit $status
