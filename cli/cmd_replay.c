@@ -2,7 +2,9 @@
  *
  * Exit codes: 0 done (at least one policy ran; skipped ones are in the
  * output), 2 bad usage or bad input (one line: "poolscope replay: FILE:
- * what is wrong").
+ * what is wrong"). The report's warnings are in its table or JSON and, so
+ * that they are not missed, on stderr too ("poolscope replay: FILE:
+ * warning: ...").
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -18,7 +20,8 @@
 void cmd_replay_help(FILE *out)
 {
     fputs("usage: poolscope replay FILE [--policy LIST] [--stream tensor|heap] [--json]\n"
-          "                        [--pool-cap BYTES] [--arena-reset MARKER] [--with-kv]\n"
+          "                        [--pool-cap BYTES] [--pool-min BYTES] [--pool-sites PATTERN]\n"
+          "                        [--cache-cap BYTES] [--arena-reset MARKER] [--with-kv]\n"
           "                        [--block-size N] [--kv-context N] [--kv-step N]\n"
           "\n"
           "Re-simulate the allocations of a trace under other policies and compare them.\n"
@@ -28,28 +31,48 @@ void cmd_replay_help(FILE *out)
           "  --policy LIST        comma-separated (default: all):\n"
           "                         malloc  this process's allocator (glibc, or jemalloc /\n"
           "                                 mimalloc when preloaded), pages touched\n"
+          "                         malloc-jemalloc, malloc-mimalloc (or allocators, all\n"
+          "                                 three) the same with that library preloaded;\n"
+          "                                 held = the allocator's own figure, and RSS\n"
           "                         arena   64-byte bumps in chunks doubling from 1 MiB,\n"
-          "                                 reset at the end of each --arena-reset scope\n"
-          "                         pool    the real buffer pool over a simulated store\n"
+          "                                 reset at the end of each --arena-reset scope;\n"
+          "                                 what is made outside every scope is long-lived,\n"
+          "                                 in a region of its own\n"
+          "                         pool    the real buffer pool over a simulated store; on\n"
+          "                                 the heap stream only from --pool-min bytes or\n"
+          "                                 --pool-sites, the rest as glibc chunks\n"
+          "                         caching a caching tensor allocator after PyTorch's: 512 B\n"
+          "                                 rounding, 2 MiB segments for <= 1 MiB, 20 MiB for\n"
+          "                                 up to 10 MiB, best fit, split, coalesce\n"
           "                         ideal   the peak-live lower bound\n"
           "                         kv-contiguous, kv-reserve, kv-step, kv-paged (or kv)\n"
           "                                 KV reservation, from request markers and KV\n"
           "                                 block events\n"
           "                         all     every policy that applies to the trace\n"
-          "                       A policy from a set (all, kv, or no --policy) that the\n"
-          "                       trace cannot drive is skipped with a line saying why\n"
+          "                       A policy from a set (all, kv, allocators, or no\n"
+          "                       --policy) that the trace cannot drive is skipped with\n"
+          "                       a line saying why\n"
           "                       (\"skipped kv-paged: the trace has no KV block events\");\n"
           "                       one given by its own name is an error instead. The KV\n"
           "                       policies need KV block events, kv-contiguous also a\n"
           "                       context (--kv-context or request markers), malloc\n"
-          "                       its helper program.\n"
+          "                       its helper program, malloc-jemalloc / -mimalloc also\n"
+          "                       their library (POOLSCOPE_JEMALLOC, POOLSCOPE_MIMALLOC).\n"
           "  --stream S           tensor, heap or auto (default auto)\n"
           "  --json               JSON on stdout: {\"trace\": ..., \"policies\": [...],\n"
-          "                       \"skipped\": [{\"policy\": ..., \"reason\": ...}]}\n"
+          "                       \"skipped\": [{\"policy\": ..., \"reason\": ...}],\n"
+          "                       \"warnings\": [...]} (warnings also on stderr)\n"
           "  --pool-cap BYTES     the pool's cap on cached bytes (default: the trace's\n"
           "                       POOL_CREATE, else 1 GiB); KiB/MiB/GiB accepted\n"
+          "  --pool-min BYTES     heap stream: allocations of at least this go to the pool\n"
+          "                       (default 128KiB, glibc's mmap threshold; 0 = all)\n"
+          "  --pool-sites PAT     heap stream: also allocations whose site or a wrapper it\n"
+          "                       called through has PAT in its function name (repeatable)\n"
+          "  --cache-cap BYTES    caching: bytes of wholly free segments kept; beyond, they\n"
+          "                       are released, largest first (default unlimited)\n"
           "  --arena-reset NAME   marker whose outermost scopes end an arena cycle\n"
-          "                       (default forward)\n"
+          "                       (default forward; one that never opens a scope in the\n"
+          "                       trace is an error, the default missing a warning)\n"
           "  --with-kv            KV blocks are arena objects too (they outlive scopes:\n"
           "                       lifetime violations)\n"
           "  --block-size N       kv-paged block size in tokens (default: the trace's)\n"
@@ -81,10 +104,25 @@ static int bad_value(const char *opt, const char *v, const char *want)
     return CLI_USAGE;
 }
 
-/* Every option that takes a value; ctx is the rp_config_t. */
+typedef struct replay_args {
+    rp_config_t cfg;
+    const char *sites[RP_MAX_POOL_SITES];   /* --pool-sites, in cfg.pool_sites */
+} replay_args_t;
+
+static int take_bytes(const char *a, const char *v, uint64_t *out)
+{
+    double d;
+    if (az_parse_bytes(v, &d) || d < 0 || d > (double)(1ull << 50) || d != (double)(uint64_t)d)
+        return bad_value(a, v, "bytes, e.g. 64MiB");
+    *out = (uint64_t)d;
+    return 0;
+}
+
+/* Every option that takes a value; ctx is the replay_args_t. */
 static int take(void *ctx, const char *a, const char *v)
 {
-    rp_config_t *cfg = ctx;
+    replay_args_t *ra = ctx;
+    rp_config_t *cfg = &ra->cfg;
     char msg[256];
     uint64_t x;
     if (!strcmp(a, "--policy")) {
@@ -98,11 +136,21 @@ static int take(void *ctx, const char *a, const char *v)
         else if (!strcmp(v, "auto")) cfg->stream = RP_STREAM_AUTO;
         else { cli_cmd_err("replay", "--stream takes tensor, heap or auto, not '%s'", v); return CLI_USAGE; }
     } else if (!strcmp(a, "--pool-cap")) {
-        double d;
-        if (az_parse_bytes(v, &d) || d < 0 || d > (double)(1ull << 50) || d != (double)(uint64_t)d)
-            return bad_value(a, v, "bytes, e.g. 64MiB");
-        cfg->pool_cap = (uint64_t)d;
+        if (take_bytes(a, v, &cfg->pool_cap)) return CLI_USAGE;
         cfg->pool_cap_set = 1;
+    } else if (!strcmp(a, "--pool-min")) {
+        if (take_bytes(a, v, &cfg->pool_min)) return CLI_USAGE;
+        cfg->pool_min_set = 1;
+    } else if (!strcmp(a, "--cache-cap")) {
+        if (take_bytes(a, v, &cfg->cache_cap)) return CLI_USAGE;
+        cfg->cache_cap_set = 1;
+    } else if (!strcmp(a, "--pool-sites")) {
+        if (!*v) { cli_cmd_err("replay", "--pool-sites needs a pattern"); return CLI_USAGE; }
+        if (cfg->n_pool_sites == RP_MAX_POOL_SITES) {
+            cli_cmd_err("replay", "at most %d --pool-sites patterns", RP_MAX_POOL_SITES);
+            return CLI_USAGE;
+        }
+        ra->sites[cfg->n_pool_sites++] = v;
     } else if (!strcmp(a, "--arena-reset")) {
         if (!*v) { cli_cmd_err("replay", "--arena-reset needs a marker name"); return CLI_USAGE; }
         cfg->arena_reset = v;
@@ -121,29 +169,36 @@ static int take(void *ctx, const char *a, const char *v)
 
 int cmd_replay(int argc, char **argv)
 {
-    rp_config_t cfg = rp_config_default();
+    replay_args_t ra;
+    memset(&ra, 0, sizeof ra);
+    ra.cfg = rp_config_default();
+    ra.cfg.pool_sites = ra.sites;
+    rp_config_t *const c = &ra.cfg;
     const char *file = NULL;
     int json = 0;
     char msg[512];   /* "no selected policy applies" names each policy and why */
     const cli_opt_t opts[] = {
-        { "--json", &json, NULL, NULL }, { "--with-kv", &cfg.with_kv, NULL, NULL },
-        { "--policy --stream --pool-cap --arena-reset --block-size --kv-context --kv-step", NULL, NULL, take },
+        { "--json", &json, NULL, NULL }, { "--with-kv", &c->with_kv, NULL, NULL },
+        { "--policy --stream --pool-cap --pool-min --pool-sites --cache-cap --arena-reset --block-size "
+          "--kv-context --kv-step", NULL, NULL, take },
         { NULL, NULL, NULL, NULL },
     };
-    cli_args_t args = { "replay", cmd_replay_help, opts, &cfg, &file, 1, 0 };
+    cli_args_t args = { "replay", cmd_replay_help, opts, &ra, &file, 1, 0 };
     int rc = cli_parse_args(&args, argc, argv);
     if (rc != CLI_CONTINUE) return rc;
     if (!file) { cli_cmd_err("replay", "no trace file (usage: poolscope replay FILE [options])"); return CLI_USAGE; }
 
     cli_progress_t pg = { "replay", file, 0 };
     if (cli_progress_wanted()) {
-        cfg.progress = cli_progress;
-        cfg.progress_ctx = &pg;
+        c->progress = cli_progress;
+        c->progress_ctx = &pg;
     }
     rp_report_t *rep = NULL;
-    rc = rp_run(file, &cfg, &rep, msg, sizeof msg);
+    rc = rp_run(file, c, &rep, msg, sizeof msg);
     cli_progress_done(&pg);
     if (rc) return cli_file_err("replay", file, msg);
+    for (size_t i = 0; i < rp_report_warning_count(rep); i++)
+        fprintf(stderr, "poolscope replay: %s: warning: %s\n", file, rp_report_warning(rep, i));
     if (json) rp_report_json(rep, stdout);
     else rp_report_table(rep, stdout);
     rp_report_free(rep);

@@ -1,8 +1,9 @@
 /* output.c — a replay report as a readable table or as JSON.
  *
  * The JSON is {"trace": {...}, "policies": [{"name": ..., metrics...}],
- * "skipped": [{"policy": ..., "reason": ...}]} (skipped: the optional
- * policies that did not apply, an empty array when none): the
+ * "skipped": [{"policy": ..., "reason": ...}], "warnings": [...]}
+ * (skipped: the optional policies that did not apply; warnings: what the
+ * figures do not say themselves; empty arrays when none): the
  * metric members of each policy are written by the analyzer
  * (az_result_json), so replay and report spell and compute them the same
  * way; replay adds what only a simulation knows (events_per_s, lifetime
@@ -16,7 +17,11 @@
 #include "rp_internal.h"
 
 static int is_kv(rp_policy_t p) { return ((1u << p) & RP_KV_MASK) != 0; }
-static int has_addresses(rp_policy_t p) { return p == RP_MALLOC || p == RP_ARENA || p == RP_POOL; }
+static int is_malloc(rp_policy_t p) { return ((1u << p) & RP_MALLOC_MASK) != 0; }
+static int has_addresses(rp_policy_t p)
+{
+    return is_malloc(p) || p == RP_ARENA || p == RP_POOL || p == RP_CACHING;
+}
 
 void rp_report_table(const rp_report_t *r, FILE *o)
 {
@@ -24,7 +29,7 @@ void rp_report_table(const rp_report_t *r, FILE *o)
     fprintf(o, "replay of %" PRIu64 " events: %s stream, %" PRIu64 " allocations, %" PRIu64
             " frees%s\n", in->events, in->stream, in->allocs, in->frees,
             in->lost ? " (the tracer lost events: figures are approximate)" : "");
-    fprintf(o, "%-14s %12s %12s %8s %15s %7s %8s %6s %6s %11s %10s %8s %9s\n", "policy",
+    fprintf(o, "%-15s %12s %12s %8s %15s %7s %8s %6s %6s %11s %10s %8s %9s\n", "policy",
             "peak_reserved", "peak_live", "res/live", "backing a/f", "i_frag", "hit_rate",
             "fresh", "same", "dist 50/90", "violations", "kv_waste", "Mreq/s");
     for (size_t i = 0; i < r->n; i++) {
@@ -51,7 +56,7 @@ void rp_report_table(const rp_report_t *r, FILE *o)
         else snprintf(v, sizeof v, "-");
         if (is_kv(x->policy)) snprintf(k, sizeof k, "%.1f%%", 100 * m->kv_waste_ratio);
         else snprintf(k, sizeof k, "-");
-        fprintf(o, "%-14s %12s %12s %8.2f %15s %7s %8s %6s %6s %11s %10s %8s %9.1f\n", x->name, a, b,
+        fprintf(o, "%-15s %12s %12s %8.2f %15s %7s %8s %6s %6s %11s %10s %8s %9.1f\n", x->name, a, b,
                 m->reserved_over_live, c, d, e, f, h, g, v, k, x->events_per_s / 1e6);
     }
     /* Details per policy. */
@@ -66,7 +71,32 @@ void rp_report_table(const rp_report_t *r, FILE *o)
                     "outstanding %s (%" PRIu64 " buffers)\n",
                     psc_fmt_bytes(x->pool_cap, a, sizeof a), m->acquires, m->hits, m->misses,
                     x->destroyed_over_cap, psc_fmt_bytes(m->peak_cached_bytes, b, sizeof b),
-                    psc_fmt_bytes(m->peak_outstanding_bytes, c, sizeof c), x->peak_outstanding_buffers);
+                    psc_fmt_bytes(x->heap_split ? x->pool_peak_outstanding : m->peak_outstanding_bytes, c, sizeof c),
+                    x->peak_outstanding_buffers);
+            if (x->heap_split) {
+                char d[32], e[32], f[32];
+                fprintf(o, "pool: heap stream split at %s: %" PRIu64 " calls (%s) to the pool",
+                        psc_fmt_bytes(x->pool_min, a, sizeof a), x->pooled_calls,
+                        psc_fmt_bytes(x->pooled_bytes, b, sizeof b));
+                if (x->site_calls || x->site_stacks)
+                    fprintf(o, ", %" PRIu64 " of them (%s) smaller, from %" PRIu64 " stacks matching "
+                            "--pool-sites", x->site_calls, psc_fmt_bytes(x->site_bytes, d, sizeof d),
+                            x->site_stacks);
+                fprintf(o, " (the pool alone: peak reserved %s); %" PRIu64 " calls (%s) to the glibc "
+                        "chunk model, peak %s in chunks (no free-list fragmentation counted)\n",
+                        psc_fmt_bytes(x->pool_peak_reserved, c, sizeof c), x->small_calls,
+                        psc_fmt_bytes(x->small_bytes, e, sizeof e), psc_fmt_bytes(x->peak_small_held, f, sizeof f));
+            }
+            break;
+        case RP_CACHING:
+            fprintf(o, "caching: %" PRIu64 " segments allocated, %" PRIu64 " released (cache cap %s), "
+                    "peak %" PRIu64 " segments; peak reserved %s, peak allocated %s, fragmentation "
+                    "%.1f%%; %" PRIu64 " splits, %" PRIu64 " merges\n",
+                    x->segments_allocated, x->segments_released,
+                    x->cache_cap == UINT64_MAX ? "unlimited" : psc_fmt_bytes(x->cache_cap, a, sizeof a),
+                    x->peak_segments, psc_fmt_bytes(m->peak_reserved_bytes, b, sizeof b),
+                    psc_fmt_bytes(m->peak_outstanding_bytes, c, sizeof c), 100 * x->fragmentation,
+                    x->splits, x->merges);
             break;
         case RP_ARENA:
             fprintf(o, "arena: %" PRIu64 " resets, %" PRIu64 " chunks allocated, peak %" PRIu64
@@ -75,6 +105,16 @@ void rp_report_table(const rp_report_t *r, FILE *o)
                     x->resets, x->chunks_allocated, x->peak_outstanding_buffers,
                     x->lifetime_violations, psc_fmt_bytes(x->violation_bytes, a, sizeof a),
                     x->pinned_chunks, psc_fmt_bytes(x->peak_pinned_bytes, b, sizeof b));
+            {
+                char d[32], e[32];
+                fprintf(o, "arena: resets at the end of each outermost '%s' scope (%" PRIu64 " opened); "
+                        "long-lived, made outside every scope: %" PRIu64 " objects, %s requested, region "
+                        "peak %s in %" PRIu64 " chunks; scoped chunks peak %s\n",
+                        x->reset_marker ? x->reset_marker : "forward", x->reset_scopes, x->longlived_objects,
+                        psc_fmt_bytes(x->longlived_bytes, a, sizeof a),
+                        psc_fmt_bytes(x->peak_longlived_bytes, d, sizeof d), x->longlived_chunks,
+                        psc_fmt_bytes(x->peak_scoped_bytes, e, sizeof e));
+            }
             for (size_t k = 0; k < x->n_vstacks && k < 5; k++) {
                 const rp_vstack_t *s = &x->vstacks[k];
                 fprintf(o, "  %" PRIu64 " objects, %s", s->count, psc_fmt_bytes(s->bytes, a, sizeof a));
@@ -85,9 +125,13 @@ void rp_report_table(const rp_report_t *r, FILE *o)
             }
             break;
         case RP_MALLOC:
-            fprintf(o, "malloc: %s, %.1f ns per call (touching pages), peak RSS above start %s "
-                    "(allocator figures sampled)\n", x->allocator, x->ns_per_op,
-                    psc_fmt_bytes(x->peak_rss_bytes, a, sizeof a));
+        case RP_MALLOC_JEMALLOC:
+        case RP_MALLOC_MIMALLOC:
+            fprintf(o, "%s: %s%s%s, held = %s: peak %s, peak RSS above start %s; %.1f ns per call "
+                    "(touching pages; allocator figures sampled)\n", x->name, x->allocator,
+                    x->library ? " preloaded from " : "", x->library ? x->library : "",
+                    x->held_source ? x->held_source : "?", psc_fmt_bytes(m->peak_reserved_bytes, b, sizeof b),
+                    psc_fmt_bytes(x->peak_rss_bytes, a, sizeof a), x->ns_per_op);
             break;
         case RP_KV_CONTIGUOUS:
         case RP_KV_RESERVE:
@@ -110,6 +154,7 @@ void rp_report_table(const rp_report_t *r, FILE *o)
     }
     for (size_t i = 0; i < r->n_skipped; i++)
         fprintf(o, "skipped %s: %s\n", r->skipped[i].name, r->skipped[i].reason);
+    for (size_t i = 0; i < r->n_warnings; i++) fprintf(o, "warning: %s\n", r->warnings[i]);
 }
 
 void rp_report_json(const rp_report_t *r, FILE *o)
@@ -144,6 +189,29 @@ void rp_report_json(const rp_report_t *r, FILE *o)
             az_json_u64(&j, "destroyed_over_cap", x->destroyed_over_cap);
             az_json_u64(&j, "reclaims_cached", x->reclaims_cached);
             az_json_u64(&j, "peak_outstanding_buffers", x->peak_outstanding_buffers);
+            if (x->heap_split) {
+                az_json_u64(&j, "pool_min", x->pool_min);
+                az_json_u64(&j, "pooled_calls", x->pooled_calls);
+                az_json_u64(&j, "pooled_bytes", x->pooled_bytes);
+                az_json_u64(&j, "site_calls", x->site_calls);
+                az_json_u64(&j, "site_bytes", x->site_bytes);
+                az_json_u64(&j, "site_stacks", x->site_stacks);
+                az_json_u64(&j, "small_calls", x->small_calls);
+                az_json_u64(&j, "small_bytes", x->small_bytes);
+                az_json_u64(&j, "peak_small_held_bytes", x->peak_small_held);
+                az_json_u64(&j, "pool_peak_outstanding_bytes", x->pool_peak_outstanding);
+                az_json_u64(&j, "pool_peak_reserved_bytes", x->pool_peak_reserved);
+            }
+            break;
+        case RP_CACHING:
+            if (x->cache_cap == UINT64_MAX) az_json_null(&j, "cache_cap");
+            else az_json_u64(&j, "cache_cap", x->cache_cap);
+            az_json_u64(&j, "segments_allocated", x->segments_allocated);
+            az_json_u64(&j, "segments_released", x->segments_released);
+            az_json_u64(&j, "peak_segments", x->peak_segments);
+            az_json_u64(&j, "splits", x->splits);
+            az_json_u64(&j, "merges", x->merges);
+            az_json_f64(&j, "fragmentation", x->fragmentation);
             break;
         case RP_ARENA:
             az_json_u64(&j, "lifetime_violations", x->lifetime_violations);
@@ -153,6 +221,13 @@ void rp_report_json(const rp_report_t *r, FILE *o)
             az_json_u64(&j, "pinned_chunks", x->pinned_chunks);
             az_json_u64(&j, "peak_pinned_bytes", x->peak_pinned_bytes);
             az_json_u64(&j, "peak_outstanding_buffers", x->peak_outstanding_buffers);
+            az_json_str(&j, "reset_marker", x->reset_marker ? x->reset_marker : "forward");
+            az_json_u64(&j, "reset_scopes", x->reset_scopes);
+            az_json_u64(&j, "longlived_objects", x->longlived_objects);
+            az_json_u64(&j, "longlived_bytes", x->longlived_bytes);
+            az_json_u64(&j, "peak_longlived_bytes", x->peak_longlived_bytes);
+            az_json_u64(&j, "longlived_chunks", x->longlived_chunks);
+            az_json_u64(&j, "peak_scoped_bytes", x->peak_scoped_bytes);
             az_json_begin(&j, "violation_stacks", '[');
             for (size_t k = 0; k < x->n_vstacks; k++) {
                 const rp_vstack_t *s = &x->vstacks[k];
@@ -172,7 +247,12 @@ void rp_report_json(const rp_report_t *r, FILE *o)
             az_json_end(&j);
             break;
         case RP_MALLOC:
+        case RP_MALLOC_JEMALLOC:
+        case RP_MALLOC_MIMALLOC:
             az_json_str(&j, "allocator", x->allocator);
+            az_json_str(&j, "held_source", x->held_source ? x->held_source : "");
+            if (x->library) az_json_str(&j, "library", x->library);
+            else az_json_null(&j, "library");
             az_json_f64(&j, "ns_per_op", x->ns_per_op);
             az_json_u64(&j, "peak_rss_bytes", x->peak_rss_bytes);
             break;
@@ -203,6 +283,9 @@ void rp_report_json(const rp_report_t *r, FILE *o)
         az_json_str(&j, "reason", r->skipped[i].reason);
         az_json_end(&j);
     }
+    az_json_end(&j);
+    az_json_begin(&j, "warnings", '[');
+    for (size_t i = 0; i < r->n_warnings; i++) az_json_str(&j, NULL, r->warnings[i]);
     az_json_end(&j);
     az_json_end(&j);
 }

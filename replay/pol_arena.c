@@ -14,11 +14,26 @@
  *     last object dies, then given back. The chunks without live objects are
  *     merged into one chunk of their total size (several chunks) or rewound
  *     (one), so after warm-up a scope touches no allocator. When every chunk
- *     was pinned, the next chunk gets the size the merge would have had.
+ *     was pinned, the next chunk gets the size the merge would have had;
+ *   - an object made while no scope of the marker is open (before the
+ *     first one, between two) is long-lived: it is bumped in a region of
+ *     its own — chunks doubling from 1 MiB as above, never rewound — so it
+ *     is no lifetime violation and pins no scoped chunk. A long-lived chunk
+ *     other than the newest goes back when its last object dies. What a
+ *     program sets up before its first forward or decode (weights, the
+ *     interpreter's objects) is what ends up there; without it, each such
+ *     object live at the first reset would pin a chunk of the scoped cycle
+ *     for the whole run, and the chunks after it would double on top.
  *
- * Reserved bytes = capacity of all chunks, pinned ones included. Addresses
- * are simulated (each chunk a fresh range), so the reuse metrics show the
- * arena handing out the same offsets scope after scope.
+ * Whether a scope is open comes as RQ_SCOPE requests from replay.c (the
+ * count of open scopes of the marker, as the model keeps it); without
+ * any, every object is long-lived and the arena is a bump allocator that
+ * never rewinds — replay.c then warns that the marker never occurs.
+ *
+ * Reserved bytes = capacity of all chunks, pinned and long-lived ones
+ * included (the output gives the long-lived region's peak apart).
+ * Addresses are simulated (each chunk a fresh range), so the reuse metrics
+ * show the arena handing out the same offsets scope after scope.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -37,15 +52,17 @@
 typedef struct ar_chunk {
     uint64_t base, cap, used;
     uint64_t live;             /* live objects in it */
+    uint64_t objs;             /* objects bumped into it (long-lived region) */
     int pinned;
     int in_use;                /* slot of chunks[] taken */
+    int ll;                    /* a chunk of the long-lived region */
 } ar_chunk_t;
 
 typedef struct ar_obj {
     uint64_t addr, bytes;
     uint32_t chunk, stack;
-    uint32_t live_idx;         /* position in live[] */
-    uint8_t  live, violated, since_reset;
+    uint32_t live_idx;         /* position in live[] (scoped objects) */
+    uint8_t  live, violated, since_reset, ll;
 } ar_obj_t;
 
 typedef struct pol_arena {
@@ -56,18 +73,30 @@ typedef struct pol_arena {
     size_t ch_cap, ch_n;
     uint32_t *active;          /* chunk indices of the current cycle, oldest first */
     size_t n_active, active_cap;
-    uint32_t *live;            /* live object slots (dense) */
+    uint32_t *live;            /* live scoped object slots (dense) */
     size_t n_live, live_cap;
     uint64_t next_addr, next_cap;
     uint64_t capacity, pinned_bytes, peak_pinned_bytes, pinned_chunks;
     uint64_t held, peak_held, pinned_live;   /* objects whose memory is held */
     uint64_t resets, violations, violation_bytes, chunks_allocated;
+    /* the long-lived region */
+    int in_scope;              /* a scope of the reset marker is open */
+    uint64_t scopes;           /* RQ_SCOPE openings */
+    uint32_t ll_cur;           /* its newest chunk, UINT32_MAX none */
+    uint64_t ll_capacity, peak_ll, peak_scoped, ll_held, ll_objects, ll_bytes, ll_chunks;
     /* violations per stack */
     rp_map_t vmap;             /* stack id -> index */
     rp_vstack_t *vs;
     size_t n_vs, vs_cap;
     int vs_handed;             /* the report owns vs (and its frames) */
 } pol_arena_t;
+
+static void ar_peaks(pol_arena_t *a)
+{
+    if (a->ll_capacity > a->peak_ll) a->peak_ll = a->ll_capacity;
+    if (a->capacity - a->ll_capacity > a->peak_scoped) a->peak_scoped = a->capacity - a->ll_capacity;
+    if (a->held + a->ll_held > a->peak_held) a->peak_held = a->held + a->ll_held;
+}
 
 static int ar_new_chunk(pol_arena_t *a, uint64_t cap, uint32_t *out)
 {
@@ -98,8 +127,53 @@ static int ar_new_chunk(pol_arena_t *a, uint64_t cap, uint32_t *out)
 static void ar_drop_chunk(pol_arena_t *a, uint32_t i)
 {
     a->capacity -= a->ch[i].cap;
+    if (a->ch[i].ll) {
+        a->ll_capacity -= a->ch[i].cap;
+        a->ll_held -= a->ch[i].objs;
+    }
     a->ch[i].in_use = 0;
     az_backing(a->base.m, 0, 1);
+}
+
+/* A long-lived object: bumped in the newest long-lived chunk, or in a
+ * new one twice its size (1 MiB the first), doubled until it fits. */
+static int ar_alloc_ll(pol_arena_t *a, const rp_req_t *r, uint64_t need)
+{
+    ar_chunk_t *c = a->ll_cur != UINT32_MAX ? &a->ch[a->ll_cur] : NULL;
+    uint32_t ci = a->ll_cur;
+    if (!c || c->cap - c->used < need) {
+        uint64_t cap = c ? (c->cap >= AR_CAP_MAX / 2 ? AR_CAP_MAX : c->cap * 2) : AR_FIRST;
+        while (cap < need) cap *= 2;
+        uint32_t old = a->ll_cur;
+        /* not in the scoped cycle: taken off active[] again */
+        int rc = ar_new_chunk(a, cap, &ci);
+        if (rc) return rc;
+        a->n_active--;
+        a->ch[ci].ll = 1;
+        a->ll_capacity += cap;
+        a->ll_chunks++;
+        a->ll_cur = ci;
+        if (old != UINT32_MAX && a->ch[old].live == 0) ar_drop_chunk(a, old);   /* all dead already */
+        c = &a->ch[ci];
+    }
+    ar_obj_t *o = &a->obj[r->slot];
+    o->addr = c->base + c->used;
+    o->bytes = r->bytes;
+    o->chunk = ci;
+    o->stack = r->stack;
+    o->live = 1;
+    o->violated = 0;
+    o->since_reset = 0;
+    o->ll = 1;
+    c->used += need;
+    c->live++;
+    c->objs++;
+    a->ll_held++;
+    a->ll_objects++;
+    a->ll_bytes += r->bytes;
+    ar_peaks(a);
+    az_reserved(a->base.m, r->t, a->capacity, 0);
+    return az_alloc(a->base.m, r->t, o->addr, r->bytes, need, r->bytes, r->stack);
 }
 
 static int ar_alloc(pol_arena_t *a, const rp_req_t *r)
@@ -110,6 +184,7 @@ static int ar_alloc(pol_arena_t *a, const rp_req_t *r)
     if (r->bytes > AR_MAX_BYTES) return PSC_ERANGE;
     uint64_t need = (r->bytes + AR_ALIGN - 1) & ~(uint64_t)(AR_ALIGN - 1);
     if (need == 0) need = AR_ALIGN;
+    if (!a->in_scope) return ar_alloc_ll(a, r, need);
     ar_chunk_t *c = a->n_active ? &a->ch[a->active[a->n_active - 1]] : NULL;
     uint32_t ci = c ? a->active[a->n_active - 1] : 0;
     if (!c || c->cap - c->used < need) {
@@ -131,11 +206,13 @@ static int ar_alloc(pol_arena_t *a, const rp_req_t *r)
     o->live = 1;
     o->violated = 0;
     o->since_reset = 1;
+    o->ll = 0;
     o->live_idx = (uint32_t)a->n_live;
     a->live[a->n_live++] = r->slot;
     c->used += need;
     c->live++;
-    if (++a->held > a->peak_held) a->peak_held = a->held;
+    a->held++;
+    ar_peaks(a);
     return az_alloc(a->base.m, r->t, o->addr, r->bytes, need, r->bytes, r->stack);
 }
 
@@ -144,6 +221,15 @@ static void ar_free(pol_arena_t *a, const rp_req_t *r)
     if (r->slot >= a->obj_cap || !a->obj[r->slot].live) return;
     ar_obj_t *o = &a->obj[r->slot];
     o->live = 0;
+    if (o->ll) {
+        az_free(a->base.m, r->t, o->addr);
+        ar_chunk_t *c = &a->ch[o->chunk];
+        if (--c->live == 0 && o->chunk != a->ll_cur) {   /* an older long-lived chunk, all dead */
+            ar_drop_chunk(a, o->chunk);
+            az_reserved(a->base.m, r->t, a->capacity, 0);
+        }
+        return;
+    }
     uint32_t last = a->live[--a->n_live];      /* swap-remove from the live list */
     a->live[o->live_idx] = last;
     a->obj[last].live_idx = o->live_idx;
@@ -227,6 +313,8 @@ static int ar_reset(pol_arena_t *a, uint64_t t)
         }
     }
     a->held = a->pinned_live;
+    a->in_scope = 0;                          /* the end of an outermost scope */
+    ar_peaks(a);
     az_reserved(a->base.m, t, a->capacity, 0);
     return 0;
 }
@@ -237,6 +325,7 @@ static int arena_init(rp_pol_t *pp, const rp_ctx_t *ctx)
     pol_arena_t *a = (pol_arena_t *)pp;
     a->next_addr = AR_BASE;
     a->next_cap = AR_FIRST;
+    a->ll_cur = UINT32_MAX;
     return rp_map_init(&a->vmap, 16);
 }
 
@@ -255,6 +344,10 @@ static int arena_run(rp_pol_t *pp, const rp_req_t *rq, size_t n)
             break;
         case RQ_RESET:
             if ((rc = ar_reset(a, r->t))) return rc;
+            break;
+        case RQ_SCOPE:
+            if (r->n && !a->in_scope) a->scopes++;
+            a->in_scope = r->n > 0;
             break;
         default:
             break;
@@ -293,6 +386,13 @@ static int arena_finish(rp_pol_t *pp, uint64_t t_end, rp_result_t *res)
     res->pinned_chunks = a->pinned_chunks;
     res->peak_pinned_bytes = a->peak_pinned_bytes;
     res->chunks_allocated = a->chunks_allocated;
+    res->reset_marker = pp->ctx->cfg->arena_reset ? pp->ctx->cfg->arena_reset : "forward";
+    res->reset_scopes = a->scopes;
+    res->longlived_objects = a->ll_objects;
+    res->longlived_bytes = a->ll_bytes;
+    res->peak_longlived_bytes = a->peak_ll;
+    res->peak_scoped_bytes = a->peak_scoped;
+    res->longlived_chunks = a->ll_chunks;
     res->vstacks = a->vs;
     res->n_vstacks = a->n_vs;
     a->vs_handed = 1;

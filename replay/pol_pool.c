@@ -12,25 +12,67 @@
  * The pool's observer tells us its outstanding and cached bytes as they
  * change; those and each handed-out buffer go into the analyzer's
  * accumulators (az_*), which compute every metric.
+ *
+ * The heap stream. A buffer pool is for tensors, and a program's heap is
+ * mostly not: a Python or C++ process makes hundreds of thousands of 16 to
+ * 256 byte objects, and the pool's slab arm would give each a 4 KiB slab.
+ * So on the heap stream the pool gets only what a tensor pool would be
+ * asked for:
+ *   - an allocation of at least pool_min bytes (default RP_POOL_MIN_DEFAULT,
+ *     128 KiB: replay.h says why), or
+ *   - one whose site matches a --pool-sites pattern: the pattern is a
+ *     substring of the function name of a frame from the innermost one up
+ *     to the allocation site (the first frame that is not an allocation
+ *     wrapper, as `report` names sites: analyzer/sites.h), so both
+ *     "empty_cpu" (a site) and "alloc_cpu" (a wrapper it went through)
+ *     select PyTorch's tensors. Each distinct stack id is symbolized once
+ *     (its first few frames, analyzer/symbolize.h) and the answer cached.
+ * Everything else goes to a glibc chunk model: while live, an object holds
+ * its glibc chunk — the request plus the 8-byte size field, rounded up to
+ * 16 bytes, at least 32 (page-rounded plus 16 from 128 KiB, where glibc
+ * maps it) — and no more: the model keeps no free lists, so what glibc
+ * would lose to fragmentation and to free chunks it keeps is not counted.
+ * It is the least a real malloc would hold for those objects, so the row's
+ * reserved bytes are the pool's decisions plus an optimistic malloc; the
+ * output says how many calls and bytes went each way.
+ *
+ * The model's objects are named by their stream slot (dense, recycled
+ * most recently freed first) in a range of their own for the reuse
+ * metrics; reserved = pool outstanding + model chunks, cached = the pool's.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "poolscope/bufpool.h"
 #include "rp_internal.h"
+#include "scan.h"
+#include "sites.h"
+#include "symbolize.h"
 
 typedef struct pol_pool {
     rp_pol_t base;
     bp_pool_t *pool;
     bp_buf_t **buf;            /* per object slot; NULL = not ours / free */
-    size_t cap;
+    uint64_t *small;           /* per object slot: chunk bytes in the model, 0 = not there */
+    size_t cap, small_cap;
     uint64_t next_addr;        /* simulated backing store */
     uint64_t outstanding, cached;
+    uint64_t small_held, peak_small_held;
     uint64_t t;                /* time of the request being run (for the observer) */
     int closing;               /* fini: stop reporting */
+    int split;                 /* heap stream: threshold and sites apply */
+    /* sites */
+    rp_map_t site_memo;        /* stack id -> 1 match, 0 not */
+    az_scan_t scan;            /* only .r: what az_sv_create needs of a scan */
+    az_sv_t *sv;               /* wrapper patterns (az_sv_skipped) */
+    az_frame_t *fr;
+    size_t fr_cap;
+    uint64_t pooled_calls, pooled_bytes, site_calls, site_bytes, site_stacks;
+    uint64_t small_calls, small_bytes;
 } pol_pool_t;
 
-#define RP_FAKE_BASE 0x100000000ull   /* 4 GiB: well away from 0 */
+#define RP_FAKE_BASE  0x100000000ull   /* 4 GiB: well away from 0 */
+#define RP_SMALL_BASE (1ull << 46)     /* the chunk model's objects: slot * 64 KiB above it */
 
 static void *sim_alloc(void *ctx, size_t bytes, size_t align)
 {
@@ -45,6 +87,11 @@ static void sim_free(void *ctx, void *ptr, size_t bytes)
     (void)ctx; (void)ptr; (void)bytes;   /* addresses are never handed out twice */
 }
 
+static void reserved(pol_pool_t *p)
+{
+    az_reserved(p->base.m, p->t, p->outstanding + p->small_held, p->cached);
+}
+
 static void observe(void *ctx, const bp_event_t *ev)
 {
     pol_pool_t *p = ctx;
@@ -55,12 +102,12 @@ static void observe(void *ctx, const bp_event_t *ev)
         p->outstanding += ev->granted_bytes;
         if (ev->hit) p->cached -= ev->granted_bytes;
         az_acquire(m, ev->hit);
-        az_reserved(m, p->t, p->outstanding, p->cached);
+        reserved(p);
         break;
     case BP_EV_RECLAIM:
         p->outstanding -= ev->granted_bytes;
         if (ev->cached) p->cached += ev->granted_bytes;
-        az_reserved(m, p->t, p->outstanding, p->cached);
+        reserved(p);
         break;
     case BP_EV_BACKING_ALLOC: az_backing(m, 1, 0); break;
     case BP_EV_BACKING_FREE: az_backing(m, 0, 1); break;
@@ -68,10 +115,82 @@ static void observe(void *ctx, const bp_event_t *ev)
     }
 }
 
+/* glibc's chunk for malloc(req) on 64-bit: usable bytes plus the size
+ * field (8 bytes in the heap, 16 for a mapped chunk). */
+static uint64_t glibc_chunk(uint64_t req)
+{
+    uint64_t u = az_glibc_usable(req);
+    return u + (req >= 128 * 1024 ? 16 : 8);
+}
+
+/* ---- sites ------------------------------------------------------------------ */
+
+static int name_has(const char *name, const rp_config_t *c)
+{
+    for (size_t i = 0; i < c->n_pool_sites && i < RP_MAX_POOL_SITES; i++)
+        if (c->pool_sites[i] && c->pool_sites[i][0] && strstr(name, c->pool_sites[i])) return 1;
+    return 0;
+}
+
+/* Does stack `stack` match a pattern? Frames from the innermost one to the
+ * first that is not a wrapper (the site), the tracer's own skipped. The
+ * first 8 recorded frames are looked at, then all of them if every one of
+ * those was a wrapper. A frame with no function name is matched by its
+ * "module+0xoffset" form. */
+static int site_matches(pol_pool_t *p, uint32_t stack)
+{
+    uint32_t depth = 0;
+    const uint64_t *pcs = stack ? pst_stack(p->base.ctx->reader, stack, &depth) : NULL;
+    if (!pcs || !depth || !p->base.ctx->sym) return 0;
+    const rp_config_t *c = p->base.ctx->cfg;
+    for (uint32_t look = depth < 8 ? depth : 8;; look = depth) {
+        size_t n = az_sym_stack(p->base.ctx->sym, pcs, look, p->fr, p->fr_cap);
+        if (n > p->fr_cap) n = p->fr_cap;
+        int site_seen = 0;
+        for (size_t i = 0; i < n && !site_seen; i++) {
+            const az_frame_t *f = &p->fr[i];
+            if (az_sym_is_tracer(f)) continue;
+            char buf[512];
+            const char *name = f->function ? f->function : az_sym_format(f, f->pc, buf, sizeof buf);
+            if (name_has(name, c)) return 1;
+            site_seen = !az_sv_skipped(p->sv, f);
+        }
+        if (site_seen || look == depth) return 0;
+    }
+}
+
+/* 1: the object goes to the pool; 0: to the chunk model. */
+static int to_pool(pol_pool_t *p, const rp_req_t *r, int *by_site, int *err)
+{
+    *by_site = 0;
+    if (!p->split || r->bytes >= p->base.ctx->pool_min) return 1;
+    if (!p->base.ctx->cfg->n_pool_sites || !r->stack) return 0;
+    uint32_t v = rp_map_get(&p->site_memo, r->stack);
+    if (v == UINT32_MAX) {
+        v = (uint32_t)site_matches(p, r->stack);
+        if ((*err = rp_map_put(&p->site_memo, r->stack, v))) return 0;
+        p->site_stacks += v;
+    }
+    *by_site = (int)v;
+    return (int)v;
+}
+
+/* ---- the policy ------------------------------------------------------------------ */
+
 static int pool_init(rp_pol_t *pp, const rp_ctx_t *ctx)
 {
     pol_pool_t *p = (pol_pool_t *)pp;
     p->next_addr = RP_FAKE_BASE;
+    p->split = ctx->heap;
+    if (p->split && ctx->cfg->n_pool_sites) {
+        int rc = rp_map_init(&p->site_memo, 1024);
+        if (rc) return rc;
+        p->fr_cap = 256;
+        p->fr = malloc(p->fr_cap * sizeof *p->fr);
+        p->scan.r = ctx->reader;
+        p->sv = az_sv_create(&p->scan, ctx->sym, NULL);   /* only its wrapper patterns are used */
+        if (!p->fr || !p->sv) return PSC_ENOMEM;
+    }
     bp_config_t c = bp_config_default();
     c.name = "replay";
     c.max_cached_bytes = (size_t)ctx->pool_cap;
@@ -94,7 +213,22 @@ static int pool_run(rp_pol_t *pp, const rp_req_t *rq, size_t n)
         if (r->op == RQ_ALLOC) {
             int rc = rp_grow((void **)&p->buf, &p->cap, r->slot, sizeof *p->buf);
             if (rc) return rc;
-            int err = 0;
+            int err = 0, by_site;
+            if (!to_pool(p, r, &by_site, &err)) {
+                if (err) return err;
+                if ((rc = rp_grow((void **)&p->small, &p->small_cap, r->slot, sizeof *p->small))) return rc;
+                uint64_t chunk = glibc_chunk(r->bytes);
+                p->small[r->slot] = chunk;
+                p->small_held += chunk;
+                if (p->small_held > p->peak_small_held) p->peak_small_held = p->small_held;
+                p->small_calls++;
+                p->small_bytes += r->bytes;
+                rc = az_alloc(pp->m, r->t, RP_SMALL_BASE + ((uint64_t)r->slot << 16), r->bytes,
+                              chunk - (r->bytes >= 128 * 1024 ? 16 : 8), r->bytes, r->stack);
+                if (rc) return rc;
+                reserved(p);
+                continue;
+            }
             bp_buf_t *b;
             if (heap || r->dtype >= BP_DT_COUNT)
                 b = bp_acquire_scratch(p->pool, (size_t)r->bytes, &err);
@@ -102,10 +236,23 @@ static int pool_run(rp_pol_t *pp, const rp_req_t *rq, size_t n)
                 b = bp_acquire_typed(p->pool, (bp_dtype_t)r->dtype, (size_t)r->n, &err);
             if (!b) return err ? err : PSC_ENOMEM;
             p->buf[r->slot] = b;
+            p->pooled_calls++;
+            p->pooled_bytes += r->bytes;
+            if (by_site) {
+                p->site_calls++;
+                p->site_bytes += r->bytes;
+            }
             rc = az_alloc(pp->m, r->t, (uint64_t)(uintptr_t)bp_data(b), r->bytes, bp_bytes(b),
                           (uint64_t)bp_len(b) << 1 | (uint64_t)bp_arm(b), r->stack);
             if (rc) return rc;
         } else if (r->op == RQ_FREE) {
+            if (r->slot < p->small_cap && p->small[r->slot]) {
+                p->small_held -= p->small[r->slot];
+                p->small[r->slot] = 0;
+                az_free(pp->m, r->t, RP_SMALL_BASE + ((uint64_t)r->slot << 16));
+                reserved(p);
+                continue;
+            }
             if (r->slot >= p->cap || !p->buf[r->slot]) continue;
             bp_buf_t *b = p->buf[r->slot];
             p->buf[r->slot] = NULL;
@@ -126,6 +273,18 @@ static int pool_finish(rp_pol_t *pp, uint64_t t_end, rp_result_t *res)
     res->destroyed_over_cap = s.destroyed_over_cap;
     res->reclaims_cached = s.reclaims_cached;
     res->pool_cap = s.max_cached_bytes;
+    res->heap_split = p->split;
+    res->pool_min = p->split ? pp->ctx->pool_min : 0;
+    res->pooled_calls = p->pooled_calls;
+    res->pooled_bytes = p->pooled_bytes;
+    res->site_calls = p->site_calls;
+    res->site_bytes = p->site_bytes;
+    res->site_stacks = p->site_stacks;
+    res->small_calls = p->small_calls;
+    res->small_bytes = p->small_bytes;
+    res->peak_small_held = p->peak_small_held;
+    res->pool_peak_outstanding = s.peak_outstanding_bytes;
+    res->pool_peak_reserved = s.peak_reserved_bytes;
     az_finish(pp->m, t_end);
     return 0;
 }
@@ -137,6 +296,10 @@ static void pool_fini(rp_pol_t *pp)
     for (size_t i = 0; i < p->cap; i++)
         if (p->buf[i]) bp_release(p->buf[i]);   /* leaked in the trace: give back */
     free(p->buf);
+    free(p->small);
+    free(p->fr);
+    az_sv_destroy(p->sv);
+    if (p->site_memo.cap) rp_map_free(&p->site_memo);
     bp_destroy(p->pool);
 }
 

@@ -14,14 +14,31 @@
  *    numbers from part of a run would be read as the run's.
  *
  * A policy the trace cannot drive (KV policies without KV block events,
- * kv-contiguous without a context, malloc without its helper) is found
- * out as early as the pre-scan allows, else after the pass. One asked for
- * only through a set ("all", "kv", the default) is skipped and listed with
- * its reason; one asked for by name fails the run: the user wanted that
- * figure, and a row of zeros or a silent omission would mislead.
+ * kv-contiguous without a context, malloc without its helper, a malloc
+ * variant without its library) is found out as early as the pre-scan
+ * allows, else after the pass. One asked for only through a set ("all",
+ * "kv", "allocators", the default) is skipped and listed with its reason;
+ * one asked for by name fails the run: the user wanted that figure, and a
+ * row of zeros or a silent omission would mislead.
+ *
+ * The arena's reset marker. The stream turns the end of each outermost
+ * scope of it into RQ_RESET; the arena also needs to know when no scope is
+ * open (what is made then is long-lived, pol_arena.c), so this file feeds
+ * the marker's own events to a model of its own (model/model.h counts the
+ * nesting, as for the stream) and adds an RQ_SCOPE wherever the count of
+ * open scopes leaves 0 or comes back to it. It also notes every marker name
+ * the trace holds: a --arena-reset that never opens a scope is an error
+ * naming the markers there are; the default ("forward") missing is a
+ * warning in the report, since the arena's figure is then a bump
+ * allocator's that never rewinds.
+ *
+ * --pool-sites: before the pass the trace is read once to its end for its
+ * module maps (a library mapped late is in none of the maps read so far),
+ * and a symbolizer made of them (analyzer/symbolize.h) serves the pool.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,15 +46,20 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "model.h"
 #include "poolscope/bufpool.h"
 #include "rp_internal.h"
+#include "symbolize.h"
 
 #define RP_WINDOW_NS 20000000ull   /* 20 ms: see rp_config_t.window_ns */
 
 static const rp_pol_ops_t *const rp_ops[RP_POLICY_COUNT] = {
     [RP_MALLOC] = &rp_pol_malloc,
+    [RP_MALLOC_JEMALLOC] = &rp_pol_malloc_jemalloc,
+    [RP_MALLOC_MIMALLOC] = &rp_pol_malloc_mimalloc,
     [RP_ARENA] = &rp_pol_arena,
     [RP_POOL] = &rp_pol_pool,
+    [RP_CACHING] = &rp_pol_caching,
     [RP_IDEAL] = &rp_pol_ideal,
     [RP_KV_CONTIGUOUS] = &rp_pol_kv_contiguous,
     [RP_KV_RESERVE] = &rp_pol_kv_reserve,
@@ -46,7 +68,8 @@ static const rp_pol_ops_t *const rp_ops[RP_POLICY_COUNT] = {
 };
 
 static const char *const rp_names[RP_POLICY_COUNT] = {
-    "malloc", "arena", "pool", "ideal", "kv-contiguous", "kv-reserve", "kv-step", "kv-paged",
+    "malloc", "malloc-jemalloc", "malloc-mimalloc", "arena", "pool", "caching", "ideal",
+    "kv-contiguous", "kv-reserve", "kv-step", "kv-paged",
 };
 
 const char *rp_policy_name(rp_policy_t p)
@@ -60,8 +83,9 @@ int rp_policy_parse(const char *list, unsigned *mask, char *msg, size_t cap)
     return rp_policy_select(list, mask, &optional, msg, cap);
 }
 
-/* A set ("all", "kv") asks for what applies; a name asks for that policy
- * whatever the trace holds, so only a set's members may be skipped. */
+/* A set ("all", "kv", "allocators") asks for what applies; a name asks for
+ * that policy whatever the trace holds, so only a set's members may be
+ * skipped. */
 int rp_policy_select(const char *list, unsigned *mask, unsigned *optional, char *msg, size_t cap)
 {
     unsigned m = 0, named = 0;
@@ -76,11 +100,13 @@ int rp_policy_select(const char *list, unsigned *mask, unsigned *optional, char 
         unsigned bit = 0;
         if (len == 3 && !strncmp(p, "all", 3)) bit = RP_ALL_MASK;
         else if (len == 2 && !strncmp(p, "kv", 2)) bit = RP_KV_MASK;
+        else if (len == 10 && !strncmp(p, "allocators", 10)) bit = RP_MALLOC_MASK;
         for (int i = 0; i < RP_POLICY_COUNT && !bit; i++)
             if (strlen(rp_names[i]) == len && !strncmp(p, rp_names[i], len)) named |= bit = 1u << i;
         if (!bit) {
-            snprintf(msg, cap, "unknown policy '%.*s' (known: malloc, arena, pool, ideal, "
-                     "kv-contiguous, kv-reserve, kv-step, kv-paged, kv, all)", (int)(len > 64 ? 64 : len), p);
+            snprintf(msg, cap, "unknown policy '%.*s' (known: malloc, malloc-jemalloc, malloc-mimalloc, "
+                     "arena, pool, caching, ideal, kv-contiguous, kv-reserve, kv-step, kv-paged; sets "
+                     "allocators, kv, all)", (int)(len > 64 ? 64 : len), p);
             return PSC_EINVAL;
         }
         m |= bit;
@@ -95,8 +121,7 @@ int rp_policy_select(const char *list, unsigned *mask, unsigned *optional, char 
 rp_config_t rp_config_default(void)
 {
     rp_config_t c;
-    memset(&c, 0, sizeof c);
-    c.arena_reset = "forward";
+    memset(&c, 0, sizeof c);   /* arena_reset NULL: "forward", and not given */
     return c;
 }
 
@@ -243,6 +268,109 @@ static int none_applies(const rp_report_t *rep, char *msg, size_t cap)
     return PSC_EINVAL;
 }
 
+/* ---- markers ---------------------------------------------------------------- */
+
+/* The marker names of the trace, for the arena's note on its reset marker. */
+#define RP_MAX_MARKERS 64
+typedef struct rp_markers {
+    struct { char *name; uint64_t begins, points; } m[RP_MAX_MARKERS];
+    size_t n;
+    uint64_t more;              /* marker events of names past the table */
+} rp_markers_t;
+
+static void markers_note(rp_markers_t *k, const pst_event_t *ev)
+{
+    if (!ev->str) return;
+    size_t i = 0;
+    while (i < k->n && strcmp(k->m[i].name, ev->str)) i++;
+    if (i == k->n) {
+        if (k->n == RP_MAX_MARKERS || !(k->m[i].name = strdup(ev->str))) { k->more++; return; }
+        k->n++;
+    }
+    if (ev->type == PST_EV_MARK_BEGIN) k->m[i].begins++;
+    else if (ev->type == PST_EV_MARK_POINT) k->m[i].points++;
+}
+
+static void markers_free(rp_markers_t *k)
+{
+    for (size_t i = 0; i < k->n; i++) free(k->m[i].name);
+    k->n = 0;
+}
+
+/* "forward (scopes), step (points), ..." or "none" */
+static void markers_list(const rp_markers_t *k, char *out, size_t cap)
+{
+    size_t o = 0;
+    out[0] = 0;
+    if (!k->n) snprintf(out, cap, "none");
+    for (size_t i = 0; i < k->n && o < cap; i++)
+        o += (size_t)snprintf(out + o, cap - o, "%s%s (%s)", i ? ", " : "", k->m[i].name,
+                              k->m[i].begins ? "scopes" : "points");
+    if (k->more && o < cap) snprintf(out + o, cap - o, ", and more");
+}
+
+static void warn(rp_report_t *rep, const char *text)
+{
+    if (rep->n_warnings < RP_MAX_WARNINGS && (rep->warnings[rep->n_warnings] = strdup(text)))
+        rep->n_warnings++;
+}
+
+/* After the pass: the arena's reset marker never opened a scope. Given by
+ * --arena-reset: an error naming the markers there are (PSC_EINVAL, msg);
+ * the default: a warning. */
+static int arena_marker_check(rp_report_t *rep, const rp_markers_t *k, const char *marker, int given,
+                              char *msg, size_t cap)
+{
+    size_t i = 0;
+    while (i < k->n && strcmp(k->m[i].name, marker)) i++;
+    uint64_t begins = i < k->n ? k->m[i].begins : 0, points = i < k->n ? k->m[i].points : 0;
+    if (begins) return 0;
+    char list[512], what[160];
+    markers_list(k, list, sizeof list);
+    if (points)
+        snprintf(what, sizeof what, "the marker '%s' occurs only as %" PRIu64 " point%s, never as a scope",
+                 marker, points, points == 1 ? "" : "s");
+    else
+        snprintf(what, sizeof what, "the reset marker '%s' never occurs in the trace", marker);
+    if (given) {
+        snprintf(msg, cap, "arena: %s (markers in the trace: %s); --arena-reset takes a marker whose "
+                 "scopes end a cycle", what, list);
+        return PSC_EINVAL;
+    }
+    char text[900];
+    snprintf(text, sizeof text, "arena: %s (markers in it: %s): the arena never reset, and served "
+             "every allocation from its long-lived region, a bump allocator that frees nothing; "
+             "give --arena-reset NAME", what, list);
+    warn(rep, text);
+    return 0;
+}
+
+/* --pool-sites: the trace's module maps, all of them (read to the end),
+ * as a symbolizer. 0 or an error with msg. */
+static int sites_symbolizer(const rp_src_t *src, az_sym_t **out, char *msg, size_t cap)
+{
+    int err = 0, rc;
+    pst_reader_t *r = src_open(src, &err);
+    if (!r) return open_error(err, msg, cap);
+    if (pst_header(r)->stacks == PST_STACKS_NONE) {
+        pst_close(r);
+        snprintf(msg, cap, "--pool-sites needs call stacks: the trace was recorded with --stacks none");
+        return PSC_EINVAL;
+    }
+    pst_event_t ev;
+    while ((rc = pst_next(r, &ev)) > 0) {}
+    if (rc < 0) {
+        snprintf(msg, cap, "read error: %s", psc_strerror(rc));
+        pst_close(r);
+        return rc;
+    }
+    size_t n = 0;
+    const pst_module_t *mods = pst_modules(r, &n);
+    *out = az_sym_create(mods, n);
+    pst_close(r);
+    return *out ? 0 : PSC_ENOMEM;
+}
+
 /* ---- the run ---------------------------------------------------------------- */
 
 static void report_drop_all(rp_report_t *rep)
@@ -250,8 +378,10 @@ static void report_drop_all(rp_report_t *rep)
     for (size_t i = 0; i < rep->n; i++) {
         for (size_t k = 0; k < rep->res[i].n_vstacks; k++) free((void *)rep->res[i].vstacks[k].frames);
         free((void *)rep->res[i].vstacks);
+        free((void *)rep->res[i].library);
     }
     for (int i = 0; i < RP_POLICY_COUNT; i++) az_destroy(rep->ms[i]);
+    for (size_t i = 0; i < rep->n_warnings; i++) free(rep->warnings[i]);
 }
 
 void rp_report_free(rp_report_t *r)
@@ -266,6 +396,7 @@ static int run(const rp_src_t *src, const rp_config_t *ucfg, rp_report_t **out, 
 {
     double t_start = now_s();
     rp_config_t cfg = ucfg ? *ucfg : rp_config_default();
+    const int reset_given = cfg.arena_reset != NULL;
     if (!cfg.arena_reset) cfg.arena_reset = "forward";
     char dummy[8];
     if (!msg || !cap) { msg = dummy; cap = sizeof dummy; }
@@ -291,11 +422,22 @@ static int run(const rp_src_t *src, const rp_config_t *ucfg, rp_report_t **out, 
         .cfg = &cfg,
         .pool_cap = cfg.pool_cap_set ? cfg.pool_cap : sc.has_cap ? sc.cap : BP_DEFAULT_MAX_CACHED_BYTES,
         .kv_context = cfg.kv_context ? cfg.kv_context : sc.max_reserve,
+        .pool_min = cfg.pool_min_set ? cfg.pool_min : RP_POOL_MIN_DEFAULT,
         .heap = heap,
     };
+    if (cfg.n_pool_sites > RP_MAX_POOL_SITES) {
+        snprintf(msg, cap, "at most %d --pool-sites patterns", RP_MAX_POOL_SITES);
+        return PSC_EINVAL;
+    }
+    if (heap && (mask & (1u << RP_POOL)) && cfg.n_pool_sites &&
+        (rc = sites_symbolizer(src, &ctx.sym, msg, cap)))
+        return rc;
 
     rp_report_t *rep = calloc(1, sizeof *rep);
-    if (!rep) return PSC_ENOMEM;
+    if (!rep) {
+        az_sym_destroy(ctx.sym);
+        return PSC_ENOMEM;
+    }
     /* What the pre-scan already tells: a context for kv-contiguous, and
      * when it read the whole trace (it did for that context), whether there
      * are KV events at all. With none, that is the reason given for
@@ -310,12 +452,14 @@ static int run(const rp_src_t *src, const rp_config_t *ucfg, rp_report_t **out, 
         rc = not_applicable(rep, &mask, optional, RP_KV_CONTIGUOUS, RS_NO_CONTEXT, msg, cap);
     if (rc) {
         free(rep);
+        az_sym_destroy(ctx.sym);
         return rc;
     }
     int err = 0;
     pst_reader_t *r = src_open(src, &err);
     if (!r) {
         free(rep);
+        az_sym_destroy(ctx.sym);
         return open_error(err, msg, cap);
     }
     ctx.reader = r;
@@ -329,8 +473,13 @@ static int run(const rp_src_t *src, const rp_config_t *ucfg, rp_report_t **out, 
     rp_rstream_t *st = rp_stream_create(&scfg, &err);
     rp_pol_t *pol[RP_POLICY_COUNT] = { 0 };
     size_t batch = cfg.batch ? cfg.batch : 4096;
-    rp_req_t *buf = malloc((batch + RP_STREAM_MAX_OUT) * sizeof *buf);
-    rc = st && buf ? 0 : PSC_ENOMEM;
+    /* room for one event's requests past a full batch, and an RQ_SCOPE */
+    rp_req_t *buf = malloc((batch + RP_STREAM_MAX_OUT + 1) * sizeof *buf);
+    /* the reset marker's open scopes, counted by a model of its own */
+    pm_model_t *mk = (mask & (1u << RP_ARENA)) ? pm_create(&err) : NULL;
+    rp_markers_t markers;
+    memset(&markers, 0, sizeof markers);
+    rc = st && buf && (mk || !(mask & (1u << RP_ARENA))) ? 0 : PSC_ENOMEM;
     for (int i = 0; i < RP_POLICY_COUNT && !rc; i++) {
         if (!(mask & (1u << i))) continue;
         const rp_pol_ops_t *ops = rp_ops[i];
@@ -344,13 +493,20 @@ static int run(const rp_src_t *src, const rp_config_t *ucfg, rp_report_t **out, 
         pol[i]->ctx = &ctx;
         pol[i]->m = rep->ms[i];
         if ((rc = ops->init(pol[i], &ctx))) {
+            const char *why = pol[i]->skip_reason;
             ops->fini(pol[i]);
             free(pol[i]);
             pol[i] = NULL;
-            /* no helper program: an installation matter, not the trace's,
-             * but the other policies can still say what they have to say */
-            if (i == RP_MALLOC && rc == PSC_ENOENT && (optional & (1u << i)))
-                rc = not_applicable(rep, &mask, optional, i, RS_NO_HELPER, msg, cap);
+            /* no helper program, no allocator library: an installation
+             * matter, not the trace's, but the other policies can still
+             * say what they have to say */
+            if (!why && ((1u << i) & RP_MALLOC_MASK)) why = RS_NO_HELPER;
+            if (rc == PSC_ENOENT && why && (optional & (1u << i)))
+                rc = not_applicable(rep, &mask, optional, i, why, msg, cap);
+            else if (rc == PSC_ENOENT && why) {
+                snprintf(msg, cap, "%s: cannot start: %s", rp_names[i], why);
+                rc = PSC_EINVAL;            /* named, and it does not apply here */
+            }
             else
                 snprintf(msg, cap, "%s: cannot start: %s", rp_names[i], psc_strerror(rc));
         }
@@ -379,6 +535,22 @@ static int run(const rp_src_t *src, const rp_config_t *ucfg, rp_report_t **out, 
             events++;
             if (ev.ts > t_last) t_last = ev.ts;
             if ((rc = rp_stream_event(st, &ev, buf, &n))) break;
+            if (ev.type == PST_EV_MARK_BEGIN || ev.type == PST_EV_MARK_END || ev.type == PST_EV_MARK_POINT) {
+                markers_note(&markers, &ev);
+                if (mk && ev.type != PST_EV_MARK_POINT && ev.str && !strcmp(ev.str, cfg.arena_reset)) {
+                    pm_step_t ps;
+                    if ((rc = pm_event(mk, &ev, &ps))) break;
+                    for (size_t k = 0; k < ps.n_ops; k++) {
+                        const pm_op_t *o = &ps.ops[k];
+                        if (o->kind != PM_MARK || (o->n > 0) == (o->req > 0)) continue;
+                        rp_req_t *q = &buf[n++];
+                        memset(q, 0, sizeof *q);
+                        q->op = RQ_SCOPE;
+                        q->n = o->n;
+                        q->t = ev.ts;
+                    }
+                }
+            }
         }
         if (n >= batch || (!more && n > 0)) {
             for (int i = 0; i < RP_POLICY_COUNT && !rc; i++) {
@@ -403,6 +575,11 @@ static int run(const rp_src_t *src, const rp_config_t *ucfg, rp_report_t **out, 
         }
     }
     if (!rc) rc = damaged(pst_status(r), msg, cap);
+    if (!rc && pol[RP_ARENA])
+        rc = arena_marker_check(rep, &markers, cfg.arena_reset, reset_given, msg, cap);
+    if (!rc && pol[RP_POOL] && !heap && (cfg.pool_min_set || cfg.n_pool_sites))
+        warn(rep, "pool: --pool-min and --pool-sites apply to the heap stream; on the tensor "
+                  "stream every tensor went to the pool");
 
     /* 3. results */
     if (!rc) {
@@ -446,6 +623,9 @@ static int run(const rp_src_t *src, const rp_config_t *ucfg, rp_report_t **out, 
     }
     free(buf);
     rp_stream_destroy(st);
+    pm_destroy(mk);
+    markers_free(&markers);
+    az_sym_destroy(ctx.sym);
     pst_close(r);
     if (rc) {
         if (!msg[0]) snprintf(msg, cap, "%s", psc_strerror(rc));
@@ -543,6 +723,13 @@ const rp_result_t *rp_report_find(const rp_report_t *r, rp_policy_t p)
 const rp_trace_info_t *rp_report_info(const rp_report_t *r) { return r ? &r->info : NULL; }
 
 size_t rp_report_skipped_count(const rp_report_t *r) { return r ? r->n_skipped : 0; }
+
+size_t rp_report_warning_count(const rp_report_t *r) { return r ? r->n_warnings : 0; }
+
+const char *rp_report_warning(const rp_report_t *r, size_t i)
+{
+    return r && i < r->n_warnings ? r->warnings[i] : NULL;
+}
 
 const rp_skip_t *rp_report_skipped(const rp_report_t *r, size_t i)
 {

@@ -3,7 +3,8 @@
  *   map.c      u64 -> u32 hash map and a dense slot allocator
  *   stream.c   trace events -> request stream (tensor or heap, markers, KV)
  *   pol_*.c    one policy each, behind rp_pol_ops_t
- *   replay.c   the driver: pre-scan, batches, timing, results
+ *   replay.c   the driver: pre-scan, batches, timing, results, and the
+ *              reset marker's scope count (RQ_SCOPE) for the arena
  *   output.c   table and JSON
  */
 #ifndef POOLSCOPE_RP_INTERNAL_H
@@ -55,6 +56,9 @@ enum rp_op {
     RQ_KV_CONFIG,     /* n = block_size (tokens), bytes = bytes per block */
     RQ_KV,            /* slot = KV request; n = tokens stored; bytes = prompt + max
                          tokens (0 unknown); flags RQ_F_RESIDENT while it holds blocks */
+    RQ_SCOPE,         /* n = scopes of the reset marker open from here on (0 or more):
+                         added by replay.c (not stream.c) where that count leaves or
+                         comes back to 0, for the arena's long-lived region */
 };
 #define RQ_F_KV       1u   /* ALLOC/FREE: a KV block (arena with --with-kv only) */
 #define RQ_F_RESIDENT 2u   /* RQ_KV: holds KV blocks */
@@ -94,12 +98,16 @@ uint32_t rp_stream_slots(const rp_rstream_t *s);
 /* ---- policies ------------------------------------------------------------ */
 typedef struct rp_pol rp_pol_t;
 
+typedef struct az_sym az_sym_t;
+
 typedef struct rp_ctx {
     const rp_config_t *cfg;
     uint64_t pool_cap;          /* resolved */
     uint64_t kv_context;        /* resolved (kv-contiguous) */
+    uint64_t pool_min;          /* resolved (pool, heap stream) */
     int heap;                   /* the request stream is heap events */
-    pst_reader_t *reader;       /* for stack frames at the end */
+    pst_reader_t *reader;       /* for stack frames (as far as read) */
+    az_sym_t *sym;              /* the trace's modules, for pool_sites; NULL without */
 } rp_ctx_t;
 
 typedef struct rp_pol_ops {
@@ -118,18 +126,25 @@ struct rp_pol {
     az_metrics_t *m;
     uint64_t requests;
     double seconds;
+    /* init's PSC_ENOENT: why the policy cannot run here (a sentence in
+     * static storage, for "skipped NAME: REASON"); NULL = no helper */
+    const char *skip_reason;
 };
 
-extern const rp_pol_ops_t rp_pol_malloc, rp_pol_arena, rp_pol_pool, rp_pol_ideal, rp_pol_kv_contiguous,
-    rp_pol_kv_reserve, rp_pol_kv_step, rp_pol_kv_paged;
+extern const rp_pol_ops_t rp_pol_malloc, rp_pol_malloc_jemalloc, rp_pol_malloc_mimalloc, rp_pol_arena,
+    rp_pol_pool, rp_pol_caching, rp_pol_ideal, rp_pol_kv_contiguous, rp_pol_kv_reserve, rp_pol_kv_step,
+    rp_pol_kv_paged;
 
 /* Report internals shared with output.c. */
+#define RP_MAX_WARNINGS 8
 struct rp_report {
     rp_result_t res[RP_POLICY_COUNT];
     size_t n;
     rp_skip_t skipped[RP_POLICY_COUNT];  /* optional policies that did not apply */
     size_t n_skipped;
     rp_trace_info_t info;
+    char *warnings[RP_MAX_WARNINGS];     /* rp_report_warning */
+    size_t n_warnings;
     /* storage owned by the report */
     az_metrics_t *ms[RP_POLICY_COUNT];   /* kept alive: az_result_t points into them */
 };

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
+#include <link.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -143,6 +144,29 @@ static const rp_result_t *get(const rp_report_t *r, rp_policy_t p)
 
 #define MIB ((uint64_t)1 << 20)
 
+static char *report_text(const rp_report_t *r, int json);
+static int replay_sel_fails(const char *path, const char *policies, rp_config_t *cfg_in, char *msg,
+                            size_t cap);
+
+/* The malloc variants of a report: each either ran on its allocator or
+ * was skipped because its library is not installed. How many ran. */
+static size_t variants_ran(const rp_report_t *r)
+{
+    size_t n = 0;
+    const rp_policy_t v[2] = { RP_MALLOC_JEMALLOC, RP_MALLOC_MIMALLOC };
+    for (int i = 0; i < 2; i++) {
+        if (rp_report_find(r, v[i])) { n++; continue; }
+        int skipped = 0;
+        for (size_t k = 0; k < rp_report_skipped_count(r); k++)
+            if (rp_report_skipped(r, k)->policy == v[i]) {
+                skipped = 1;
+                assert_non_null(strstr(rp_report_skipped(r, k)->reason, "not found"));
+            }
+        assert_true(skipped);
+    }
+    return n;
+}
+
 /* ---- policy names ------------------------------------------------------- */
 
 static void test_policy_list_parses_names_and_refuses_unknown(void **st)
@@ -156,6 +180,11 @@ static void test_policy_list_parses_names_and_refuses_unknown(void **st)
     assert_int_equal(m, RP_KV_MASK);
     assert_int_equal(rp_policy_parse("all", &m, msg, sizeof msg), 0);
     assert_int_equal(m, RP_ALL_MASK);
+    assert_int_equal(rp_policy_parse("allocators,caching", &m, msg, sizeof msg), 0);
+    assert_int_equal(m, (1u << RP_MALLOC) | (1u << RP_MALLOC_JEMALLOC) | (1u << RP_MALLOC_MIMALLOC) |
+                        (1u << RP_CACHING));
+    assert_int_equal(rp_policy_parse("malloc-mimalloc", &m, msg, sizeof msg), 0);
+    assert_int_equal(m, 1u << RP_MALLOC_MIMALLOC);
     assert_int_equal(rp_policy_parse("pool,bogus", &m, msg, sizeof msg), PSC_EINVAL);
     assert_non_null(strstr(msg, "bogus"));
     assert_int_equal(rp_policy_parse("pool,", &m, msg, sizeof msg), PSC_EINVAL);
@@ -276,6 +305,16 @@ static void test_pool_cap_destroys_over_the_cap(void **st)
     assert_int_equal(p->m.peak_outstanding_bytes, 16384);
     assert_int_equal(p->m.peak_reserved_bytes, 16384);
     assert_int_equal(p->pool_cap, 8192);
+    assert_int_equal(rp_report_warning_count(r), 0);
+    rp_report_free(r);
+    /* --pool-min on the tensor stream: nothing changes, and it is said */
+    cfg.pool_min = 1u << 30;
+    cfg.pool_min_set = 1;
+    r = replay(b.path, "pool", &cfg);
+    assert_int_equal(get(r, RP_POOL)->m.hits, 1);
+    assert_false(get(r, RP_POOL)->heap_split);
+    assert_int_equal(rp_report_warning_count(r), 1);
+    assert_non_null(strstr(rp_report_warning(r, 0), "apply to the heap stream"));
     rp_report_free(r);
     unlink(b.path);
 }
@@ -343,9 +382,10 @@ static void test_arena_chunks_double_and_merge(void **st)
     unlink(b.path);
 }
 
-/* Object 1 (stack S) outlives two forwards: one violation of 4000 bytes at
- * S; its chunk is pinned, forward 2 needs a fresh 1 MiB chunk (2 MiB held);
- * when 1 dies the pinned chunk goes back (1 MiB held). */
+/* Object 1 (stack S), made inside the first forward, outlives both: one
+ * violation of 4000 bytes at S; its chunk is pinned, forward 2 needs a
+ * fresh 1 MiB chunk (2 MiB held); when 1 dies the pinned chunk goes back
+ * (1 MiB held). */
 static void test_arena_lifetime_violation_pins_chunk(void **st)
 {
     (void)st;
@@ -354,9 +394,9 @@ static void test_arena_lifetime_violation_pins_chunk(void **st)
     const uint64_t frames[2] = { 0x1111, 0x2222 };
     uint32_t s = pst_writer_stack(b.w, frames, 2);
     assert_true(s > 0);
-    acq_stack(&b, 1, 1000, s);
     for (int f = 0; f < 2; f++) {
         mark(&b, 1, "forward", (uint64_t)f, 0, 0);
+        if (f == 0) acq_stack(&b, 1, 1000, s);
         mark(&b, 1, "forward", 100 + (uint64_t)f, 0, 0);   /* nested: only the outermost resets */
         acq(&b, 10 + (uint64_t)f, 1000);
         rel(&b, 10 + (uint64_t)f);
@@ -380,12 +420,152 @@ static void test_arena_lifetime_violation_pins_chunk(void **st)
     assert_int_equal(a->m.peak_reserved_bytes, 2 * MIB);
     assert_int_equal(a->m.backing_allocs, 2);
     assert_int_equal(a->m.backing_frees, 1);
+    assert_int_equal(a->longlived_objects, 0);
+    assert_int_equal(a->reset_scopes, 2);
+    assert_int_equal(rp_report_warning_count(r), 0);
+    rp_report_free(r);
+    unlink(b.path);
+}
+
+/* The issue-14 case: what is made before the first scope (weights, the
+ * interpreter's objects) and lives on is long-lived, not a violation.
+ * W (1000 f32 = 4000 B, 4032 bumped) before any forward, live to the end:
+ * the long-lived region takes one 1 MiB chunk. Each forward bumps 4032 B
+ * into the scoped 1 MiB chunk, rewound (kept) at each reset. Nothing is
+ * pinned; reserved 1 + 1 = 2 MiB, each region's peak 1 MiB; 2 chunks, both
+ * still held at the end. Object X, made between the two forwards, is
+ * long-lived too (it lives through no reset here, but it was made while no
+ * scope was open). */
+static void test_arena_objects_outside_scopes_are_long_lived(void **st)
+{
+    (void)st;
+    tb_t b;
+    tb_open(&b);
+    acq(&b, 1, 1000);                                   /* W */
+    for (int f = 0; f < 2; f++) {
+        mark(&b, 1, "forward", (uint64_t)f, 0, 0);
+        acq(&b, 10 + (uint64_t)f, 1000);
+        rel(&b, 10 + (uint64_t)f);
+        mark(&b, 0, "forward", (uint64_t)f, 0, 0);
+        if (f == 0) { acq(&b, 2, 250); rel(&b, 2); }    /* X, 1000 B */
+    }
+    rel(&b, 1);
+    tb_close(&b);
+    rp_report_t *r = replay(b.path, "arena", NULL);
+    const rp_result_t *a = get(r, RP_ARENA);
+    assert_int_equal(a->resets, 2);
+    assert_int_equal(a->reset_scopes, 2);
+    assert_int_equal(a->lifetime_violations, 0);
+    assert_int_equal(a->pinned_chunks, 0);
+    assert_int_equal(a->longlived_objects, 2);
+    assert_int_equal(a->longlived_bytes, 4000 + 1000);
+    assert_int_equal(a->longlived_chunks, 1);
+    assert_int_equal(a->peak_longlived_bytes, MIB);
+    assert_int_equal(a->peak_scoped_bytes, MIB);
+    assert_int_equal(a->m.peak_reserved_bytes, 2 * MIB);
+    assert_int_equal(a->chunks_allocated, 2);
+    assert_int_equal(a->m.backing_frees, 0);
+    assert_string_equal(a->reset_marker, "forward");
+    assert_int_equal(rp_report_warning_count(r), 0);
+    char *t = report_text(r, 0);
+    assert_non_null(strstr(t, "long-lived, made outside every scope: 2 objects"));
+    free(t);
+    rp_report_free(r);
+    unlink(b.path);
+}
+
+/* A long-lived chunk other than the newest goes back when its last object
+ * dies: 17 objects of 64 KiB (65536 B: exact 64-byte steps) outside any
+ * scope fill the first 1 MiB chunk with 16; the 17th opens a 2 MiB chunk.
+ * Freeing the 16 gives the first chunk back (1 free), the second stays
+ * (newest). Peak 3 MiB. */
+static void test_arena_long_lived_chunk_goes_back_when_dead(void **st)
+{
+    (void)st;
+    tb_t b;
+    tb_open(&b);
+    mark(&b, 1, "forward", 0, 0, 0);        /* a scope exists, so no warning */
+    mark(&b, 0, "forward", 0, 0, 0);
+    for (uint64_t i = 1; i <= 17; i++) acq(&b, i, 16384);
+    for (uint64_t i = 1; i <= 16; i++) rel(&b, i);
+    tb_close(&b);
+    rp_report_t *r = replay(b.path, "arena", NULL);
+    const rp_result_t *a = get(r, RP_ARENA);
+    assert_int_equal(a->longlived_objects, 17);
+    assert_int_equal(a->longlived_chunks, 2);
+    assert_int_equal(a->peak_longlived_bytes, 3 * MIB);
+    assert_int_equal(a->m.peak_reserved_bytes, 3 * MIB);
+    assert_int_equal(a->m.backing_allocs, 2);
+    assert_int_equal(a->m.backing_frees, 1);
+    assert_int_equal(a->peak_outstanding_buffers, 17);
+    rp_report_free(r);
+    unlink(b.path);
+}
+
+/* The reset marker missing: the default (forward) is a warning naming the
+ * markers the trace has; one given with --arena-reset is an error, and so
+ * is one that occurs only as points. The right one resets. */
+static void test_arena_reset_marker_missing_warns_or_fails(void **st)
+{
+    (void)st;
+    tb_t b;
+    tb_open(&b);
+    for (uint64_t s = 0; s < 3; s++) {
+        mark(&b, 1, "decode", s, 0, 0);
+        acq(&b, 1 + s, 100);
+        rel(&b, 1 + s);
+        mark(&b, 0, "decode", s, 0, 0);
+        pst_event_t ev;
+        memset(&ev, 0, sizeof ev);
+        ev.type = PST_EV_MARK_POINT;
+        ev.str = "step";
+        assert_int_equal(pst_writer_event(b.w, 1, &ev), 0);
+    }
+    tb_close(&b);
+    rp_report_t *r = replay(b.path, "arena", NULL);
+    assert_int_equal(get(r, RP_ARENA)->resets, 0);
+    assert_int_equal(get(r, RP_ARENA)->longlived_objects, 3);
+    assert_int_equal(rp_report_warning_count(r), 1);
+    const char *w = rp_report_warning(r, 0);
+    assert_non_null(strstr(w, "the reset marker 'forward' never occurs in the trace"));
+    assert_non_null(strstr(w, "markers in it: decode (scopes), step (points)"));
+    assert_non_null(strstr(w, "--arena-reset"));
+    char *t = report_text(r, 0);
+    assert_non_null(strstr(t, "\nwarning: arena: the reset marker 'forward' never occurs"));
+    free(t);
+    t = report_text(r, 1);
+    assert_non_null(strstr(t, "\"warnings\": ["));
+    assert_non_null(strstr(t, "never occurs in the trace"));
+    free(t);
+    rp_report_free(r);
+
+    char msg[512];
+    rp_config_t cfg = rp_config_default();
+    cfg.arena_reset = "decod";
+    assert_int_equal(replay_sel_fails(b.path, "arena", &cfg, msg, sizeof msg), PSC_EINVAL);
+    assert_non_null(strstr(msg, "arena: the reset marker 'decod' never occurs in the trace"));
+    assert_non_null(strstr(msg, "decode (scopes), step (points)"));
+    cfg.arena_reset = "step";
+    assert_int_equal(replay_sel_fails(b.path, "all", &cfg, msg, sizeof msg), PSC_EINVAL);
+    assert_non_null(strstr(msg, "'step' occurs only as 3 points, never as a scope"));
+
+    cfg.arena_reset = "decode";
+    r = replay(b.path, "arena", &cfg);
+    assert_int_equal(get(r, RP_ARENA)->resets, 3);
+    assert_int_equal(get(r, RP_ARENA)->longlived_objects, 0);
+    assert_string_equal(get(r, RP_ARENA)->reset_marker, "decode");
+    assert_int_equal(rp_report_warning_count(r), 0);
+    rp_report_free(r);
+    /* no arena: no warning */
+    r = replay(b.path, "ideal", NULL);
+    assert_int_equal(rp_report_warning_count(r), 0);
     rp_report_free(r);
     unlink(b.path);
 }
 
 /* --with-kv: KV blocks (block bytes from KVB_CREATE) become arena objects;
- * a block that outlives a forward is a violation. */
+ * a block made in a forward that outlives it is a violation, one made
+ * outside every forward is long-lived. */
 static void test_arena_with_kv_blocks_are_violations(void **st)
 {
     (void)st;
@@ -397,15 +577,18 @@ static void test_arena_with_kv_blocks_are_violations(void **st)
     ev.str = "kv";
     ev.f[0] = 1; ev.f[2] = 16; ev.f[3] = 64; ev.f[7] = 16 * 100;
     assert_int_equal(pst_writer_event(b.w, 1, &ev), 0);
-    const uint32_t ids[2] = { 0, 1 };
+    const uint32_t ids[2] = { 0, 1 }, ids2[2] = { 2, 3 };
     tick(&b);
-    kvb_ids(&b, PST_EV_KVB_ALLOC, 1, 1, 7, 20, ids, 2);
+    kvb_ids(&b, PST_EV_KVB_ALLOC, 1, 1, 7, 20, ids2, 2);   /* outside: long-lived */
     mark(&b, 1, "forward", 0, 0, 0);
+    tick(&b);
+    kvb_ids(&b, PST_EV_KVB_ALLOC, 1, 2, 8, 20, ids, 2);
     acq(&b, 1, 100);
     rel(&b, 1);
     mark(&b, 0, "forward", 0, 0, 0);
     tick(&b);
-    kvb_ids(&b, PST_EV_KVB_FREE, 1, 2, 0, 0, ids, 2);
+    kvb_ids(&b, PST_EV_KVB_FREE, 1, 3, 0, 0, ids, 2);
+    kvb_ids(&b, PST_EV_KVB_FREE, 1, 4, 0, 0, ids2, 2);
     tb_close(&b);
     rp_config_t cfg = rp_config_default();
     rp_report_t *r = replay(b.path, "arena", &cfg);
@@ -417,6 +600,8 @@ static void test_arena_with_kv_blocks_are_violations(void **st)
     assert_int_equal(a->lifetime_violations, 2);
     assert_int_equal(a->violation_bytes, 2 * 1600);
     assert_int_equal(a->pinned_chunks, 1);
+    assert_int_equal(a->longlived_objects, 2);
+    assert_int_equal(a->longlived_bytes, 2 * 1600);
     rp_report_free(r);
     unlink(b.path);
 }
@@ -556,7 +741,9 @@ static void test_heap_stream_and_ideal_matches_report(void **st)
     tick(&b); PST_EMIT(b.w, 1, PST_EV_REALLOC, 0x3000, 0, 0);              /* realloc(p, 0): free */
     tick(&b); PST_EMIT(b.w, 1, PST_EV_FREE, 0x4000);
     tb_close(&b);
-    rp_report_t *r = replay(b.path, "ideal,pool,arena", NULL);
+    rp_config_t cfg = rp_config_default();
+    cfg.pool_min_set = 1;               /* 0: every allocation to the pool */
+    rp_report_t *r = replay(b.path, "ideal,pool,arena", &cfg);
     const rp_trace_info_t *in = rp_report_info(r);
     assert_string_equal(in->stream, "heap");
     assert_int_equal(in->allocs, 4);
@@ -566,10 +753,12 @@ static void test_heap_stream_and_ideal_matches_report(void **st)
     /* live: 100; 400; 1300 (realloc); 1800 (memalign) = peak */
     assert_int_equal(i->m.peak_live_bytes, 1800);
     assert_int_equal(i->m.peak_reserved_bytes, 1800);
-    /* pool on heap events: slab arm, 4096-byte quanta */
+    /* pool on heap events, --pool-min 0: slab arm, 4096-byte quanta */
     const rp_result_t *p = get(r, RP_POOL);
     assert_int_equal(p->m.acquires, 4);
     assert_int_equal(p->m.peak_outstanding_bytes, 3 * 4096);
+    assert_int_equal(p->pooled_calls, 4);
+    assert_int_equal(p->small_calls, 0);
 
     /* the analyzer's scan of the same trace: the same peak */
     az_scan_t *s = NULL;
@@ -782,16 +971,18 @@ static void test_all_on_heap_trace_skips_each_kv_policy_with_reason(void **st)
     write_heap_only(&b);
     for (int pass = 0; pass < 2; pass++) {
         rp_report_t *r = replay_sel(b.path, pass ? NULL : "all", NULL);
-        assert_int_equal(rp_report_count(r), 4);
+        size_t nv = variants_ran(r), sk0 = 2 - nv;   /* skipped variants come first */
+        assert_int_equal(rp_report_count(r), 5 + nv);
         assert_non_null(rp_report_find(r, RP_MALLOC));
         assert_non_null(rp_report_find(r, RP_ARENA));
         assert_non_null(rp_report_find(r, RP_POOL));
+        assert_non_null(rp_report_find(r, RP_CACHING));
         assert_non_null(rp_report_find(r, RP_IDEAL));
         assert_int_equal(get(r, RP_IDEAL)->m.peak_live_bytes, 300);
-        assert_int_equal(rp_report_skipped_count(r), 4);
+        assert_int_equal(rp_report_skipped_count(r), 4 + sk0);
         const rp_policy_t kv[4] = { RP_KV_CONTIGUOUS, RP_KV_RESERVE, RP_KV_STEP, RP_KV_PAGED };
         for (size_t i = 0; i < 4; i++) {
-            const rp_skip_t *k = rp_report_skipped(r, i);
+            const rp_skip_t *k = rp_report_skipped(r, sk0 + i);
             assert_non_null(k);
             assert_int_equal(k->policy, kv[i]);
             assert_string_equal(k->name, rp_policy_name(kv[i]));
@@ -800,7 +991,7 @@ static void test_all_on_heap_trace_skips_each_kv_policy_with_reason(void **st)
             assert_string_equal(k->reason, "the trace has no KV block events");
             assert_null(rp_report_find(r, kv[i]));
         }
-        assert_null(rp_report_skipped(r, 4));
+        assert_null(rp_report_skipped(r, 4 + sk0));
         char *t = report_text(r, 0);
         for (size_t i = 0; i < 4; i++) {
             char line[128];
@@ -816,13 +1007,18 @@ static void test_all_on_heap_trace_skips_each_kv_policy_with_reason(void **st)
         const az_jv_t *sk = az_json_get(az_json_root(d), "skipped");
         assert_non_null(sk);
         assert_int_equal(sk->type, AZ_JV_ARR);
-        assert_int_equal(sk->n, 4);
+        assert_int_equal(sk->n, 4 + sk0);
         size_t i = 0;
         for (const az_jv_t *e = sk->child; e; e = e->next, i++) {
-            assert_string_equal(az_json_get(e, "policy")->str, rp_policy_name(kv[i]));
+            if (i < sk0) continue;
+            assert_string_equal(az_json_get(e, "policy")->str, rp_policy_name(kv[i - sk0]));
             assert_string_equal(az_json_get(e, "reason")->str, "the trace has no KV block events");
         }
-        assert_int_equal(az_json_get(az_json_root(d), "policies")->n, 4);
+        assert_int_equal(az_json_get(az_json_root(d), "policies")->n, 5 + nv);
+        /* no forward marker in it: the arena's warning, in the JSON too */
+        const az_jv_t *wa = az_json_get(az_json_root(d), "warnings");
+        assert_non_null(wa);
+        assert_int_equal(wa->n, 1);
         az_json_free(d);
         free(js);
         rp_report_free(r);
@@ -878,11 +1074,12 @@ static void test_kv_without_request_markers_skips_only_kv_contiguous(void **st)
     tb_close(&b);
 
     rp_report_t *r = replay_sel(b.path, "all", NULL);
-    assert_int_equal(rp_report_skipped_count(r), 1);
-    assert_int_equal(rp_report_skipped(r, 0)->policy, RP_KV_CONTIGUOUS);
-    assert_string_equal(rp_report_skipped(r, 0)->reason,
+    size_t nv = variants_ran(r), sk0 = 2 - nv;
+    assert_int_equal(rp_report_skipped_count(r), 1 + sk0);
+    assert_int_equal(rp_report_skipped(r, sk0)->policy, RP_KV_CONTIGUOUS);
+    assert_string_equal(rp_report_skipped(r, sk0)->reason,
                         "the trace has no request markers; give --kv-context N");
-    assert_int_equal(rp_report_count(r), 7);
+    assert_int_equal(rp_report_count(r), RP_POLICY_COUNT - 1 - sk0);
     assert_int_equal(get(r, RP_KV_PAGED)->kv_requests, 1);
     assert_int_equal(get(r, RP_KV_PAGED)->peak_kv_tokens, 10);
     char *t = report_text(r, 0);
@@ -900,6 +1097,428 @@ static void test_kv_without_request_markers_skips_only_kv_contiguous(void **st)
     unlink(b.path);
 }
 
+
+/* ---- pool on the heap stream: the threshold and the sites ------------------- */
+
+/* Default threshold 128 KiB. A 100 B, B 24 B and E 131071 B (one under it)
+ * go to the glibc chunk model: chunks (req + 8 rounded up to 16, >= 32) of
+ * 112, 32 and 131088 B. C 200000 B (-> 49 slabs = 200704), D 131072 B (at
+ * the threshold: the pool) and, after C is freed, F 150000 B (151552: a
+ * hit on C's 200704-byte buffer, first fit). Reserved (pool out + cached
+ * + chunks): 112, 144, 200848, 331920, 463008 after E, and stays 463008
+ * (C's buffer cached, then out again): the peak. */
+static void test_pool_heap_stream_splits_at_the_threshold(void **st)
+{
+    (void)st;
+    tb_t b;
+    tb_open(&b);
+    tick(&b); PST_EMIT(b.w, 1, PST_EV_MALLOC, 0x1000, 100);      /* A */
+    tick(&b); PST_EMIT(b.w, 1, PST_EV_MALLOC, 0x2000, 24);       /* B */
+    tick(&b); PST_EMIT(b.w, 1, PST_EV_MALLOC, 0x100000, 200000); /* C */
+    tick(&b); PST_EMIT(b.w, 1, PST_EV_MALLOC, 0x200000, 131072); /* D */
+    tick(&b); PST_EMIT(b.w, 1, PST_EV_MALLOC, 0x300000, 131071); /* E */
+    tick(&b); PST_EMIT(b.w, 1, PST_EV_FREE, 0x100000);
+    tick(&b); PST_EMIT(b.w, 1, PST_EV_MALLOC, 0x400000, 150000); /* F */
+    tb_close(&b);
+    rp_config_t cfg = rp_config_default();
+    cfg.stream = RP_STREAM_HEAP;
+    rp_report_t *r = replay(b.path, "pool", &cfg);
+    const rp_result_t *p = get(r, RP_POOL);
+    assert_true(p->heap_split);
+    assert_int_equal(p->pool_min, 128 * 1024);
+    assert_int_equal(p->pooled_calls, 3);
+    assert_int_equal(p->pooled_bytes, 200000 + 131072 + 150000);
+    assert_int_equal(p->small_calls, 3);
+    assert_int_equal(p->small_bytes, 100 + 24 + 131071);
+    assert_int_equal(p->peak_small_held, 112 + 32 + 131088);
+    assert_int_equal(p->site_calls, 0);
+    assert_int_equal(p->m.acquires, 3);
+    assert_int_equal(p->m.hits, 1);
+    assert_int_equal(p->m.misses, 2);
+    assert_int_equal(p->pool_peak_outstanding, 200704 + 131072);
+    assert_int_equal(p->m.peak_reserved_bytes, 463008);
+    char *t = report_text(r, 0);
+    assert_non_null(strstr(t, "pool: heap stream split at 128 KiB: 3 calls"));
+    free(t);
+    rp_report_free(r);
+
+    /* --pool-min 200000: only C goes to the pool. D and F become mapped
+     * chunks (from 128 KiB: request + 16 rounded up to 4096): 135168 and
+     * 151552. Reserved: 112, 144, 200848 (C), 336016, 467104, C cached
+     * (still reserved), then F: 618656. */
+    cfg.pool_min = 200000;
+    cfg.pool_min_set = 1;
+    r = replay(b.path, "pool", &cfg);
+    p = get(r, RP_POOL);
+    assert_int_equal(p->pooled_calls, 1);
+    assert_int_equal(p->small_calls, 5);
+    assert_int_equal(p->peak_small_held, 112 + 32 + 135168 + 131088 + 151552);
+    assert_int_equal(p->m.peak_reserved_bytes, 200704 + 112 + 32 + 135168 + 131088 + 151552);
+    rp_report_free(r);
+    unlink(b.path);
+}
+
+/* Return addresses inside three functions of this program, for stacks the
+ * symbolizer can name: tensor_site (a site), other_site (a site) and
+ * xmalloc (one of the default allocation wrappers). */
+static uint64_t g_ra;
+static volatile int g_sink;
+__attribute__((noinline, noclone)) static void grab_ra(void)
+{
+    g_ra = (uint64_t)(uintptr_t)__builtin_return_address(0);
+    __asm__ volatile("" ::: "memory");
+}
+__attribute__((noinline, noclone)) static uint64_t tensor_site(void) { grab_ra(); g_sink = 1; return g_ra; }
+__attribute__((noinline, noclone)) static uint64_t other_site(void) { grab_ra(); g_sink = 2; return g_ra; }
+__attribute__((noinline, noclone)) static uint64_t xmalloc(void) { grab_ra(); g_sink = 3; return g_ra; }
+
+static int self_module(struct dl_phdr_info *info, size_t size, void *ctx)
+{
+    (void)size;
+    uint64_t *lohi = ctx;
+    if (info->dlpi_name && info->dlpi_name[0]) return 0;   /* the executable has no name here */
+    lohi[0] = UINT64_MAX;
+    lohi[1] = 0;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_LOAD) continue;
+        uint64_t a = info->dlpi_addr + ph->p_vaddr;
+        if (a < lohi[0]) lohi[0] = a;
+        if (a + ph->p_memsz > lohi[1]) lohi[1] = a + ph->p_memsz;
+    }
+    return 1;
+}
+
+static void heap_at(tb_t *b, uint64_t addr, uint64_t size, uint32_t stack)
+{
+    tick(b);
+    pst_event_t ev;
+    memset(&ev, 0, sizeof ev);
+    ev.type = PST_EV_MALLOC;
+    ev.stack = stack;
+    ev.f[0] = addr;
+    ev.f[1] = size;
+    assert_int_equal(pst_writer_event(b->w, 1, &ev), 0);
+}
+
+/* Small allocations from four stacks (innermost first):
+ *   S1 100 B  tensor_site                      site tensor_site
+ *   S2 300 B  xmalloc < tensor_site            site tensor_site, via xmalloc
+ *   S3 500 B  xmalloc < other_site < tensor_site  site other_site, via xmalloc
+ *   S4 700 B  other_site                       site other_site
+ * "tensor_site" selects S1 and S2 (in S3 it is past the site); "xmalloc"
+ * S2 and S3 (a wrapper they went through); neither S4. */
+static void test_pool_sites_match_the_site_or_a_wrapper(void **st)
+{
+    (void)st;
+    uint64_t ra_t = tensor_site(), ra_o = other_site(), ra_x = xmalloc();
+    static char exe[4096];
+    ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    assert_true(k > 0);
+    exe[k] = 0;
+    uint64_t lohi[2] = { 0, 0 };
+    dl_iterate_phdr(self_module, lohi);
+    assert_true(lohi[1] > lohi[0]);
+
+    tb_t b;
+    strcpy(b.path, "/tmp/test_replay.XXXXXX");
+    int fd = mkstemp(b.path);
+    assert_true(fd >= 0);
+    close(fd);
+    pst_writer_cfg_t wc = { .pid = 100, .exe = "/bin/test", .stacks = PST_STACKS_FP };
+    int err = 0;
+    b.w = pst_writer_open(b.path, &wc, &err);
+    assert_non_null(b.w);
+    b.t = 0;
+    assert_int_equal(pst_writer_module(b.w, 1, lohi[0], lohi[1] - lohi[0], exe, NULL, 0), 0);
+    const uint64_t f1[1] = { ra_t }, f2[2] = { ra_x, ra_t }, f3[3] = { ra_x, ra_o, ra_t }, f4[1] = { ra_o };
+    uint32_t s1 = pst_writer_stack(b.w, f1, 1), s2 = pst_writer_stack(b.w, f2, 2);
+    uint32_t s3 = pst_writer_stack(b.w, f3, 3), s4 = pst_writer_stack(b.w, f4, 1);
+    heap_at(&b, 0x1000, 100, s1);
+    heap_at(&b, 0x2000, 300, s2);
+    heap_at(&b, 0x3000, 500, s3);
+    heap_at(&b, 0x4000, 700, s4);
+    heap_at(&b, 0x5000, 100, s1);            /* the same stack again: from the cache */
+    tb_close(&b);
+
+    const char *pat[1] = { "tensor_site" };
+    rp_config_t cfg = rp_config_default();
+    cfg.pool_sites = pat;
+    cfg.n_pool_sites = 1;
+    rp_report_t *r = replay(b.path, "pool", &cfg);
+    const rp_result_t *p = get(r, RP_POOL);
+    assert_int_equal(p->site_stacks, 2);
+    assert_int_equal(p->site_calls, 3);
+    assert_int_equal(p->site_bytes, 100 + 300 + 100);
+    assert_int_equal(p->pooled_calls, 3);
+    assert_int_equal(p->small_calls, 2);
+    assert_int_equal(p->small_bytes, 500 + 700);
+    rp_report_free(r);
+
+    pat[0] = "xmalloc";
+    r = replay(b.path, "pool", &cfg);
+    p = get(r, RP_POOL);
+    assert_int_equal(p->site_stacks, 2);
+    assert_int_equal(p->site_bytes, 300 + 500);
+    assert_int_equal(p->small_bytes, 100 + 700 + 100);
+    rp_report_free(r);
+
+    pat[0] = "no_such_function";
+    r = replay(b.path, "pool", &cfg);
+    assert_int_equal(get(r, RP_POOL)->site_calls, 0);
+    assert_int_equal(get(r, RP_POOL)->small_calls, 5);
+    rp_report_free(r);
+    unlink(b.path);
+
+    /* a trace without stacks cannot be matched: said so */
+    tb_t h;
+    write_heap_only(&h);
+    char msg[512];
+    pat[0] = "tensor_site";
+    assert_int_equal(replay_sel_fails(h.path, "pool", &cfg, msg, sizeof msg), PSC_EINVAL);
+    assert_non_null(strstr(msg, "--pool-sites needs call stacks"));
+    unlink(h.path);
+}
+
+/* ---- caching ---------------------------------------------------------------- */
+
+/* The rules of pol_caching.c, by hand (f32 tensors: bytes = 4 n).
+ * Small pool, one 2 MiB segment S:
+ *   a 1048576 B at 0 (split: 1048576 left), b 8192 at 1048576, c 4096 at
+ *   1056768, d 1036288 at 1060864 (exactly the rest: no split). S is full.
+ *   free a, free c: holes of 1048576 (at 0) and 4096 (at 1056768).
+ *   e 4096: best fit is c's hole (first fit would cut a's); f 1048576:
+ *   a's hole. Still one small segment.
+ * Large pool, one 20 MiB segment L (20971520):
+ *   g 1200000 -> 1200128, split (19771392 left > 1 MiB); h 12000000 ->
+ *   12000256, split (7771136 left); i 7246848: 524288 would be left, not
+ *   more than 1 MiB, so i gets the whole 7771136 block.
+ *   free g, free h: merged into 13200384 at 0 (1 merge).
+ *   j 13000000 -> 13000192 fits only the merged block (12000256 would
+ *   not), 200192 left: not split. Still one large segment.
+ * Reserved peak 2 MiB + 20 MiB = 23068672 = the allocated peak (after i):
+ * fragmentation 0. Live peak after i: 2097152 + 1200000 + 12000000 +
+ * 7246848 = 22544000. Then everything is freed: b, d, e, f merge S back
+ * into one block (3 merges), i and j L (1); k 4096 comes from S, cached
+ * (split), and goes back (1 merge). Splits: a, b, c, g, h, k = 6; merges 6.
+ * Segments: 2 allocated, none released without a cap. With --cache-cap
+ * 2 MiB: when L is wholly free, 22 MiB of free segments > 2 MiB, so the
+ * largest (L) goes: 1 released. With 0: S and L as they empty, and k needs
+ * a segment of its own, released too: 3 allocated, 3 released. */
+static void write_caching_trace(tb_t *b)
+{
+    tb_open(b);
+    acq(b, 1, 262144);     /* a */
+    acq(b, 2, 2048);       /* b */
+    acq(b, 3, 1024);       /* c */
+    acq(b, 4, 259072);     /* d */
+    rel(b, 1);
+    rel(b, 3);
+    acq(b, 5, 1024);       /* e */
+    acq(b, 6, 262144);     /* f */
+    acq(b, 7, 300000);     /* g */
+    acq(b, 8, 3000000);    /* h */
+    acq(b, 9, 1811712);    /* i */
+    rel(b, 7);
+    rel(b, 8);
+    acq(b, 10, 3250000);   /* j */
+    rel(b, 2);
+    rel(b, 4);
+    rel(b, 5);
+    rel(b, 6);
+    rel(b, 9);
+    rel(b, 10);
+    acq(b, 11, 1024);      /* k */
+    rel(b, 11);
+    tb_close(b);
+}
+
+static void test_caching_rules_by_hand(void **st)
+{
+    (void)st;
+    tb_t b;
+    write_caching_trace(&b);
+    rp_report_t *r = replay(b.path, "caching", NULL);
+    const rp_result_t *c = get(r, RP_CACHING);
+    assert_int_equal(c->m.allocs, 11);
+    assert_int_equal(c->m.peak_reserved_bytes, 23068672);
+    assert_int_equal(c->m.peak_outstanding_bytes, 23068672);
+    assert_int_equal(c->m.peak_live_bytes, 22544000);
+    assert_int_equal(c->segments_allocated, 2);
+    assert_int_equal(c->segments_released, 0);
+    assert_int_equal(c->peak_segments, 2);
+    assert_int_equal(c->splits, 6);
+    assert_int_equal(c->merges, 6);
+    assert_int_equal(c->cache_cap, UINT64_MAX);
+    assert_double_equal(c->fragmentation, 0.0, 1e-12);
+    assert_int_equal(c->m.backing_allocs, 2);
+    assert_int_equal(c->m.backing_frees, 0);
+    char *t = report_text(r, 0);
+    assert_non_null(strstr(t, "caching: 2 segments allocated, 0 released (cache cap unlimited)"));
+    free(t);
+    rp_report_free(r);
+
+    rp_config_t cfg = rp_config_default();
+    cfg.cache_cap = 2 * MIB;
+    cfg.cache_cap_set = 1;
+    r = replay(b.path, "caching", &cfg);
+    c = get(r, RP_CACHING);
+    assert_int_equal(c->segments_allocated, 2);
+    assert_int_equal(c->segments_released, 1);
+    assert_int_equal(c->m.backing_frees, 1);
+    assert_int_equal(c->m.peak_reserved_bytes, 23068672);
+    rp_report_free(r);
+
+    cfg.cache_cap = 0;
+    r = replay(b.path, "caching", &cfg);
+    c = get(r, RP_CACHING);
+    assert_int_equal(c->segments_allocated, 3);
+    assert_int_equal(c->segments_released, 3);
+    assert_int_equal(c->peak_segments, 2);
+    rp_report_free(r);
+    unlink(b.path);
+}
+
+/* One 1000-f32 tensor (4000 B -> 4096): a 2 MiB small segment reserved for
+ * 4096 allocated: fragmentation 1 - 4096 / 2097152; internal 96 / 4096.
+ * One 11 MiB tensor (n = 2883584, 11534336 B): 10 MiB or more, so its
+ * segment is its size rounded up to 2 MiB, 12582912; the 1048576 left is
+ * not more than 1 MiB: not split, the block is the whole segment. */
+static void test_caching_segment_sizes(void **st)
+{
+    (void)st;
+    tb_t b;
+    tb_open(&b);
+    acq(&b, 1, 1000);
+    rel(&b, 1);
+    tb_close(&b);
+    rp_report_t *r = replay(b.path, "caching", NULL);
+    const rp_result_t *c = get(r, RP_CACHING);
+    assert_int_equal(c->m.peak_reserved_bytes, 2 * MIB);
+    assert_int_equal(c->m.peak_outstanding_bytes, 4096);
+    assert_double_equal(c->fragmentation, 1.0 - 4096.0 / (2.0 * MIB), 1e-12);
+    assert_double_equal(c->m.internal_frag, 96.0 / 4096.0, 1e-12);
+    rp_report_free(r);
+    unlink(b.path);
+
+    tb_open(&b);
+    acq(&b, 1, 2883584);
+    tb_close(&b);
+    r = replay(b.path, "caching", NULL);
+    c = get(r, RP_CACHING);
+    assert_int_equal(c->m.peak_reserved_bytes, 12582912);
+    assert_int_equal(c->m.peak_outstanding_bytes, 12582912);
+    assert_int_equal(c->splits, 0);
+    rp_report_free(r);
+    unlink(b.path);
+}
+
+/* ---- malloc, jemalloc, mimalloc side by side ------------------------------------ */
+
+static int lib_module(struct dl_phdr_info *info, size_t size, void *ctx)
+{
+    (void)size;
+    char *out = ctx;
+    if (!info->dlpi_name || !strstr(info->dlpi_name, "libcmocka")) return 0;
+    snprintf(out, 4096, "%s", info->dlpi_name);
+    return 1;
+}
+
+static const char *first_file(const char *const *paths)
+{
+    for (; *paths; paths++)
+        if (access(*paths, R_OK) == 0) return *paths;
+    return NULL;
+}
+
+/* An 8 MiB block, its pages touched: each allocator holds at least that,
+ * and the helper's RSS grows by at least that. The variants preload the
+ * library they are told (POOLSCOPE_JEMALLOC / POOLSCOPE_MIMALLOC); one not
+ * there is skipped from a set and fails by name; a library that is no
+ * allocator leaves the helper on glibc: skipped as well. */
+static void test_malloc_variants_side_by_side(void **st)
+{
+    (void)st;
+    tb_t b;
+    tb_open(&b);
+    tick(&b); PST_EMIT(b.w, 1, PST_EV_MALLOC, 0x1000000, 8 * MIB);
+    tick(&b); PST_EMIT(b.w, 1, PST_EV_MALLOC, 0x2000, 100);
+    tick(&b); PST_EMIT(b.w, 1, PST_EV_FREE, 0x1000000);
+    tb_close(&b);
+    static const char *const je[] = { "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2",
+        "/usr/lib/aarch64-linux-gnu/libjemalloc.so.2", "/usr/lib64/libjemalloc.so.2",
+        "/usr/lib/libjemalloc.so.2", NULL };
+    static const char *const mi[] = { "/usr/lib/x86_64-linux-gnu/libmimalloc.so.2",
+        "/usr/lib/aarch64-linux-gnu/libmimalloc.so.2", "/usr/lib64/libmimalloc.so.2",
+        "/usr/lib/libmimalloc.so.2", NULL };
+    const char *lib[2] = { first_file(je), first_file(mi) };
+    const char *env[2] = { "POOLSCOPE_JEMALLOC", "POOLSCOPE_MIMALLOC" };
+    const char *name[2] = { "jemalloc", "mimalloc" }, *src[2] = { "stats.resident", "mi_process_info commit" };
+    const rp_policy_t pol[2] = { RP_MALLOC_JEMALLOC, RP_MALLOC_MIMALLOC };
+    for (int i = 0; i < 2; i++) setenv(env[i], lib[i] ? lib[i] : "/nonexistent/lib.so", 1);
+    rp_report_t *r = replay_sel(b.path, "allocators", NULL);
+    const rp_result_t *g = get(r, RP_MALLOC);
+    assert_string_equal(g->allocator, "glibc");
+    assert_string_equal(g->held_source, "mallinfo2 arena+hblkhd");
+    assert_null(g->library);
+    assert_true(g->m.peak_reserved_bytes >= 8 * MIB);
+    assert_true(g->peak_rss_bytes >= 8 * MIB);
+    size_t skipped = 0;
+    for (int i = 0; i < 2; i++) {
+        const rp_result_t *x = rp_report_find(r, pol[i]);
+        if (!lib[i]) {
+            fprintf(stderr, "# %s not installed: its skip is tested\n", name[i]);
+            assert_null(x);
+            assert_non_null(strstr(rp_report_skipped(r, skipped++)->reason, "not found"));
+            continue;
+        }
+        assert_non_null(x);
+        assert_string_equal(x->allocator, name[i]);
+        assert_string_equal(x->held_source, src[i]);
+        assert_string_equal(x->library, lib[i]);
+        assert_int_equal(x->m.allocs, 2);
+        assert_int_equal(x->m.peak_live_bytes, 8 * MIB + 100);
+        assert_true(x->m.peak_reserved_bytes >= 8 * MIB);
+        assert_true(x->peak_rss_bytes >= 8 * MIB);
+    }
+    assert_int_equal(rp_report_skipped_count(r), skipped);
+    rp_report_free(r);
+
+    /* missing: skipped from a set with the reason, an error by name */
+    setenv("POOLSCOPE_JEMALLOC", "/nonexistent/libjemalloc.so.2", 1);
+    r = replay_sel(b.path, "allocators,ideal", NULL);
+    assert_null(rp_report_find(r, RP_MALLOC_JEMALLOC));
+    assert_int_equal(rp_report_skipped(r, 0)->policy, RP_MALLOC_JEMALLOC);
+    assert_string_equal(rp_report_skipped(r, 0)->reason,
+                        "libjemalloc.so.2 not found (Debian: libjemalloc2; POOLSCOPE_JEMALLOC names another)");
+    char *t = report_text(r, 0);
+    assert_non_null(strstr(t, "\nskipped malloc-jemalloc: libjemalloc.so.2 not found"));
+    free(t);
+    rp_report_free(r);
+    char msg[512];
+    assert_int_equal(replay_sel_fails(b.path, "malloc-jemalloc", NULL, msg, sizeof msg), PSC_EINVAL);
+    assert_non_null(strstr(msg, "malloc-jemalloc: cannot start: libjemalloc.so.2 not found"));
+
+    /* a library that does not replace malloc: the helper stays on glibc */
+    static char cm[4096];
+    cm[0] = 0;
+    dl_iterate_phdr(lib_module, cm);
+    if (cm[0]) {
+        setenv("POOLSCOPE_MIMALLOC", cm, 1);
+        r = replay_sel(b.path, "allocators", NULL);
+        assert_null(rp_report_find(r, RP_MALLOC_MIMALLOC));
+        assert_int_equal(rp_report_skipped(r, 1)->policy, RP_MALLOC_MIMALLOC);
+        assert_string_equal(rp_report_skipped(r, 1)->reason,
+                            "the helper did not run on mimalloc with libmimalloc preloaded");
+        rp_report_free(r);
+        assert_int_equal(replay_sel_fails(b.path, "malloc-mimalloc", NULL, msg, sizeof msg), PSC_EINVAL);
+        assert_non_null(strstr(msg, "the helper did not run on mimalloc"));
+    }
+    unsetenv("POOLSCOPE_JEMALLOC");
+    unsetenv("POOLSCOPE_MIMALLOC");
+    unlink(b.path);
+}
+
 /* Without its helper program the malloc policy is skipped from a set
  * (the others still run) and an error when named. */
 static void test_malloc_without_helper_skipped_from_all(void **st)
@@ -912,10 +1531,14 @@ static void test_malloc_without_helper_skipped_from_all(void **st)
     setenv("POOLSCOPE_MALLOC_HELPER", "/nonexistent/poolscope-malloc-helper", 1);
     rp_report_t *r = replay_sel(b.path, "all", NULL);
     assert_null(rp_report_find(r, RP_MALLOC));
+    assert_null(rp_report_find(r, RP_MALLOC_JEMALLOC));
+    assert_null(rp_report_find(r, RP_MALLOC_MIMALLOC));
     assert_non_null(rp_report_find(r, RP_ARENA));
-    assert_int_equal(rp_report_skipped_count(r), 5);
-    assert_int_equal(rp_report_skipped(r, 0)->policy, RP_MALLOC);
-    assert_non_null(strstr(rp_report_skipped(r, 0)->reason, "poolscope-malloc-helper not found"));
+    assert_int_equal(rp_report_skipped_count(r), 7);
+    for (size_t i = 0; i < 3; i++) {
+        assert_int_equal(rp_report_skipped(r, i)->policy, (rp_policy_t)(RP_MALLOC + i));
+        assert_non_null(strstr(rp_report_skipped(r, i)->reason, "poolscope-malloc-helper not found"));
+    }
     rp_report_free(r);
     char msg[512];
     assert_true(replay_sel_fails(b.path, "malloc,arena", NULL, msg, sizeof msg) < 0);
@@ -927,7 +1550,8 @@ static void test_malloc_without_helper_skipped_from_all(void **st)
 }
 
 /* A trace with everything (tensors, KV blocks, request markers): "all"
- * runs all eight policies and skips none. */
+ * runs every policy and skips none (but a malloc variant whose library is
+ * not installed). */
 static void test_all_on_full_trace_runs_every_policy(void **st)
 {
     (void)st;
@@ -952,12 +1576,15 @@ static void test_all_on_full_trace_runs_every_policy(void **st)
     mark(&b, 0, "request", 7, 0, 0);
     tb_close(&b);
     rp_report_t *r = replay_sel(b.path, "all", NULL);
-    assert_int_equal(rp_report_count(r), RP_POLICY_COUNT);
-    assert_int_equal(rp_report_skipped_count(r), 0);
-    for (int i = 0; i < RP_POLICY_COUNT; i++) assert_non_null(rp_report_find(r, (rp_policy_t)i));
+    size_t nv = variants_ran(r);
+    assert_int_equal(rp_report_count(r), RP_POLICY_COUNT - 2 + nv);
+    assert_int_equal(rp_report_skipped_count(r), 2 - nv);
+    for (int i = 0; i < RP_POLICY_COUNT; i++)
+        if (i != RP_MALLOC_JEMALLOC && i != RP_MALLOC_MIMALLOC) assert_non_null(rp_report_find(r, (rp_policy_t)i));
     assert_int_equal(get(r, RP_KV_CONTIGUOUS)->kv_context, 40);
     char *t = report_text(r, 0);
-    assert_null(strstr(t, "skipped"));
+    if (nv == 2) assert_null(strstr(t, "skipped"));
+    assert_null(strstr(t, "warning"));        /* it has forward scopes */
     free(t);
     rp_report_free(r);
     unlink(b.path);
@@ -991,6 +1618,13 @@ int main(void)
         cmocka_unit_test(test_arena_chunks_double_and_merge),
         cmocka_unit_test(test_arena_lifetime_violation_pins_chunk),
         cmocka_unit_test(test_arena_with_kv_blocks_are_violations),
+        cmocka_unit_test(test_arena_objects_outside_scopes_are_long_lived),
+        cmocka_unit_test(test_arena_long_lived_chunk_goes_back_when_dead),
+        cmocka_unit_test(test_arena_reset_marker_missing_warns_or_fails),
+        cmocka_unit_test(test_pool_heap_stream_splits_at_the_threshold),
+        cmocka_unit_test(test_pool_sites_match_the_site_or_a_wrapper),
+        cmocka_unit_test(test_caching_rules_by_hand),
+        cmocka_unit_test(test_caching_segment_sizes),
         cmocka_unit_test(test_seed_chain_pool_two_arena_sixteen),
         cmocka_unit_test(test_kv_policies_exact),
         cmocka_unit_test(test_heap_stream_and_ideal_matches_report),
@@ -1002,6 +1636,7 @@ int main(void)
         cmocka_unit_test(test_named_policy_that_does_not_apply_is_an_error),
         cmocka_unit_test(test_kv_without_request_markers_skips_only_kv_contiguous),
         cmocka_unit_test(test_all_on_full_trace_runs_every_policy),
+        cmocka_unit_test(test_malloc_variants_side_by_side),
         cmocka_unit_test(test_malloc_without_helper_skipped_from_all),   /* last: it changes the environment */
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

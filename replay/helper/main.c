@@ -2,14 +2,15 @@
  * replay policy (replay/pol_malloc.c) makes its allocator calls.
  *
  * Why a process of its own: the allocator's figures (glibc mallinfo2()
- * arena + hblkhd, jemalloc stats.mapped, mimalloc current commit) and RSS
+ * arena + hblkhd, jemalloc stats.resident, mimalloc current commit) and RSS
  * are per process, and the replaying process allocates plenty of its own
  * (the trace reader alone holds tens of MiB of buffers; what it frees stays
  * in the heap as free space the policy's objects would quietly reuse). This
  * executable starts with a fresh heap and does nothing but the calls. It
  * inherits the environment, so an allocator preloaded into the replay
- * (LD_PRELOAD=libjemalloc.so) is the one measured here too; the hello
- * message says which one it found.
+ * (LD_PRELOAD=libjemalloc.so) is the one measured here too, and the
+ * malloc-jemalloc / malloc-mimalloc policies start it with that preload;
+ * the hello message says which one it found.
  *
  *   poolscope-malloc-helper --fd N --batch MAX
  *
@@ -20,11 +21,18 @@
  * byte (the pages are really committed, RSS is real), then the per-request
  * results.
  *
+ * The figure is the allocator's own above what it held at start (our
+ * buffers): glibc and jemalloc count in pages, so that is the bytes the
+ * replayed calls made it hold; mimalloc counts whole regions, so its
+ * figure is taken whole less the bytes of our own buffers.
+ *
  * Sampling: reading the allocator's figure costs a microsecond or two, so
  * it is read every 256 operations, after every allocation of 64 KiB or
  * more, and at the end of each batch (a peak between two samples made only
  * of small objects is missed by at most 256 of them). RSS is read every
- * 16384 operations and at the end of each batch.
+ * 16384 operations, after every allocation of 64 KiB or more (a big block
+ * freed within the batch would otherwise never be seen) and at the end of
+ * each batch.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -68,7 +76,9 @@ static uint64_t held_now(helper_t *h)
         uint64_t epoch = 1;
         size_t v = 0, len = sizeof v;
         h->mallctl("epoch", NULL, NULL, &epoch, sizeof epoch);
-        return h->mallctl("stats.mapped", &v, &len, NULL, 0) == 0 ? v : 0;
+        /* resident: pages of active allocations, metadata and unused
+         * dirty pages — what jemalloc holds in memory, as RSS counts it */
+        return h->mallctl("stats.resident", &v, &len, NULL, 0) == 0 ? v : 0;
     }
     if (h->mi_info) {
         size_t a = 0, b = 0, d = 0, rss = 0, prss = 0, commit = 0, pcommit = 0, pf = 0;
@@ -153,7 +163,7 @@ static int batch(helper_t *h, const rp_req_t *rq, size_t n, rp_mres_t *out)
                 h->since_sample = 0;
                 o->held = held_rel(h);
             }
-            if (++h->since_rss >= RSS_EVERY) {
+            if (++h->since_rss >= RSS_EVERY || r->bytes >= SAMPLE_BIG) {
                 h->since_rss = 0;
                 rss_sample(h);
             }
@@ -186,7 +196,11 @@ static int serve(int fd, size_t max_batch)
     if (!rq || !res) return 3;
     memset(rq, 0, max_batch * sizeof *rq);       /* committed before the baseline */
     memset(res, 0, max_batch * sizeof *res);
-    h.held0 = held_now(&h);
+    /* The baseline. mimalloc commits its memory a whole region at a time
+     * (32 MiB on Linux), and the first region is committed by our own
+     * buffers above, so a baseline taken now would hide the objects that
+     * region then holds: its figure is taken whole, less our buffers. */
+    h.held0 = h.mi_info ? (uint64_t)max_batch * (sizeof *rq + sizeof *res) : held_now(&h);
     h.rss0 = rss_now(&h);
     rp_hello_t hello = {
         .magic = RP_HELPER_MAGIC, .proto = RP_HELPER_PROTO,
