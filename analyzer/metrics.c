@@ -842,8 +842,9 @@ void az_result_json(const az_result_t *r, az_json_t *j)
     az_json_f64(j, "fresh_address_ratio", r->fresh_address_ratio);
     az_json_u64(j, "distance_p50", r->distance_p50);
     az_json_u64(j, "distance_p90", r->distance_p90);
+    /* replay's KV policies give az_kv token slots (block size 1): their peak
+     * is peak_kv_reserved_tokens in replay's own keys, not a block count */
     if (r->has_kv) {
-        az_json_u64(j, "peak_blocks_in_use", r->peak_kv_blocks);
         az_json_f64(j, "kv_utilization", r->kv_utilization);
         az_json_f64(j, "kv_waste_ratio", r->kv_waste_ratio);
     }

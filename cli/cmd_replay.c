@@ -78,8 +78,9 @@ void cmd_replay_help(FILE *out)
           "  --block-size N       kv-paged block size in tokens (default: the trace's)\n"
           "  --kv-context N       kv-contiguous reservation per request in tokens\n"
           "                       (default: the largest prompt + max tokens in the trace)\n"
-          "  --kv-step N          kv-step growth in tokens (default 256)\n"
-          "\n"
+          "  --kv-step N          kv-step growth in tokens (default 256)\n", out);
+    fputs(cli_frames_help, out);
+    fputs("\n"
           "FILE may be - or another pipe: replay reads its input twice, so a trace that is\n"
           "not a regular file is read into memory first.\n"
           "A damaged trace (cut short or corrupt) is refused. Exit status 0 when at least\n"
@@ -107,6 +108,7 @@ static int bad_value(const char *opt, const char *v, const char *want)
 typedef struct replay_args {
     rp_config_t cfg;
     const char *sites[RP_MAX_POOL_SITES];   /* --pool-sites, in cfg.pool_sites */
+    cli_frames_t frames;                    /* --phase-frame, in cfg.phase_frames */
 } replay_args_t;
 
 static int take_bytes(const char *a, const char *v, uint64_t *out)
@@ -125,6 +127,7 @@ static int take(void *ctx, const char *a, const char *v)
     rp_config_t *cfg = &ra->cfg;
     char msg[256];
     uint64_t x;
+    if (!strcmp(a, "--phase-frame")) return cli_frames_take(&ra->frames, "replay", v);
     if (!strcmp(a, "--policy")) {
         if (rp_policy_select(v, &cfg->policies, &cfg->optional, msg, sizeof msg)) {
             cli_cmd_err("replay", "%s", msg);
@@ -173,6 +176,7 @@ int cmd_replay(int argc, char **argv)
     memset(&ra, 0, sizeof ra);
     ra.cfg = rp_config_default();
     ra.cfg.pool_sites = ra.sites;
+    ra.cfg.phase_frames = ra.frames.specs;
     rp_config_t *const c = &ra.cfg;
     const char *file = NULL;
     int json = 0;
@@ -180,7 +184,7 @@ int cmd_replay(int argc, char **argv)
     const cli_opt_t opts[] = {
         { "--json", &json, NULL, NULL }, { "--with-kv", &c->with_kv, NULL, NULL },
         { "--policy --stream --pool-cap --pool-min --pool-sites --cache-cap --arena-reset --block-size "
-          "--kv-context --kv-step", NULL, NULL, take },
+          "--kv-context --kv-step --phase-frame", NULL, NULL, take },
         { NULL, NULL, NULL, NULL },
     };
     cli_args_t args = { "replay", cmd_replay_help, opts, &ra, &file, 1, 0 };
@@ -194,6 +198,7 @@ int cmd_replay(int argc, char **argv)
         c->progress_ctx = &pg;
     }
     rp_report_t *rep = NULL;
+    c->n_phase_frames = ra.frames.n;
     rc = rp_run(file, c, &rep, msg, sizeof msg);
     cli_progress_done(&pg);
     if (rc) return cli_file_err("replay", file, msg);

@@ -47,11 +47,16 @@
 #include <unistd.h>
 
 #include "model.h"
+#include "phase_frame.h"
 #include "poolscope/bufpool.h"
 #include "rp_internal.h"
 #include "symbolize.h"
 
-#define RP_WINDOW_NS 20000000ull   /* 20 ms: see rp_config_t.window_ns */
+/* The reader's own window (1 s), as report uses: a shorter one hands out
+ * a quiet thread's events late, and replay then read a multi-threaded
+ * trace in another order than report (a node run: 5 frees of unknown
+ * addresses and a peak 128 B off). Memory still follows the live set. */
+#define RP_WINDOW_NS PST_DEFAULT_WINDOW_NS
 
 static const rp_pol_ops_t *const rp_ops[RP_POLICY_COUNT] = {
     [RP_MALLOC] = &rp_pol_malloc,
@@ -474,7 +479,19 @@ static int run(const rp_src_t *src, const rp_config_t *ucfg, rp_report_t **out, 
     rp_pol_t *pol[RP_POLICY_COUNT] = { 0 };
     size_t batch = cfg.batch ? cfg.batch : 4096;
     /* room for one event's requests past a full batch, and an RQ_SCOPE */
-    rp_req_t *buf = malloc((batch + RP_STREAM_MAX_OUT + 1) * sizeof *buf);
+    /* --phase-frame: scopes from the stacks, fed as markers (phase_frame.h) */
+    az_pf_t *pf = NULL;
+    pst_event_t syn[2 * AZ_PF_MAX + 1];
+    if (cfg.n_phase_frames && !(pf = az_pf_create(r, cfg.phase_frames, cfg.n_phase_frames, msg, cap))) {
+        rp_stream_destroy(st);
+        pst_close(r);
+        free(rep);
+        az_sym_destroy(ctx.sym);
+        return PSC_EINVAL;
+    }
+    /* room past a full batch: one event's requests, an RQ_SCOPE, and the
+     * requests of its --phase-frame scopes (a reset and a scope each) */
+    rp_req_t *buf = malloc((batch + RP_STREAM_MAX_OUT + 1 + 4 * AZ_PF_MAX) * sizeof *buf);
     /* the reset marker's open scopes, counted by a model of its own */
     pm_model_t *mk = (mask & (1u << RP_ARENA)) ? pm_create(&err) : NULL;
     rp_markers_t markers;
@@ -531,15 +548,22 @@ static int run(const rp_src_t *src, const rp_config_t *ucfg, rp_report_t **out, 
             break;
         }
         more = got > 0;
-        if (more) {
-            events++;
-            if (ev.ts > t_last) t_last = ev.ts;
-            if ((rc = rp_stream_event(st, &ev, buf, &n))) break;
-            if (ev.type == PST_EV_MARK_BEGIN || ev.type == PST_EV_MARK_END || ev.type == PST_EV_MARK_POINT) {
-                markers_note(&markers, &ev);
-                if (mk && ev.type != PST_EV_MARK_POINT && ev.str && !strcmp(ev.str, cfg.arena_reset)) {
+        /* the --phase-frame scopes before the event that opens or closes
+         * them (at the end: every scope still open), then the event */
+        size_t ns = 0;
+        if (pf && more && (ev.stack || ev.type == PST_EV_THREAD_END)) ns = az_pf_before(pf, &ev, syn);
+        else if (pf && !more) ns = az_pf_finish(pf, t_last, syn);
+        if (more) { syn[ns++] = ev; events++; }
+        if (!more && ns) more = 1;           /* more scopes to end: go round again */
+        for (size_t e = 0; e < ns && !rc; e++) {
+            const pst_event_t *x = &syn[e];
+            if (x->ts > t_last) t_last = x->ts;
+            if ((rc = rp_stream_event(st, x, buf, &n))) break;
+            if (x->type == PST_EV_MARK_BEGIN || x->type == PST_EV_MARK_END || x->type == PST_EV_MARK_POINT) {
+                markers_note(&markers, x);
+                if (mk && x->type != PST_EV_MARK_POINT && x->str && !strcmp(x->str, cfg.arena_reset)) {
                     pm_step_t ps;
-                    if ((rc = pm_event(mk, &ev, &ps))) break;
+                    if ((rc = pm_event(mk, x, &ps))) break;
                     for (size_t k = 0; k < ps.n_ops; k++) {
                         const pm_op_t *o = &ps.ops[k];
                         if (o->kind != PM_MARK || (o->n > 0) == (o->req > 0)) continue;
@@ -547,11 +571,12 @@ static int run(const rp_src_t *src, const rp_config_t *ucfg, rp_report_t **out, 
                         memset(q, 0, sizeof *q);
                         q->op = RQ_SCOPE;
                         q->n = o->n;
-                        q->t = ev.ts;
+                        q->t = x->ts;
                     }
                 }
             }
         }
+        if (rc) break;
         if (n >= batch || (!more && n > 0)) {
             for (int i = 0; i < RP_POLICY_COUNT && !rc; i++) {
                 if (!pol[i]) continue;
@@ -575,6 +600,13 @@ static int run(const rp_src_t *src, const rp_config_t *ucfg, rp_report_t **out, 
         }
     }
     if (!rc) rc = damaged(pst_status(r), msg, cap);
+    for (size_t i = 0; !rc && i < az_pf_count(pf); i++) {
+        const char *func;
+        if (az_pf_seen(pf, i, &func)) continue;     /* a typo, or no stacks: say so */
+        snprintf(msg, cap, "--phase-frame: no recorded stack holds '%s'%s", func,
+                 pst_header(r)->stacks == PST_STACKS_NONE ? " (the trace was recorded with --stacks none)" : "");
+        rc = PSC_ENOENT;
+    }
     if (!rc && pol[RP_ARENA])
         rc = arena_marker_check(rep, &markers, cfg.arena_reset, reset_given, msg, cap);
     if (!rc && pol[RP_POOL] && !heap && (cfg.pool_min_set || cfg.n_pool_sites))
@@ -623,6 +655,7 @@ static int run(const rp_src_t *src, const rp_config_t *ucfg, rp_report_t **out, 
     }
     free(buf);
     rp_stream_destroy(st);
+    az_pf_destroy(pf);
     pm_destroy(mk);
     markers_free(&markers);
     az_sym_destroy(ctx.sym);

@@ -135,9 +135,13 @@ typedef struct rp_config {
     uint64_t kv_context;        /* kv-contiguous reservation; 0 = largest prompt+max in the trace */
     uint32_t kv_step;           /* kv-step growth in tokens; 0 = 256 */
     uint32_t batch;             /* requests per batch; 0 = 4096 */
-    uint64_t window_ns;         /* reader merge window (pst_reader_set_window); 0 = 20 ms.
+    uint64_t window_ns;         /* reader merge window (pst_reader_set_window); 0 = the
+                                   reader's default (1 s), as report reads the trace.
                                    The reader queues this much trace time, so it bounds
                                    replay's memory along with the live set */
+    const char *const *phase_frames;   /* --phase-frame FUNC[=NAME] (analyzer/phase_frame.h):
+                                   scopes from the stacks, read as markers (--arena-reset NAME) */
+    size_t n_phase_frames;
     rp_progress_fn progress;    /* NULL = none */
     void *progress_ctx;
 } rp_config_t;

@@ -17,7 +17,7 @@ BUILD=${BUILD:-build}
 SECS=${FUZZ_SECONDS:-600}
 JOBS=${FUZZ_JOBS:-1}
 CC_FUZZ=${CC_FUZZ:-clang}
-ALL="reader report replay-arena replay-pool replay-ideal replay-kv-contiguous replay-kv-reserve replay-kv-step replay-kv-paged sql export"
+ALL="reader report replay-arena replay-pool replay-ideal replay-caching replay-kv-contiguous replay-kv-reserve replay-kv-step replay-kv-paged sql export"
 TARGETS=${FUZZ_TARGETS:-$ALL}
 out="$BUILD/fuzz"
 mkdir -p "$out/seeds"

@@ -53,6 +53,14 @@ check diff_fp_and_dwarf_agree_on_steps sh -c "! grep -q 'decode_steps\|allocs_pe
 "$PS" sql "$T/c_fp.pst" -o "$T/c.db" --phase-frame engine_step=decode --quiet
 check sql_metrics_have_the_steps sh -c "[ \"\$(sqlite3 '$T/c.db' \"SELECT CAST(value AS INTEGER) FROM metrics WHERE name = 'decode_steps'\")\" = $N ]"
 
+# replay reads the same scopes: the arena resets at the end of each call
+"$PS" replay "$T/c_fp.pst" --stream heap --policy arena --phase-frame engine_step=decode --arena-reset decode --json > "$T/rp.json"
+check replay_arena_resets_per_call python3 -c "
+import json; d=json.load(open('$T/rp.json'))
+a=[p for p in d['policies'] if p['name']=='arena'][0]; assert a['resets'] == $N, a['resets']"
+"$PS" replay "$T/c_fp.pst" --stream heap --policy ideal --phase-frame no_such_function > /dev/null 2> "$T/rnf.err"; rc=$?
+check replay_unknown_function_is_an_error sh -c "[ $rc -eq 2 ] && grep -q \"no recorded stack holds 'no_such_function'\" '$T/rnf.err'"
+
 # C++: a qualified method, -O2 without frame pointers (dwarf stacks)
 if g++ -O2 -g -fomit-frame-pointer -o "$T/cxx_steps" tests/cxx/phase_steps.cpp; then
     "$PS" record -o "$T/cxx.pst" -- "$T/cxx_steps" $N $K > /dev/null 2>&1
