@@ -62,4 +62,19 @@ assert ph['preempt']['heap_calls'] is None and ph['preempt']['time_ns'] is None,
 PY
 "$PS" report "$T/kv16.pst" --phase preempt > /dev/null 2> "$T/pp.err"; rc=$?
 check phase_of_points_refused sh -c "[ $rc -eq 2 ] && grep -q 'only as point markers' '$T/pp.err'"
+# and on a multi-threaded heap (allocated on one thread, freed on others):
+# replay reads the trace in report's order, so the figures are equal too
+"$PS" record --stacks none -o "$T/ho.pst" -- "$P/truth_handoff" 3 3 20000 500 > /dev/null 2>&1
+"$PS" report "$T/ho.pst" --json --no-symbols > "$T/ho.json"
+"$PS" replay "$T/ho.pst" --policy ideal --stream heap --json > "$T/hor.json"
+check report_and_replay_agree_across_threads python3 - "$T/ho.json" "$T/hor.json" <<'PY'
+import json, sys
+rep = json.load(open(sys.argv[1]))
+r = json.load(open(sys.argv[2]))
+pol = r['policies'][0]
+assert rep['threads'] >= 6, rep['threads']
+assert rep['peak_live_bytes'] == pol['peak_live_bytes'] > 0, (rep['peak_live_bytes'], pol['peak_live_bytes'])
+assert rep['leaked_bytes'] == pol['leaked_bytes'], (rep['leaked_bytes'], pol['leaked_bytes'])
+assert rep['unknown_frees'] == r['trace']['unmatched_frees'] == 0, (rep['unknown_frees'], r['trace'])
+PY
 exit $status
