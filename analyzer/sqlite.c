@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -361,6 +362,19 @@ int az_sql_write_opts(const char *trace, const char *dbpath, const az_sql_opts_t
      * that is the trace is refused, and the trace is read once (a pipe). */
     psc_out_t *dbo;
     const char *inputs[1] = { trace };
+    /* an existing DB is replaced only when it is a database: `-o notes.txt`
+     * on a file the user wrote is a slip, not a request to lose it */
+    struct stat ost;
+    FILE *old = stat(dbpath, &ost) == 0 && S_ISREG(ost.st_mode) && ost.st_size > 0 ? fopen(dbpath, "rb") : NULL;
+    if (old) {                   /* (a FIFO or device is outfile's matter: never opened here) */
+        char magic[16] = { 0 };
+        size_t got = fread(magic, 1, sizeof magic, old);
+        fclose(old);
+        if (got > 0 && (got < sizeof magic || memcmp(magic, "SQLite format 3", 16) != 0)) {
+            snprintf(msg, msglen, "%s exists and is not an SQLite database: not replacing it", dbpath);
+            return PSC_EINVAL;
+        }
+    }
     int err = psc_out_open(dbpath, inputs, 1, 0, &dbo, msg, msglen);
     if (err) return err;
     loader_t L = { .stats = st };

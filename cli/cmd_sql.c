@@ -13,7 +13,8 @@ void cmd_sql_help(FILE *out)
 {
     fputs("usage: poolscope sql FILE -o DB.sqlite [--phase NAME] [--from T --to T]\n\n"
           "Load a trace into a new SQLite database. It is built beside DB and renamed\n"
-          "over it when complete: an existing DB is replaced only by a finished one,\n"
+          "over it when complete: an existing DB is replaced only by a finished one and\n"
+          "only when it is an SQLite database (or empty),\n"
           "a DB that is the trace (also through a link) or not a regular file is\n"
           "refused. FILE may be - (standard input, a pipe).\n"
           "Tables: events, stacks, frames (symbolized), modules, markers, pools, blocks,\n"

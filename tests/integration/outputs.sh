@@ -128,6 +128,13 @@ check gate_baseline_from_pipe [ $? -eq 0 ]
 check sql_pipe_input_onto_itself_refused sh -c "! '$PS' sql - -o '$D/x.pst' < '$D/x.pst' 2>/dev/null"
 check pipes_intact intact
 
+# sql replaces an existing file only when it is a database
+echo "my notes" > "$T/notes.txt"
+"$PS" sql "$D/x.pst" -o "$T/notes.txt" > /dev/null 2> "$T/notes.err"; rc=$?
+check sql_keeps_a_file_that_is_not_a_database sh -c "[ $rc -eq 2 ] && [ \"\$(cat '$T/notes.txt')\" = 'my notes' ] && grep -q 'not an SQLite database' '$T/notes.err'"
+"$PS" sql "$D/x.pst" -o "$T/again.db" --quiet && "$PS" sql "$D/x.pst" -o "$T/again.db" --quiet
+check sql_replaces_its_own_database [ $? -eq 0 ]
+
 # -o - writes to standard output: the same bytes as a file, no file named "-"
 (cd "$T" && "$PS" export "$D/x.pst" --format folded -o - > "$T/stdout.folded"); rc=$?
 check export_to_stdout_equals_file sh -c "[ $rc -eq 0 ] && cmp -s '$T/stdout.folded' '$T/file.folded' && [ ! -e '$T/-' ]"
