@@ -94,5 +94,7 @@ int  cmd_export(int argc, char **argv);
 void cmd_export_help(FILE *out);
 int  cmd_diff(int argc, char **argv);
 void cmd_diff_help(FILE *out);
+int  cmd_html(int argc, char **argv);
+void cmd_html_help(FILE *out);
 
 #endif

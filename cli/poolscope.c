@@ -28,6 +28,7 @@ static const cli_cmd_t commands[] = {
     { "plot",   "draw a trace's memory over time with gnuplot",       cmd_plot,   cmd_plot_help },
     { "export", "convert a trace to chrome or folded stacks",         cmd_export, cmd_export_help },
     { "diff",   "compare two traces",                                 cmd_diff,   cmd_diff_help },
+    { "html",   "write a self-contained HTML report of a trace",     cmd_html,   cmd_html_help },
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 

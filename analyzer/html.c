@@ -1,0 +1,1061 @@
+/* html.c — the self-contained HTML page of a trace (see html.h).
+ *
+ * One scan. Its hook feeds every event to a second instance of the model
+ * (the scan's own does not hand out its operations): the operations name
+ * each heap object, pool buffer and KV block with its stack, so a live
+ * table per kind (key -> row, bytes) attributes frees to the row that
+ * allocated. Rows are (kind, pool, stack); each holds its totals and an
+ * array of site buckets. The timeline keeps fixed-width buckets whose width
+ * doubles when the trace outgrows them (pairs merged: maxima for gauges,
+ * sums for counts and site buckets), as scan.c does, so memory is bounded
+ * by the live objects and the rows, never by the trace's length.
+ *
+ * What a row held at a peak (of heap live, RSS, pool outstanding, KV
+ * blocks) is kept without copying every row at every new peak: each peak
+ * has an epoch; before a row changes, if it has not changed since the
+ * latest peak, its value then is its value now, and is saved. At the end a
+ * row untouched since the latest peak holds its final value.
+ *
+ * Output: HTML with the inlined style and script, the data as JSON in a
+ * <script type="application/json"> ("<", ">", "&" and U+2028/9 escaped in
+ * strings, so no string can close the element). Written through
+ * common/outfile.h: a temporary file renamed on success.
+ */
+#include "html.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hashmap.h"
+#include "json.h"
+#include "outfile.h"
+#include "poolscope/error.h"
+#include "scan.h"
+#include "symbolize.h"
+
+/* The page's script and style, taken into the binary from the source tree
+ * when this file is assembled (the Makefile makes this object depend on
+ * them). Paths are relative to the tree's root, where every build runs. */
+__asm__(".pushsection .rodata\n"
+        ".balign 16\n"
+        ".globl az_html_app_js\n.hidden az_html_app_js\n"
+        "az_html_app_js:\n"
+        ".incbin \"analyzer/html_app.js\"\n"
+        ".byte 0\n"
+        ".balign 16\n"
+        ".globl az_html_app_css\n.hidden az_html_app_css\n"
+        "az_html_app_css:\n"
+        ".incbin \"analyzer/html_app.css\"\n"
+        ".byte 0\n"
+        ".popsection\n");
+extern const char az_html_app_js[] __attribute__((visibility("hidden")));
+extern const char az_html_app_css[] __attribute__((visibility("hidden")));
+
+#define TL_N      AZ_HTML_TL_BUCKETS
+#define SB_PER    2                  /* timeline buckets per site bucket */
+#define SB_N      (TL_N / SB_PER)
+#define MAX_ROWS  4096               /* rows tracked; later stacks go to one row per kind */
+#define CELL_BUDGET 300000           /* site buckets written with something in them, at most
+                                      * (about 7 MB): beyond, written over buckets twice as wide */
+#define MAX_POOLS 16                 /* pools counted apart over time (by model index) */
+#define MAX_LANES 16
+#define MAX_MARKS 400000
+#define MAX_FRAMES 256
+
+enum { K_HEAP, K_POOL, K_KV, K_N };
+enum { P_HEAP, P_RSS, P_POOL, P_KV, P_N };
+#define STACK_OVER  UINT32_MAX       /* row of the stacks past MAX_ROWS */
+#define STACK_OTHER (UINT32_MAX - 1) /* output row of the rows past AZ_HTML_ROWS */
+
+typedef struct cell { uint64_t ab, an, fb; } cell_t;   /* allocated bytes, allocations, freed bytes */
+
+typedef struct row {
+    uint8_t kind;
+    uint32_t pool;               /* model pool index (pool and KV rows), else 0 */
+    uint32_t stack;
+    uint64_t calls, bytes, live, live_n, temp, max_live;
+    uint64_t snap[P_N];          /* live at the latest peak of each kind (see the top) */
+    uint32_t ep[P_N];
+    cell_t *cells;               /* SB_N */
+} row_t;
+
+typedef struct obj { uint32_t row; uint32_t pad; uint64_t bytes; } obj_t;
+
+typedef struct gauge {           /* maxima over a bucket */
+    uint64_t heap, anon, file, committed, reserved, rss, pool_out, pool_res, kv_blocks, kv_tokens, kv_cap;
+    int set;
+} gauge_t;
+
+typedef struct count {           /* sums over a bucket */
+    uint64_t heap_allocs, heap_bytes, kv_allocs;
+    uint64_t acq[MAX_POOLS], miss[MAX_POOLS], req[MAX_POOLS], granted[MAX_POOLS];
+} count_t;
+
+typedef struct hb {
+    pm_model_t *model;
+    int err;                     /* PSC_ENOMEM seen: some objects were not attributed */
+    psc_map_t rowmap;            /* (kind, pool, stack) -> row index */
+    row_t *rows;
+    size_t n_rows, cap_rows;
+    uint32_t over[K_N];
+    psc_map_t live[K_N];         /* key -> obj_t */
+    uint64_t last_key[K_N];
+    int last_valid[K_N];
+    uint32_t E[P_N];
+    uint64_t peak_v[P_N];
+    gauge_t *g, last;
+    count_t *c;
+    size_t used;
+    unsigned shift;
+    uint64_t t0, t_now;
+    int started;
+} hb_t;
+
+/* ---- timeline ---------------------------------------------------------------- */
+
+static void g_merge(gauge_t *a, const gauge_t *b)
+{
+#define MX(f) if (b->f > a->f) a->f = b->f
+    MX(heap); MX(anon); MX(file); MX(committed); MX(reserved); MX(rss); MX(pool_out); MX(pool_res);
+#undef MX
+    if (b->set && b->kv_blocks >= a->kv_blocks) {
+        a->kv_blocks = b->kv_blocks; a->kv_tokens = b->kv_tokens; a->kv_cap = b->kv_cap;
+    }
+    a->set |= b->set;
+}
+
+static void c_add(count_t *a, const count_t *b)
+{
+    a->heap_allocs += b->heap_allocs; a->heap_bytes += b->heap_bytes; a->kv_allocs += b->kv_allocs;
+    for (int p = 0; p < MAX_POOLS; p++) {
+        a->acq[p] += b->acq[p]; a->miss[p] += b->miss[p]; a->req[p] += b->req[p]; a->granted[p] += b->granted[p];
+    }
+}
+
+/* Double the bucket width: pairs merged into the lower half. */
+static void halve(hb_t *h)
+{
+    for (size_t k = 0; k < TL_N / 2; k++) {
+        gauge_t g = h->g[2 * k];
+        g_merge(&g, &h->g[2 * k + 1]);
+        count_t c = h->c[2 * k];
+        c_add(&c, &h->c[2 * k + 1]);
+        h->g[k] = g;
+        h->c[k] = c;
+    }
+    memset(&h->g[TL_N / 2], 0, TL_N / 2 * sizeof *h->g);
+    memset(&h->c[TL_N / 2], 0, TL_N / 2 * sizeof *h->c);
+    for (size_t r = 0; r < h->n_rows; r++) {
+        cell_t *x = h->rows[r].cells;
+        for (size_t k = 0; k < SB_N / 2; k++) {
+            cell_t a = x[2 * k], b = x[2 * k + 1];
+            x[k] = (cell_t){ a.ab + b.ab, a.an + b.an, a.fb + b.fb };
+        }
+        memset(&x[SB_N / 2], 0, SB_N / 2 * sizeof *x);
+    }
+    h->shift++;
+    h->used = (h->used + 1) / 2;
+}
+
+/* The bucket of time t (times never go back: an earlier one is taken as
+ * the latest seen); buckets skipped since the last event hold its state. */
+static size_t tl_index(hb_t *h, uint64_t t)
+{
+    if (t < h->t_now) t = h->t_now;
+    h->t_now = t;
+    size_t i;
+    while ((i = (size_t)((t - h->t0) >> h->shift)) >= TL_N) halve(h);
+    if (i >= h->used) {
+        for (size_t k = h->used; k <= i; k++)
+            if (h->last.set) g_merge(&h->g[k], &h->last);
+        h->used = i + 1;
+    }
+    return i;
+}
+
+/* ---- rows and live objects --------------------------------------------------- */
+
+static uint64_t row_key(int kind, uint32_t pool, uint32_t stack)
+{
+    return ((uint64_t)(kind + 1) << 60) ^ ((uint64_t)(pool & 0xfffffffu) << 32) ^ stack;
+}
+
+static uint32_t row_new(hb_t *h, int kind, uint32_t pool, uint32_t stack)
+{
+    if (h->n_rows == h->cap_rows) {
+        size_t n = h->cap_rows ? h->cap_rows * 2 : 64;
+        row_t *a = realloc(h->rows, n * sizeof *a);
+        if (!a) return UINT32_MAX;
+        h->rows = a;
+        h->cap_rows = n;
+    }
+    row_t *r = &h->rows[h->n_rows];
+    memset(r, 0, sizeof *r);
+    if (!(r->cells = calloc(SB_N, sizeof *r->cells))) return UINT32_MAX;
+    r->kind = (uint8_t)kind;
+    r->pool = pool;
+    r->stack = stack;
+    memcpy(r->ep, h->E, sizeof r->ep);   /* held nothing at the latest peaks */
+    return (uint32_t)h->n_rows++;
+}
+
+static uint32_t row_of(hb_t *h, int kind, uint32_t pool, uint32_t stack)
+{
+    uint64_t key = row_key(kind, pool, stack);
+    uint32_t *ix = psc_map_get_sz(&h->rowmap, key, sizeof(uint32_t));
+    if (ix) return *ix;
+    if (h->n_rows >= MAX_ROWS) {
+        if (h->over[kind] == UINT32_MAX) h->over[kind] = row_new(h, kind, 0, STACK_OVER);
+        return h->over[kind];
+    }
+    uint32_t r = row_new(h, kind, pool, stack);
+    if (r == UINT32_MAX) return r;
+    if (!(ix = psc_map_put_sz(&h->rowmap, key, NULL, sizeof(uint32_t)))) { h->n_rows--; free(h->rows[r].cells); return UINT32_MAX; }
+    *ix = r;
+    return r;
+}
+
+/* Before a row changes: its value at the latest peaks (see the top). */
+static void row_touch(hb_t *h, row_t *r)
+{
+    for (int p = 0; p < P_N; p++)
+        if (r->ep[p] != h->E[p]) { r->snap[p] = r->live; r->ep[p] = h->E[p]; }
+}
+
+static void obj_gone(hb_t *h, obj_t *ob, size_t b)
+{
+    row_t *r = &h->rows[ob->row];
+    row_touch(h, r);
+    r->live -= ob->bytes;
+    r->live_n--;
+    r->cells[b].fb += ob->bytes;
+}
+
+static void obj_alloc(hb_t *h, int kind, uint32_t pool, uint32_t stack, uint64_t key, uint64_t bytes, size_t b)
+{
+    int is_new;
+    obj_t *ob = psc_map_put_sz(&h->live[kind], key, &is_new, sizeof(obj_t));
+    if (!ob) { h->err = PSC_ENOMEM; return; }
+    if (!is_new) obj_gone(h, ob, b);           /* allocated again at a live key: the old one is gone */
+    uint32_t ri = row_of(h, kind, pool, stack);
+    if (ri == UINT32_MAX) { psc_map_erase_sz(&h->live[kind], ob, sizeof(obj_t)); h->err = PSC_ENOMEM; return; }
+    row_t *r = &h->rows[ri];
+    row_touch(h, r);
+    r->calls++;
+    r->bytes += bytes;
+    r->live += bytes;
+    r->live_n++;
+    if (r->live > r->max_live) r->max_live = r->live;
+    r->cells[b].ab += bytes;
+    r->cells[b].an++;
+    ob->row = ri;
+    ob->bytes = bytes;
+    h->last_key[kind] = key;
+    h->last_valid[kind] = 1;
+}
+
+static void obj_free(hb_t *h, int kind, uint64_t key, size_t b)
+{
+    obj_t *ob = psc_map_get_sz(&h->live[kind], key, sizeof(obj_t));
+    if (!ob) return;
+    obj_gone(h, ob, b);
+    /* freed before any other allocation of its kind: temporary (as metrics.c) */
+    if (h->last_valid[kind] && h->last_key[kind] == key) h->rows[ob->row].temp++;
+    h->last_valid[kind] = 0;
+    psc_map_erase_sz(&h->live[kind], ob, sizeof(obj_t));
+}
+
+static void peak_check(hb_t *h, int p, uint64_t v)
+{
+    if (v > h->peak_v[p]) { h->peak_v[p] = v; h->E[p]++; }
+}
+
+static void hook(void *ctx, const pst_event_t *ev, const az_scan_t *s)
+{
+    hb_t *h = ctx;
+    if (!h->started) { h->t0 = h->t_now = ev->ts; h->started = 1; }
+    pm_step_t st;
+    if (pm_event(h->model, ev, &st)) h->err = PSC_ENOMEM;
+    if (!st.n_ops && !st.moved) return;
+    size_t i = tl_index(h, ev->ts), b = i / SB_PER;
+    count_t *c = &h->c[i];
+    for (size_t k = 0; k < st.n_ops; k++) {
+        const pm_op_t *o = &st.ops[k];
+        size_t pi = o->pool < MAX_POOLS ? o->pool : MAX_POOLS - 1;
+        switch ((pm_kind_t)o->kind) {
+        case PM_HEAP_ALLOC:
+            c->heap_allocs++;
+            c->heap_bytes += o->bytes;
+            obj_alloc(h, K_HEAP, 0, o->stack, o->key, o->bytes, b);
+            break;
+        case PM_HEAP_FREE: obj_free(h, K_HEAP, o->key, b); break;
+        case PM_POOL_ACQUIRE:
+            c->acq[pi]++;
+            if (!(o->flags & PM_F_HIT)) c->miss[pi]++;
+            c->req[pi] += o->req;
+            c->granted[pi] += o->bytes;
+            obj_alloc(h, K_POOL, o->pool, o->stack, o->key, o->bytes, b);
+            break;
+        case PM_POOL_RECLAIM: obj_free(h, K_POOL, o->key, b); break;
+        case PM_KV_BLOCK_ALLOC:
+            c->kv_allocs++;
+            obj_alloc(h, K_KV, o->pool, o->stack, o->key, o->bytes, b);
+            break;
+        case PM_KV_BLOCK_FREE: obj_free(h, K_KV, o->key, b); break;
+        default: break;
+        }
+    }
+    const az_state_t *hs = az_state(s->heap);
+    peak_check(h, P_HEAP, hs->live_bytes);
+    peak_check(h, P_RSS, s->rss);
+    peak_check(h, P_POOL, s->pool_out);
+    peak_check(h, P_KV, hs->kv_blocks);
+    if (!st.moved) return;
+    uint64_t mapped = s->mmap_anon + s->mmap_file;
+    gauge_t now = {
+        .heap = hs->live_bytes, .anon = s->mmap_anon, .file = s->mmap_file,
+        .committed = mapped > s->mmap_reserved ? mapped - s->mmap_reserved : 0, .reserved = s->mmap_reserved,
+        .rss = s->rss, .pool_out = s->pool_out, .pool_res = s->pool_out + s->pool_cached,
+        .kv_blocks = hs->kv_blocks, .kv_tokens = hs->kv_tokens, .kv_cap = hs->kv_capacity, .set = 1 };
+    g_merge(&h->g[i], &now);
+    h->last = now;
+}
+
+static int hb_init(hb_t *h)
+{
+    int err = 0;
+    memset(h, 0, sizeof *h);
+    for (int k = 0; k < K_N; k++) h->over[k] = UINT32_MAX;
+    h->shift = 10;               /* 1 us buckets to start with */
+    h->g = calloc(TL_N, sizeof *h->g);
+    h->c = calloc(TL_N, sizeof *h->c);
+    h->model = pm_create(&err);
+    if (!h->g || !h->c || !h->model || psc_map_init(&h->rowmap, sizeof(uint32_t), 1024, 0, NULL)) return PSC_ENOMEM;
+    for (int k = 0; k < K_N; k++)
+        if (psc_map_init(&h->live[k], sizeof(obj_t), 1024, 0, NULL)) return PSC_ENOMEM;
+    return 0;
+}
+
+static void hb_free(hb_t *h)
+{
+    for (size_t r = 0; r < h->n_rows; r++) free(h->rows[r].cells);
+    free(h->rows);
+    psc_map_free(&h->rowmap);
+    for (int k = 0; k < K_N; k++) psc_map_free(&h->live[k]);
+    free(h->g);
+    free(h->c);
+    pm_destroy(h->model);
+}
+
+/* ---- JSON into the page --------------------------------------------------------- */
+
+/* A JSON string that cannot end the <script> element it is in, nor be
+ * read as markup: '<', '>', '&' and the two JS line separators escaped. */
+static void jstr(FILE *f, const char *s)
+{
+    if (!s) { fputs("null", f); return; }
+    fputc('"', f);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        switch (*p) {
+        case '"': fputs("\\\"", f); break;
+        case '\\': fputs("\\\\", f); break;
+        case '\n': fputs("\\n", f); break;
+        case '\r': fputs("\\r", f); break;
+        case '\t': fputs("\\t", f); break;
+        case '<': fputs("\\u003c", f); break;
+        case '>': fputs("\\u003e", f); break;
+        case '&': fputs("\\u0026", f); break;
+        default:
+            if (*p < 0x20 || *p == 0x7f) fprintf(f, "\\u%04x", *p);
+            else if (*p == 0xe2 && p[1] == 0x80 && (p[2] == 0xa8 || p[2] == 0xa9)) {
+                fprintf(f, "\\u%04x", p[2] == 0xa8 ? 0x2028 : 0x2029);
+                p += 2;
+            } else fputc(*p, f);
+        }
+    }
+    fputc('"', f);
+}
+
+static void jkey(FILE *f, int *first, const char *k)
+{
+    if (!*first) fputc(',', f);
+    *first = 0;
+    jstr(f, k);
+    fputc(':', f);
+}
+
+static void ju(FILE *f, int *first, const char *k, uint64_t v) { jkey(f, first, k); fprintf(f, "%" PRIu64, v); }
+static void jd(FILE *f, int *first, const char *k, double v)
+{
+    jkey(f, first, k);
+    if (isfinite(v)) fprintf(f, "%.6g", v); else fputs("null", f);
+}
+static void js(FILE *f, int *first, const char *k, const char *v) { jkey(f, first, k); jstr(f, v); }
+
+/* An array of TL_N-strided values: n of them, the field at offset off of
+ * each element of size sz (a u64). */
+static void jarr_u64(FILE *f, int *first, const char *k, const void *base, size_t n, size_t sz, size_t off)
+{
+    jkey(f, first, k);
+    fputc('[', f);
+    for (size_t i = 0; i < n; i++) {
+        uint64_t v;
+        memcpy(&v, (const char *)base + i * sz + off, sizeof v);
+        fprintf(f, i ? ",%" PRIu64 : "%" PRIu64, v);
+    }
+    fputc(']', f);
+}
+
+/* The parsed replay document, back as JSON (strings escaped as above). */
+static void jv_write(FILE *f, const az_jv_t *v, int depth)
+{
+    if (!v || depth > AZ_JSON_MAX_DEPTH) { fputs("null", f); return; }
+    switch (v->type) {
+    case AZ_JV_NULL: fputs("null", f); break;
+    case AZ_JV_BOOL: fputs(v->num != 0 ? "true" : "false", f); break;
+    case AZ_JV_NUM:
+        if (v->is_int) fprintf(f, "%" PRIu64, v->u);
+        else if (isfinite(v->num)) fprintf(f, "%.17g", v->num);
+        else fputs("null", f);
+        break;
+    case AZ_JV_STR: jstr(f, v->str); break;
+    case AZ_JV_ARR: case AZ_JV_OBJ:
+        fputc(v->type == AZ_JV_ARR ? '[' : '{', f);
+        for (const az_jv_t *c = v->child; c; c = c->next) {
+            if (c != v->child) fputc(',', f);
+            if (v->type == AZ_JV_OBJ) { jstr(f, c->key ? c->key : ""); fputc(':', f); }
+            jv_write(f, c, depth + 1);
+        }
+        fputc(v->type == AZ_JV_ARR ? ']' : '}', f);
+        break;
+    default: fputs("null", f);
+    }
+}
+
+/* ---- interned strings (the frames' names, files, modules) ------------------------ */
+
+typedef struct strtab {
+    psc_map_t map;               /* hash -> index + 1 (probing on a collision) */
+    char **s;
+    size_t n, cap;
+} strtab_t;
+
+static uint64_t fnv(const char *s)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h ? h : 1;
+}
+
+/* Index of s in t (added when new); -1 for NULL or out of memory. */
+static int64_t intern(strtab_t *t, const char *s)
+{
+    if (!s) return -1;
+    for (uint64_t h = fnv(s);; h++) {
+        int is_new;
+        uint64_t *v = psc_map_put_sz(&t->map, h, &is_new, sizeof(uint64_t));
+        if (!v) return -1;
+        if (!is_new) {
+            if (!strcmp(t->s[*v - 1], s)) return (int64_t)(*v - 1);
+            continue;
+        }
+        if (t->n == t->cap) {
+            size_t c = t->cap ? t->cap * 2 : 256;
+            char **a = realloc(t->s, c * sizeof *a);
+            if (!a) { psc_map_del(&t->map, h); return -1; }
+            t->s = a; t->cap = c;
+        }
+        if (!(t->s[t->n] = strdup(s))) { psc_map_del(&t->map, h); return -1; }
+        *v = ++t->n;
+        return (int64_t)(t->n - 1);
+    }
+}
+
+static void strtab_free(strtab_t *t)
+{
+    for (size_t i = 0; i < t->n; i++) free(t->s[i]);
+    free(t->s);
+    psc_map_free(&t->map);
+}
+
+/* Frames: one record per distinct (name, short name, file, line, inlined, module). */
+typedef struct frame_rec { int64_t name, shrt, file, mod; int line, inl; } frame_rec_t;
+
+typedef struct frames {
+    strtab_t keys;               /* the record as text -> frame index */
+    frame_rec_t *r;
+    size_t n, cap;
+} frames_t;
+
+static int64_t frame_id(frames_t *fr, strtab_t *strs, const az_frame_t *f)
+{
+    char name[1200], shrt[1200], key[4000];
+    const char *nm = f->function ? f->function : az_sym_format(f, f->pc, name, sizeof name);
+    if (nm != name) snprintf(name, sizeof name, "%s", nm);
+    az_sv_short(name, shrt, sizeof shrt);
+    snprintf(key, sizeof key, "%s\x1f%s\x1f%d\x1f%d\x1f%s", name, f->file ? f->file : "", f->line, f->inlined,
+             f->module ? f->module : "");
+    size_t before = fr->keys.n;
+    int64_t k = intern(&fr->keys, key);
+    if (k < 0) return -1;
+    if ((size_t)k < before) return k;
+    if (fr->n == fr->cap) {
+        size_t c = fr->cap ? fr->cap * 2 : 256;
+        frame_rec_t *a = realloc(fr->r, c * sizeof *a);
+        if (!a) return -1;
+        fr->r = a; fr->cap = c;
+    }
+    fr->r[fr->n] = (frame_rec_t){ intern(strs, name), strcmp(shrt, name) ? intern(strs, shrt) : -1,
+                                  intern(strs, f->file), intern(strs, f->module), f->line, f->inlined };
+    return (int64_t)fr->n++;
+}
+
+/* ---- marker lanes ---------------------------------------------------------------- */
+
+typedef struct mk { uint64_t t, inst; uint32_t name, seq; uint8_t kind; } mk_t;
+typedef struct item { uint64_t t0, t1, inst, n; uint32_t name; uint8_t point; } item_t;
+
+static int mk_cmp(const void *a, const void *b)
+{
+    const mk_t *x = a, *y = b;
+    if (x->name != y->name) return x->name < y->name ? -1 : 1;
+    if (x->inst != y->inst) return x->inst < y->inst ? -1 : 1;
+    if (x->t != y->t) return x->t < y->t ? -1 : 1;
+    return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+static int item_cmp(const void *a, const void *b)
+{
+    const item_t *x = a, *y = b;
+    if (x->name != y->name) return x->name < y->name ? -1 : 1;
+    if (x->point != y->point) return x->point < y->point ? -1 : 1;
+    if (x->t0 != y->t0) return x->t0 < y->t0 ? -1 : 1;
+    return x->inst < y->inst ? -1 : x->inst > y->inst;
+}
+
+typedef struct lane { uint32_t name; uint64_t first; size_t from, n; } lane_t;
+
+static int lane_cmp(const void *a, const void *b)
+{
+    const lane_t *x = a, *y = b;
+    return x->first < y->first ? -1 : x->first > y->first;
+}
+
+/* "lanes":[{name, scopes, points, merged, s:[t0,t1,inst,n,...], p:[t,n,...]}]:
+ * scopes paired by (name, instance), nested ones of an instance as the
+ * outermost, one still open at the end running to the end. More than
+ * AZ_HTML_LANE_ITEMS items of a kind in a lane: those closer than
+ * span / AZ_HTML_LANE_ITEMS are merged (n = how many). */
+static int write_lanes(FILE *f, const az_scan_t *s, size_t *hidden)
+{
+    size_t n = s->n_markers;
+    *hidden = 0;
+    fputs("\"lanes\":[", f);
+    if (!n) { fputc(']', f); return 0; }
+    mk_t *m = malloc(n * sizeof *m);
+    item_t *it = malloc(n * sizeof *it);
+    lane_t *ln = malloc(n * sizeof *ln);
+    if (!m || !it || !ln) { free(m); free(it); free(ln); fputc(']', f); return PSC_ENOMEM; }
+    for (size_t i = 0; i < n; i++)
+        m[i] = (mk_t){ s->markers[i].t, s->markers[i].instance, s->markers[i].name, (uint32_t)i, s->markers[i].kind };
+    qsort(m, n, sizeof *m, mk_cmp);
+    size_t ni = 0;
+    for (size_t i = 0; i < n;) {
+        size_t j = i;
+        uint64_t depth = 0, start = 0;
+        for (; j < n && m[j].name == m[i].name && m[j].inst == m[i].inst; j++) {
+            if (m[j].kind == AZ_MARK_POINT) { it[ni++] = (item_t){ m[j].t, m[j].t, 0, 1, m[j].name, 1 }; continue; }
+            if (m[j].kind == AZ_MARK_BEGIN) { if (!depth++) start = m[j].t; continue; }
+            if (depth && !--depth) it[ni++] = (item_t){ start, m[j].t, m[i].inst, 1, m[i].name, 0 };
+        }
+        if (depth) it[ni++] = (item_t){ start, s->t_last, m[i].inst, 1, m[i].name, 0 };
+        i = j;
+    }
+    qsort(it, ni, sizeof *it, item_cmp);
+    size_t nl = 0;
+    for (size_t i = 0; i < ni;) {
+        lane_t l = { it[i].name, UINT64_MAX, i, 0 };
+        for (; i < ni && it[i].name == l.name; i++, l.n++)
+            if (it[i].t0 < l.first) l.first = it[i].t0;
+        ln[nl++] = l;
+    }
+    qsort(ln, nl, sizeof *ln, lane_cmp);
+    size_t rows = nl < MAX_LANES ? nl : MAX_LANES;
+    *hidden = nl - rows;
+    uint64_t span = s->t_last > s->t_first ? s->t_last - s->t_first : 1;
+    uint64_t eps = span / AZ_HTML_LANE_ITEMS + 1;
+    for (size_t r = 0; r < rows; r++) {
+        const item_t *x = it + ln[r].from;
+        size_t cnt[2] = { 0, 0 };
+        for (size_t i = 0; i < ln[r].n; i++) cnt[x[i].point]++;
+        if (r) fputc(',', f);
+        fputs("{\"name\":", f);
+        jstr(f, az_scan_string(s, ln[r].name));
+        fprintf(f, ",\"scopes\":%zu,\"points\":%zu,\"merged\":%s", cnt[0], cnt[1],
+                cnt[0] > AZ_HTML_LANE_ITEMS || cnt[1] > AZ_HTML_LANE_ITEMS ? "true" : "false");
+        for (int pt = 0; pt < 2; pt++) {
+            fputs(pt ? ",\"p\":[" : ",\"s\":[", f);
+            int merge = cnt[pt] > AZ_HTML_LANE_ITEMS, first = 1;
+            for (size_t i = 0; i < ln[r].n;) {
+                if (x[i].point != pt) { i++; continue; }
+                item_t a = x[i++];
+                while (merge && i < ln[r].n && x[i].point == pt && x[i].t0 <= a.t1 + eps) {
+                    if (x[i].t1 > a.t1) a.t1 = x[i].t1;
+                    a.n++;
+                    i++;
+                }
+                if (!first) fputc(',', f);
+                first = 0;
+                if (pt) fprintf(f, "%" PRIu64 ",%" PRIu64, a.t0 - s->t_first, a.n);
+                else fprintf(f, "%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64, a.t0 - s->t_first,
+                             a.t1 - s->t_first, a.inst, a.n);
+            }
+            fputc(']', f);
+        }
+        fputc('}', f);
+    }
+    fputc(']', f);
+    free(m); free(it); free(ln);
+    return 0;
+}
+
+/* ---- site rows --------------------------------------------------------------------- */
+
+static const hb_t *sort_h;
+static int row_cmp(const void *a, const void *b)
+{
+    const row_t *x = &sort_h->rows[*(const uint32_t *)a], *y = &sort_h->rows[*(const uint32_t *)b];
+    if (x->bytes != y->bytes) return x->bytes < y->bytes ? 1 : -1;
+    if (x->kind != y->kind) return x->kind < y->kind ? -1 : 1;
+    if (x->pool != y->pool) return x->pool < y->pool ? -1 : 1;
+    return x->stack < y->stack ? -1 : x->stack > y->stack;
+}
+
+static void row_add(row_t *a, const row_t *b)
+{
+    a->calls += b->calls; a->bytes += b->bytes; a->live += b->live; a->live_n += b->live_n;
+    a->temp += b->temp; a->max_live += b->max_live;
+    for (int p = 0; p < P_N; p++) a->snap[p] += b->snap[p];
+    for (size_t k = 0; k < SB_N; k++) {
+        a->cells[k].ab += b->cells[k].ab; a->cells[k].an += b->cells[k].an; a->cells[k].fb += b->cells[k].fb;
+    }
+}
+
+/* Site buckets of r with something in them, counted over groups of c. */
+static size_t row_cells(const row_t *r, size_t c)
+{
+    size_t n = 0;
+    for (size_t k = 0; k < SB_N; k += c)
+        for (size_t q = k; q < k + c && q < SB_N; q++)
+            if (r->cells[q].ab || r->cells[q].an || r->cells[q].fb) { n++; break; }
+    return n;
+}
+
+/* One row of "sites", its site buckets merged by groups of c. */
+static void write_row(FILE *f, const row_t *r, az_sv_t *v, frames_t *fr, strtab_t *strs,
+                      const pm_pool_t *pools, size_t n_pools, uint64_t merged, size_t c, int *first_row)
+{
+    if (!*first_row) fputc(',', f);
+    *first_row = 0;
+    int first = 1;
+    fputc('{', f);
+    ju(f, &first, "k", r->kind);
+    if (r->kind != K_HEAP)
+        js(f, &first, "pool", r->pool < n_pools ? pools[r->pool].name : r->pool == UINT32_MAX ? "(pools)" : "?");
+    const char *via = NULL, *label;
+    char lb[160];
+    if (r->stack == STACK_OVER) label = "(stacks past the tracked ones)";
+    else if (r->stack == STACK_OTHER) {
+        snprintf(lb, sizeof lb, "(%" PRIu64 " smaller stacks)", merged);
+        label = lb;
+    } else label = az_sv_label(v, r->stack, &via);
+    js(f, &first, "label", label);
+    if (via) js(f, &first, "via", via);
+    if (r->stack != STACK_OVER && r->stack != STACK_OTHER) ju(f, &first, "stack", r->stack);
+    /* displayed frames, outermost first, without the wrappers at the inner end */
+    jkey(f, &first, "f");
+    fputc('[', f);
+    if (r->stack && r->stack != STACK_OVER && r->stack != STACK_OTHER) {
+        az_frame_t fb[MAX_FRAMES];
+        size_t n = az_sv_frames(v, r->stack, fb, MAX_FRAMES), m = 0;
+        while (m < n && az_sv_skipped(v, &fb[m])) m++;
+        if (m == n) m = 0;
+        int fa = 1;
+        for (size_t i = n; i > m; i--) {
+            int64_t id = frame_id(fr, strs, &fb[i - 1]);
+            if (id < 0) continue;
+            fprintf(f, fa ? "%" PRId64 : ",%" PRId64, id);
+            fa = 0;
+        }
+    }
+    fputc(']', f);
+    ju(f, &first, "calls", r->calls);
+    ju(f, &first, "bytes", r->bytes);
+    ju(f, &first, "live", r->live);
+    ju(f, &first, "live_n", r->live_n);
+    ju(f, &first, "temp", r->temp);
+    ju(f, &first, "max_live", r->max_live);
+    jkey(f, &first, "pk");
+    fprintf(f, "[%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 "]", r->snap[P_HEAP], r->snap[P_RSS],
+            r->snap[P_POOL], r->snap[P_KV]);
+    /* site buckets with something in them: [delta bucket, allocated bytes, allocations, freed bytes]... */
+    jkey(f, &first, "b");
+    fputc('[', f);
+    size_t prev = 0;
+    int fa = 1;
+    for (size_t k = 0; k < SB_N; k += c) {
+        cell_t m = { 0, 0, 0 };
+        for (size_t q = k; q < k + c && q < SB_N; q++) {
+            m.ab += r->cells[q].ab; m.an += r->cells[q].an; m.fb += r->cells[q].fb;
+        }
+        if (!m.ab && !m.an && !m.fb) continue;
+        fprintf(f, "%s%zu,%" PRIu64 ",%" PRIu64 ",%" PRIu64, fa ? "" : ",", k / c - prev, m.ab, m.an, m.fb);
+        prev = k / c;
+        fa = 0;
+    }
+    fputs("]}", f);
+}
+
+static int write_sites(FILE *f, hb_t *h, az_sv_t *v, az_html_out_t *out)
+{
+    /* the rows at their latest peaks: those untouched since hold their value now */
+    for (size_t i = 0; i < h->n_rows; i++) row_touch(h, &h->rows[i]);
+    size_t n = h->n_rows;
+    uint32_t *ix = malloc((n ? n : 1) * sizeof *ix);
+    strtab_t strs = { 0 };
+    frames_t fr = { 0 };
+    int rc = 0;
+    if (!ix || psc_map_init(&strs.map, sizeof(uint64_t), 1024, 0, NULL) ||
+        psc_map_init(&fr.keys.map, sizeof(uint64_t), 1024, 0, NULL)) { rc = PSC_ENOMEM; goto done; }
+    for (size_t i = 0; i < n; i++) ix[i] = (uint32_t)i;
+    sort_h = h;
+    qsort(ix, n, sizeof *ix, row_cmp);
+    size_t npools = 0;
+    const pm_pool_t *pools = pm_pools(h->model, &npools);
+    /* the rows past AZ_HTML_ROWS, summed per kind */
+    row_t other[K_N];
+    uint64_t merged[K_N] = { 0 };
+    cell_t *oc = calloc((size_t)K_N * SB_N, sizeof *oc);
+    if (!oc) { rc = PSC_ENOMEM; goto done; }
+    for (int k = 0; k < K_N; k++) {
+        memset(&other[k], 0, sizeof other[k]);
+        other[k].kind = (uint8_t)k;
+        other[k].stack = STACK_OTHER;
+        other[k].cells = oc + (size_t)k * SB_N;
+    }
+    for (size_t i = AZ_HTML_ROWS; i < n; i++) {
+        const row_t *r = &h->rows[ix[i]];
+        row_add(&other[r->kind], r);
+        merged[r->kind]++;
+    }
+    /* the widest site buckets that keep the cells written within the budget */
+    size_t c = 1;
+    for (;; c *= 2) {
+        size_t cells = 0;
+        for (size_t i = 0; i < n && i < AZ_HTML_ROWS; i++) cells += row_cells(&h->rows[ix[i]], c);
+        for (int k = 0; k < K_N; k++) if (merged[k]) cells += row_cells(&other[k], c);
+        if (cells <= CELL_BUDGET || c >= SB_N) break;
+    }
+    fputs("\"sites\":[", f);
+    int first_row = 1;
+    for (size_t i = 0; i < n && i < AZ_HTML_ROWS; i++)
+        write_row(f, &h->rows[ix[i]], v, &fr, &strs, pools, npools, 0, c, &first_row);
+    for (int k = 0; k < K_N; k++)
+        if (merged[k]) {
+            other[k].pool = UINT32_MAX;
+            write_row(f, &other[k], v, &fr, &strs, pools, npools, merged[k], c, &first_row);
+        }
+    fprintf(f, "],\"site_sb\":%zu", (size_t)SB_PER * c);
+    free(oc);
+    out->rows = n < AZ_HTML_ROWS ? n : AZ_HTML_ROWS;
+    out->rows_merged = n > AZ_HTML_ROWS ? n - AZ_HTML_ROWS : 0;
+    /* the tables the rows point into */
+    fputs(",\"strings\":[", f);
+    for (size_t i = 0; i < strs.n; i++) { if (i) fputc(',', f); jstr(f, strs.s[i]); }
+    fputs("],\"frames\":[", f);
+    for (size_t i = 0; i < fr.n; i++) {
+        const frame_rec_t *x = &fr.r[i];
+        fprintf(f, "%s[%" PRId64 ",%" PRId64 ",%" PRId64 ",%d,%d,%" PRId64 "]", i ? "," : "", x->name, x->shrt,
+                x->file, x->line, x->inl, x->mod);
+    }
+    fputc(']', f);
+done:
+    free(ix);
+    strtab_free(&strs);
+    strtab_free(&fr.keys);
+    free(fr.r);
+    return rc;
+}
+
+/* ---- the document ------------------------------------------------------------------ */
+
+static uint64_t rel(const az_scan_t *s, uint64_t t) { return t > s->t_first ? t - s->t_first : 0; }
+
+static void write_meta(FILE *f, const az_scan_t *s, const hb_t *h, const char *trace)
+{
+    const pst_header_t *hd = s->hdr;
+    const az_result_t *r = &s->heap_r;
+    char wb[300];
+    int first = 1;
+    fputs("\"meta\":{", f);
+    js(f, &first, "tool", "poolscope html");
+    js(f, &first, "trace", trace);
+    js(f, &first, "program", hd && hd->exe && hd->exe[0] ? hd->exe : NULL);
+    jkey(f, &first, "argv");
+    fputc('[', f);
+    for (uint32_t i = 0; hd && hd->argv && i < hd->argc; i++) { if (i) fputc(',', f); jstr(f, hd->argv[i]); }
+    fputc(']', f);
+    ju(f, &first, "pid", hd ? hd->pid : 0);
+    js(f, &first, "stacks", !hd ? "?" : hd->stacks == PST_STACKS_DWARF ? "dwarf" : hd->stacks == PST_STACKS_FP ? "fp" : "none");
+    ju(f, &first, "duration", s->t_last - s->t_first);
+    ju(f, &first, "events", s->events);
+    ju(f, &first, "lost", s->lost);
+    ju(f, &first, "threads", s->threads);
+    ju(f, &first, "resolution", s->resolution_ns);
+    ju(f, &first, "tracer_bytes", s->tracer_bytes);
+    js(f, &first, "warning", az_scan_warning(s, wb, sizeof wb));
+    jkey(f, &first, "killed"); fputs(s->status && s->status->end_killed ? "true" : "false", f);
+    jkey(f, &first, "incomplete_sites"); fputs(h->err ? "true" : "false", f);
+    ju(f, &first, "markers_dropped", s->markers_dropped);
+    fputs("},\"peaks\":{", f);
+    first = 1;
+    ju(f, &first, "heap", r->peak_live_bytes);
+    ju(f, &first, "heap_t", rel(s, r->peak_live_t));
+    ju(f, &first, "heap_objects", r->peak_live_count);
+    ju(f, &first, "rss", s->peak_rss);
+    ju(f, &first, "rss_t", rel(s, s->peak_rss_t));
+    ju(f, &first, "rss_samples", s->rss_samples);
+    ju(f, &first, "mmap_total", s->peak_mmap_total);
+    ju(f, &first, "mmap_anon", s->peak_mmap_anon);
+    ju(f, &first, "mmap_file", s->peak_mmap_file);
+    ju(f, &first, "mmap_committed", s->peak_mmap_committed);
+    ju(f, &first, "mmap_reserved", s->peak_mmap_reserved);
+    ju(f, &first, "pool_out", s->pool_r.peak_outstanding_bytes);
+    ju(f, &first, "pool_cached", s->pool_r.peak_cached_bytes);
+    ju(f, &first, "pool_reserved", s->pool_r.peak_reserved_bytes);
+    ju(f, &first, "pool_reserved_t", rel(s, s->pool_r.peak_reserved_t));
+    ju(f, &first, "total_allocated", r->total_allocated_bytes);
+    ju(f, &first, "allocations", r->allocs);
+    ju(f, &first, "temporary", r->temporary);
+    ju(f, &first, "leaked_bytes", r->leaked_bytes);
+    ju(f, &first, "leaked_objects", r->leaked_count);
+    ju(f, &first, "unknown_frees", r->unmatched_frees);
+    ju(f, &first, "failed_allocs", s->failed_allocs);
+    jd(f, &first, "internal_frag", r->internal_frag);
+    fputc('}', f);
+}
+
+static void write_timeline(FILE *f, const az_scan_t *s, const hb_t *h)
+{
+    int first = 1;
+    fputs("\"tl\":{", f);
+    ju(f, &first, "t0", rel(s, h->t0));
+    ju(f, &first, "w", 1ull << h->shift);
+    ju(f, &first, "n", h->used);
+    size_t n = h->used, gs = sizeof(gauge_t), cs = sizeof(count_t);
+#define G(name, field) jarr_u64(f, &first, name, h->g, n, gs, offsetof(gauge_t, field))
+    G("heap", heap); G("anon", anon); G("file", file); G("committed", committed); G("reserved", reserved);
+    G("rss", rss); G("pool_out", pool_out); G("pool_res", pool_res);
+    G("kv_blocks", kv_blocks); G("kv_tokens", kv_tokens); G("kv_cap", kv_cap);
+#undef G
+    jarr_u64(f, &first, "heap_allocs", h->c, n, cs, offsetof(count_t, heap_allocs));
+    jarr_u64(f, &first, "heap_bytes", h->c, n, cs, offsetof(count_t, heap_bytes));
+    jarr_u64(f, &first, "kv_allocs", h->c, n, cs, offsetof(count_t, kv_allocs));
+    fputc('}', f);
+}
+
+static void write_pools(FILE *f, const az_scan_t *s, const hb_t *h)
+{
+    size_t np = 0;
+    const pm_pool_t *p = pm_pools(h->model, &np);
+    size_t n = h->used, cs = sizeof(count_t);
+    fputs("\"pools\":[", f);
+    for (size_t i = 0; i < np; i++) {
+        int first = 1;
+        if (i) fputc(',', f);
+        fputc('{', f);
+        js(f, &first, "name", p[i].name);
+        ju(f, &first, "id", p[i].id);
+        jkey(f, &first, "kv"); fputs(p[i].kv ? "true" : "false", f);
+        if (p[i].kv) {
+            ju(f, &first, "block_size", p[i].block_size);
+            ju(f, &first, "n_blocks", p[i].n_blocks);
+            ju(f, &first, "block_bytes", p[i].block_bytes);
+        } else {
+            ju(f, &first, "cap", p[i].cap);
+            ju(f, &first, "acquires", p[i].acquires);
+            ju(f, &first, "hits", p[i].hits);
+            ju(f, &first, "req_bytes", p[i].req_bytes);
+            ju(f, &first, "granted_bytes", p[i].granted_bytes);
+            ju(f, &first, "oversized", p[i].oversized);
+            ju(f, &first, "peak_out", p[i].peak_out);
+            ju(f, &first, "peak_cached", p[i].peak_cached);
+            if (i < MAX_POOLS) {         /* the last slot also counts the pools past MAX_POOLS */
+                jarr_u64(f, &first, "acq", h->c, n, cs, offsetof(count_t, acq) + i * sizeof(uint64_t));
+                jarr_u64(f, &first, "miss", h->c, n, cs, offsetof(count_t, miss) + i * sizeof(uint64_t));
+                jarr_u64(f, &first, "req", h->c, n, cs, offsetof(count_t, req) + i * sizeof(uint64_t));
+                jarr_u64(f, &first, "granted", h->c, n, cs, offsetof(count_t, granted) + i * sizeof(uint64_t));
+            }
+        }
+        fputc('}', f);
+    }
+    fputc(']', f);
+    const az_result_t *r = &s->heap_r, *pr = &s->pool_r;
+    int first = 1;
+    fputs(",\"pool_totals\":{", f);
+    ju(f, &first, "acquires", pr->acquires);
+    ju(f, &first, "hits", pr->hits);
+    ju(f, &first, "misses", pr->misses);
+    ju(f, &first, "backing_allocs", pr->backing_allocs);
+    ju(f, &first, "peak_live", pr->peak_live_bytes);
+    jd(f, &first, "reserved_over_live", pr->reserved_over_live);
+    jd(f, &first, "internal_frag", pr->internal_frag);
+    jd(f, &first, "internal_frag_avg", pr->internal_frag_avg);
+    fputs("},\"kv\":{", f);
+    first = 1;
+    jkey(f, &first, "has"); fputs(r->has_kv ? "true" : "false", f);
+    ju(f, &first, "peak_blocks", r->peak_kv_blocks);
+    ju(f, &first, "peak_t", rel(s, r->peak_kv_t));
+    jd(f, &first, "util", r->kv_utilization);
+    jd(f, &first, "util_at_peak", r->kv_utilization_at_peak);
+    jd(f, &first, "waste", r->kv_waste_ratio);
+    if (r->kv_step_samples) jd(f, &first, "util_per_step", r->kv_utilization_per_step);
+    ju(f, &first, "decode_steps", r->decode_steps);
+    ju(f, &first, "orphans", s->kv_orphans);
+    fputs("},\"phases\":[", f);
+    for (size_t i = 0; i < r->n_phases; i++) {
+        const az_phase_t *x = &r->phases[i];
+        first = 1;
+        fputs(i ? ",{" : "{", f);
+        js(f, &first, "name", x->name);
+        ju(f, &first, "count", x->count);
+        ju(f, &first, "heap_calls", x->heap_calls);
+        ju(f, &first, "heap_bytes", x->heap_bytes);
+        ju(f, &first, "time", x->time_ns);
+        fputc('}', f);
+    }
+    fputc(']', f);
+}
+
+/* Text of an HTML element (the title). */
+static void html_text(FILE *f, const char *s)
+{
+    for (; *s; s++) {
+        if (*s == '<') fputs("&lt;", f);
+        else if (*s == '>') fputs("&gt;", f);
+        else if (*s == '&') fputs("&amp;", f);
+        else if ((unsigned char)*s >= 0x20) fputc(*s, f);
+    }
+}
+
+static const char *const csp =
+    "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:; "
+    "font-src 'none'; connect-src 'none'; base-uri 'none'; form-action 'none'";
+
+static int write_page(FILE *f, const az_scan_t *s, hb_t *h, az_sv_t *v, const az_jdoc_t *replay,
+                      const char *trace, az_html_out_t *out)
+{
+    const pst_header_t *hd = s->hdr;
+    const char *exe = hd && hd->exe && hd->exe[0] ? hd->exe : trace;
+    const char *base = strrchr(exe, '/');
+    fputs("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+          "<meta http-equiv=\"Content-Security-Policy\" content=\"", f);
+    fputs(csp, f);
+    fputs("\">\n<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
+          "<meta name=\"generator\" content=\"poolscope html\">\n<title>poolscope: ", f);
+    html_text(f, base ? base + 1 : exe);
+    fputs("</title>\n<style>\n", f);
+    fputs(az_html_app_css, f);
+    fputs("</style>\n</head>\n<body>\n<div id=\"app\"><p class=\"loading\">Loading the report…</p></div>\n"
+          "<noscript>This report draws its figures with JavaScript; enable it for this file.</noscript>\n"
+          "<script type=\"application/json\" id=\"ps-data\">{", f);
+    size_t hidden = 0;
+    write_meta(f, s, h, trace);
+    fputc(',', f);
+    write_timeline(f, s, h);
+    fputc(',', f);
+    write_pools(f, s, h);
+    fputc(',', f);
+    int rc = write_lanes(f, s, &hidden);
+    fprintf(f, ",\"lanes_hidden\":%zu,", hidden);
+    if (!rc) rc = write_sites(f, h, v, out);
+    fputs(",\"replay\":", f);
+    if (replay) jv_write(f, az_json_root(replay), 0); else fputs("null", f);
+    fputs("}</script>\n<script>\n", f);
+    fputs(az_html_app_js, f);
+    fputs("</script>\n</body>\n</html>\n", f);
+    return rc;
+}
+
+int az_html(const az_html_opts_t *o, az_html_out_t *out, char *msg, size_t msglen)
+{
+    memset(out, 0, sizeof *out);
+    if (!o->trace || !o->out) { snprintf(msg, msglen, "a trace and an output are needed"); return PSC_EINVAL; }
+    const char *inputs[2] = { o->trace, o->replay_json };
+    int rc = psc_out_check_inputs(o->out, inputs, 2, msg, msglen);
+    if (rc) return rc;
+    az_jdoc_t *replay = NULL;
+    if (o->replay_json) {
+        char eb[200];
+        if (!(replay = az_json_parse_file(o->replay_json, &rc, eb, sizeof eb))) {
+            snprintf(msg, msglen, "%s: %s", o->replay_json, eb);
+            return rc ? rc : PSC_ECORRUPT;
+        }
+        const az_jv_t *pol = az_json_get(az_json_root(replay), "policies");
+        if (!pol || pol->type != AZ_JV_ARR) {
+            snprintf(msg, msglen, "%s: no \"policies\" array (expected replay --json output)", o->replay_json);
+            az_json_free(replay);
+            return PSC_ECORRUPT;
+        }
+    }
+    hb_t *h = malloc(sizeof *h);
+    if (!h || hb_init(h)) {
+        if (h) hb_free(h);
+        free(h);
+        az_json_free(replay);
+        snprintf(msg, msglen, "out of memory");
+        return PSC_ENOMEM;
+    }
+    az_scan_opts_t so = { .keep_markers = MAX_MARKS, .phase_frames = o->phase_frames,
+                          .n_phase_frames = o->n_phase_frames, .progress = o->progress,
+                          .progress_ctx = o->progress_ctx, .hook = hook, .hook_ctx = h };
+    az_scan_t *s = NULL;
+    if ((rc = az_scan_file(o->trace, &so, &s, msg, msglen))) goto fail;
+    char wb[8];
+    out->warning = az_scan_warning(s, wb, sizeof wb) != NULL;
+    out->events = s->events;
+    az_sym_t *sym = NULL;
+    if (s->hdr->stacks != PST_STACKS_NONE) {
+        size_t nm = 0;
+        const pst_module_t *mods = pst_modules(s->r, &nm);
+        sym = az_sym_create(mods, nm);
+    }
+    az_sv_t *v = az_sv_create(s, sym, &o->sites);
+    psc_out_t *po = NULL;
+    if (!v) { rc = PSC_ENOMEM; snprintf(msg, msglen, "out of memory"); }
+    else rc = psc_out_open(o->out, inputs, 2, o->out_special ? PSC_OUT_SPECIAL : 0, &po, msg, msglen);
+    if (!rc) {
+        FILE *f = psc_out_stream(po);
+        if (!f) { rc = PSC_EIO; snprintf(msg, msglen, "cannot write %s", o->out); psc_out_abort(po); }
+        else if ((rc = write_page(f, s, h, v, replay, o->trace, out))) {
+            snprintf(msg, msglen, "out of memory");
+            psc_out_abort(po);
+        } else {
+            long pos = ftell(f);
+            out->bytes = pos > 0 ? (uint64_t)pos : 0;
+            rc = psc_out_commit(po, msg, msglen);
+        }
+    }
+    az_sv_destroy(v);
+    az_sym_destroy(sym);
+fail:
+    az_scan_free(s);
+    hb_free(h);
+    free(h);
+    az_json_free(replay);
+    return rc;
+}
