@@ -6,6 +6,7 @@
  * answers "not implemented yet" with exit code 2.
  */
 #include <stdarg.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -94,6 +95,10 @@ static int help_for(const char *name)
 
 int main(int argc, char **argv)
 {
+    /* a file-size limit (ulimit -f) must be a write error we report and
+     * clean up after (the temporary output removed), not a signal that
+     * kills us with a half-written file beside the target */
+    signal(SIGXFSZ, SIG_IGN);
     if (argc < 2) {
         usage(stderr);
         return CLI_USAGE;

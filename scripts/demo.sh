@@ -16,14 +16,14 @@ t0=$(date +%s)
 
 rm -rf "$OUT"; mkdir -p "$OUT/plots"
 # Stacks as record collects them by default (dwarf: README "Sites").
-step "1/6 record: refengine ($SHAPE, 32 ShareGPT-shaped requests, batch 8) under poolscope record (dwarf stacks)"
+step "1/7 record: refengine ($SHAPE, 32 ShareGPT-shaped requests, batch 8) under poolscope record (dwarf stacks)"
 "$PS" record -o "$OUT/engine.pst" -- "$ENG" $ENGINE_ARGS >"$OUT/engine.json"
 
-step "2/6 report"
+step "2/7 report"
 "$PS" report "$OUT/engine.pst" --top 10 >"$OUT/report.txt"
 "$PS" report "$OUT/engine.pst" --json >"$OUT/report.json"
 
-step "3/6 replay: malloc, arena, pool, ideal and the KV policies"
+step "3/7 replay: malloc, arena, pool, ideal and the KV policies"
 # Tensor stream for the allocator policies; --with-kv makes the arena carry
 # the KV blocks too (the seed's reason for rejecting it). kv-contiguous
 # reserves the model's whole context per request.
@@ -31,13 +31,16 @@ step "3/6 replay: malloc, arena, pool, ideal and the KV policies"
 "$PS" replay "$OUT/engine.pst" --policy malloc,arena,pool,ideal,kv --kv-context 1024 --json >"$OUT/replay.json"
 "$PS" replay "$OUT/engine.pst" --policy arena --with-kv >"$OUT/replay-arena-with-kv.txt"
 
-step "4/6 plot"
+step "4/7 plot"
 "$PS" plot "$OUT/engine.pst" -o "$OUT/plots" --replay "$OUT/replay.json"
 
-step "5/6 sql"
+step "5/7 sql"
 "$PS" sql "$OUT/engine.pst" -o "$OUT/engine.sqlite"
 
-step "6/6 summary"
+step "6/7 html"
+"$PS" html "$OUT/engine.pst" -o "$OUT/report.html" --replay "$OUT/replay.json"
+
+step "7/7 summary"
 {
     echo "# poolscope demo"
     echo
@@ -93,6 +96,7 @@ PY
     echo
     echo "## Files"
     echo
+    echo "- \`report.html\`: the interactive report (open it in a browser; nothing is loaded from the network)"
     echo "- \`engine.pst\`: the trace (\`poolscope report engine.pst\`)"
     echo "- \`engine.sqlite\`: the same as a database (schema: analyzer/SCHEMA.md)"
     echo "- \`engine.json\`: the engine's own statistics; \`report.json\`, \`replay.json\`: the JSON the CI gate reads"

@@ -66,6 +66,9 @@ check sql_fails_under_fsize_limit refused fsz "$PS" sql "$D/x.pst" -o "$D/new.db
 check sql_failure_left_nothing only x.pst
 check export_fails_under_fsize_limit refused fsz "$PS" export "$D/x.pst" --format chrome -o "$D/new.json"
 check export_failure_left_nothing only x.pst
+# the same without the shell ignoring SIGXFSZ: poolscope ignores it itself
+check export_fails_under_fsize_limit_untrapped refused sh -c "ulimit -f 8; exec '$PS' export '$D/x.pst' --format chrome -o '$D/new.json'"
+check untrapped_failure_left_nothing only x.pst
 sqlite3 "$D/old.db" "create table old(x); insert into old values(1)"; old=$(cksum < "$D/old.db")   # a database of the user's
 check sql_fails_over_old_db refused fsz "$PS" sql "$D/x.pst" -o "$D/old.db"
 check old_db_kept [ "$(cksum < "$D/old.db")" = "$old" ]
