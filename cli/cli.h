@@ -73,6 +73,13 @@ typedef struct cli_args {
  * what is wrong (unknown option, missing value, one file too many). */
 int  cli_parse_args(cli_args_t *a, int argc, char **argv);
 
+/* --from T / --to T (T like 1.5s, 200ms; az_parse_time_ns) into *from /
+ * *to, noting which in *given (1 from, 2 to): 0, or CLI_USAGE printed. */
+int cli_time_take(const char *cmd, const char *opt, const char *v, uint64_t *from, uint64_t *to, int *given);
+/* After parsing: with either given, *window = 1 and, without --to, *to =
+ * UINT64_MAX (to the end). 0, or CLI_USAGE printed when from > to. */
+int cli_window_done(const char *cmd, int given, int *window, uint64_t from, uint64_t *to);
+
 /* --phase-frame FUNC[=NAME], repeatable (analyzer/phase_frame.h) */
 typedef struct cli_frames { const char *specs[16]; size_t n; } cli_frames_t;
 int cli_frames_take(cli_frames_t *fr, const char *cmd, const char *v);

@@ -51,7 +51,7 @@ void cmd_export_help(FILE *out)
 typedef struct export_args {
     cli_sites_t cs;
     az_export_opts_t *eo;
-    int have_from, have_to;
+    int given;                   /* --from 1, --to 2 */
 } export_args_t;
 
 /* --skip-frame, --depth, --from T, --to T */
@@ -59,10 +59,7 @@ static int take(void *ctx, const char *opt, const char *v)
 {
     export_args_t *ea = ctx;
     if (strcmp(opt, "--from") && strcmp(opt, "--to")) return cli_sites_take(&ea->cs, "export", opt, v);
-    uint64_t t;
-    if (az_parse_time_ns(v, &t)) { cli_cmd_err("export", "%s: '%s' is not a time (e.g. 1.5s, 200ms)", opt, v); return CLI_USAGE; }
-    if (!strcmp(opt, "--from")) { ea->eo->from = t; ea->have_from = 1; } else { ea->eo->to = t; ea->have_to = 1; }
-    return 0;
+    return cli_time_take("export", opt, v, &ea->eo->from, &ea->eo->to, &ea->given);
 }
 
 int cmd_export(int argc, char **argv)
@@ -87,11 +84,7 @@ int cmd_export(int argc, char **argv)
     int w = !strcmp(weight, "bytes") ? AZ_WEIGHT_BYTES : !strcmp(weight, "calls") ? AZ_WEIGHT_CALLS : -1;
     if (w < 0) { cli_cmd_err("export", "--weight must be bytes or calls, not '%s'", weight); return CLI_USAGE; }
     if (eo.phase && !*eo.phase) { cli_cmd_err("export", "--phase needs a marker name"); return CLI_USAGE; }
-    if (ea.have_from || ea.have_to) {
-        eo.window = 1;
-        if (!ea.have_to) eo.to = UINT64_MAX;
-        if (eo.from > eo.to) { cli_cmd_err("export", "--from is after --to"); return CLI_USAGE; }
-    }
+    if (cli_window_done("export", ea.given, &eo.window, eo.from, &eo.to)) return CLI_USAGE;
     int warn;
     char msg[512];
     if (az_export_ex(file, f, w, &eo, out, &warn, msg, sizeof msg)) return cli_file_err("export", file, msg);

@@ -44,17 +44,14 @@ void cmd_plot_help(FILE *out)
 
 typedef struct plot_args {
     az_plot_opts_t po;
-    int have_from, have_to;
+    int given;                   /* --from 1, --to 2 */
 } plot_args_t;
 
 /* --from T, --to T */
 static int take(void *ctx, const char *opt, const char *v)
 {
     plot_args_t *pa = ctx;
-    uint64_t t;
-    if (az_parse_time_ns(v, &t)) { cli_cmd_err("plot", "%s: '%s' is not a time (e.g. 1.5s, 200ms)", opt, v); return CLI_USAGE; }
-    if (!strcmp(opt, "--from")) { pa->po.from = t; pa->have_from = 1; } else { pa->po.to = t; pa->have_to = 1; }
-    return 0;
+    return cli_time_take("plot", opt, v, &pa->po.from, &pa->po.to, &pa->given);
 }
 
 int cmd_plot(int argc, char **argv)
@@ -75,11 +72,7 @@ int cmd_plot(int argc, char **argv)
         cli_cmd_err("plot", "usage: poolscope plot FILE -o DIR [--replay REPLAY.json]");
         return CLI_USAGE;
     }
-    if (pa.have_from || pa.have_to) {
-        pa.po.window = 1;
-        if (!pa.have_to) pa.po.to = UINT64_MAX;
-        if (pa.po.from > pa.po.to) { cli_cmd_err("plot", "--from is after --to"); return CLI_USAGE; }
-    }
+    if (cli_window_done("plot", pa.given, &pa.po.window, pa.po.from, &pa.po.to)) return CLI_USAGE;
     if ((pa.po.phase || pa.po.window) && !file) {
         cli_cmd_err("plot", "--phase and --from/--to select part of a trace: give one");
         return CLI_USAGE;

@@ -48,7 +48,7 @@ typedef struct report_args {
     cli_sites_t sites;
     az_scan_opts_t so;
     cli_frames_t frames;
-    int have_from, have_to;
+    int given;                   /* --from 1, --to 2 */
 } report_args_t;
 
 /* --top N, --from T, --to T */
@@ -64,10 +64,7 @@ static int take(void *ctx, const char *opt, const char *v)
         ra->ro.top = (unsigned)n;
         return 0;
     }
-    uint64_t t;
-    if (az_parse_time_ns(v, &t)) { cli_cmd_err("report", "%s: '%s' is not a time (e.g. 1.5s, 200ms)", opt, v); return CLI_USAGE; }
-    if (!strcmp(opt, "--from")) { ra->so.from = t; ra->have_from = 1; } else { ra->so.to = t; ra->have_to = 1; }
-    return 0;
+    return cli_time_take("report", opt, v, &ra->so.from, &ra->so.to, &ra->given);
 }
 
 int cmd_report(int argc, char **argv)
@@ -96,11 +93,7 @@ int cmd_report(int argc, char **argv)
     az_scan_opts_t so = ra.so;
     so.phase_frames = ra.frames.specs;
     so.n_phase_frames = ra.frames.n;
-    if (ra.have_from || ra.have_to) {
-        so.window = 1;
-        if (!ra.have_to) so.to = UINT64_MAX;
-        if (so.from > so.to) { cli_cmd_err("report", "--from is after --to"); return CLI_USAGE; }
-    }
+    if (cli_window_done("report", ra.given, &so.window, so.from, &so.to)) return CLI_USAGE;
     az_scan_t *s;
     char msg[256];
     cli_progress_t pg = { "report", file, 0 };

@@ -41,7 +41,7 @@ void cmd_sql_help(FILE *out)
 typedef struct sql_args {
     az_sql_opts_t o;
     cli_frames_t frames;
-    int have_from, have_to;
+    int given;                   /* --from 1, --to 2 */
 } sql_args_t;
 
 /* --from T, --to T */
@@ -49,10 +49,7 @@ static int take(void *ctx, const char *opt, const char *v)
 {
     sql_args_t *sa = ctx;
     if (!strcmp(opt, "--phase-frame")) return cli_frames_take(&sa->frames, "sql", v);
-    uint64_t t;
-    if (az_parse_time_ns(v, &t)) { cli_cmd_err("sql", "%s: '%s' is not a time (e.g. 1.5s, 200ms)", opt, v); return CLI_USAGE; }
-    if (!strcmp(opt, "--from")) { sa->o.from = t; sa->have_from = 1; } else { sa->o.to = t; sa->have_to = 1; }
-    return 0;
+    return cli_time_take("sql", opt, v, &sa->o.from, &sa->o.to, &sa->given);
 }
 
 int cmd_sql(int argc, char **argv)
@@ -72,11 +69,7 @@ int cmd_sql(int argc, char **argv)
     sa.o.phase_frames = sa.frames.specs;
     sa.o.n_phase_frames = sa.frames.n;
     if (sa.o.phase && !*sa.o.phase) { cli_cmd_err("sql", "--phase needs a marker name"); return CLI_USAGE; }
-    if (sa.have_from || sa.have_to) {
-        sa.o.window = 1;
-        if (!sa.have_to) sa.o.to = UINT64_MAX;
-        if (sa.o.from > sa.o.to) { cli_cmd_err("sql", "--from is after --to"); return CLI_USAGE; }
-    }
+    if (cli_window_done("sql", sa.given, &sa.o.window, sa.o.from, &sa.o.to)) return CLI_USAGE;
     az_sql_stats_t st;
     int warn;
     char msg[512];

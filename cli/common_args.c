@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "units.h"
 
 void cli_cmd_err(const char *cmd, const char *fmt, ...)
 {
@@ -105,5 +106,22 @@ int cli_frames_take(cli_frames_t *fr, const char *cmd, const char *v)
     }
     if (!*v || *v == '=') { cli_cmd_err(cmd, "--phase-frame: '%s' names no function (FUNC or FUNC=NAME)", v); return CLI_USAGE; }
     fr->specs[fr->n++] = v;
+    return 0;
+}
+
+int cli_time_take(const char *cmd, const char *opt, const char *v, uint64_t *from, uint64_t *to, int *given)
+{
+    uint64_t t;
+    if (az_parse_time_ns(v, &t)) { cli_cmd_err(cmd, "%s: '%s' is not a time (e.g. 1.5s, 200ms)", opt, v); return CLI_USAGE; }
+    if (!strcmp(opt, "--from")) { *from = t; *given |= 1; } else { *to = t; *given |= 2; }
+    return 0;
+}
+
+int cli_window_done(const char *cmd, int given, int *window, uint64_t from, uint64_t *to)
+{
+    if (!given) return 0;
+    *window = 1;
+    if (!(given & 2)) *to = UINT64_MAX;
+    if (from > *to) { cli_cmd_err(cmd, "--from is after --to"); return CLI_USAGE; }
     return 0;
 }
