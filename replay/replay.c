@@ -586,7 +586,10 @@ static int run(const rp_src_t *src, const rp_config_t *ucfg, rp_report_t **out, 
                 pol[i]->seconds += dt;
                 pol[i]->requests += n;
                 policy_seconds += dt;
-                if (rc) snprintf(msg, cap, "%s: %s", rp_names[i], psc_strerror(rc));
+                if (rc == PSC_ERANGE)       /* a size no address space holds */
+                    snprintf(msg, cap, "%s: an allocation too large for any address space (a damaged "
+                             "or crafted trace)", rp_names[i]);
+                else if (rc) snprintf(msg, cap, "%s: %s", rp_names[i], psc_strerror(rc));
             }
             requests += n;
             n = 0;

@@ -75,6 +75,7 @@ static void test_arena_refuses_an_allocation_past_any_address_space(void **st)
     write_big(p, (1ull << 63) + 1, 1);
     rp_report_t *rep = NULL;
     assert_int_equal(replay_arena(p, msg, sizeof msg, &rep), PSC_ERANGE);
+    assert_non_null(strstr(msg, "too large for any address space"));
     assert_null(rep);
     assert_non_null(strstr(msg, "arena"));
 }
