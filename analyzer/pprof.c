@@ -33,7 +33,7 @@ typedef struct pbuf { unsigned char *p; size_t n, cap; int oom; } pbuf_t;
 
 static void put(pbuf_t *b, const void *d, size_t n)
 {
-    if (b->oom) return;
+    if (b->oom || n == 0) return;    /* an empty piece may have no buffer (memcpy from NULL: UB) */
     if (b->n + n > b->cap) {
         size_t c = b->cap ? b->cap : 4096;
         while (c < b->n + n) c *= 2;

@@ -18,6 +18,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "export.h"
 #include "poolscope/error.h"
 #include "poolscope/writer.h"
 #include "replay.h"
@@ -159,6 +160,23 @@ static void test_report_sums_never_wrap(void **st)
     az_scan_free(s);
 }
 
+/* An input the export fuzzer found: a trace whose pprof profile has an
+ * empty piece (no buffer behind it), which memcpy'd from NULL. Under
+ * UBSan (make asan) the old code aborted here. */
+static void test_pprof_export_of_fuzzed_trace(void **st)
+{
+    (void)st;
+    char out[512], msg[256];
+    path_in(out, sizeof out, "fuzzed.pb.gz");
+    az_export_opts_t eo = { .lines = 0 };
+    int warn = 0;
+    int rc = az_export_ex("tests/fuzz/regress/export-pprof-empty-piece", AZ_EXPORT_PPROF, AZ_WEIGHT_BYTES, &eo, out,
+                          &warn, msg, sizeof msg);
+    /* a damaged trace is either exported up to the damage or refused with
+     * a message; neither may be undefined behaviour */
+    assert_true(rc == 0 || msg[0]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -166,6 +184,7 @@ int main(void)
         cmocka_unit_test(test_arena_chunks_stop_doubling),
         cmocka_unit_test(test_report_hit_rate_with_a_miss_is_not_100),
         cmocka_unit_test(test_report_sums_never_wrap),
+        cmocka_unit_test(test_pprof_export_of_fuzzed_trace),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

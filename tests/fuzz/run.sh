@@ -32,6 +32,7 @@ LIBSRC="$(ls common/*.c pool/*.c model/*.c analyzer/*.c replay/*.c) $(ls libtrac
 LIBS="-lsqlite3 -ldw -lelf -lz -lstdc++ -lm -ldl -pthread"
 
 cp tests/golden/*.pstg "$out/seeds/" 2>/dev/null || true
+cp tests/fuzz/regress/* "$out/seeds/" 2>/dev/null || true   # inputs that once crashed a harness
 if [ -x "$BUILD/bin/poolscope" ] && [ -x "$BUILD/bin/refengine" ] && [ ! -s "$out/seeds/refengine.pst" ]; then
     "$BUILD/bin/poolscope" record --stacks fp -o "$out/seeds/refengine.pst" -- "$BUILD/bin/refengine" \
         --synthetic dim=16,layers=1,heads=2,kv_heads=2,hidden=32,vocab=32,seq=32 --workload fixed:4,4 \
