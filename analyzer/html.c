@@ -1,7 +1,7 @@
 /* html.c — the self-contained HTML page of a trace (see html.h).
  *
- * One scan. Its hook feeds every event to a second instance of the model
- * (the scan's own does not hand out its operations): the operations name
+ * One scan. Its hook reads what the scan's model made of each event
+ * (s->step): the operations name
  * each heap object, pool buffer and KV block with its stack, so a live
  * table per kind (key -> row, bytes) attributes frees to the row that
  * allocated. Rows are (kind, pool, stack); each holds its totals and an
@@ -96,7 +96,7 @@ typedef struct count {           /* sums over a bucket */
 } count_t;
 
 typedef struct hb {
-    pm_model_t *model;
+    const az_scan_t *scan;       /* the scan, for its model's pools (set by the hook and after it) */
     int err;                     /* PSC_ENOMEM seen: some objects were not attributed */
     psc_map_t rowmap;            /* (kind, pool, stack) -> row index */
     row_t *rows;
@@ -278,8 +278,9 @@ static void hook(void *ctx, const pst_event_t *ev, const az_scan_t *s)
 {
     hb_t *h = ctx;
     if (!h->started) { h->t0 = h->t_now = ev->ts; h->started = 1; }
-    pm_step_t st;
-    if (pm_event(h->model, ev, &st)) h->err = PSC_ENOMEM;
+    h->scan = s;
+    if (!s->step) return;
+    const pm_step_t st = *s->step;
     if (!st.n_ops && !st.moved) return;
     size_t i = tl_index(h, ev->ts), b = i / SB_PER;
     count_t *c = &h->c[i];
@@ -327,14 +328,12 @@ static void hook(void *ctx, const pst_event_t *ev, const az_scan_t *s)
 
 static int hb_init(hb_t *h)
 {
-    int err = 0;
     memset(h, 0, sizeof *h);
     for (int k = 0; k < K_N; k++) h->over[k] = UINT32_MAX;
     h->shift = 10;               /* 1 us buckets to start with */
     h->g = calloc(TL_N, sizeof *h->g);
     h->c = calloc(TL_N, sizeof *h->c);
-    h->model = pm_create(&err);
-    if (!h->g || !h->c || !h->model || psc_map_init(&h->rowmap, sizeof(uint32_t), 1024, 0, NULL)) return PSC_ENOMEM;
+    if (!h->g || !h->c || psc_map_init(&h->rowmap, sizeof(uint32_t), 1024, 0, NULL)) return PSC_ENOMEM;
     for (int k = 0; k < K_N; k++)
         if (psc_map_init(&h->live[k], sizeof(obj_t), 1024, 0, NULL)) return PSC_ENOMEM;
     return 0;
@@ -348,7 +347,6 @@ static void hb_free(hb_t *h)
     for (int k = 0; k < K_N; k++) psc_map_free(&h->live[k]);
     free(h->g);
     free(h->c);
-    pm_destroy(h->model);
 }
 
 /* ---- JSON into the page --------------------------------------------------------- */
@@ -735,7 +733,7 @@ static int write_sites(FILE *f, hb_t *h, az_sv_t *v, az_html_out_t *out)
     sort_h = h;
     qsort(ix, n, sizeof *ix, row_cmp);
     size_t npools = 0;
-    const pm_pool_t *pools = pm_pools(h->model, &npools);
+    const pm_pool_t *pools = pm_pools(h->scan->model, &npools);
     /* the rows past AZ_HTML_ROWS, summed per kind */
     row_t other[K_N];
     uint64_t merged[K_N] = { 0 };
@@ -871,7 +869,7 @@ static void write_timeline(FILE *f, const az_scan_t *s, const hb_t *h)
 static void write_pools(FILE *f, const az_scan_t *s, const hb_t *h)
 {
     size_t np = 0;
-    const pm_pool_t *p = pm_pools(h->model, &np);
+    const pm_pool_t *p = pm_pools(s->model, &np);
     size_t n = h->used, cs = sizeof(count_t);
     fputs("\"pools\":[", f);
     for (size_t i = 0; i < np; i++) {
@@ -1025,6 +1023,7 @@ int az_html(const az_html_opts_t *o, az_html_out_t *out, char *msg, size_t msgle
                           .progress_ctx = o->progress_ctx, .hook = hook, .hook_ctx = h };
     az_scan_t *s = NULL;
     if ((rc = az_scan_file(o->trace, &so, &s, msg, msglen))) goto fail;
+    h->scan = s;
     char wb[8];
     out->warning = az_scan_warning(s, wb, sizeof wb) != NULL;
     out->events = s->events;

@@ -236,7 +236,11 @@ static void on_event(az_scan_t *s, const pst_event_t *ev)
     if (p->opts.window && (t < p->opts.from || t > p->opts.to)) gauge = 0;
     if (gauge == 2) tl_heap(s, t);
     else if (gauge) tl_update(s, t);
-    if (p->opts.hook && !synthetic) p->opts.hook(p->opts.hook_ctx, ev, s);
+    if (p->opts.hook && !synthetic) {
+        s->step = &st;           /* hooks read the operations, never interpret again */
+        p->opts.hook(p->opts.hook_ctx, ev, s);
+        s->step = NULL;
+    }
 }
 
 /* The trace is the file `path`, or the len bytes at mem when mem is set. */

@@ -113,6 +113,7 @@ struct az_scan {
     const az_pool_info_t *pools; /* the model's; valid until az_scan_free */
     size_t n_pools;
     pm_model_t *model;           /* the one interpreter of the events (model/model.h) */
+    const pm_step_t *step;       /* during a hook call: what the model made of that event */
 
     /* timeline: n buckets of 2^shift ns from t0 */
     az_tl_bucket_t *tl;
