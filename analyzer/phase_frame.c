@@ -3,6 +3,11 @@
  * Per distinct stack id, once: symbolize it and note, for each rule, the
  * recorded frame that holds FUNC and a hash of the frames outside it. Per
  * stacked event: one hashed lookup of the stack id and one of the thread.
+ *
+ * A FUNC whose calls the recorder saw (`record --scope-function`, the
+ * header's SCOPE_FUNCS) needs no inference: its recorded scopes are the
+ * calls, exact, and the stacks are not looked at for it; under another
+ * NAME each recorded begin and end is repeated under NAME.
  */
 #include "phase_frame.h"
 
@@ -18,6 +23,7 @@
 
 typedef struct rule {
     char func[256], name[256];
+    char recorded[256];          /* the recorder's scope name for FUNC, "" when it had none */
     uint64_t next_instance;
     int seen;
 } rule_t;
@@ -42,6 +48,23 @@ struct az_pf {
     az_frame_t frames[PF_FRAMES];
 };
 
+/* The recorder's "FUNC=NAME\0" list: the rule's FUNC recorded as a scope? */
+static void recorded_name(const pst_header_t *h, rule_t *rule)
+{
+    const char *p = h ? h->scope_funcs : NULL, *end = p ? p + h->scope_funcs_len : NULL;
+    size_t fl = strlen(rule->func);
+    while (p && p < end) {
+        size_t n = strnlen(p, (size_t)(end - p));
+        if (n > fl && !strncmp(p, rule->func, fl) && p[fl] == '=' && n - fl - 1 < sizeof rule->recorded) {
+            memcpy(rule->recorded, p + fl + 1, n - fl - 1);
+            rule->recorded[n - fl - 1] = 0;
+            rule->seen = 1;
+            return;
+        }
+        p += n + 1;
+    }
+}
+
 az_pf_t *az_pf_create(pst_reader_t *r, const char *const *specs, size_t n, char *msg, size_t msglen)
 {
     if (n > AZ_PF_MAX) {
@@ -63,6 +86,7 @@ az_pf_t *az_pf_create(pst_reader_t *r, const char *const *specs, size_t n, char 
         }
         memcpy(pf->rules[i].func, specs[i], fl);
         snprintf(pf->rules[i].name, sizeof pf->rules[i].name, "%s", name);
+        recorded_name(pst_header(r), &pf->rules[i]);
     }
     if (psc_map_init(&pf->stacks, n * sizeof(where_t), 256, 0, NULL) ||
         psc_map_init(&pf->threads, sizeof(thr_t), 16, 0, NULL)) {
@@ -128,6 +152,7 @@ static const where_t *where_of(az_pf_t *pf, uint32_t id)
             uint32_t level = pf->frames[k].level;
             uint64_t h = 0xcbf29ce484222325ull ^ (depth - level);
             for (uint32_t j = level + 1; j < depth; j++) h = (h ^ pcs[j]) * 0x100000001b3ull;
+            if (pf->rules[i].recorded[0]) break;   /* its calls are recorded */
             w[i] = (where_t){ .callers = h, .held = 1 };
             pf->rules[i].seen = 1;
             break;
@@ -159,6 +184,13 @@ static void mark(const az_pf_t *pf, size_t i, int type, uint64_t instance, const
 size_t az_pf_before(az_pf_t *pf, const pst_event_t *ev, pst_event_t *out)
 {
     size_t k = 0;
+    if ((ev->type == PST_EV_MARK_BEGIN || ev->type == PST_EV_MARK_END) && ev->str) {
+        for (size_t i = 0; i < pf->n; i++)   /* a recorded call under another name */
+            if (pf->rules[i].recorded[0] && !strcmp(ev->str, pf->rules[i].recorded) &&
+                strcmp(pf->rules[i].name, pf->rules[i].recorded))
+                mark(pf, i, ev->type, ev->f[1], ev, &out[k++]);
+        return k;
+    }
     if (ev->type == PST_EV_THREAD_END) {         /* the thread's calls end with it */
         thr_t *t = psc_map_get_sz(&pf->threads, ev->stream, sizeof(thr_t));
         for (size_t i = 0; t && i < pf->n; i++)
@@ -176,7 +208,7 @@ size_t az_pf_before(az_pf_t *pf, const pst_event_t *ev, pst_event_t *out)
             t->open[i] = 0;
         }
     for (size_t i = 0; i < pf->n; i++)
-        if (w[i].held && !t->open[i]) {
+        if (w[i].held && !t->open[i] && !pf->rules[i].recorded[0]) {
             t->open[i] = 1;
             t->callers[i] = w[i].callers;
             t->instance[i] = ++pf->rules[i].next_instance;

@@ -19,6 +19,10 @@
  * A trace recorded with --stacks none has no evidence: az_pf_create
  * accepts it, and the scan reports that no stack held FUNC.
  *
+ * A FUNC the recorder hooked (`record --scope-function`, the header's
+ * SCOPE_FUNCS) is not inferred: its recorded scopes are its calls, exact
+ * (repeated under NAME when NAME is another name).
+ *
  * The scopes are fed to the model as MARK_BEGIN / MARK_END events before
  * the event that opens or closes them, so every output that reads markers
  * (phases, decode steps, --phase) reads them as it reads markers.
@@ -41,6 +45,13 @@ typedef struct az_pf az_pf_t;
  * reader must stay open while the az_pf_t is used (stacks, modules). */
 az_pf_t *az_pf_create(pst_reader_t *r, const char *const *specs, size_t n, char *msg, size_t msglen);
 void az_pf_destroy(az_pf_t *pf);                   /* accepts NULL */
+
+/* Does az_pf_before want to see ev? Stacked events, thread ends and markers. */
+static inline int az_pf_wants(const pst_event_t *ev)
+{
+    return ev->stack || ev->type == PST_EV_THREAD_END || ev->type == PST_EV_MARK_BEGIN ||
+           ev->type == PST_EV_MARK_END;
+}
 
 /* The scope events to take before ev (ends first, then begins), at most
  * 2 * AZ_PF_MAX; returns how many. Their str points into pf. */

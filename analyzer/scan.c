@@ -298,7 +298,7 @@ static int scan_any(const char *path, const void *mem, size_t mem_len, const az_
     pst_event_t syn[2 * AZ_PF_MAX];
     while ((rc = pst_next(s->r, &ev)) > 0) {
         if (!started && (!p->opts.window || ev.ts >= p->opts.from)) { s->tl_t0 = ev.ts; started = 1; }
-        if (p->pf && (ev.stack || ev.type == PST_EV_THREAD_END))
+        if (p->pf && az_pf_wants(&ev))
             for (size_t i = 0, n = az_pf_before(p->pf, &ev, syn); i < n; i++) on_event(s, &syn[i]);
         on_event(s, &ev);
         if (opts && opts->progress && (++n_read & 0xfffff) == 0)

@@ -38,6 +38,7 @@ typedef struct rec_opts {
     const char *follow_exec;  /* NULL = not set */
     int signo;                /* 0 = not set */
     int paused;
+    char scope_funcs[4096];   /* --scope-function FUNC[=NAME], comma-joined; "" = none */
     char **cmd;               /* argv of the traced program */
 } rec_opts_t;
 
@@ -45,6 +46,7 @@ void cmd_record_help(FILE *out)
 {
     fputs("usage: poolscope record [-o FILE] [--stacks none|fp|dwarf] [--depth N]\n"
           "                        [--follow-exec PATTERN] [--signal SIG] [--paused]\n"
+          "                        [--scope-function FUNC[=NAME]]...\n"
           "                        -- CMD [ARGS...]\n\n"
           "Run CMD with the poolscope interposer preloaded and write a trace of its\n"
           "memory behaviour. Every process image gets its own trace file (fork\n"
@@ -61,7 +63,13 @@ void cmd_record_help(FILE *out)
           "  --signal SIG          the signal that toggles recording on and off\n"
           "                        (name like USR2 or a number)\n"
           "  --paused              start with recording off (resume with --signal's\n"
-          "                        signal or ps_trace_enable(1))\n\n"
+          "                        signal or ps_trace_enable(1))\n"
+          "  --scope-function FUNC[=NAME]\n"
+          "                        record each call of FUNC as a scope NAME (default\n"
+          "                        FUNC), as a marker would: FUNC is the dynamic\n"
+          "                        symbol (a C name, or a C++ name as nm -D prints it\n"
+          "                        without -C); only calls through a GOT are seen\n"
+          "                        (between shared objects). Repeatable, up to 16\n\n"
           "A static program or a setuid/setgid one cannot be traced by preloading and\n"
           "is refused. The preload library is looked for at <bindir>/../lib/ and\n"
           "<bindir>/../lib/poolscope/; POOLSCOPE_PRELOAD_LIB names another. The\n"
@@ -99,10 +107,34 @@ static int parse_signal(const char *s)
     return -1;
 }
 
+/* One --scope-function: FUNC[=NAME], appended to o->scope_funcs. */
+static int add_scope_func(rec_opts_t *o, const char *arg)
+{
+    const char *eq = strchr(arg, '=');
+    size_t fl = eq ? (size_t)(eq - arg) : strlen(arg);
+    unsigned n = 0;
+    for (const char *p = o->scope_funcs; *p; p++) n += *p == ',';
+    if (!fl || strchr(arg, ',') || strpbrk(arg, " \t") || (eq && !eq[1])) {
+        cli_err("record: --scope-function takes FUNC or FUNC=NAME (no spaces or commas), not '%s'", arg);
+        return 1;
+    }
+    if (fl >= 256 || (eq && strlen(eq + 1) >= 128)) {
+        cli_err("record: --scope-function '%s': the function name is limited to 255 bytes, the scope name to 127", arg);
+        return 1;
+    }
+    if ((o->scope_funcs[0] && n + 1 >= 16) || strlen(o->scope_funcs) + strlen(arg) + 2 > sizeof o->scope_funcs) {
+        cli_err("record: at most 16 --scope-function options");
+        return 1;
+    }
+    if (o->scope_funcs[0]) strcat(o->scope_funcs, ",");
+    strcat(o->scope_funcs, arg);
+    return 0;
+}
+
 /* Returns 0, or CLI_USAGE after printing one line. */
 static int parse_args(int argc, char **argv, rec_opts_t *o)
 {
-    enum { OPT_STACKS = 256, OPT_DEPTH, OPT_FOLLOW, OPT_SIGNAL, OPT_PAUSED, OPT_HELP };
+    enum { OPT_STACKS = 256, OPT_DEPTH, OPT_FOLLOW, OPT_SIGNAL, OPT_PAUSED, OPT_SCOPE_FN, OPT_HELP };
     static const struct option longopts[] = {
         { "output", required_argument, NULL, 'o' },
         { "stacks", required_argument, NULL, OPT_STACKS },
@@ -110,6 +142,7 @@ static int parse_args(int argc, char **argv, rec_opts_t *o)
         { "follow-exec", required_argument, NULL, OPT_FOLLOW },
         { "signal", required_argument, NULL, OPT_SIGNAL },
         { "paused", no_argument, NULL, OPT_PAUSED },
+        { "scope-function", required_argument, NULL, OPT_SCOPE_FN },
         { "help", no_argument, NULL, OPT_HELP },
         { NULL, 0, NULL, 0 },
     };
@@ -152,6 +185,9 @@ static int parse_args(int argc, char **argv, rec_opts_t *o)
             break;
         case OPT_PAUSED:
             o->paused = 1;
+            break;
+        case OPT_SCOPE_FN:
+            if (add_scope_func(o, optarg)) return CLI_USAGE;
             break;
         case 'h':
         case OPT_HELP:
@@ -214,6 +250,7 @@ int cmd_record(int argc, char **argv)
         .target = target, .argv = o.cmd, .preload = preload, .out = o.out ? out : NULL,
         .manifest = manifest, .stacks = o.stacks ? o.stacks : PL_STACKS_DEFAULT, .depth = o.depth,
         .follow_exec = o.follow_exec, .signo = o.signo, .paused = o.paused,
+        .scope_funcs = o.scope_funcs[0] ? o.scope_funcs : NULL,
     };
     pl_result_t res;
     if (pl_run(&spec, &res, msg, sizeof msg)) {

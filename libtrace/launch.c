@@ -434,7 +434,7 @@ static int env_is(const char *entry, const char *name)
  * library's own POOLSCOPE_GEN / POOLSCOPE_EXEC_PATH are left as they are. */
 static const char *const dropped_vars[] = {
     "LD_PRELOAD", "POOLSCOPE_OUT", "POOLSCOPE_MANIFEST", "POOLSCOPE_STACKS", "POOLSCOPE_DEPTH",
-    "POOLSCOPE_FOLLOW_EXEC", "POOLSCOPE_SIGNAL", "POOLSCOPE_PAUSED",
+    "POOLSCOPE_FOLLOW_EXEC", "POOLSCOPE_SIGNAL", "POOLSCOPE_PAUSED", "POOLSCOPE_SCOPE_FUNCS",
 };
 
 static int plan_make(const pl_spec_t *s, plan_t *p, char *msg, size_t mcap)
@@ -501,6 +501,7 @@ static int plan_make(const pl_spec_t *s, plan_t *p, char *msg, size_t mcap)
         if (plan_set(p, "POOLSCOPE_SIGNAL", num)) goto nomem;
     }
     if (s->paused && plan_set(p, "POOLSCOPE_PAUSED", "1")) goto nomem;
+    if (s->scope_funcs && plan_set(p, "POOLSCOPE_SCOPE_FUNCS", s->scope_funcs)) goto nomem;
     return 0;
 nomem:
     set_msg(msg, mcap, "out of memory setting up the environment");

@@ -97,6 +97,7 @@ typedef struct pl_spec {
     const char *follow_exec;   /* POOLSCOPE_FOLLOW_EXEC, NULL = unset */
     int signo;                 /* POOLSCOPE_SIGNAL, 0 = unset */
     int paused;                /* POOLSCOPE_PAUSED=1 */
+    const char *scope_funcs;   /* POOLSCOPE_SCOPE_FUNCS "FUNC=NAME,...", NULL = unset */
     /* Called in the parent once the exec has happened (NULL: not called). */
     void (*started)(void *ctx, pid_t pid);
     void *started_ctx;

@@ -158,6 +158,7 @@ int rd_parse_header(pst_reader_t *r)
         case PST_HDR_EXE:        dst = &r->exe; break;
         case PST_HDR_TOOL:       dst = &r->tool; break;
         case PST_HDR_HOST:       dst = &r->host; break;
+        case PST_HDR_SCOPE_FUNCS: dst = &r->scope_funcs; r->hdr.scope_funcs_len = (size_t)len; break;
         case PST_HDR_ARGV:       dst = &r->argv_raw; r->hdr.argv_len = (size_t)len; break;
         default:                 break;   /* unknown tags are skipped */
         }
@@ -183,6 +184,7 @@ int rd_parse_header(pst_reader_t *r)
     r->hdr.tool = r->tool ? r->tool : "";
     r->hdr.host = r->host ? r->host : "";
     r->hdr.argv_raw = r->argv_raw ? r->argv_raw : "";
+    r->hdr.scope_funcs = r->scope_funcs ? r->scope_funcs : "";
     rd_src_consume(r, PST_FILE_HDR_FIXED + (size_t)tlv);
     return 0;
 }

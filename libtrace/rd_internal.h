@@ -254,7 +254,7 @@ struct pst_reader {
 
     pst_header_t hdr;
     char   **argv;
-    char    *exe, *tool, *host, *argv_raw;
+    char    *exe, *tool, *host, *argv_raw, *scope_funcs;
 
     /* definitions */
     psc_map_t string_ids, stack_ids;   /* id -> index (rd_map_get) */

@@ -551,7 +551,7 @@ static int run(const rp_src_t *src, const rp_config_t *ucfg, rp_report_t **out, 
         /* the --phase-frame scopes before the event that opens or closes
          * them (at the end: every scope still open), then the event */
         size_t ns = 0;
-        if (pf && more && (ev.stack || ev.type == PST_EV_THREAD_END)) ns = az_pf_before(pf, &ev, syn);
+        if (pf && more && az_pf_wants(&ev)) ns = az_pf_before(pf, &ev, syn);
         else if (pf && !more) ns = az_pf_finish(pf, t_last, syn);
         if (more) { syn[ns++] = ev; events++; }
         if (!more && ns) more = 1;           /* more scopes to end: go round again */

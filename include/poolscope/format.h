@@ -96,6 +96,7 @@ enum pst_hdr_tag {
     PST_HDR_EXEC_GEN    = 11, /* varint: 0 for the first image of a pid, n after n execs */
     PST_HDR_TOOL        = 12, /* bytes: writer name and version */
     PST_HDR_HOST        = 13, /* bytes: hostname */
+    PST_HDR_SCOPE_FUNCS = 14, /* bytes: the functions whose calls are recorded as scopes, "FUNC=NAME" each NUL-terminated */
 };
 enum { PST_STACKS_NONE = 0, PST_STACKS_FP = 1, PST_STACKS_DWARF = 2 };
 
@@ -442,6 +443,8 @@ typedef struct pst_file_info {
     size_t   argv_len;
     const char *tool;          /* NUL-terminated */
     const char *host;          /* NUL-terminated */
+    const char *scope_funcs;   /* PST_HDR_SCOPE_FUNCS: "FUNC=NAME\0..." or NULL */
+    size_t   scope_funcs_len;
     uint16_t minor;            /* 0: PST_MINOR; an older minor for a file written as its writers did */
 } pst_file_info_t;
 

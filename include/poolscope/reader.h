@@ -72,6 +72,8 @@ typedef struct pst_header {
     size_t      argv_len;
     uint32_t    argc;
     const char *const *argv;       /* argc entries, then NULL */
+    const char *scope_funcs;       /* "FUNC=NAME\0" entries: calls recorded as scopes (record --scope-function) */
+    size_t      scope_funcs_len;
 } pst_header_t;
 
 const pst_header_t *pst_header(const pst_reader_t *r);

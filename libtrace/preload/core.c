@@ -994,6 +994,7 @@ void *ps_flusher_main(void *arg)
         ps_emit_toggle(self);              /* the toggle signal arrived */
         if (self && ps_g.on) sample_rss(self);
         pthread_mutex_unlock(&ps_g.tlock);
+        ps_fn_poll();                      /* not under tlock: it takes the loader's locks */
         if (last_tick < next_flush) continue;
         next_flush = last_tick + 50 * 1000 * 1000;
         flush_round(&last_tick);
@@ -1051,6 +1052,9 @@ static int write_header(int fd)
         .exe = exe, .argv = an ? args : NULL, .argv_len = (size_t)an,
         .tool = "poolscope-preload 1.0", .host = have_u ? u.nodename : NULL,
     };
+    char *fns = (char *)buf + (76u << 10);
+    fi.scope_funcs_len = ps_fn_header(fns, 4u << 10);
+    fi.scope_funcs = fi.scope_funcs_len ? fns : NULL;
     int len = pst_put_file_header(buf, 40u << 10, &fi);
     int rc = len > 0 ? 0 : -1;
     size_t done = 0;
@@ -1240,6 +1244,7 @@ static void ps_init(void)
     if ((s = env("POOLSCOPE_FOLLOW_EXEC"))) copy_str(ps_g.follow, sizeof ps_g.follow, s);
     if ((s = env("POOLSCOPE_SIGNAL"))) ps_g.sig = atoi(s);
     if ((s = env("POOLSCOPE_PAUSED"))) ps_g.paused = s[0] == '1';
+    ps_fn_parse(env("POOLSCOPE_SCOPE_FUNCS"));
 
     int first_image = 1;
     if ((s = env("POOLSCOPE_GEN"))) {
@@ -1282,6 +1287,7 @@ static void ps_init(void)
     if (ps_g.sig > 0) ps_install_signal();
     ps_signals_init();
     ps_recompute_on();
+    ps_fn_install();
     ps_start_flusher();
 done:
     ps_g.inited = 1;

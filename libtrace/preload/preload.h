@@ -441,4 +441,10 @@ void ps_tables_reset(void);
 void ps_stacks_init(void);
 void ps_modules_poll(void);             /* flusher: rescan if the loader changed */
 
+/* ---- hooks_func.c ---- */
+void ps_fn_parse(const char *spec);     /* POOLSCOPE_SCOPE_FUNCS */
+size_t ps_fn_header(char *buf, size_t cap);  /* the header's SCOPE_FUNCS bytes */
+void ps_fn_install(void);               /* hook the objects loaded now */
+void ps_fn_poll(void);                  /* flusher: hook what the loader added */
+
 #endif

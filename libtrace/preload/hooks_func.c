@@ -1,0 +1,553 @@
+/* hooks_func.c — calls of named functions recorded as scopes
+ * (POOLSCOPE_SCOPE_FUNCS, `poolscope record --scope-function FUNC[=NAME]`).
+ *
+ * An engine that runs each decode step as a job on a worker thread
+ * allocates nothing between two calls, so no stack tells where one call
+ * ends and the next begins (README, "Phases from stacks"). Here the
+ * function's entry and exit are seen instead: every GOT slot that names
+ * FUNC (R_X86_64_JUMP_SLOT, the PLT's, and R_X86_64_GLOB_DAT, -fno-plt
+ * calls and address loads) in every loaded object is pointed at a stub of
+ * ours, which records MARK_BEGIN(NAME), calls the definition and records
+ * MARK_END(NAME). So only calls that go through a GOT are seen: calls
+ * between two shared objects, or into a library the program links; a
+ * call inside the object that defines FUNC (a static or -Bsymbolic one,
+ * an inlined one) is not.
+ *
+ * When: at the constructor (every object loaded at startup), then whenever
+ * the loader's adds counter moves, which the flusher looks at every 10 ms:
+ * calls made by a library in the first 10 ms after its dlopen returned
+ * may be missed. dlopen is not wrapped (hooks_proc.c says why). A lazily
+ * bound slot that the loader resolves while we patch it is patched again
+ * at the next look.
+ *
+ * The stub (ps_fn_common below) is a frame with CFI, so C++ exceptions and
+ * thread cancellation unwind through it; it saves every argument register
+ * and the whole extended state (xsave, so AVX-512 arguments and an x87
+ * return value survive our C code), copies up to PS_FN_ARGS bytes of the
+ * caller's stack arguments (bounded by the thread's stack top) and calls
+ * the definition with them. A function with more stack arguments than
+ * that is not supported. A call left by an exception or longjmp is closed
+ * at the thread's next entry or exit of a hooked function below it, by
+ * stack pointer. Function pointers compared across objects can differ
+ * while the hooks are in (a GLOB_DAT slot holds the stub).
+ */
+#include "preload.h"
+
+#include <dlfcn.h>
+#include <elf.h>
+#include <errno.h>
+#include <link.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#define PS_FN_MAX   16     /* functions named */
+#define PS_FN_STUBS 32     /* (function, definition) pairs: one stub each */
+#define PS_FN_DEPTH 32     /* open hooked calls per thread (deeper ones run unscoped) */
+#define PS_FN_ARGS  1024   /* bytes of the caller's stack arguments copied */
+#define PS_FN_SLOTS 512    /* GOT slots found in one pass */
+
+typedef struct fn_def {
+    char sym[256];         /* the dynamic symbol: a C name or a mangled C++ one */
+    char label[128];       /* the scope's name */
+} fn_def_t;
+
+typedef struct fn_stub {
+    uint32_t fn;
+    uintptr_t real;        /* the definition */
+} fn_stub_t;
+
+typedef struct fn_open {
+    uint64_t instance;
+    uintptr_t sp;          /* the caller's stack pointer at the call: which frame */
+    uint32_t fn;
+    uint32_t begun;        /* a MARK_BEGIN was recorded (not paused, not reentrant) */
+} fn_open_t;
+
+typedef struct fn_tls {
+    uint32_t n, over;      /* open calls, calls past PS_FN_DEPTH */
+    uintptr_t stk_hi;      /* top of the thread's stack (0: not looked up yet, 1: unknown) */
+    fn_open_t e[PS_FN_DEPTH];
+} fn_tls_t;
+
+static __thread fn_tls_t fn_tls __attribute__((tls_model("initial-exec")));
+
+static struct {
+    fn_def_t def[PS_FN_MAX];
+    unsigned n;
+    fn_stub_t stub[PS_FN_STUBS];
+    volatile unsigned n_stub;
+    uint64_t next_instance;              /* atomic */
+    unsigned long long seen_adds;
+    pthread_mutex_t lock;                /* one patching pass at a time */
+    int on;
+} fn_g = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+/* Size of the xsave area for the features the kernel enabled (CPUID leaf
+ * 0xD), read by the stub. */
+__attribute__((visibility("hidden"))) uint32_t ps_fn_xsave_size;
+
+typedef struct fn_go { uintptr_t target, copy; } fn_go_t;
+__attribute__((visibility("hidden"), used)) fn_go_t ps_fn_enter(uint32_t k, uintptr_t args);
+__attribute__((visibility("hidden"), used)) void ps_fn_exit(uint32_t k, uintptr_t args);
+
+/* ---- the stub ------------------------------------------------------------------
+ * Entry k: r11d = k, jump to the common part. Frame of ps_fn_common:
+ *   rbp+16.. the caller's stack arguments    rbp+8 return address
+ *   rbp      saved rbp    rbp-8 rbx  rbp-16 r12  rbp-24 r13
+ *   rbp-32 rdi  -40 rsi  -48 rdx  -56 rcx  -64 r8  -72 r9  -80 rax  -88 r10
+ *   below: the xsave area (64-aligned, r12), then the copied arguments. */
+#define PS_FN_STUB(k) "endbr64\n\tmovl $" #k ", %r11d\n\tjmp ps_fn_common\n\t.p2align 4\n\t"
+__asm__(
+    "\t.text\n"
+    "\t.p2align 4\n"
+    "\t.hidden ps_fn_stubs\n"
+    "\t.type ps_fn_stubs, @function\n"
+    "ps_fn_stubs:\n\t"
+    PS_FN_STUB(0) PS_FN_STUB(1) PS_FN_STUB(2) PS_FN_STUB(3) PS_FN_STUB(4) PS_FN_STUB(5)
+    PS_FN_STUB(6) PS_FN_STUB(7) PS_FN_STUB(8) PS_FN_STUB(9) PS_FN_STUB(10) PS_FN_STUB(11)
+    PS_FN_STUB(12) PS_FN_STUB(13) PS_FN_STUB(14) PS_FN_STUB(15) PS_FN_STUB(16) PS_FN_STUB(17)
+    PS_FN_STUB(18) PS_FN_STUB(19) PS_FN_STUB(20) PS_FN_STUB(21) PS_FN_STUB(22) PS_FN_STUB(23)
+    PS_FN_STUB(24) PS_FN_STUB(25) PS_FN_STUB(26) PS_FN_STUB(27) PS_FN_STUB(28) PS_FN_STUB(29)
+    PS_FN_STUB(30) PS_FN_STUB(31)
+    "\n\t.size ps_fn_stubs, .-ps_fn_stubs\n"
+    "\t.p2align 4\n"
+    "\t.hidden ps_fn_common\n"
+    "\t.type ps_fn_common, @function\n"
+    "ps_fn_common:\n"
+    "\t.cfi_startproc\n"
+    "\tpushq %rbp\n"
+    "\t.cfi_def_cfa_offset 16\n"
+    "\t.cfi_offset %rbp, -16\n"
+    "\tmovq %rsp, %rbp\n"
+    "\t.cfi_def_cfa_register %rbp\n"
+    "\tpushq %rbx\n"
+    "\t.cfi_offset %rbx, -24\n"
+    "\tpushq %r12\n"
+    "\t.cfi_offset %r12, -32\n"
+    "\tpushq %r13\n"
+    "\t.cfi_offset %r13, -40\n"
+    "\tpushq %rdi\n\tpushq %rsi\n\tpushq %rdx\n\tpushq %rcx\n"
+    "\tpushq %r8\n\tpushq %r9\n\tpushq %rax\n\tpushq %r10\n"
+    "\tmovl %r11d, %ebx\n"
+    "\tmovl ps_fn_xsave_size(%rip), %eax\n"
+    "\tsubq %rax, %rsp\n"
+    "\tandq $-64, %rsp\n"
+    "\tmovq %rsp, %r12\n"
+    /* xrstor wants the header's reserved bytes zero; xsave writes only XSTATE_BV */
+    "\txorl %eax, %eax\n"
+    "\tmovq %rax, 512(%r12)\n\tmovq %rax, 520(%r12)\n\tmovq %rax, 528(%r12)\n\tmovq %rax, 536(%r12)\n"
+    "\tmovq %rax, 544(%r12)\n\tmovq %rax, 552(%r12)\n\tmovq %rax, 560(%r12)\n\tmovq %rax, 568(%r12)\n"
+    "\tmovl $-1, %eax\n\tmovl $-1, %edx\n"
+    "\txsave64 (%r12)\n"
+    "\tmovl %ebx, %edi\n"
+    "\tleaq 16(%rbp), %rsi\n"
+    "\tcall ps_fn_enter\n"
+    "\tmovq %rax, %r13\n"
+    "\tmovq %r12, %rdi\n"
+    "\tsubq %rdx, %rdi\n"
+    "\tandq $-64, %rdi\n"
+    "\tmovq %rdi, %rsp\n"
+    "\tmovq %rdx, %rcx\n"
+    "\tshrq $3, %rcx\n"
+    "\tleaq 16(%rbp), %rsi\n"
+    "\trep movsq\n"
+    "\tmovl $-1, %eax\n\tmovl $-1, %edx\n"
+    "\txrstor64 (%r12)\n"
+    "\tmovq -32(%rbp), %rdi\n\tmovq -40(%rbp), %rsi\n\tmovq -48(%rbp), %rdx\n\tmovq -56(%rbp), %rcx\n"
+    "\tmovq -64(%rbp), %r8\n\tmovq -72(%rbp), %r9\n\tmovq -80(%rbp), %rax\n\tmovq -88(%rbp), %r10\n"
+    "\tcall *%r13\n"
+    "\tmovq %rax, -80(%rbp)\n"
+    "\tmovq %rdx, -48(%rbp)\n"
+    "\tmovl $-1, %eax\n\tmovl $-1, %edx\n"
+    "\txsave64 (%r12)\n"
+    "\tmovq %r12, %rsp\n"
+    "\tmovl %ebx, %edi\n"
+    "\tleaq 16(%rbp), %rsi\n"
+    "\tcall ps_fn_exit\n"
+    "\tmovl $-1, %eax\n\tmovl $-1, %edx\n"
+    "\txrstor64 (%r12)\n"
+    "\tmovq -80(%rbp), %rax\n"
+    "\tmovq -48(%rbp), %rdx\n"
+    "\tleaq -24(%rbp), %rsp\n"
+    "\tpopq %r13\n\tpopq %r12\n\tpopq %rbx\n"
+    "\tpopq %rbp\n"
+    "\t.cfi_def_cfa %rsp, 8\n"
+    "\tret\n"
+    "\t.cfi_endproc\n"
+    "\t.size ps_fn_common, .-ps_fn_common\n");
+
+extern const char ps_fn_stubs[] __attribute__((visibility("hidden")));
+#define STUB_ADDR(k) ((uintptr_t)ps_fn_stubs + 16u * (k))
+
+/* ---- the calls ------------------------------------------------------------------ */
+
+/* A scope's edge is stamped with the clock, and the shared tick moved past
+ * it: a program hands work between threads without touching the heap (a
+ * condition variable, a job queue), so no version orders another thread's
+ * events around it; times do, once the tick is not shared across the edge
+ * (FORMAT.md, "Time"). Two clock reads per edge. */
+static void emit_mark(ps_thr_t *t, unsigned type, uint32_t fn, uint64_t instance)
+{
+    ps_tick_now();
+    pst_event_t ev;
+    memset(&ev, 0, sizeof ev);
+    ev.type = (uint8_t)type;
+    ev.f[0] = ps_string_id(fn_g.def[fn].label);
+    ev.f[1] = instance;
+    ps_emit_generic(t, &ev);   /* BEGIN's payload count f[2] = 0 */
+    ps_tick_now();
+}
+
+/* Close the thread's open calls that are gone (left by an exception or
+ * longjmp): made at sp at or below `sp`. */
+static void close_stale(uintptr_t sp, int inclusive)
+{
+    while (fn_tls.n && (fn_tls.e[fn_tls.n - 1].sp < sp || (inclusive && fn_tls.e[fn_tls.n - 1].sp == sp))) {
+        fn_open_t *o = &fn_tls.e[--fn_tls.n];
+        if (o->begun) {
+            ps_thr_t *t = ps_enter();
+            if (t) { emit_mark(t, PST_EV_MARK_END, o->fn, o->instance); ps_leave(); }
+        }
+    }
+}
+
+static uintptr_t stack_top(void)
+{
+    if (fn_tls.stk_hi) return fn_tls.stk_hi;
+    fn_tls.stk_hi = 1;
+    ps_tls.busy++;   /* pthread_getattr_np allocates: the tracer's own calls */
+    if ((pid_t)syscall(SYS_gettid) == ps_g.pid) {
+        fn_tls.stk_hi = ps_g.main_stk_hi ? ps_g.main_stk_hi : 1;
+    } else {
+        pthread_attr_t a;
+        void *addr;
+        size_t size;
+        if (pthread_getattr_np(pthread_self(), &a) == 0) {
+            if (pthread_attr_getstack(&a, &addr, &size) == 0) fn_tls.stk_hi = (uintptr_t)addr + size;
+            pthread_attr_destroy(&a);
+        }
+    }
+    ps_tls.busy--;
+    return fn_tls.stk_hi;
+}
+
+fn_go_t ps_fn_enter(uint32_t k, uintptr_t args)
+{
+    int e = errno;
+    fn_stub_t *s = &fn_g.stub[k];
+    fn_go_t go = { s->real, PS_FN_ARGS };
+    uintptr_t hi = stack_top();
+    if (hi > args && hi - args < PS_FN_ARGS) go.copy = (hi - args) & ~(uintptr_t)7;
+    close_stale(args, 1);
+    if (fn_tls.n == PS_FN_DEPTH) {
+        fn_tls.over++;
+    } else {
+        fn_open_t *o = &fn_tls.e[fn_tls.n++];
+        o->fn = s->fn;
+        o->sp = args;
+        o->instance = __atomic_add_fetch(&fn_g.next_instance, 1, __ATOMIC_RELAXED);
+        o->begun = 0;
+        ps_thr_t *t = ps_enter();
+        if (t) {
+            emit_mark(t, PST_EV_MARK_BEGIN, o->fn, o->instance);
+            o->begun = 1;
+            ps_leave();
+        }
+    }
+    errno = e;
+    return go;
+}
+
+void ps_fn_exit(uint32_t k, uintptr_t args)
+{
+    (void)k;
+    int e = errno;   /* the function's own errno is its result */
+    if (fn_tls.over) {
+        fn_tls.over--;
+    } else {
+        close_stale(args, 0);
+        if (fn_tls.n && fn_tls.e[fn_tls.n - 1].sp == args) {
+            fn_open_t *o = &fn_tls.e[--fn_tls.n];
+            ps_thr_t *t = o->begun ? ps_enter() : NULL;
+            if (t) {
+                emit_mark(t, PST_EV_MARK_END, o->fn, o->instance);
+                ps_leave();
+            }
+        }
+    }
+    errno = e;
+}
+
+/* ---- finding and patching the slots --------------------------------------------- */
+
+#define PS_FN_OBJS 64      /* objects with a slot, in one pass */
+
+typedef struct fn_obj {
+    uintptr_t base, lo, hi;        /* load bias, mapped range */
+    uintptr_t relro_lo, relro_hi;
+    char path[4096];               /* "" the executable */
+} fn_obj_t;
+
+typedef struct fn_slot {
+    uintptr_t addr;                /* the GOT slot */
+    uint32_t fn, obj;
+} fn_slot_t;
+
+typedef struct fn_scan {
+    fn_obj_t obj[PS_FN_OBJS];
+    fn_slot_t slot[PS_FN_SLOTS];
+    unsigned n_obj, n_slot;
+} fn_scan_t;
+
+static int fn_match(const char *name)
+{
+    for (unsigned i = 0; i < fn_g.n; i++)
+        if (!strcmp(name, fn_g.def[i].sym)) return (int)i;
+    return -1;
+}
+
+/* Under the loader's lock: collect the slots, write nothing. */
+static int scan_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    (void)size;
+    fn_scan_t *sc = arg;
+    uintptr_t base = info->dlpi_addr, lo = UINTPTR_MAX, hi = 0, rlo = 0, rhi = 0;
+    const ElfW(Dyn) *dyn = NULL;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type == PT_LOAD) {
+            if (base + ph->p_vaddr < lo) lo = base + ph->p_vaddr;
+            if (base + ph->p_vaddr + ph->p_memsz > hi) hi = base + ph->p_vaddr + ph->p_memsz;
+        } else if (ph->p_type == PT_DYNAMIC) {
+            dyn = (const ElfW(Dyn) *)(base + ph->p_vaddr);
+        } else if (ph->p_type == PT_GNU_RELRO) {
+            rlo = base + ph->p_vaddr;
+            rhi = rlo + ph->p_memsz;
+        }
+    }
+    if (!dyn || lo >= hi) return 0;
+    if ((uintptr_t)ps_fn_stubs >= lo && (uintptr_t)ps_fn_stubs < hi) return 0;   /* ourselves */
+    const char *name = info->dlpi_name ? info->dlpi_name : "";
+    size_t nl = strlen(name);
+    if (nl >= 10 && (!memcmp(name, "linux-vdso", 10) || !memcmp(name, "linux-gate", 10))) return 0;
+    if (nl >= sizeof sc->obj[0].path || sc->n_obj == PS_FN_OBJS) return 0;
+    uintptr_t symtab = 0, strtab = 0, strsz = 0, jmprel = 0, pltrelsz = 0, rela = 0, relasz = 0;
+    long pltrel = DT_RELA;
+    for (const ElfW(Dyn) *d = dyn; d->d_tag != DT_NULL; d++) {
+        uintptr_t v = d->d_un.d_ptr;
+        switch (d->d_tag) {
+        case DT_SYMTAB:   symtab = v; break;
+        case DT_STRTAB:   strtab = v; break;
+        case DT_STRSZ:    strsz = v; break;
+        case DT_JMPREL:   jmprel = v; break;
+        case DT_PLTRELSZ: pltrelsz = v; break;
+        case DT_PLTREL:   pltrel = (long)v; break;
+        case DT_RELA:     rela = v; break;
+        case DT_RELASZ:   relasz = v; break;
+        default: break;
+        }
+    }
+    /* The loader relocates these entries in place for most objects, not for
+     * all (a read-only dynamic section): an address below the base is not
+     * one yet. */
+#define FIX(p) do { if ((p) && (p) < base) (p) += base; } while (0)
+    FIX(symtab); FIX(strtab); FIX(jmprel); FIX(rela);
+#undef FIX
+    if (!symtab || !strtab || pltrel != DT_RELA) return 0;
+    const ElfW(Sym) *syms = (const ElfW(Sym) *)symtab;
+    const char *strs = (const char *)strtab;
+    const struct { uintptr_t p, n; } tabs[2] = { { jmprel, pltrelsz }, { rela, relasz } };
+    unsigned oi = sc->n_obj, found = 0;
+    for (int ti = 0; ti < 2; ti++) {
+        const ElfW(Rela) *r = (const ElfW(Rela) *)tabs[ti].p;
+        size_t nr = tabs[ti].p ? tabs[ti].n / sizeof *r : 0;
+        for (size_t i = 0; i < nr && sc->n_slot < PS_FN_SLOTS; i++) {
+            unsigned type = ELF64_R_TYPE(r[i].r_info);
+            if (type != R_X86_64_JUMP_SLOT && type != R_X86_64_GLOB_DAT) continue;
+            size_t si = ELF64_R_SYM(r[i].r_info);
+            unsigned st = ELF64_ST_TYPE(syms[si].st_info);
+            if (!si || syms[si].st_name >= strsz) continue;
+            if (st != STT_FUNC && st != STT_GNU_IFUNC && st != STT_NOTYPE) continue;
+            int fn = fn_match(strs + syms[si].st_name);
+            if (fn < 0) continue;
+            fn_slot_t *s = &sc->slot[sc->n_slot++];
+            s->addr = base + r[i].r_offset;
+            s->fn = (uint32_t)fn;
+            s->obj = oi;
+            found = 1;
+        }
+    }
+    if (found) {
+        fn_obj_t *o = &sc->obj[sc->n_obj++];
+        o->base = base;
+        o->lo = lo;
+        o->hi = hi;
+        o->relro_lo = rlo;
+        o->relro_hi = rhi;
+        memcpy(o->path, name, nl + 1);
+    }
+    return 0;
+}
+
+static int is_stub(uintptr_t v)
+{
+    return v >= STUB_ADDR(0) && v < STUB_ADDR(PS_FN_STUBS);
+}
+
+/* The definition a slot's object binds FUNC to: the slot's own value once
+ * the loader resolved it, else what the loader's lookup would find (the
+ * global scope, then the object's own; a lazy slot points into the
+ * object's PLT). */
+static uintptr_t definition(const fn_obj_t *o, void *h, const fn_slot_t *s)
+{
+    uintptr_t v = __atomic_load_n((uintptr_t *)s->addr, __ATOMIC_RELAXED);
+    if (v && (v < o->lo || v >= o->hi)) return v;
+    const char *sym = fn_g.def[s->fn].sym;
+    void *p = dlsym(RTLD_DEFAULT, sym);
+    if (!p && h) p = dlsym(h, sym);
+    return (uintptr_t)p;
+}
+
+static int stub_for(uint32_t fn, uintptr_t real)
+{
+    unsigned n = fn_g.n_stub;
+    for (unsigned k = 0; k < n; k++)
+        if (fn_g.stub[k].fn == fn && fn_g.stub[k].real == real) return (int)k;
+    if (n == PS_FN_STUBS) return -1;
+    fn_g.stub[n].fn = fn;
+    fn_g.stub[n].real = real;
+    __atomic_store_n(&fn_g.n_stub, n + 1, __ATOMIC_RELEASE);   /* before any slot points at it */
+    return (int)n;
+}
+
+static void patch(const fn_obj_t *o, void *h, const fn_slot_t *s)
+{
+    uintptr_t *slot = (uintptr_t *)s->addr;
+    if (is_stub(__atomic_load_n(slot, __ATOMIC_RELAXED))) return;
+    uintptr_t real = definition(o, h, s);
+    if (!real || is_stub(real)) return;
+    int k = stub_for(s->fn, real);
+    if (k < 0) return;
+    int ro = s->addr >= o->relro_lo && s->addr + sizeof *slot <= o->relro_hi;
+    uintptr_t pg = s->addr & ~(uintptr_t)(ps_g.page_size - 1);
+    if (ro && syscall(SYS_mprotect, pg, (size_t)ps_g.page_size, PROT_READ | PROT_WRITE) != 0) return;
+    __atomic_store_n(slot, STUB_ADDR(k), __ATOMIC_RELEASE);
+    if (ro) syscall(SYS_mprotect, pg, (size_t)ps_g.page_size, PROT_READ);
+}
+
+/* Patch one object's slots while a reference of ours keeps it loaded (a
+ * dlclose between the scan and the write would leave us writing into an
+ * unmapped page). The executable is never unloaded. */
+static void patch_obj(fn_scan_t *sc, unsigned oi)
+{
+    fn_obj_t *o = &sc->obj[oi];
+    void *h = NULL;
+    if (o->path[0]) {
+        if (!(h = dlopen(o->path, RTLD_LAZY | RTLD_NOLOAD))) return;   /* gone already */
+        struct link_map *lm = NULL;
+        if (dlinfo(h, RTLD_DI_LINKMAP, &lm) != 0 || !lm || lm->l_addr != o->base) {
+            if (ps_g.proc.dlclose) ps_g.proc.dlclose(h);
+            return;   /* another object by that name: not the one scanned */
+        }
+    }
+    for (unsigned i = 0; i < sc->n_slot; i++)
+        if (sc->slot[i].obj == oi) patch(o, h, &sc->slot[i]);
+    if (h && ps_g.proc.dlclose) ps_g.proc.dlclose(h);
+}
+
+static int adds_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    if (size >= offsetof(struct dl_phdr_info, dlpi_subs) + sizeof info->dlpi_subs)
+        *(unsigned long long *)arg = info->dlpi_adds;
+    return 1;
+}
+
+static void patch_all(void)
+{
+    fn_scan_t *sc = ps_sys_mmap(sizeof *sc);
+    if (!sc) return;
+    sc->n_obj = sc->n_slot = 0;
+    dl_iterate_phdr(scan_cb, sc);   /* the loader's lock held: no dlsym in the callback */
+    for (unsigned oi = 0; oi < sc->n_obj; oi++) patch_obj(sc, oi);
+    ps_sys_munmap(sc, sizeof *sc);
+}
+
+/* The flusher, every 10 ms: patch what the loader added (and slots a lazy
+ * binding overwrote, on the next add). */
+void ps_fn_poll(void)
+{
+    if (!fn_g.on) return;
+    unsigned long long adds = 0;
+    dl_iterate_phdr(adds_cb, &adds);
+    if (adds == fn_g.seen_adds) return;
+    pthread_mutex_lock(&fn_g.lock);
+    fn_g.seen_adds = adds;
+    patch_all();
+    pthread_mutex_unlock(&fn_g.lock);
+}
+
+static int xsave_ok(void)
+{
+    unsigned a, b, c, d;
+    __asm__("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(1), "c"(0));
+    if (!(c & (1u << 27))) return 0;   /* OSXSAVE */
+    __asm__("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(0xd), "c"(0));
+    if (b < 576 || b > (1u << 20)) return 0;
+    ps_fn_xsave_size = b + 64;   /* and room to align the area down to 64 */
+    return 1;
+}
+
+/* At init, from POOLSCOPE_SCOPE_FUNCS: "FUNC[=NAME],FUNC[=NAME]...";
+ * before the header is written (ps_fn_header), hooks in later. */
+void ps_fn_parse(const char *spec)
+{
+    fn_g.n = 0;
+    while (spec && *spec && fn_g.n < PS_FN_MAX) {
+        const char *end = strchr(spec, ',');
+        size_t len = end ? (size_t)(end - spec) : strlen(spec);
+        const char *eq = memchr(spec, '=', len);
+        size_t sl = eq ? (size_t)(eq - spec) : len;
+        fn_def_t *d = &fn_g.def[fn_g.n];
+        if (sl && sl < sizeof d->sym) {
+            memcpy(d->sym, spec, sl);
+            d->sym[sl] = 0;
+            const char *lab = eq ? eq + 1 : spec;
+            size_t ll = eq ? len - sl - 1 : sl;
+            if (!ll) { lab = spec; ll = sl; }
+            if (ll >= sizeof d->label) ll = sizeof d->label - 1;
+            memcpy(d->label, lab, ll);
+            d->label[ll] = 0;
+            fn_g.n++;
+        }
+        spec = end ? end + 1 : spec + len;
+    }
+}
+
+/* The header's SCOPE_FUNCS field: "FUNC=NAME\0" each; its length. */
+size_t ps_fn_header(char *buf, size_t cap)
+{
+    size_t n = 0;
+    for (unsigned i = 0; i < fn_g.n; i++) {
+        size_t a = strlen(fn_g.def[i].sym), b = strlen(fn_g.def[i].label);
+        if (n + a + b + 2 > cap) break;
+        memcpy(buf + n, fn_g.def[i].sym, a);
+        buf[n + a] = '=';
+        memcpy(buf + n + a + 1, fn_g.def[i].label, b + 1);
+        n += a + b + 2;
+    }
+    return n;
+}
+
+/* Hook every slot of the objects loaded now (the constructor). */
+void ps_fn_install(void)
+{
+    if (!fn_g.n || !xsave_ok()) return;
+    fn_g.on = 1;
+    pthread_mutex_lock(&fn_g.lock);
+    dl_iterate_phdr(adds_cb, &fn_g.seen_adds);
+    patch_all();
+    pthread_mutex_unlock(&fn_g.lock);
+}
