@@ -1,20 +1,48 @@
 /* sqlite.c — trace -> SQLite (see sqlite.h and SCHEMA.md).
  *
- * One pass: the scan driver computes the metrics while its hook inserts
- * each event (and its pool / block / marker / rss detail rows) through
- * prepared statements inside one transaction, with journal and sync off
- * during the load. `events` rows are buffered and written EV_BATCH at a
- * time by one multi-row INSERT with integers bound (no text, no per-row
- * allocation on our side); the connection is opened without SQLite's
- * mutexes (it is used by this thread only). Stacks, frames (symbolized with libdw), modules and the
- * metrics table are written after the pass; indexes last, so the inserts
- * never maintain a b-tree besides the table's own.
+ * One pass: the scan driver computes the metrics while its hook writes the
+ * rows. Each event is stored once, in the table that describes it best:
  *
- * A selection (--phase, --from/--to) is the scan's own: the hook marks a
- * row in_window when the scan counted its event (s->events_counted moved),
- * so the column and the metrics table agree with `report` event by event.
- * Rows outside it are kept: the frees and markers of the selection mean
- * something only with what came before them.
+ *   heap_rows   one row per heap object (the malloc family), its
+ *               allocation and its free together: the pairing is the
+ *               scan's own (the model's PM_HEAP_ALLOC / PM_HEAP_FREE ops,
+ *               in the reader's merged order, an allocation at a live
+ *               address closing the object there as the metrics do), so
+ *               the table agrees with `report` (peak, leaks, counts);
+ *   pools       a pool event's row is its only row;
+ *   event_rows  every other event (and the few heap events no object
+ *               row shows: unmatched frees, failed calls, a free with a
+ *               stack, realloc(p, 0), reallocarray);
+ *   markers, blocks, rss: details; scopes, threads: made by the hook.
+ *
+ * The analyst reads views over them (`allocations`, `events`, `sites`):
+ * the storage is packed (call type, how the object was freed, the
+ * selection flags and the freeing thread when it is another one in one
+ * integer; the free as a gap in event ids and a lifetime; addresses as
+ * offsets from a few bases), which keeps the database near 3x the
+ * (compressed) trace instead of 75 bytes per event. SQLite stores an
+ * integer in 0 to 8 bytes by its value, so every packed field is placed
+ * where its usual value is 0 or small.
+ *
+ * A heap row is complete when its object is freed, but rows go in in id
+ * order (appends: full pages, no b-tree seeks), so rows wait in a ring of
+ * RING rows until every older one is complete. An object that outlives
+ * RING younger allocations is written open (lifetime NULL) and updated by
+ * id when it is freed: memory stays bounded by the ring and the live set,
+ * and the updates are as rare as such long-lived objects.
+ *
+ * Rows go in through prepared statements, BATCH rows per multi-row INSERT,
+ * in one transaction with journal and sync off; the connection is opened
+ * without SQLite's mutexes (one thread). Stacks, frames (symbolized with
+ * libdw), modules, threads and the metrics table are written after the
+ * pass; indexes last, and only those the documented queries use (the
+ * rest with az_sql_opts_t.indexes, `sql --indexes`).
+ *
+ * A selection (--phase, --from/--to) is the scan's own: an event is in the
+ * window when the scan counted it (s->events_counted moved), so the
+ * in_window columns and the metrics table agree with `report` event by
+ * event. Rows outside it are kept: the frees and markers of the selection
+ * mean something only with what came before them.
  */
 #include "sqlite.h"
 
@@ -27,6 +55,7 @@
 #include <unistd.h>
 
 #include "gate.h"
+#include "hashmap.h"
 #include "outfile.h"
 #include "poolscope/error.h"
 #include "report.h"
@@ -34,123 +63,510 @@
 #include "sites.h"
 #include "symbolize.h"
 
+/* ---- schema ------------------------------------------------------------------- */
+
+/* heap_rows.bits: the allocating call (PST_EV_* 1..10), how the object was
+ * freed, and the selection flags inverted (0 = in the window) so that the
+ * common value stays one byte. */
+#define HB_TYPE      0x0fu
+#define HB_FK_SHIFT  4
+#define HB_ALLOC_OUT 0x80u       /* the allocation is outside the selection */
+#define HB_FREE_OUT  0x100u      /* the free is outside the selection */
+#define HB_RAW       0x200u      /* addr_off and extra are the addresses themselves (one
+                                  * would not come back from offset + base in 64 bits) */
+#define HB_ALLOC_EV  0x400u      /* the allocating event has its own event_rows row (a
+                                  * reallocarray: old address and nmemb do not both fit) */
+#define HB_XSHIFT    11          /* above: the freeing stream + 1 when it is not the
+                                  * allocating one (a cross-thread free), else 0 */
+enum {
+    FK_FREE = 0,                 /* a FREE event, shown by the row itself in `events` */
+    FK_FREE_EV = 1,              /* a FREE event with a stack: its row is in event_rows */
+    FK_REALLOC = 2,              /* by a realloc (moved, resized or realloc(p, 0)) */
+    FK_REALLOCARRAY = 3,
+    FK_REUSED = 4,               /* its address was allocated again with no free between
+                                  * (a free the trace lost): closed there, as report does */
+};
+
 static const char *const schema =
     "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT);\n"
     "CREATE TABLE event_types(type INTEGER PRIMARY KEY, name TEXT);\n"
-    "CREATE TABLE events(id INTEGER PRIMARY KEY, ts INTEGER, tid INTEGER, stream INTEGER,\n"
-    "  type INTEGER, stack INTEGER, addr INTEGER, old_addr INTEGER, size INTEGER, arg INTEGER,\n"
-    "  in_window INTEGER);\n"
-    "CREATE TABLE modules(id INTEGER PRIMARY KEY, path TEXT, base INTEGER, size INTEGER,\n"
-    "  build_id TEXT, load_ts INTEGER, unload_ts INTEGER);\n"
+    "CREATE TABLE heap_rows(id INTEGER PRIMARY KEY, ts INTEGER, life INTEGER, size INTEGER, addr_off INTEGER,\n"
+    "  stack INTEGER, stream INTEGER, gap INTEGER, bits INTEGER, extra INTEGER);\n"
+    "CREATE TABLE event_rows(id INTEGER PRIMARY KEY, ts INTEGER, stream INTEGER, type INTEGER, stack INTEGER,\n"
+    "  addr INTEGER, old_addr INTEGER, size INTEGER, arg INTEGER, in_window INTEGER);\n"
+    "CREATE TABLE threads(stream INTEGER PRIMARY KEY, tid INTEGER, name TEXT, parent_stream INTEGER,\n"
+    "  start_ts_ns INTEGER, end_ts_ns INTEGER, events INTEGER, allocations INTEGER, allocated_bytes INTEGER,\n"
+    "  frees INTEGER, cross_thread_frees INTEGER, leaked INTEGER, leaked_bytes INTEGER, tracer INTEGER);\n"
+    "CREATE TABLE modules(id INTEGER PRIMARY KEY, path TEXT, base INTEGER, size_bytes INTEGER,\n"
+    "  build_id TEXT, load_ts_ns INTEGER, unload_ts_ns INTEGER);\n"
     "CREATE TABLE stacks(id INTEGER PRIMARY KEY, depth INTEGER, site TEXT);\n"
     "CREATE TABLE frames(stack_id INTEGER, level INTEGER, pc INTEGER, function TEXT, file TEXT,\n"
     "  line INTEGER, module TEXT, frame INTEGER, inlined INTEGER, PRIMARY KEY(stack_id, level)) WITHOUT ROWID;\n"
-    "CREATE TABLE markers(event_id INTEGER PRIMARY KEY, ts INTEGER, tid INTEGER, name TEXT,\n"
+    "CREATE TABLE markers(event_id INTEGER PRIMARY KEY, ts_ns INTEGER, tid INTEGER, name TEXT,\n"
     "  kind TEXT, instance INTEGER, payload TEXT);\n"
-    "CREATE TABLE pools(event_id INTEGER PRIMARY KEY, ts INTEGER, pool_id INTEGER, kind TEXT,\n"
+    "CREATE TABLE scopes(begin_id INTEGER PRIMARY KEY, end_id INTEGER, name TEXT, instance INTEGER,\n"
+    "  begin_ts_ns INTEGER, end_ts_ns INTEGER, duration_ns INTEGER, tid INTEGER, heap_calls INTEGER,\n"
+    "  allocations INTEGER, allocated_bytes INTEGER);\n"
+    "CREATE TABLE pools(event_id INTEGER PRIMARY KEY, ts_ns INTEGER, pool_id INTEGER, kind TEXT,\n"
     "  pool_seq INTEGER, arm INTEGER, buf_id INTEGER, req_bytes INTEGER, granted_bytes INTEGER,\n"
-    "  hit INTEGER, cached INTEGER, ptr INTEGER, name TEXT);\n"
-    "CREATE TABLE blocks(event_id INTEGER, ts INTEGER, pool_id INTEGER, kind TEXT,\n"
+    "  hit INTEGER, cached INTEGER, ptr INTEGER, name TEXT, stream INTEGER, stack INTEGER, in_window INTEGER);\n"
+    "CREATE TABLE blocks(event_id INTEGER, ts_ns INTEGER, pool_id INTEGER, kind TEXT,\n"
     "  pool_seq INTEGER, block_id INTEGER, n_used INTEGER, owner INTEGER, stream INTEGER);\n"
-    "CREATE TABLE rss(event_id INTEGER PRIMARY KEY, ts INTEGER, rss INTEGER, anon INTEGER, file INTEGER);\n"
+    "CREATE TABLE rss(event_id INTEGER PRIMARY KEY, ts_ns INTEGER, rss_bytes INTEGER, anon_bytes INTEGER,\n"
+    "  file_bytes INTEGER);\n"
     "CREATE TABLE metrics(name TEXT PRIMARY KEY, value REAL);\n";
 
-static const char *const indexes =
-    "CREATE INDEX events_type_ts ON events(type, ts);\n"
-    "CREATE INDEX events_addr ON events(addr);\n"
-    "CREATE INDEX events_stack ON events(stack);\n"
-    "CREATE INDEX markers_name_ts ON markers(name, ts);\n"
-    "CREATE INDEX pools_pool_ts ON pools(pool_id, ts);\n"
-    "CREATE INDEX blocks_pool_block ON blocks(pool_id, block_id, ts);\n"
-    "CREATE INDEX frames_function ON frames(function);\n";
+/* The views SCHEMA.md documents, made after the rows: @B stands for the
+ * base of heap_rows.addr_off's region (the bases are chosen from the
+ * first rows, see choose_bases). */
+#define ADDR_OF(h) "(CASE WHEN " h "bits & 512 THEN " h "addr_off ELSE (" h "addr_off & ~15) + @B END)"
+#define ADDR ADDR_OF("h.")
+#define OLD  "(CASE WHEN h.bits & 15 NOT IN (3, 4) THEN NULL WHEN h.bits & 512 THEN h.extra\n" \
+             "    ELSE (h.addr_off & ~15) + @B + h.extra END)"
+#define ARG  "(CASE WHEN h.bits & 15 IN (2, 6, 7, 8) THEN h.extra END)"
+#define FREE_STREAM "(CASE WHEN h.bits >> 11 THEN (h.bits >> 11) - 1 ELSE h.stream END)"
+#define POOL_TYPE "(CASE p.kind WHEN 'create' THEN 24 WHEN 'acquire' THEN 25 WHEN 'reclaim' THEN 26\n" \
+                  "    WHEN 'backing_alloc' THEN 27 WHEN 'backing_free' THEN 28 ELSE 29 END)"
+#define TID(stream) "(SELECT t.tid FROM threads t WHERE t.stream = " stream ")"
+static const char *const views =
+    "CREATE VIEW allocations AS SELECT\n"
+    "  h.id AS id, h.bits & 15 AS type,\n"
+    "  CASE h.bits & 15 WHEN 1 THEN 'malloc' WHEN 2 THEN 'calloc' WHEN 3 THEN 'realloc'\n"
+    "    WHEN 4 THEN 'reallocarray' WHEN 6 THEN 'posix_memalign' WHEN 7 THEN 'aligned_alloc'\n"
+    "    WHEN 8 THEN 'memalign' WHEN 9 THEN 'valloc' WHEN 10 THEN 'pvalloc' END AS call,\n"
+    "  h.ts AS ts_ns, h.ts + h.life AS free_ts_ns, h.life AS lifetime_ns,\n"
+    "  h.size AS size_bytes,\n"
+    "  CASE WHEN h.size >= 131072 THEN ((h.size + 4111) & ~4095) - 16\n"
+    "    ELSE max((h.size + 23) & ~15, 32) - 8 END AS granted_bytes,\n"
+    "  " ADDR " AS addr, h.stack AS stack, (SELECT s.site FROM stacks s WHERE s.id = h.stack) AS site,\n"
+    "  h.stream AS stream, " TID("h.stream") " AS tid,\n"
+    "  h.id + h.gap AS free_id,\n"
+    "  CASE WHEN h.gap IS NULL THEN NULL WHEN (h.bits >> 4) & 7 <= 1 THEN 'free'\n"
+    "    WHEN (h.bits >> 4) & 7 = 2 THEN 'realloc' WHEN (h.bits >> 4) & 7 = 3 THEN 'reallocarray'\n"
+    "    ELSE 'reused' END AS freed_by,\n"
+    "  CASE WHEN h.gap IS NOT NULL THEN " FREE_STREAM " END AS free_stream,\n"
+    "  CASE WHEN h.gap IS NOT NULL THEN " TID(FREE_STREAM) " END AS free_tid,\n"
+    "  CASE WHEN h.gap IS NOT NULL THEN h.bits >> 11 != 0 END AS cross_thread,\n"
+    "  1 - ((h.bits >> 7) & 1) AS in_window,\n"
+    "  CASE WHEN h.gap IS NOT NULL THEN 1 - ((h.bits >> 8) & 1) END AS free_in_window,\n"
+    "  " OLD " AS old_addr\n"
+    "FROM heap_rows h;\n"
+    "CREATE VIEW events AS\n"
+    "SELECT h.id AS id, h.ts AS ts_ns, h.stream AS stream, " TID("h.stream") " AS tid,\n"
+    "  h.bits & 15 AS type, (SELECT n.name FROM event_types n WHERE n.type = h.bits & 15) AS type_name,\n"
+    "  h.stack AS stack, " ADDR " AS addr, " OLD " AS old_addr, h.size AS size_bytes, " ARG " AS arg,\n"
+    "  1 - ((h.bits >> 7) & 1) AS in_window\n"
+    "FROM heap_rows h WHERE h.bits & 1024 = 0\n"
+    "UNION ALL\n"
+    "SELECT h.id + h.gap, h.ts + h.life, " FREE_STREAM ",\n"
+    "  " TID(FREE_STREAM) ", 5, 'free',\n"
+    "  NULL, " ADDR ", NULL, NULL, NULL, 1 - ((h.bits >> 8) & 1)\n"
+    "FROM heap_rows h WHERE h.gap IS NOT NULL AND h.bits & 112 = 0\n"
+    "UNION ALL\n"
+    "SELECT e.id, e.ts, e.stream, " TID("e.stream") ", e.type,\n"
+    "  (SELECT n.name FROM event_types n WHERE n.type = e.type),\n"
+    "  e.stack, e.addr, e.old_addr, e.size, e.arg, e.in_window\n"
+    "FROM event_rows e\n"
+    "UNION ALL\n"
+    "SELECT p.event_id, p.ts_ns, p.stream, " TID("p.stream") ", " POOL_TYPE ",\n"
+    "  (SELECT n.name FROM event_types n WHERE n.type = " POOL_TYPE "),\n"
+    "  p.stack, NULL, NULL, NULL, NULL, p.in_window\n"
+    "FROM pools p;\n"
+    /* by stack first (integers), then by label: a few rows to sort by text */
+    "CREATE VIEW sites AS SELECT coalesce(s.site, '(no stack)') AS site, count(*) AS stacks,\n"
+    "  sum(h.n) AS allocations, sum(h.bytes) AS bytes, max(h.max_size) AS max_size_bytes,\n"
+    "  sum(h.leaked) AS leaked, total(h.leaked_bytes) AS leaked_bytes,\n"
+    "  sum(h.life) * 1.0 / sum(h.freed) AS avg_lifetime_ns, max(h.max_life) AS max_lifetime_ns,\n"
+    "  sum(h.xfree) AS cross_thread_frees\n"
+    "FROM (SELECT stack, count(*) AS n, sum(size) AS bytes, max(size) AS max_size, sum(gap IS NULL) AS leaked,\n"
+    "        total(CASE WHEN gap IS NULL THEN size END) AS leaked_bytes, sum(life) AS life, count(life) AS freed,\n"
+    "        max(life) AS max_life, sum(bits >= 2048) AS xfree FROM heap_rows GROUP BY stack) h\n"
+    "LEFT JOIN stacks s ON s.id = h.stack GROUP BY 1;\n";
 
-enum { ST_EV, ST_MARK, ST_POOL, ST_BLOCK, ST_RSS, ST_N };
+/* the indexes the documented queries use (small tables) */
+static const char *const indexes =
+    "CREATE INDEX markers_name_ts ON markers(name, ts_ns);\n"
+    "CREATE INDEX scopes_name ON scopes(name, begin_id);\n"
+    "CREATE INDEX frames_function ON frames(function);\n";
+/* more (--indexes), on the tables that grow with the trace: heap objects
+ * by address and by stack, other events by type and time, pool and block
+ * events by pool */
+static const char *const extra_indexes =
+    /* the views' expressions, so that `allocations WHERE addr = ?` and
+     * `events WHERE id BETWEEN ?` (the frees) use them */
+    "CREATE INDEX heap_rows_addr ON heap_rows(" ADDR_OF("") ");\n"
+    "CREATE INDEX heap_rows_free ON heap_rows(id + gap);\n"
+    "CREATE INDEX heap_rows_stack ON heap_rows(stack);\n"
+    "CREATE INDEX event_rows_type_ts ON event_rows(type, ts);\n"
+    "CREATE INDEX pools_pool_ts ON pools(pool_id, ts_ns);\n"
+    "CREATE INDEX blocks_pool_block ON blocks(pool_id, block_id, ts_ns);\n";
+
+enum { ST_MARK, ST_POOL, ST_BLOCK, ST_RSS, ST_SCOPE, ST_HUPD, ST_N };
 static const char *const stmt_sql[ST_N] = {
-    "INSERT INTO events VALUES(?,?,?,?,?,?,?,?,?,?,?)",
     "INSERT INTO markers VALUES(?,?,?,?,?,?,?)",
-    "INSERT INTO pools VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)",
+    "INSERT INTO pools VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
     "INSERT INTO blocks VALUES(?,?,?,?,?,?,?,?,?)",
     "INSERT INTO rss VALUES(?,?,?,?,?)",
+    "INSERT INTO scopes VALUES(?,?,?,?,?,?,?,?,?,?,?)",
+    "UPDATE heap_rows SET life = ?1, gap = ?2, bits = (bits & 512) | ?3 WHERE id = ?4",   /* HB_RAW kept */
 };
 
-/* `events` rows go in batches: one multi-row INSERT of EV_BATCH rows
- * (the rest at the end row by row), which spares SQLite its per-statement
- * work (cursor open, seek, halt, reset) on all but one row in EV_BATCH. */
-#define EV_COLS  11
-#define EV_BATCH 64
+/* ---- batched inserts ------------------------------------------------------------ */
 
-typedef struct ev_row {
-    int64_t  v[EV_COLS];
-    uint32_t null;               /* bit c: column c + 1 is NULL */
-} ev_row_t;
+/* Rows of one table go in BATCH at a time by one multi-row INSERT (the
+ * rest at the end row by row): SQLite's per-statement work (cursor open,
+ * seek, halt, reset) is paid once per BATCH rows. Integers only. */
+#define BATCH    64
+#define MAX_COLS 12
+
+typedef struct batch {
+    sqlite3_stmt *one, *many;
+    int cols, n;
+    int64_t v[BATCH][MAX_COLS];
+    uint32_t null[BATCH];        /* bit c: column c is NULL */
+} batch_t;
+
+static int batch_prepare(sqlite3 *db, batch_t *b, const char *table, int cols)
+{
+    b->cols = cols;
+    b->n = 0;
+    size_t len = 64 + (size_t)BATCH * (size_t)(2 * cols + 3);
+    char *q = malloc(len);
+    if (!q) return SQLITE_NOMEM;
+    size_t o = (size_t)snprintf(q, len, "INSERT INTO %s VALUES", table);
+    for (int r = 0; r < BATCH; r++) {
+        q[o++] = r ? ',' : ' ';
+        q[o++] = '(';
+        for (int c = 0; c < cols; c++) { if (c) q[o++] = ','; q[o++] = '?'; }
+        q[o++] = ')';
+        if (r == 0) {
+            q[o] = 0;
+            int rc = sqlite3_prepare_v2(db, q, -1, &b->one, NULL);
+            if (rc != SQLITE_OK) { free(q); return rc; }
+        }
+    }
+    q[o] = 0;
+    int rc = sqlite3_prepare_v2(db, q, -1, &b->many, NULL);
+    free(q);
+    return rc;
+}
+
+static void batch_finalize(batch_t *b)
+{
+    sqlite3_finalize(b->one);
+    sqlite3_finalize(b->many);
+    b->one = b->many = NULL;
+}
+
+static int step_reset(sqlite3_stmt *s)
+{
+    int rc = sqlite3_step(s);
+    sqlite3_reset(s);
+    return rc == SQLITE_DONE || rc == SQLITE_ROW ? 0 : rc;
+}
+
+static int batch_flush(batch_t *b)
+{
+    int rc = 0;
+    if (b->n == BATCH) {
+        int k = 1;
+        for (int r = 0; r < BATCH; r++)
+            for (int c = 0; c < b->cols; c++, k++) {
+                if (b->null[r] & (1u << c)) sqlite3_bind_null(b->many, k);
+                else sqlite3_bind_int64(b->many, k, b->v[r][c]);
+            }
+        rc = step_reset(b->many);
+    } else {
+        for (int r = 0; r < b->n && !rc; r++) {
+            for (int c = 0; c < b->cols; c++) {
+                if (b->null[r] & (1u << c)) sqlite3_bind_null(b->one, c + 1);
+                else sqlite3_bind_int64(b->one, c + 1, b->v[r][c]);
+            }
+            rc = step_reset(b->one);
+        }
+    }
+    b->n = 0;
+    return rc;
+}
+
+/* ---- the loader's state ---------------------------------------------------------- */
+
+/* A heap object waiting in the ring for its row to be written. */
+typedef struct hrow {
+    uint64_t id, ts, size, addr, old, arg;
+    int64_t  life;               /* free ts - ts (negative only if the clocks of two threads disagree) */
+    uint64_t gap;                /* free event id - id */
+    uint64_t bits;               /* heap_rows.bits */
+    uint32_t stack, stream;
+    uint8_t  freed, has_old, has_arg;
+} hrow_t;
+
+/* A live heap object, by address. */
+typedef struct live {
+    uint64_t seq;                /* its allocation's place in the ring's order */
+    uint64_t id, ts, size;
+    uint32_t stream;
+    uint32_t bits;               /* the allocation's part of heap_rows.bits */
+} live_t;
+
+typedef struct thread {
+    uint64_t tid, parent, start_ts, end_ts;
+    uint64_t events, allocs, bytes, frees, xfrees, leaked, leaked_bytes;
+    uint32_t name;               /* THREAD_NAME string id, 0 none */
+    uint8_t  started, ended, has_parent;
+} thread_t;
+
+/* An open marker scope (begin seen, end not yet). */
+typedef struct open_scope {
+    uint64_t name, instance, id, ts, tid;
+    uint64_t calls, allocs, bytes;       /* the loader's running counts at the begin */
+} open_scope_t;
+
+#define MAX_BASES 15             /* address regions (heap_rows.addr_off's low 4 bits; 15 = none) */
+#define RING (1u << 16)          /* heap rows waiting for older ones; power of two */
+#define MAX_OPEN_SCOPES 65536
 
 typedef struct loader {
     sqlite3 *db;
     sqlite3_stmt *st[ST_N];
-    sqlite3_stmt *ev_batch;      /* INSERT INTO events VALUES (...) x EV_BATCH */
+    batch_t heap, other;
     az_sql_stats_t *stats;
-    int rc;                      /* first SQLite error */
+    const az_scan_t *scan;
+    int rc;                      /* first SQLite error (or SQLITE_NOMEM) */
     uint64_t id;
     uint64_t counted;            /* the scan's events_counted after the latest event */
-    size_t n_rows;
-    ev_row_t rows[EV_BATCH];
+
+    hrow_t *ring;
+    int64_t base[MAX_BASES];     /* heap_rows.addr_off = (addr - base[r]) | r (see choose_bases) */
+    int n_base, base_set;
+    uint64_t head, tail;         /* ring rows [head, tail) wait; ring[seq % RING] */
+    psc_map_t live;              /* address -> live_t */
+    psc_map_t threads;           /* stream -> thread_t */
+    uint32_t last_stream;
+    thread_t *last_thread;
+
+    /* the heap peak, as the metrics take it (az_state of the scan's heap) */
+    int prev_counted;
+    uint64_t prev_live, prev_count, prev_ts;
+    uint64_t peak_bytes, peak_count, peak_id, peak_ts;
+
+    open_scope_t *open;
+    size_t n_open;
+    uint64_t calls, allocs, bytes;       /* running counts: hooked calls, heap objects, their bytes */
 } loader_t;
 
-static void bind_u64(sqlite3_stmt *s, int i, uint64_t v) { sqlite3_bind_int64(s, i, (sqlite3_int64)v); }
+static void fail(loader_t *L, int rc) { if (rc && !L->rc) L->rc = rc; }
 
-static void step(loader_t *L, sqlite3_stmt *s)
+static thread_t *thread_of(loader_t *L, uint32_t stream)
 {
-    int rc = sqlite3_step(s);
-    if (rc != SQLITE_DONE && !L->rc) L->rc = rc;
-    sqlite3_reset(s);
+    if (L->last_thread && stream == L->last_stream) return L->last_thread;
+    int is_new;
+    /* key stream + 1: the map's key 0 works but is kept apart */
+    thread_t *t = psc_map_put_sz(&L->threads, (uint64_t)stream + 1, &is_new, sizeof(thread_t));
+    if (!t) { fail(L, SQLITE_NOMEM); return NULL; }
+    L->last_stream = stream;
+    L->last_thread = t;
+    return t;
 }
 
-static void bind_row(sqlite3_stmt *s, int first, const ev_row_t *r)
+/* ---- heap rows ------------------------------------------------------------------------ */
+
+static int cmp_i64(const void *a, const void *b)
 {
-    for (int c = 0; c < EV_COLS; c++) {
-        if (r->null & (1u << c)) sqlite3_bind_null(s, first + c);
-        else sqlite3_bind_int64(s, first + c, r->v[c]);
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The address bases, chosen when the first row is written: the objects
+ * waiting then (the first RING, or all of a shorter trace), grouped by 4 GiB region (the main heap, each thread's
+ * arena, the mmap area), the median address of each of the most used
+ * MAX_BASES regions. An address is stored as its offset from the nearest
+ * base with the base's index in the low 4 bits (heap addresses are
+ * 16-byte aligned), so that most take 2 to 4 bytes (SQLite stores an
+ * integer in 1, 2, 3, 4, 6 or 8) instead of six. */
+static void choose_bases(loader_t *L)
+{
+    L->base_set = 1;
+    size_t n = (size_t)(L->tail - L->head);
+    int64_t *a = n ? malloc(n * sizeof *a) : NULL;
+    if (!a) return;              /* no base: addresses stored as they are */
+    for (size_t i = 0; i < n; i++) a[i] = (int64_t)L->ring[(L->head + i) & (RING - 1)].addr;
+    qsort(a, n, sizeof *a, cmp_i64);
+    /* runs of one region, the largest first */
+    struct { size_t at, len; } run[MAX_BASES];
+    int nr = 0;
+    for (size_t i = 0; i < n;) {
+        size_t k = i;
+        while (k < n && a[k] >> 32 == a[i] >> 32) k++;
+        int slot = nr < MAX_BASES ? nr++ : -1;
+        if (slot < 0)            /* full: replace the smallest if this one is larger */
+            for (int r = 0; r < nr; r++)
+                if (run[r].len < k - i && (slot < 0 || run[r].len < run[slot].len)) slot = r;
+        if (slot >= 0) { run[slot].at = i; run[slot].len = k - i; }
+        i = k;
+    }
+    for (int r = 0; r < nr; r++) {
+        int64_t b = a[run[r].at + run[r].len / 2] & ~(int64_t)15;
+        if (b > 0 && b < INT64_MAX / 2) L->base[L->n_base++] = b;
+    }
+    free(a);
+}
+
+/* addr as heap_rows.addr_off: 0, or -1 when it is stored as it is. */
+static int addr_encode(const loader_t *L, uint64_t addr, int64_t *off)
+{
+    int64_t a = (int64_t)addr, best = 0;
+    int r = -1;
+    if (addr & 15) return -1;
+    for (int i = 0; i < L->n_base; i++) {
+        int64_t d;
+        if (__builtin_sub_overflow(a, L->base[i], &d)) continue;
+        if (r < 0 || (d < 0 ? -d : d) < (best < 0 ? -best : best)) { r = i; best = d; }
+    }
+    if (r < 0) return -1;
+    *off = best | r;
+    return 0;
+}
+
+static void heap_emit(loader_t *L, const hrow_t *h)
+{
+    if (!L->base_set) choose_bases(L);
+    batch_t *b = &L->heap;
+    int64_t *v = b->v[b->n];
+    int64_t addr = (int64_t)h->addr, off, old = (int64_t)h->old, old_off = 0, back;
+    uint64_t bits = h->bits;
+    /* the views add the base back in SQLite's 64-bit integers: a sum that
+     * would overflow there (addresses above 2^63, crafted traces) is
+     * stored as is */
+    if (addr_encode(L, h->addr, &off) ||
+        (h->has_old && (__builtin_sub_overflow(old, addr, &old_off) ||
+                        __builtin_add_overflow(addr, old_off, &back)))) {
+        bits |= HB_RAW;
+        off = addr;
+        old_off = old;
+    }
+    v[0] = (int64_t)h->id;
+    v[1] = (int64_t)h->ts;
+    v[2] = h->life;
+    v[3] = (int64_t)h->size;
+    v[4] = off;
+    v[5] = h->stack;
+    v[6] = h->stream;
+    v[7] = (int64_t)h->gap;
+    v[8] = (int64_t)bits;
+    v[9] = h->has_old ? old_off : (int64_t)h->arg;      /* extra: old address or arg */
+    b->null[b->n] = (h->freed ? 0u : 1u << 2 | 1u << 7) | (h->stack ? 0u : 1u << 5) |
+                    (h->has_old || h->has_arg ? 0u : 1u << 9);
+    if (++b->n == BATCH) fail(L, batch_flush(b));
+    L->stats->allocations++;
+}
+
+/* Write the rows at the ring's head that are complete. */
+static void heap_drain(loader_t *L)
+{
+    /* the first rows wait until the ring is full (or the end): the address
+     * bases are chosen from them */
+    if (!L->base_set && L->tail - L->head < RING) return;
+    while (L->head < L->tail) {
+        hrow_t *h = &L->ring[L->head & (RING - 1)];
+        if (!h->freed) break;
+        heap_emit(L, h);
+        L->head++;
     }
 }
 
-/* Write the buffered events rows: one statement for a full batch, row by
- * row otherwise (the end of the trace). */
-static void flush_rows(loader_t *L)
+/* The object o (erased from the live map by the caller) is freed by event
+ * id (ev) with kind fk. */
+static void heap_close(loader_t *L, const live_t *o, const pst_event_t *ev, uint64_t id, unsigned fk, int counted)
 {
-    if (L->n_rows == EV_BATCH && L->ev_batch) {
-        for (size_t i = 0; i < L->n_rows; i++) bind_row(L->ev_batch, (int)(i * EV_COLS) + 1, &L->rows[i]);
-        step(L, L->ev_batch);
-    } else {
-        for (size_t i = 0; i < L->n_rows; i++) {
-            bind_row(L->st[ST_EV], 1, &L->rows[i]);
-            step(L, L->st[ST_EV]);
-        }
+    int64_t life = (int64_t)(ev->ts - o->ts);
+    uint64_t gap = id - o->id;
+    int xfree = ev->stream != o->stream;
+    uint64_t bits = o->bits | fk << HB_FK_SHIFT | (counted ? 0u : HB_FREE_OUT) |
+                    (xfree ? ((uint64_t)ev->stream + 1) << HB_XSHIFT : 0);
+    thread_t *t = thread_of(L, ev->stream);
+    if (t) { t->frees++; t->xfrees += (uint64_t)xfree; }
+    if (o->seq >= L->head) {
+        hrow_t *h = &L->ring[o->seq & (RING - 1)];
+        h->life = life;
+        h->gap = gap;
+        h->bits = bits;
+        h->freed = 1;
+        if (o->seq == L->head) heap_drain(L);
+        return;
     }
-    L->n_rows = 0;
+    /* written open (it outlived the ring): complete it in place; the row
+     * may still be in the batch */
+    if (L->heap.n) fail(L, batch_flush(&L->heap));
+    sqlite3_stmt *s = L->st[ST_HUPD];
+    sqlite3_bind_int64(s, 1, life);
+    sqlite3_bind_int64(s, 2, (sqlite3_int64)gap);
+    sqlite3_bind_int64(s, 3, (sqlite3_int64)bits);
+    sqlite3_bind_int64(s, 4, (sqlite3_int64)o->id);
+    fail(L, step_reset(s));
+    L->stats->heap_updates++;
 }
 
-static char *batch_sql(void)
+static void heap_free(loader_t *L, const pst_event_t *ev, uint64_t id, uint64_t addr, unsigned fk, int counted)
 {
-    static const char head[] = "INSERT INTO events VALUES", row[] = "(?,?,?,?,?,?,?,?,?,?,?)";
-    size_t len = sizeof head + EV_BATCH * sizeof row + 1;
-    char *q = malloc(len), *o = q;
-    if (!q) return NULL;
-    memcpy(o, head, sizeof head - 1);
-    o += sizeof head - 1;
-    for (int i = 0; i < EV_BATCH; i++) {
-        if (i) *o++ = ',';
-        memcpy(o, row, sizeof row - 1);
-        o += sizeof row - 1;
-    }
-    *o = 0;
-    return q;
+    live_t *p = psc_map_get_sz(&L->live, addr, sizeof(live_t));
+    if (!p) return;              /* not live: an unmatched free, as report counts it */
+    live_t o = *p;
+    psc_map_erase_sz(&L->live, p, sizeof(live_t));
+    heap_close(L, &o, ev, id, fk, counted);
 }
 
-static void hook(void *ctx, const pst_event_t *ev, const az_scan_t *scan)
+/* A new object. 1 when the event also needs its own event_rows row. */
+static int heap_alloc(loader_t *L, const pst_event_t *ev, uint64_t id, const pm_op_t *op, int counted)
 {
-    loader_t *L = ctx;
-    if (L->rc) return;
-    uint64_t id = ++L->id;
+    const uint64_t *f = ev->f;
+    live_t *p = psc_map_get_sz(&L->live, op->key, sizeof(live_t));
+    if (p) {                     /* allocated again without a free: the old object ends here */
+        live_t o = *p;
+        psc_map_erase_sz(&L->live, p, sizeof(live_t));
+        heap_close(L, &o, ev, id, FK_REUSED, counted);
+    }
+    if (L->tail - L->head == RING) {
+        /* the oldest waiting object outlived RING allocations: write it
+         * open, complete it by id when it is freed */
+        heap_emit(L, &L->ring[L->head & (RING - 1)]);
+        L->head++;
+        heap_drain(L);
+    }
+    hrow_t *h = &L->ring[L->tail & (RING - 1)];
+    memset(h, 0, sizeof *h);
+    h->id = id;
+    h->ts = ev->ts;
+    h->size = op->bytes;
+    h->addr = op->key;
+    h->stack = ev->stack;
+    h->stream = ev->stream;
+    h->bits = (ev->type & HB_TYPE) | (counted ? 0u : HB_ALLOC_OUT);
+    switch (ev->type) {
+    case PST_EV_CALLOC: case PST_EV_POSIX_MEMALIGN: case PST_EV_ALIGNED_ALLOC: case PST_EV_MEMALIGN:
+        h->arg = f[1]; h->has_arg = 1; break;
+    case PST_EV_REALLOC: h->old = f[0]; h->has_old = 1; break;
+    case PST_EV_REALLOCARRAY: h->old = f[0]; h->has_old = 1; h->bits |= HB_ALLOC_EV; break;
+    default: break;
+    }
+    int is_new;
+    live_t *o = psc_map_put_sz(&L->live, op->key, &is_new, sizeof(live_t));
+    if (!o) { fail(L, SQLITE_NOMEM); return 0; }
+    *o = (live_t){ .seq = L->tail, .id = id, .ts = ev->ts, .size = op->bytes, .stream = ev->stream,
+                   .bits = h->bits };
+    L->tail++;
+    thread_t *t = thread_of(L, ev->stream);
+    if (t) { t->allocs++; t->bytes += op->bytes; }
+    return (h->bits & HB_ALLOC_EV) != 0;
+}
+
+/* ---- other events ------------------------------------------------------------------------ */
+
+/* One event_rows row: the event's fields as columns (addr: returned /
+ * freed address, tensor id; old_addr: realloc / mremap source; size:
+ * requested bytes; arg: alignment, mmap flags, calloc nmemb, arm). */
+static void other_row(loader_t *L, const pst_event_t *ev, uint64_t id, int counted)
+{
     const uint64_t *f = ev->f;
     uint64_t addr = 0, old = 0, size = 0, arg = 0;
     int has_addr = 1, has_old = 0, has_size = 1, has_arg = 0;
@@ -169,28 +585,140 @@ static void hook(void *ctx, const pst_event_t *ev, const az_scan_t *scan)
     case PST_EV_TENSOR_RELEASE: addr = f[0]; has_size = 0; break;
     default: has_addr = 0; has_size = 0; break;
     }
-    ev_row_t *row = &L->rows[L->n_rows++];
-    row->v[0] = (int64_t)id;
-    row->v[1] = (int64_t)ev->ts;
-    row->v[2] = (int64_t)ev->tid;
-    row->v[3] = (int64_t)ev->stream;
-    row->v[4] = ev->type;
-    row->v[5] = (int64_t)ev->stack;
-    row->v[6] = (int64_t)addr;
-    row->v[7] = (int64_t)old;
-    row->v[8] = (int64_t)size;
-    row->v[9] = (int64_t)arg;
-    row->v[10] = scan->events_counted != L->counted;   /* the scan counted it: in the selection */
-    L->counted = scan->events_counted;
-    L->stats->events_in_window += (uint64_t)row->v[10];
-    /* id NULL: SQLite assigns max(id) + 1, which is `id` (rows go in in
-     * order from 1), and appends without a seek */
-    row->null = 1u | (ev->stack ? 0u : 1u << 5) | (has_addr ? 0u : 1u << 6) | (has_old ? 0u : 1u << 7) |
-                (has_size ? 0u : 1u << 8) | (has_arg ? 0u : 1u << 9);
-    if (L->n_rows == EV_BATCH) flush_rows(L);
-    L->stats->events++;
-    sqlite3_stmt *s;
+    batch_t *b = &L->other;
+    int64_t *v = b->v[b->n];
+    v[0] = (int64_t)id;
+    v[1] = (int64_t)ev->ts;
+    v[2] = ev->stream;
+    v[3] = ev->type;
+    v[4] = ev->stack;
+    v[5] = (int64_t)addr;
+    v[6] = (int64_t)old;
+    v[7] = (int64_t)size;
+    v[8] = (int64_t)arg;
+    v[9] = counted;
+    b->null[b->n] = (ev->stack ? 0u : 1u << 4) | (has_addr ? 0u : 1u << 5) | (has_old ? 0u : 1u << 6) |
+                    (has_size ? 0u : 1u << 7) | (has_arg ? 0u : 1u << 8);
+    if (++b->n == BATCH) fail(L, batch_flush(b));
+    L->stats->other_rows++;
+}
 
+static void bind_u64(sqlite3_stmt *s, int i, uint64_t v) { sqlite3_bind_int64(s, i, (sqlite3_int64)v); }
+
+static void scope_row(loader_t *L, const open_scope_t *o, const char *name, int has_end, uint64_t end_id,
+                      uint64_t end_ts)
+{
+    sqlite3_stmt *s = L->st[ST_SCOPE];
+    bind_u64(s, 1, o->id);
+    if (has_end) bind_u64(s, 2, end_id); else sqlite3_bind_null(s, 2);
+    sqlite3_bind_text(s, 3, name ? name : "?", -1, SQLITE_TRANSIENT);
+    bind_u64(s, 4, o->instance);
+    bind_u64(s, 5, o->ts);
+    if (has_end) { bind_u64(s, 6, end_ts); sqlite3_bind_int64(s, 7, (sqlite3_int64)(end_ts - o->ts)); }
+    else { sqlite3_bind_null(s, 6); sqlite3_bind_null(s, 7); }
+    bind_u64(s, 8, o->tid);
+    /* what happened while it was open (to the end of the trace if it never closed) */
+    bind_u64(s, 9, L->calls - o->calls);
+    bind_u64(s, 10, L->allocs - o->allocs);
+    bind_u64(s, 11, L->bytes - o->bytes);
+    fail(L, step_reset(s));
+    L->stats->scopes++;
+}
+
+/* Scopes: a begin waits for the latest end of its name and instance. */
+static void scope_event(loader_t *L, const pst_event_t *ev, uint64_t id)
+{
+    if (ev->type == PST_EV_MARK_BEGIN) {
+        if (L->n_open == MAX_OPEN_SCOPES) {     /* never closed, most likely: written open */
+            scope_row(L, &L->open[0], pst_string(L->scan->r, (uint32_t)L->open[0].name), 0, 0, 0);
+            memmove(L->open, L->open + 1, (L->n_open - 1) * sizeof *L->open);
+            L->n_open--;
+        }
+        L->open[L->n_open++] = (open_scope_t){ ev->f[0], ev->f[1], id, ev->ts, ev->tid, L->calls, L->allocs, L->bytes };
+        return;
+    }
+    for (size_t i = L->n_open; i-- > 0;) {
+        open_scope_t *o = &L->open[i];
+        if (o->name != ev->f[0] || o->instance != ev->f[1]) continue;
+        scope_row(L, o, ev->str, 1, id, ev->ts);
+        memmove(o, o + 1, (L->n_open - i - 1) * sizeof *o);
+        L->n_open--;
+        return;
+    }
+}
+
+/* The heap peak as the metrics take it: the live set after a counted
+ * event, and when counting starts, the live set just before it. */
+static void peak_take(loader_t *L, uint64_t live, uint64_t count, uint64_t id, uint64_t ts)
+{
+    if (live > L->peak_bytes || (L->peak_bytes == 0 && count && L->peak_count == 0)) {
+        L->peak_bytes = live;
+        L->peak_count = count;
+        L->peak_id = id;
+        L->peak_ts = ts;
+    }
+}
+
+static void hook(void *ctx, const pst_event_t *ev, const az_scan_t *scan)
+{
+    loader_t *L = ctx;
+    if (L->rc) return;
+    L->scan = scan;              /* its reader resolves the strings of scopes */
+    uint64_t id = ++L->id;
+    const uint64_t *f = ev->f;
+    int counted = scan->events_counted != L->counted;     /* the scan counted it: in the selection */
+    L->counted = scan->events_counted;
+    L->stats->events_in_window += (uint64_t)counted;
+    L->stats->events++;
+    thread_t *th = thread_of(L, ev->stream);
+    if (th) {
+        th->events++;
+        th->tid = ev->tid;
+        if (ev->type == PST_EV_THREAD_START && !th->started) {
+            th->started = 1;
+            th->start_ts = ev->ts;
+            th->parent = f[1];
+            th->has_parent = f[1] != 0;
+        } else if (!th->started && th->events == 1) {
+            th->start_ts = ev->ts;
+        }
+        if (ev->type == PST_EV_THREAD_END) { th->ended = 1; th->end_ts = ev->ts; }
+        if (ev->type == PST_EV_THREAD_NAME) th->name = (uint32_t)f[0];
+    }
+
+    /* heap objects: the model's operations, as the scan applied them */
+    int covered = 0;
+    const pm_step_t *stp = scan->step;
+    if (stp && stp->call >= 0) L->calls++;
+    for (size_t i = 0; stp && i < stp->n_ops; i++) {
+        const pm_op_t *o = &stp->ops[i];
+        if (o->kind == PM_HEAP_FREE) {
+            unsigned fk = ev->type == PST_EV_FREE ? (ev->stack ? FK_FREE_EV : FK_FREE) :
+                          ev->type == PST_EV_REALLOCARRAY ? FK_REALLOCARRAY : FK_REALLOC;
+            size_t before = psc_map_count(&L->live);
+            heap_free(L, ev, id, o->key, fk, counted);
+            if (fk == FK_FREE && psc_map_count(&L->live) < before) covered = 1;
+        } else if (o->kind == PM_HEAP_ALLOC) {
+            covered = !heap_alloc(L, ev, id, o, counted);
+            L->allocs++;
+            L->bytes += o->bytes;
+        }
+    }
+    /* pool events: their pools row is their events row */
+    if (ev->type >= PST_EV_POOL_CREATE && ev->type <= PST_EV_POOL_DESTROY) covered = 1;
+    if (!covered) other_row(L, ev, id, counted);
+
+    const az_state_t *hs = az_state(scan->heap);
+    if (counted) {
+        if (!L->prev_counted) peak_take(L, L->prev_live, L->prev_count, id - 1, L->prev_ts);
+        peak_take(L, hs->live_bytes, hs->live_count, id, ev->ts);
+    }
+    L->prev_counted = counted;
+    L->prev_live = hs->live_bytes;
+    L->prev_count = hs->live_count;
+    L->prev_ts = ev->ts;
+
+    sqlite3_stmt *s;
     switch (ev->type) {
     case PST_EV_MARK_POINT: case PST_EV_MARK_BEGIN: case PST_EV_MARK_END: {
         s = L->st[ST_MARK];
@@ -210,8 +738,9 @@ static void hook(void *ctx, const pst_event_t *ev, const az_scan_t *scan)
         } else {
             sqlite3_bind_null(s, 7);
         }
-        step(L, s);
+        fail(L, step_reset(s));
         L->stats->markers++;
+        if (ev->type != PST_EV_MARK_POINT) scope_event(L, ev, id);
         break;
     }
     case PST_EV_POOL_CREATE: case PST_EV_POOL_ACQUIRE: case PST_EV_POOL_RECLAIM:
@@ -236,7 +765,10 @@ static void hook(void *ctx, const pst_event_t *ev, const az_scan_t *scan)
         } else if (ev->type != PST_EV_POOL_DESTROY) {
             bind_u64(s, 5, f[1]); bind_u64(s, 12, f[2]); bind_u64(s, 9, f[3]);
         }
-        step(L, s);
+        bind_u64(s, 14, ev->stream);
+        if (ev->stack) bind_u64(s, 15, ev->stack);
+        sqlite3_bind_int(s, 16, counted);
+        fail(L, step_reset(s));
         L->stats->pool_rows++;
         break;
     }
@@ -262,7 +794,7 @@ static void hook(void *ctx, const pst_event_t *ev, const az_scan_t *scan)
                 sqlite3_bind_int64(s, 8, (sqlite3_int64)f[3]);
                 bind_u64(s, 9, f[2]);
             }
-            step(L, s);
+            fail(L, step_reset(s));
             L->stats->block_rows++;
         }
         break;
@@ -270,12 +802,70 @@ static void hook(void *ctx, const pst_event_t *ev, const az_scan_t *scan)
     case PST_EV_RSS:
         s = L->st[ST_RSS];
         bind_u64(s, 1, id); bind_u64(s, 2, ev->ts); bind_u64(s, 3, f[0]); bind_u64(s, 4, f[1]); bind_u64(s, 5, f[2]);
-        step(L, s);
+        fail(L, step_reset(s));
         L->stats->rss_rows++;
         break;
     default: break;
     }
 }
+
+/* After the pass: the objects still waiting (the open ones are leaks),
+ * the rows still batched, the scopes never closed. */
+static void finish_rows(loader_t *L)
+{
+    while (L->head < L->tail && !L->rc) {
+        heap_emit(L, &L->ring[L->head & (RING - 1)]);
+        L->head++;
+    }
+    if (!L->rc) fail(L, batch_flush(&L->heap));
+    if (!L->rc) fail(L, batch_flush(&L->other));
+    for (size_t i = 0; i < L->n_open && !L->rc; i++)
+        scope_row(L, &L->open[i], pst_string(L->scan->r, (uint32_t)L->open[i].name), 0, 0, 0);
+    L->n_open = 0;
+    /* what each thread leaked */
+    size_t it = 0;
+    void *val;
+    while (psc_map_next(&L->live, &it, NULL, &val)) {
+        const live_t *o = val;
+        thread_t *t = thread_of(L, o->stream);
+        if (t) { t->leaked++; t->leaked_bytes += o->size; }
+    }
+}
+
+static void threads_rows(loader_t *L, const az_scan_t *s)
+{
+    sqlite3_stmt *q;
+    if (sqlite3_prepare_v2(L->db, "INSERT INTO threads VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?)", -1, &q, NULL) != SQLITE_OK) {
+        fail(L, SQLITE_ERROR);
+        return;
+    }
+    size_t it = 0;
+    uint64_t key;
+    void *val;
+    while (psc_map_next(&L->threads, &it, &key, &val)) {
+        const thread_t *t = val;
+        const char *name = t->name ? pst_string(s->r, t->name) : NULL;
+        bind_u64(q, 1, key - 1);
+        bind_u64(q, 2, t->tid);
+        if (name) sqlite3_bind_text(q, 3, name, -1, SQLITE_TRANSIENT); else sqlite3_bind_null(q, 3);
+        if (t->has_parent) bind_u64(q, 4, t->parent); else sqlite3_bind_null(q, 4);
+        bind_u64(q, 5, t->start_ts);
+        if (t->ended) bind_u64(q, 6, t->end_ts); else sqlite3_bind_null(q, 6);
+        bind_u64(q, 7, t->events);
+        bind_u64(q, 8, t->allocs);
+        bind_u64(q, 9, t->bytes);
+        bind_u64(q, 10, t->frees);
+        bind_u64(q, 11, t->xfrees);
+        bind_u64(q, 12, t->leaked);
+        bind_u64(q, 13, t->leaked_bytes);
+        sqlite3_bind_int(q, 14, s->status->tracer_stream && key - 1 == s->status->tracer_stream);
+        fail(L, step_reset(q));
+        L->stats->threads++;
+    }
+    sqlite3_finalize(q);
+}
+
+/* ---- after the pass ---------------------------------------------------------------------- */
 
 static int exec(sqlite3 *db, const char *sql, char *msg, size_t msglen)
 {
@@ -314,11 +904,18 @@ static void meta_put(sqlite3_stmt *q, const char *key, const char *value)
     sqlite3_reset(q);
 }
 
+static void meta_u64(sqlite3_stmt *q, const char *key, uint64_t v)
+{
+    char n[32];
+    snprintf(n, sizeof n, "%llu", (unsigned long long)v);
+    meta_put(q, key, n);
+}
+
 /* What the selection was, for meta: "selection" in words, and each part
  * by itself (phase, from_ns, to_ns) so that a query can use it. */
 static void meta_selection(sqlite3_stmt *q, const az_scan_opts_t *so, uint64_t in_window)
 {
-    char buf[512], n[32];
+    char buf[512];
     size_t k = 0;
     buf[0] = 0;
     if (so->phase) k += (size_t)snprintf(buf, sizeof buf, "phase %s", so->phase);
@@ -331,15 +928,43 @@ static void meta_selection(sqlite3_stmt *q, const az_scan_opts_t *so, uint64_t i
     meta_put(q, "selection", buf[0] ? buf : "none");
     if (so->phase) meta_put(q, "phase", so->phase);
     if (so->window) {
-        snprintf(n, sizeof n, "%llu", (unsigned long long)so->from);
-        meta_put(q, "from_ns", n);
-        if (so->to != UINT64_MAX) {
-            snprintf(n, sizeof n, "%llu", (unsigned long long)so->to);
-            meta_put(q, "to_ns", n);
-        }
+        meta_u64(q, "from_ns", so->from);
+        if (so->to != UINT64_MAX) meta_u64(q, "to_ns", so->to);
     }
-    snprintf(n, sizeof n, "%llu", (unsigned long long)in_window);
-    meta_put(q, "events_in_window", n);
+    meta_u64(q, "events_in_window", in_window);
+}
+
+/* Run sql with @B, the address base of heap_rows.addr_off (of a row
+ * named by prefix: "h." in the views, "" in an index), written in. */
+static int exec_based(loader_t *L, const char *sql, const char *prefix, char *msg, size_t msglen)
+{
+    char base[64 + MAX_BASES * 48];
+    int bl;
+    if (L->n_base <= 1) bl = snprintf(base, sizeof base, "%lld", L->n_base ? (long long)L->base[0] : 0ll);
+    else {
+        bl = snprintf(base, sizeof base, "(CASE %saddr_off & 15", prefix);
+        for (int r = 0; r < L->n_base; r++)
+            bl += snprintf(base + bl, sizeof base - (size_t)bl, " WHEN %d THEN %lld", r, (long long)L->base[r]);
+        bl += snprintf(base + bl, sizeof base - (size_t)bl, " END)");
+    }
+    size_t n = 0;
+    for (const char *p = sql; (p = strstr(p, "@B")); p += 2) n++;
+    char *q = malloc(strlen(sql) + n * (size_t)bl + 1), *o = q;
+    if (!q) { snprintf(msg, msglen, "out of memory"); return PSC_ENOMEM; }
+    for (const char *p = sql;;) {
+        const char *at = strstr(p, "@B");
+        size_t k = at ? (size_t)(at - p) : strlen(p);
+        memcpy(o, p, k);
+        o += k;
+        if (!at) break;
+        memcpy(o, base, (size_t)bl);
+        o += bl;
+        p = at + 2;
+    }
+    *o = 0;
+    int rc = exec(L->db, q, msg, msglen);
+    free(q);
+    return rc;
 }
 
 int az_sql_write_progress(const char *trace, const char *dbpath, az_sql_stats_t *st, int *warning,
@@ -377,35 +1002,45 @@ int az_sql_write_opts(const char *trace, const char *dbpath, const az_sql_opts_t
     }
     int err = psc_out_open(dbpath, inputs, 1, 0, &dbo, msg, msglen);
     if (err) return err;
-    loader_t L = { .stats = st };
-    if (sqlite3_open_v2(psc_out_path(dbo), &L.db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
-                        NULL) != SQLITE_OK) {
-        snprintf(msg, msglen, "cannot create database %s: %s", dbpath, L.db ? sqlite3_errmsg(L.db) : "error");
-        sqlite3_close(L.db);
-        psc_out_abort(dbo);
-        return PSC_EIO;
+    loader_t *L = calloc(1, sizeof *L);
+    if (L) {
+        L->ring = malloc(RING * sizeof *L->ring);
+        L->open = malloc(MAX_OPEN_SCOPES * sizeof *L->open);
     }
+    if (!L || !L->ring || !L->open || psc_map_init(&L->live, sizeof(live_t), 4096, 0, NULL) ||
+        psc_map_init(&L->threads, sizeof(thread_t), 16, 0, NULL)) {
+        if (L) { free(L->ring); free(L->open); psc_map_free(&L->live); psc_map_free(&L->threads); }
+        free(L);
+        psc_out_abort(dbo);
+        snprintf(msg, msglen, "out of memory");
+        return PSC_ENOMEM;
+    }
+    L->stats = st;
     int rc = PSC_EIO;
     az_scan_t *s = NULL;
+    if (sqlite3_open_v2(psc_out_path(dbo), &L->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                        NULL) != SQLITE_OK) {
+        snprintf(msg, msglen, "cannot create database %s: %s", dbpath, L->db ? sqlite3_errmsg(L->db) : "error");
+        goto out;
+    }
     /* temp_store stays FILE: with MEMORY, SQLite's sorter (CREATE INDEX)
      * mallocs every record and never spills; with FILE it packs records
      * into one arena and spills sorted runs only beyond cache_size */
-    if (exec(L.db, "PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF; PRAGMA cache_size=-65536;"
-                   "PRAGMA temp_store=FILE; PRAGMA locking_mode=EXCLUSIVE;", msg, msglen) ||
-        exec(L.db, schema, msg, msglen) || exec(L.db, "BEGIN", msg, msglen))
+    if (exec(L->db, "PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF; PRAGMA cache_size=-65536;"
+                    "PRAGMA temp_store=FILE; PRAGMA locking_mode=EXCLUSIVE;", msg, msglen) ||
+        exec(L->db, schema, msg, msglen) || exec(L->db, "BEGIN", msg, msglen))
         goto out;
     for (int i = 0; i < ST_N; i++)
-        if (sqlite3_prepare_v2(L.db, stmt_sql[i], -1, &L.st[i], NULL) != SQLITE_OK) {
-            snprintf(msg, msglen, "sqlite: %s", sqlite3_errmsg(L.db));
+        if (sqlite3_prepare_v2(L->db, stmt_sql[i], -1, &L->st[i], NULL) != SQLITE_OK) {
+            snprintf(msg, msglen, "sqlite: %s", sqlite3_errmsg(L->db));
             goto out;
         }
-    {
-        char *q = batch_sql();
-        int prc = q ? sqlite3_prepare_v2(L.db, q, -1, &L.ev_batch, NULL) : SQLITE_NOMEM;
-        free(q);
-        if (prc != SQLITE_OK) { snprintf(msg, msglen, "sqlite: %s", sqlite3_errmsg(L.db)); goto out; }
+    if (batch_prepare(L->db, &L->heap, "heap_rows", 10) != SQLITE_OK ||
+        batch_prepare(L->db, &L->other, "event_rows", 10) != SQLITE_OK) {
+        snprintf(msg, msglen, "sqlite: %s", sqlite3_errmsg(L->db));
+        goto out;
     }
-    az_scan_opts_t so = { .hook = hook, .hook_ctx = &L };
+    az_scan_opts_t so = { .hook = hook, .hook_ctx = L };
     if (o) {
         so.progress = o->progress;
         so.progress_ctx = o->progress_ctx;
@@ -417,16 +1052,18 @@ int az_sql_write_opts(const char *trace, const char *dbpath, const az_sql_opts_t
         so.to = o->to;
     }
     if ((rc = az_scan_file(trace, &so, &s, msg, msglen))) goto out;
-    if (!L.rc) flush_rows(&L);
+    L->scan = s;
+    if (!L->rc) finish_rows(L);
 
     rc = PSC_EIO;
-    if (L.rc) { snprintf(msg, msglen, "sqlite insert failed: %s", sqlite3_errstr(L.rc)); goto out; }
+    if (L->rc) { snprintf(msg, msglen, "sqlite insert failed: %s", sqlite3_errstr(L->rc)); goto out; }
     char wb[8];
     *warning = az_scan_warning(s, wb, sizeof wb) != NULL;
 
+    threads_rows(L, s);
     /* event types, meta */
     sqlite3_stmt *q;
-    sqlite3_prepare_v2(L.db, "INSERT INTO event_types VALUES(?,?)", -1, &q, NULL);
+    sqlite3_prepare_v2(L->db, "INSERT INTO event_types VALUES(?,?)", -1, &q, NULL);
     for (unsigned t = 0; t < PST_EV_MAX; t++) {
         const char *n = pst_event_name(t);
         if (!n) continue;
@@ -434,25 +1071,33 @@ int az_sql_write_opts(const char *trace, const char *dbpath, const az_sql_opts_t
         sqlite3_step(q); sqlite3_reset(q);
     }
     sqlite3_finalize(q);
-    sqlite3_prepare_v2(L.db, "INSERT INTO meta VALUES(?,?)", -1, &q, NULL);
-    char buf[64];
-    const char *kv[][2] = {
-        { "trace", trace }, { "exe", s->hdr->exe ? s->hdr->exe : "" },
-        { "pid", (snprintf(buf, sizeof buf, "%llu", (unsigned long long)s->hdr->pid), buf) },
-    };
-    for (size_t i = 0; i < 3; i++) {
-        sqlite3_bind_text(q, 1, kv[i][0], -1, SQLITE_STATIC);
-        sqlite3_bind_text(q, 2, kv[i][1], -1, SQLITE_TRANSIENT);
-        sqlite3_step(q); sqlite3_reset(q);
-    }
+    sqlite3_prepare_v2(L->db, "INSERT INTO meta VALUES(?,?)", -1, &q, NULL);
+    meta_put(q, "schema_version", "2");
+    meta_put(q, "trace", trace);
+    meta_put(q, "exe", s->hdr->exe ? s->hdr->exe : "");
+    meta_u64(q, "pid", s->hdr->pid);
     meta_put(q, "complete", s->status->complete ? "1" : "0");
     meta_selection(q, &so, st->events_in_window);
+    /* the heap peak of the selection: the event after which the live set
+     * was largest (first reached), as report's peak_live_bytes */
+    meta_u64(q, "peak_live_bytes", L->peak_bytes);
+    meta_u64(q, "peak_live_objects", L->peak_count);
+    meta_u64(q, "peak_live_event_id", L->peak_id);
+    meta_u64(q, "peak_live_ts_ns", L->peak_ts);
+    {
+        char b[MAX_BASES * 24 + 1];
+        size_t k = 0;
+        b[0] = 0;
+        for (int r = 0; r < L->n_base; r++)
+            k += (size_t)snprintf(b + k, sizeof b - k, "%s%lld", r ? " " : "", (long long)L->base[r]);
+        meta_put(q, "addr_bases", b);     /* heap_rows.addr_off's, by index */
+    }
     sqlite3_finalize(q);
 
     /* modules */
     size_t nm = 0;
     const pst_module_t *mods = pst_modules(s->r, &nm);
-    sqlite3_prepare_v2(L.db, "INSERT INTO modules VALUES(?,?,?,?,?,?,?)", -1, &q, NULL);
+    sqlite3_prepare_v2(L->db, "INSERT INTO modules VALUES(?,?,?,?,?,?,?)", -1, &q, NULL);
     for (size_t i = 0; i < nm; i++) {
         char bid[130] = "";
         for (uint32_t k = 0; k < mods[i].build_id_len && k < 64; k++) snprintf(bid + 2 * k, 3, "%02x", mods[i].build_id[k]);
@@ -474,8 +1119,8 @@ int az_sql_write_opts(const char *trace, const char *dbpath, const az_sql_opts_t
     az_sv_t *sv = az_sv_create(s, sym, NULL);
     az_frame_t *dfr = malloc(4096 * sizeof *dfr);
     sqlite3_stmt *qs, *qf;
-    sqlite3_prepare_v2(L.db, "INSERT INTO stacks VALUES(?,?,?)", -1, &qs, NULL);
-    sqlite3_prepare_v2(L.db, "INSERT INTO frames VALUES(?,?,?,?,?,?,?,?,?)", -1, &qf, NULL);
+    sqlite3_prepare_v2(L->db, "INSERT INTO stacks VALUES(?,?,?)", -1, &qs, NULL);
+    sqlite3_prepare_v2(L->db, "INSERT INTO frames VALUES(?,?,?,?,?,?,?,?,?)", -1, &qf, NULL);
     for (uint32_t id = 1;; id++) {
         uint32_t depth = 0;
         const uint64_t *fr = pst_stack(s->r, id, &depth);
@@ -521,21 +1166,34 @@ int az_sql_write_opts(const char *trace, const char *dbpath, const az_sql_opts_t
             int e2;
             az_jdoc_t *d = az_json_parse(jb, jl, &e2, NULL, 0);
             if (d) {
-                sqlite3_prepare_v2(L.db, "INSERT INTO metrics VALUES(?,?)", -1, &q, NULL);
-                metrics_rows(L.db, q, az_json_root(d), "", st);
+                sqlite3_prepare_v2(L->db, "INSERT INTO metrics VALUES(?,?)", -1, &q, NULL);
+                metrics_rows(L->db, q, az_json_root(d), "", st);
                 sqlite3_finalize(q);
                 az_json_free(d);
             }
             free(jb);
         }
     }
-    if (exec(L.db, indexes, msg, msglen) || exec(L.db, "COMMIT", msg, msglen)) goto out;
+    if (L->rc) { snprintf(msg, msglen, "sqlite insert failed: %s", sqlite3_errstr(L->rc)); goto out; }
+    if (exec_based(L, views, "h.", msg, msglen)) goto out;
+    if (exec(L->db, indexes, msg, msglen) || (o && o->indexes && exec_based(L, extra_indexes, "", msg, msglen)) ||
+        exec(L->db, "COMMIT", msg, msglen))
+        goto out;
     rc = 0;
 out:
-    for (int i = 0; i < ST_N; i++) sqlite3_finalize(L.st[i]);
-    sqlite3_finalize(L.ev_batch);
-    if (sqlite3_close(L.db) != SQLITE_OK && !rc) { snprintf(msg, msglen, "cannot close database %s", dbpath); rc = PSC_EIO; }
+    for (int i = 0; i < ST_N; i++) sqlite3_finalize(L->st[i]);
+    batch_finalize(&L->heap);
+    batch_finalize(&L->other);
+    if (L->db && sqlite3_close(L->db) != SQLITE_OK && !rc) {
+        snprintf(msg, msglen, "cannot close database %s", dbpath);
+        rc = PSC_EIO;
+    }
     az_scan_free(s);
+    psc_map_free(&L->live);
+    psc_map_free(&L->threads);
+    free(L->ring);
+    free(L->open);
+    free(L);
     if (rc) psc_out_abort(dbo);
     else rc = psc_out_commit(dbo, msg, msglen);
     clock_gettime(CLOCK_MONOTONIC, &t1);

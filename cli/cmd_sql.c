@@ -1,4 +1,4 @@
-/* cmd_sql.c — `poolscope sql FILE -o DB [--phase NAME] [--from T --to T]`:
+/* cmd_sql.c — `poolscope sql FILE -o DB [--phase NAME] [--from T --to T] [--indexes]`:
  * argument parsing; the work is analyzer/sqlite.c (schema in
  * analyzer/SCHEMA.md).
  */
@@ -11,14 +11,17 @@
 
 void cmd_sql_help(FILE *out)
 {
-    fputs("usage: poolscope sql FILE -o DB.sqlite [--phase NAME] [--from T --to T]\n\n"
+    fputs("usage: poolscope sql FILE -o DB.sqlite [--phase NAME] [--from T --to T] [--indexes]\n\n"
           "Load a trace into a new SQLite database. It is built beside DB and renamed\n"
           "over it when complete: an existing DB is replaced only by a finished one and\n"
           "only when it is an SQLite database (or empty),\n"
           "a DB that is the trace (also through a link) or not a regular file is\n"
           "refused. FILE may be - (standard input, a pipe).\n"
-          "Tables: events, stacks, frames (symbolized), modules, markers, pools, blocks,\n"
-          "rss, metrics (the report's numbers by dotted name), meta, event_types.\n"
+          "Views: allocations (each heap object: allocation and free, lifetime, sizes,\n"
+          "site, threads), events (every event, type names), sites (totals per site).\n"
+          "Tables: threads, stacks, frames (symbolized), modules, markers, scopes, pools,\n"
+          "blocks, rss, metrics (the report's numbers by dotted name), meta, event_types.\n"
+          "Times are ts_ns (ns since trace start), sizes *_bytes.\n"
           "Schema and example queries: SCHEMA.md.\n"
           "Documents: share/doc/poolscope/ under the install prefix (REPORT.md: the\n"
           "metrics keys; SCHEMA.md; FORMAT.md), analyzer/ and libtrace/ in the source.\n\n"
@@ -33,6 +36,10 @@ void cmd_sql_help(FILE *out)
           "                  options), meta records it. Without: in_window is 1.\n"
           "  --phase-frame FUNC[=NAME]  scopes from call stacks, as in report: they\n"
           "                  reach the metrics table (the markers table holds the trace's own)\n"
+          "  --indexes       also index the tables that grow with the trace (heap objects\n"
+          "                  by address, free and stack; other events by type and time;\n"
+          "                  pool and block events by pool): fast lookups of one address\n"
+          "                  or stretch of events, a slower load, about twice the size\n"
           "  --quiet         no summary line\n\n"
           "Exit: 0, or 2 for bad usage, an unreadable trace, a phase the trace does not\n"
           "have (the message lists those it has; no database is left) or a failed write.\n", out);
@@ -55,10 +62,11 @@ static int take(void *ctx, const char *opt, const char *v)
 int cmd_sql(int argc, char **argv)
 {
     const char *file = NULL, *db = NULL;
-    int quiet = 0;
+    int quiet = 0, indexes = 0;
     sql_args_t sa = { 0 };
     const cli_opt_t opts[] = {
         { "-o --output", NULL, &db, NULL }, { "--quiet", &quiet, NULL, NULL },
+        { "--indexes", &indexes, NULL, NULL },
         { "--phase", NULL, &sa.o.phase, NULL }, { "--from --to --phase-frame", NULL, NULL, take },
         { NULL, NULL, NULL, NULL },
     };
@@ -66,6 +74,7 @@ int cmd_sql(int argc, char **argv)
     int rc = cli_parse_args(&args, argc, argv);
     if (rc != CLI_CONTINUE) return rc;
     if (!file || !db) { cli_cmd_err("sql", "usage: poolscope sql FILE -o DB.sqlite"); return CLI_USAGE; }
+    sa.o.indexes = indexes;
     sa.o.phase_frames = sa.frames.specs;
     sa.o.n_phase_frames = sa.frames.n;
     if (sa.o.phase && !*sa.o.phase) { cli_cmd_err("sql", "--phase needs a marker name"); return CLI_USAGE; }
@@ -82,8 +91,9 @@ int cmd_sql(int argc, char **argv)
     if (!quiet) {
         printf("%s: %llu events", db, (unsigned long long)st.events);
         if (sa.o.phase || sa.o.window) printf(" (%llu in the selection)", (unsigned long long)st.events_in_window);
-        printf(", %llu stacks, %llu frames, %llu markers, %llu pool rows, %llu block rows in %.2f s (%.2f M events/s)\n",
-               (unsigned long long)st.stacks, (unsigned long long)st.frames,
+        printf(", %llu heap objects, %llu stacks, %llu frames, %llu markers, %llu pool rows, %llu block rows"
+               " in %.2f s (%.2f M events/s)\n",
+               (unsigned long long)st.allocations, (unsigned long long)st.stacks, (unsigned long long)st.frames,
                (unsigned long long)st.markers, (unsigned long long)st.pool_rows, (unsigned long long)st.block_rows,
                st.seconds, st.seconds > 0 ? (double)st.events / st.seconds / 1e6 : 0.0);
     }

@@ -344,13 +344,25 @@ static void test_sqlite_rows_equal_events_and_schema(void **st)
     assert_int_equal(count_rows(d, "SELECT count(*) FROM stacks"), 2);
     assert_int_equal(count_rows(d, "SELECT count(*) FROM frames"), 4);
     assert_int_equal(count_rows(d, "SELECT value FROM metrics WHERE name = 'peak_live_bytes'"), 350);
-    static const char *const tables[] = { "events", "stacks", "frames", "modules", "markers", "pools",
+    static const char *const tables[] = { "threads", "stacks", "frames", "modules", "markers", "scopes", "pools",
                                           "blocks", "rss", "metrics", "meta", "event_types" };
     for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++) {
         char q[200];
         snprintf(q, sizeof q, "SELECT count(*) FROM sqlite_master WHERE type='table' AND name='%s'", tables[i]);
         assert_int_equal(count_rows(d, q), 1);
     }
+    static const char *const views[] = { "allocations", "events", "sites" };
+    for (size_t i = 0; i < sizeof views / sizeof views[0]; i++) {
+        char q[200];
+        snprintf(q, sizeof q, "SELECT count(*) FROM sqlite_master WHERE type='view' AND name='%s'", views[i]);
+        assert_int_equal(count_rows(d, q), 1);
+    }
+    /* the golden heap (see its comment): 6 objects, C and E leaked (264 bytes) */
+    assert_int_equal(count_rows(d, "SELECT count(*) FROM allocations"), 6);
+    assert_int_equal(count_rows(d, "SELECT sum(size_bytes) FROM allocations WHERE free_ts_ns IS NULL"), 264);
+    assert_int_equal(count_rows(d, "SELECT sum(size_bytes) FROM allocations a, (SELECT CAST(value AS INTEGER) AS p"
+                                   " FROM meta WHERE key = 'peak_live_event_id') WHERE a.id <= p"
+                                   " AND (a.free_id IS NULL OR a.free_id > p)"), 350);
     assert_true(count_rows(d, "SELECT count(*) FROM sqlite_master WHERE type='index'") >= 5);
     sqlite3_close(d);
     az_scan_free(s);
@@ -420,16 +432,175 @@ static void test_sqlite_batched_rows_match_events(void **st)
     assert_int_equal(ss.events, s->events);
     assert_int_equal(count_rows(d, "SELECT min(id) FROM events"), 1);
     assert_int_equal(count_rows(d, "SELECT max(id) FROM events"), n);
-    assert_int_equal(count_rows(d, "SELECT count(*) FROM events a JOIN events b ON b.id = a.id + 1 WHERE b.ts < a.ts"), 0);
+    assert_int_equal(count_rows(d, "SELECT count(DISTINCT id) FROM events"), n);
+    assert_int_equal(count_rows(d, "SELECT count(*) FROM events a JOIN events b ON b.id = a.id + 1 WHERE b.ts_ns < a.ts_ns"), 0);
     assert_int_equal(count_rows(d, "SELECT count(*) FROM events WHERE type = 1"), (int)n_alloc);
-    assert_int_equal(count_rows(d, "SELECT sum(size) FROM events WHERE type = 1"), (int)bytes);
+    assert_int_equal(count_rows(d, "SELECT count(*) FROM events WHERE type_name = 'malloc'"), (int)n_alloc);
+    assert_int_equal(count_rows(d, "SELECT sum(size_bytes) FROM events WHERE type = 1"), (int)bytes);
     assert_int_equal(count_rows(d, "SELECT count(*) FROM events WHERE type = 1 AND stack IS NULL"), (int)(n_alloc - n_stack));
     assert_int_equal(count_rows(d, "SELECT count(*) FROM events WHERE old_addr IS NOT NULL"), (int)n_realloc);
-    assert_int_equal(count_rows(d, "SELECT count(*) FROM events WHERE arg = 3 AND size = 24"), (int)n_calloc);
-    assert_int_equal(count_rows(d, "SELECT count(*) FROM events WHERE size IS NULL AND addr IS NOT NULL"), (int)n_free);
-    assert_int_equal(count_rows(d, "SELECT count(*) FROM markers m JOIN events e ON e.id = m.event_id AND e.ts = m.ts"), (int)n_mark);
-    assert_int_equal(count_rows(d, "SELECT count(*) FROM rss r JOIN events e ON e.id = r.event_id AND e.ts = r.ts"), (int)n_rss);
-    assert_int_equal(count_rows(d, "SELECT count(*) FROM events WHERE typeof(id) != 'integer' OR typeof(ts) != 'integer' OR typeof(type) != 'integer'"), 0);
+    assert_int_equal(count_rows(d, "SELECT count(*) FROM events WHERE arg = 3 AND size_bytes = 24"), (int)n_calloc);
+    assert_int_equal(count_rows(d, "SELECT count(*) FROM events WHERE size_bytes IS NULL AND addr IS NOT NULL"), (int)n_free);
+    assert_int_equal(count_rows(d, "SELECT count(*) FROM markers m JOIN events e ON e.id = m.event_id AND e.ts_ns = m.ts_ns"), (int)n_mark);
+    assert_int_equal(count_rows(d, "SELECT count(*) FROM rss r JOIN events e ON e.id = r.event_id AND e.ts_ns = r.ts_ns"), (int)n_rss);
+    assert_int_equal(count_rows(d, "SELECT count(*) FROM events WHERE typeof(id) != 'integer' OR typeof(ts_ns) != 'integer' OR typeof(type) != 'integer'"), 0);
+    /* each object once: mallocs and callocs, the reallocs' new blocks */
+    assert_int_equal(count_rows(d, "SELECT count(*) FROM allocations"), (int)(n_alloc + n_calloc + n_realloc));
+    assert_int_equal(count_rows(d, "SELECT count(*) FROM allocations WHERE freed_by = 'free'"), (int)n_free);
+    assert_int_equal(count_rows(d, "SELECT count(*) FROM allocations WHERE freed_by = 'realloc'"), (int)n_realloc);
+    assert_int_equal(count_rows(d, "SELECT count(DISTINCT tid) FROM allocations"), 3);
+    sqlite3_close(d);
+    az_scan_free(s);
+}
+
+/* One value of a query: INT64_MIN for NULL or no row. */
+static int64_t q64(sqlite3 *db, const char *sql)
+{
+    sqlite3_stmt *q;
+    assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &q, NULL), SQLITE_OK);
+    int64_t v = INT64_MIN;
+    if (sqlite3_step(q) == SQLITE_ROW && sqlite3_column_type(q, 0) != SQLITE_NULL) v = sqlite3_column_int64(q, 0);
+    sqlite3_finalize(q);
+    return v;
+}
+
+/* The allocation at addr allocated at time t: one row, as a string of
+ * its columns, compared with what the trace below says of it. */
+static void expect_object(sqlite3 *db, uint64_t addr, uint64_t t, const char *want)
+{
+    char sql[900], got[400] = "";
+    snprintf(sql, sizeof sql,
+             "SELECT call || ' ' || size_bytes || ' ' || granted_bytes || ' ' || tid || ' ' || "
+             "ifnull(lifetime_ns, 'NULL') || ' ' || ifnull(freed_by, 'NULL') || ' ' || ifnull(free_tid, 'NULL') || ' ' || "
+             "ifnull(cross_thread, 'NULL') || ' ' || CASE WHEN old_addr IS NULL THEN 'NULL' ELSE printf('%%x', old_addr) END"
+             " || ' ' || "
+             "ifnull(stack, 'NULL') || ' ' || "
+             "(free_id IS NULL OR (free_id > id AND (SELECT e.ts_ns FROM events e WHERE e.id = free_id) = free_ts_ns)) "
+             "FROM allocations WHERE addr = %llu AND ts_ns = %llu", (unsigned long long)addr, (unsigned long long)t);
+    sqlite3_stmt *q;
+    assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &q, NULL), SQLITE_OK);
+    int rows = 0;
+    while (sqlite3_step(q) == SQLITE_ROW) {
+        snprintf(got, sizeof got, "%s", (const char *)sqlite3_column_text(q, 0));
+        rows++;
+    }
+    sqlite3_finalize(q);
+    if (rows != 1 || strcmp(got, want) != 0)
+        fprintf(stderr, "object %#llx @%llu: %d rows, got '%s', want '%s'\n", (unsigned long long)addr,
+                (unsigned long long)t, rows, got, want);
+    assert_int_equal(rows, 1);
+    assert_string_equal(got, want);
+}
+
+/* `allocations` pairs every heap object with its free as report does,
+ * checked row by row against a trace whose objects are known: a same-
+ * thread and a cross-thread free, a realloc that moves and one in place,
+ * realloc(p, 0), an address allocated twice with no free between (the
+ * second allocation closes the first), an unmatched free, a failed
+ * malloc, a reallocarray, a free with a stack, leaks, and one object
+ * that outlives more allocations than the loader keeps waiting (written
+ * open, completed when freed). The events view gives every event back
+ * once, and the sums agree with the scan's figures. */
+static void test_sqlite_allocations_pair_each_object(void **st)
+{
+    (void)st;
+    char p[512], db[512], msg[256];
+    path_in(p, sizeof p, "pairs.pst");
+    path_in(db, sizeof db, "pairs.db");
+    int err = 0;
+    pst_writer_cfg_t cfg = { .pid = 7, .exe = "/pairs" };
+    pst_writer_t *w = pst_writer_open(p, &cfg, &err);
+    assert_non_null(w);
+    assert_int_equal(pst_writer_thread(w, 1, 101, 0), 0);
+    assert_int_equal(pst_writer_thread(w, 2, 202, 1), 0);
+    uint64_t fr[] = { 0x401000 };
+    uint32_t stk = pst_writer_stack(w, fr, 1);
+    pst_event_t ev;
+    enum { CHURN = 70000 };     /* more than the loader's ring of waiting objects */
+    at(w, 5); PST_EMIT(w, 1, PST_EV_MALLOC, 0x900000, 4000);              /* long-lived: freed at 100000 */
+    at(w, 10); memset(&ev, 0, sizeof ev); ev.type = PST_EV_MALLOC; ev.f[0] = 0x1000; ev.f[1] = 100; ev.stack = stk;
+    pst_writer_event(w, 1, &ev);
+    at(w, 30); PST_EMIT(w, 1, PST_EV_FREE, 0x1000);                        /* same thread, 20 ns */
+    at(w, 40); PST_EMIT(w, 1, PST_EV_MALLOC, 0x2000, 200);
+    at(w, 50); PST_EMIT(w, 2, PST_EV_FREE, 0x2000);                        /* freed by the other thread */
+    at(w, 60); PST_EMIT(w, 1, PST_EV_MALLOC, 0x3000, 300);
+    at(w, 70); PST_EMIT(w, 1, PST_EV_REALLOC, 0x3000, 0x4000, 400);        /* moves */
+    at(w, 80); PST_EMIT(w, 1, PST_EV_REALLOC, 0x4000, 0x4000, 500);        /* in place */
+    at(w, 90); PST_EMIT(w, 1, PST_EV_MALLOC, 0x5000, 50);
+    at(w, 100); PST_EMIT(w, 2, PST_EV_MALLOC, 0x5000, 60);                 /* again, no free: closes the first */
+    at(w, 110); PST_EMIT(w, 1, PST_EV_FREE, 0x99990);                      /* never allocated */
+    at(w, 120); PST_EMIT(w, 1, PST_EV_REALLOC, 0x4000, 0, 0);              /* realloc(p, 0) frees */
+    at(w, 130); PST_EMIT(w, 1, PST_EV_CALLOC, 0x6000, 3, 8);               /* leaked */
+    at(w, 140); PST_EMIT(w, 1, PST_EV_MALLOC, 0x7000, 10);
+    at(w, 150); PST_EMIT(w, 2, PST_EV_REALLOCARRAY, 0x7000, 0x8000, 4, 5); /* 20 bytes, leaked */
+    at(w, 160); PST_EMIT(w, 1, PST_EV_MALLOC, 0x9000, 70);
+    at(w, 170); memset(&ev, 0, sizeof ev); ev.type = PST_EV_FREE; ev.f[0] = 0x9000; ev.stack = stk;
+    pst_writer_event(w, 1, &ev);                                          /* a free with a stack */
+    at(w, 180); PST_EMIT(w, 1, PST_EV_MALLOC, 0, 1000);                    /* failed */
+    at(w, 190); PST_EMIT(w, 2, PST_EV_POSIX_MEMALIGN, 0xa000, 64, 128);    /* leaked */
+    at(w, 200); PST_EMIT(w, 1, PST_EV_MALLOC, 0x200000, 200000);           /* mmap-sized, leaked */
+    for (int i = 0; i < CHURN; i++) {
+        at(w, 1000 + 2 * (uint64_t)i); PST_EMIT(w, 1, PST_EV_MALLOC, 0x100000 + 16 * (uint64_t)(i % 7), 16);
+        at(w, 1001 + 2 * (uint64_t)i); PST_EMIT(w, 1, PST_EV_FREE, 0x100000 + 16 * (uint64_t)(i % 7));
+    }
+    at(w, 200000); PST_EMIT(w, 2, PST_EV_FREE, 0x900000);
+    assert_int_equal(pst_writer_close(w), 0);
+
+    az_sql_stats_t ss;
+    int warn;
+    assert_int_equal(az_sql_write(p, db, &ss, &warn, msg, sizeof msg), 0);
+    assert_true(ss.heap_updates >= 1);                                     /* the long-lived one */
+    az_scan_t *s = scan("pairs.pst");
+    sqlite3 *d;
+    assert_int_equal(sqlite3_open(db, &d), SQLITE_OK);
+    /* call size granted tid lifetime freed_by free_tid cross old stack, and the free event's time */
+    expect_object(d, 0x900000, 5, "malloc 4000 4008 101 199995 free 202 1 NULL NULL 1");
+    char want[200];
+    snprintf(want, sizeof want, "malloc 100 104 101 20 free 101 0 NULL %u 1", stk);
+    expect_object(d, 0x1000, 10, want);
+    expect_object(d, 0x2000, 40, "malloc 200 200 101 10 free 202 1 NULL NULL 1");
+    expect_object(d, 0x3000, 60, "malloc 300 312 101 10 realloc 101 0 NULL NULL 1");
+    expect_object(d, 0x4000, 70, "realloc 400 408 101 10 realloc 101 0 3000 NULL 1");
+    expect_object(d, 0x4000, 80, "realloc 500 504 101 40 realloc 101 0 4000 NULL 1");
+    expect_object(d, 0x5000, 90, "malloc 50 56 101 10 reused 202 1 NULL NULL 1");
+    expect_object(d, 0x5000, 100, "malloc 60 72 202 NULL NULL NULL NULL NULL NULL 1");
+    expect_object(d, 0x6000, 130, "calloc 24 24 101 NULL NULL NULL NULL NULL NULL 1");
+    expect_object(d, 0x7000, 140, "malloc 10 24 101 10 reallocarray 202 1 NULL NULL 1");
+    expect_object(d, 0x8000, 150, "reallocarray 20 24 202 NULL NULL NULL NULL 7000 NULL 1");
+    expect_object(d, 0x9000, 160, "malloc 70 72 101 10 free 101 0 NULL NULL 1");
+    expect_object(d, 0xa000, 190, "posix_memalign 128 136 202 NULL NULL NULL NULL NULL NULL 1");
+    expect_object(d, 0x200000, 200, "malloc 200000 200688 101 NULL NULL NULL NULL NULL NULL 1");
+    /* no row for the failed malloc or the unknown free; the churn's objects */
+    assert_int_equal(count_rows(d, "SELECT count(*) FROM allocations WHERE addr = 0 OR addr = 629136"), 0);
+    assert_int_equal(count_rows(d, "SELECT count(*) FROM allocations WHERE size_bytes = 16 AND lifetime_ns = 1"
+                                   " AND freed_by = 'free' AND free_id = id + 1"), CHURN);
+    assert_int_equal(count_rows(d, "SELECT count(*) FROM allocations"), CHURN + 14);
+    assert_int_equal(count_rows(d, "SELECT arg FROM allocations a JOIN events e ON e.id = a.id WHERE a.addr = 24576"), 3);
+    assert_int_equal(count_rows(d, "SELECT arg FROM events WHERE type = 4"), 4);
+    assert_int_equal(count_rows(d, "SELECT arg FROM events WHERE type = 6"), 64);
+    assert_int_equal(count_rows(d, "SELECT count(*) FROM events WHERE type = 5 AND stack IS NOT NULL"), 1);
+    /* the scan's figures: leaks, peak, counts */
+    assert_int_equal(q64(d, "SELECT sum(size_bytes) FROM allocations WHERE free_ts_ns IS NULL"),
+                     (int64_t)s->heap_r.leaked_bytes);
+    assert_int_equal(q64(d, "SELECT count(*) FROM allocations WHERE free_ts_ns IS NULL"), (int64_t)s->heap_r.leaked_count);
+    assert_int_equal(q64(d, "SELECT sum(size_bytes) FROM allocations a, (SELECT CAST(value AS INTEGER) AS p FROM meta"
+                            " WHERE key = 'peak_live_event_id') WHERE a.id <= p AND (a.free_id IS NULL OR a.free_id > p)"),
+                     (int64_t)s->heap_r.peak_live_bytes);
+    assert_int_equal(q64(d, "SELECT count(*) FROM allocations"), (int64_t)s->heap_r.allocs);
+    assert_int_equal(q64(d, "SELECT count(*) FROM allocations WHERE freed_by IS NOT NULL AND freed_by != 'reused'"),
+                     (int64_t)s->heap_r.frees - (int64_t)s->heap_r.double_allocs);
+    /* every event once, in its merged order, and the threads' totals */
+    assert_int_equal(q64(d, "SELECT count(*) FROM events"), (int64_t)s->events);
+    assert_int_equal(q64(d, "SELECT count(DISTINCT id) FROM events"), (int64_t)s->events);
+    assert_int_equal(q64(d, "SELECT max(id) FROM events"), (int64_t)s->events);
+    assert_int_equal(q64(d, "SELECT count(*) FROM events WHERE type = 3"), 3);
+    assert_int_equal(q64(d, "SELECT count(*) FROM events WHERE type = 5"), CHURN + 5);
+    assert_int_equal(q64(d, "SELECT count(*) FROM events WHERE type = 1"), CHURN + 10);
+    assert_int_equal(q64(d, "SELECT cross_thread_frees FROM threads WHERE tid = 202"), 4);
+    assert_int_equal(q64(d, "SELECT sum(cross_thread_frees) FROM threads"),
+                     q64(d, "SELECT count(*) FROM allocations WHERE cross_thread"));
+    assert_int_equal(q64(d, "SELECT leaked_bytes FROM threads WHERE tid = 202"), 60 + 20 + 128);
+    assert_int_equal(q64(d, "SELECT sum(leaked_bytes) FROM sites"), (int64_t)s->heap_r.leaked_bytes);
     sqlite3_close(d);
     az_scan_free(s);
 }
@@ -703,6 +874,7 @@ int main(void)
         cmocka_unit_test(test_truncated_trace_still_scans_with_warning),
         cmocka_unit_test(test_sqlite_rows_equal_events_and_schema),
         cmocka_unit_test(test_sqlite_batched_rows_match_events),
+        cmocka_unit_test(test_sqlite_allocations_pair_each_object),
         cmocka_unit_test(test_exports_parse),
         cmocka_unit_test(test_gate_tolerance_edges),
         cmocka_unit_test(test_diff_of_a_trace_with_itself_is_empty),

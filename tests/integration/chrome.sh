@@ -62,7 +62,7 @@ ev = json.load(open(sys.argv[1]))['traceEvents']
 db = sqlite3.connect(sys.argv[2])
 types = [r[0] for r in db.execute("select type from event_types where name in "
          "('malloc','calloc','realloc','reallocarray','posix_memalign','aligned_alloc','memalign','valloc','pvalloc')")]
-want = db.execute("select count(*) from events where type in (%s) and addr != 0 and size > 0" % ','.join(map(str, types))).fetchone()[0]
+want = db.execute("select count(*) from events where type in (%s) and addr != 0 and size_bytes > 0" % ','.join(map(str, types))).fetchone()[0]
 got = [e for e in ev if e.get('cat') == 'alloc']
 assert len(got) == want > 0, (len(got), want)
 assert all(e['args'].get('site') for e in got)

@@ -32,14 +32,14 @@ check no_selection_all_in_window [ "$(q "$T/all.db" 'select count(*) from events
 check no_selection_meta_none [ "$(q "$T/all.db" "select value from meta where key = 'selection'")" = none ]
 
 # the window: from the 30th to the 60th percentile of the allocation times
-n=$(q "$T/all.db" "select count(distinct ts) from events where type = 1")
-FROM=$(q "$T/all.db" "select distinct ts from events where type = 1 order by ts limit 1 offset $((n * 3 / 10))")
-TO=$(q "$T/all.db" "select distinct ts from events where type = 1 order by ts limit 1 offset $((n * 6 / 10))")
-echo "# window [$FROM, $TO] ns of $(q "$T/all.db" 'select max(ts) from events') ns"
-W="ts between $FROM and $TO"
+n=$(q "$T/all.db" "select count(distinct ts_ns) from events where type = 1")
+FROM=$(q "$T/all.db" "select distinct ts_ns from events where type = 1 order by ts_ns limit 1 offset $((n * 3 / 10))")
+TO=$(q "$T/all.db" "select distinct ts_ns from events where type = 1 order by ts_ns limit 1 offset $((n * 6 / 10))")
+echo "# window [$FROM, $TO] ns of $(q "$T/all.db" 'select max(ts_ns) from events') ns"
+W="ts_ns between $FROM and $TO"
 want_events=$(q "$T/all.db" "select count(*) from events where $W")
 want_allocs=$(q "$T/all.db" "select count(*) from events where $W and type in ($ALLOC_TYPES) and addr != 0")
-want_bytes=$(q "$T/all.db" "select sum(size) from events where $W and type in ($ALLOC_TYPES) and addr != 0")
+want_bytes=$(q "$T/all.db" "select sum(size_bytes) from events where $W and type in ($ALLOC_TYPES) and addr != 0")
 echo "# in the window: $want_events events, $want_allocs allocations, $want_bytes bytes"
 check window_not_trivial sh -c "[ $want_allocs -gt 0 ] && [ $want_events -lt $(q "$T/all.db" 'select count(*) from events') ]"
 
@@ -86,7 +86,7 @@ res = {}
 # the stretches of the selection: runs of selected events in merged order,
 # [time of the first, time of the last] (a phase has gaps between them)
 spans, cur = [], None
-for i, ts in db.execute("select id, ts from events order by id"):
+for i, ts in db.execute("select id, ts_ns from events order by id"):
     if i in ids:
         cur = [ts, ts] if cur is None else [cur[0], ts]
     elif cur is not None:
@@ -126,14 +126,14 @@ for e in ev:
         bal[(e["name"], e["id"])] += 1 if e["ph"] == "b" else -1
 res["scopes_balanced"] = all(v == 0 for v in bal.values())
 # large allocations (64 KiB and more) inside
-nbig = sum(1 for (i, t, s) in db.execute("select id, type, size from events where size >= 65536")
+nbig = sum(1 for (i, t, s) in db.execute("select id, type, size_bytes from events where size_bytes >= 65536")
            if i in ids and t in types)
 res["large_allocations_are_the_selections"] = sum(1 for e in ev if e.get("cat") == "alloc") == nbig
 # the heap counter where the selection first opens: the live heap then,
 # replayed here from the rows (realloc: free old + alloc new)
 first = min(ids)
 live, total = {}, 0
-for i, t, addr, old, size in db.execute("select id, type, addr, old_addr, size from events where id < ? order by id", (first,)):
+for i, t, addr, old, size in db.execute("select id, type, addr, old_addr, size_bytes from events where id < ? order by id", (first,)):
     if t in (3, 4) and old:
         if addr or size == 0:
             total -= live.pop(old, 0)
@@ -184,7 +184,7 @@ want_phase=$(wc -l < "$T/phase.ids")
 q "$T/all.db" "create table sel(id integer primary key)"
 q "$T/all.db" ".import $T/phase.ids sel"
 want_palloc=$(q "$T/all.db" "select count(*) from events where id in (select id from sel) and type in ($ALLOC_TYPES) and addr != 0")
-want_pbytes=$(q "$T/all.db" "select sum(size) from events where id in (select id from sel) and type in ($ALLOC_TYPES) and addr != 0")
+want_pbytes=$(q "$T/all.db" "select sum(size_bytes) from events where id in (select id from sel) and type in ($ALLOC_TYPES) and addr != 0")
 echo "# phase layer: $want_phase events, $want_palloc allocations, $want_pbytes bytes"
 check phase_not_trivial sh -c "[ $want_palloc -gt 0 ]"
 "$PS" sql "$T/x.pst" -o "$T/p.db" --phase layer --quiet

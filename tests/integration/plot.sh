@@ -115,11 +115,11 @@ check phase_sizes_title_names_it grep -q "phase 'decode'" "$D/ph/sizes.gp"
 # --from/--to: counts of the window (sqlite on the same times), the time
 # axis and the marker lane within it. The window is the middle third of the
 # pool's activity, so it holds acquires however fast this machine ran it.
-span=$(sqlite3 "$D/e.db" "select min(e.ts), max(e.ts) from events e join event_types t on t.type = e.type where t.name = 'pool_acquire'")
+span=$(sqlite3 "$D/e.db" "select min(e.ts_ns), max(e.ts_ns) from events e join event_types t on t.type = e.type where t.name = 'pool_acquire'")
 w0=$(echo "$span" | awk -F'|' '{printf "%d", $1 + ($2 - $1) / 3}')
 w1=$(echo "$span" | awk -F'|' '{printf "%d", $1 + 2 * ($2 - $1) / 3}')
 "$PS" plot "$D/e.pst" -o "$D/win" --from "${w0}ns" --to "${w1}ns" --quiet
-in_win=$(q "t.name = 'pool_acquire' and e.ts >= $w0 and e.ts <= $w1")
+in_win=$(q "t.name = 'pool_acquire' and e.ts_ns >= $w0 and e.ts_ns <= $w1")
 check window_counts_only_the_window eq window "$(sum "$D/win/sizes.dat" 4)" "$in_win"
 check window_nonempty sh -c "[ $in_win -gt 0 ] && [ $in_win -lt $acquires ]"
 check window_time_axis python3 -c "

@@ -33,7 +33,7 @@ need = int(sys.argv[2]) if len(sys.argv) > 2 else 1
 cap = int(sys.argv[3]) if len(sys.argv) > 3 else 100000
 need_distinct = int(sys.argv[4]) if len(sys.argv) > 4 else 1
 con = sqlite3.connect(db)
-mods = con.execute("select path, base, size from modules").fetchall()
+mods = con.execute("select path, base, size_bytes from modules").fetchall()
 rows = con.execute("select stack_id, frame, level, pc, function, file, line, inlined "
                    "from frames order by stack_id, level").fetchall()
 chains = {}

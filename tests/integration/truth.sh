@@ -226,7 +226,7 @@ ticks_run() {
         { cat "$T/ticks.rec" >&2; return 1; }
     [ "$(key "$T/ticks.out" count)" = $K ] || return 1
     "$PS" sql "$T/ticks.pst" -o "$T/ticks.sqlite" >/dev/null || return 1
-    sqlite3 "$T/ticks.sqlite" "SELECT ts FROM events WHERE type = 1 AND size = 1048576 ORDER BY id;" >"$T/ticks.ts" ||
+    sqlite3 "$T/ticks.sqlite" "SELECT ts_ns FROM events WHERE type = 1 AND size_bytes = 1048576 ORDER BY id;" >"$T/ticks.ts" ||
         return 1
     [ "$(grep -c . "$T/ticks.ts")" -eq $K ] || { echo "  $(grep -c . "$T/ticks.ts") 1 MiB mallocs in the trace, want $K" >&2; return 1; }
     mono=$(start_mono "$T/ticks.pst") && [ -n "$mono" ] || { echo "  no START_MONO in the header" >&2; return 1; }
