@@ -126,6 +126,15 @@ static int add_scope_func(rec_opts_t *o, const char *arg)
         cli_err("record: at most 16 --scope-function options");
         return 1;
     }
+    /* functions that return twice outlive the stub's frame; the loader's
+     * look at their caller, which would be the stub */
+    static const char *const refused[] = { "setjmp", "_setjmp", "sigsetjmp", "__sigsetjmp", "vfork",
+        "getcontext", "swapcontext", "savectx", "dlopen", "dlmopen", "dlsym", "dlvsym", "__libc_start_main" };
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++)
+        if (strlen(refused[i]) == fl && !strncmp(arg, refused[i], fl)) {
+            cli_err("record: --scope-function %s: a function that returns twice or looks at its caller cannot be scoped", refused[i]);
+            return 1;
+        }
     if (o->scope_funcs[0]) strcat(o->scope_funcs, ",");
     strcat(o->scope_funcs, arg);
     return 0;

@@ -17,16 +17,23 @@
  * the loader's adds counter moves, which the flusher looks at every 10 ms:
  * calls made by a library in the first 10 ms after its dlopen returned
  * may be missed. dlopen is not wrapped (hooks_proc.c says why). A lazily
- * bound slot that the loader resolves while we patch it is patched again
- * at the next look.
+ * bound slot that the loader resolves at the very moment we patch it stays
+ * unhooked until the next library is loaded. Past PS_FN_OBJS objects,
+ * PS_FN_SLOTS slots or PS_FN_STUBS definitions in one pass the rest stay
+ * unhooked. The definition of a lazy slot is looked up with the version
+ * the object asked for (dlvsym); a non-PIE executable's canonical PLT
+ * entry (it takes FUNC's address) is never taken for the definition.
  *
  * The stub (ps_fn_common below) is a frame with CFI, so C++ exceptions and
  * thread cancellation unwind through it; it saves every argument register
- * and the whole extended state (xsave, so AVX-512 arguments and an x87
- * return value survive our C code), copies up to PS_FN_ARGS bytes of the
- * caller's stack arguments (bounded by the thread's stack top) and calls
- * the definition with them. A function with more stack arguments than
- * that is not supported. A call left by an exception or longjmp is closed
+ * and the vector and x87 registers (xsave of what can hold an argument or
+ * a result: AVX-512 arguments and an x87 return value survive our C code;
+ * an open hooked call takes about 2.3 KiB of stack), copies up
+ * to PS_FN_ARGS bytes of the caller's stack arguments (less when the next
+ * page cannot be read: the top of a stack, a coroutine's) and calls the
+ * definition with them. A function with more stack arguments than that,
+ * or one that returns twice (setjmp, vfork), is not supported; `record`
+ * refuses the known ones. A call left by an exception or longjmp is closed
  * at the thread's next entry or exit of a hooked function below it, by
  * stack pointer. Function pointers compared across objects can differ
  * while the hooks are in (a GLOB_DAT slot holds the stub).
@@ -41,12 +48,13 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #define PS_FN_MAX   16     /* functions named */
 #define PS_FN_STUBS 32     /* (function, definition) pairs: one stub each */
 #define PS_FN_DEPTH 32     /* open hooked calls per thread (deeper ones run unscoped) */
-#define PS_FN_ARGS  1024   /* bytes of the caller's stack arguments copied */
+#define PS_FN_ARGS  512    /* bytes of the caller's stack arguments copied */
 #define PS_FN_SLOTS 512    /* GOT slots found in one pass */
 
 typedef struct fn_def {
@@ -68,7 +76,6 @@ typedef struct fn_open {
 
 typedef struct fn_tls {
     uint32_t n, over;      /* open calls, calls past PS_FN_DEPTH */
-    uintptr_t stk_hi;      /* top of the thread's stack (0: not looked up yet, 1: unknown) */
     fn_open_t e[PS_FN_DEPTH];
 } fn_tls_t;
 
@@ -80,6 +87,8 @@ static struct {
     fn_stub_t stub[PS_FN_STUBS];
     volatile unsigned n_stub;
     uint64_t next_instance;              /* atomic */
+    uintptr_t canon[PS_FN_MAX];          /* the executable's canonical PLT entry of FUNC, 0 none */
+    uint32_t xmask;                      /* xsave components saved (XCR0 without AMX) */
     unsigned long long seen_adds;
     pthread_mutex_t lock;                /* one patching pass at a time */
     int on;
@@ -88,6 +97,7 @@ static struct {
 /* Size of the xsave area for the features the kernel enabled (CPUID leaf
  * 0xD), read by the stub. */
 __attribute__((visibility("hidden"))) uint32_t ps_fn_xsave_size;
+__attribute__((visibility("hidden"))) uint32_t ps_fn_xsave_mask;
 
 typedef struct fn_go { uintptr_t target, copy; } fn_go_t;
 __attribute__((visibility("hidden"), used)) fn_go_t ps_fn_enter(uint32_t k, uintptr_t args);
@@ -106,13 +116,15 @@ __asm__(
     "\t.hidden ps_fn_stubs\n"
     "\t.type ps_fn_stubs, @function\n"
     "ps_fn_stubs:\n\t"
+    ".cfi_startproc\n\t"
     PS_FN_STUB(0) PS_FN_STUB(1) PS_FN_STUB(2) PS_FN_STUB(3) PS_FN_STUB(4) PS_FN_STUB(5)
     PS_FN_STUB(6) PS_FN_STUB(7) PS_FN_STUB(8) PS_FN_STUB(9) PS_FN_STUB(10) PS_FN_STUB(11)
     PS_FN_STUB(12) PS_FN_STUB(13) PS_FN_STUB(14) PS_FN_STUB(15) PS_FN_STUB(16) PS_FN_STUB(17)
     PS_FN_STUB(18) PS_FN_STUB(19) PS_FN_STUB(20) PS_FN_STUB(21) PS_FN_STUB(22) PS_FN_STUB(23)
     PS_FN_STUB(24) PS_FN_STUB(25) PS_FN_STUB(26) PS_FN_STUB(27) PS_FN_STUB(28) PS_FN_STUB(29)
     PS_FN_STUB(30) PS_FN_STUB(31)
-    "\n\t.size ps_fn_stubs, .-ps_fn_stubs\n"
+    ".cfi_endproc\n"
+    "\t.size ps_fn_stubs, .-ps_fn_stubs\n"
     "\t.p2align 4\n"
     "\t.hidden ps_fn_common\n"
     "\t.type ps_fn_common, @function\n"
@@ -140,7 +152,7 @@ __asm__(
     "\txorl %eax, %eax\n"
     "\tmovq %rax, 512(%r12)\n\tmovq %rax, 520(%r12)\n\tmovq %rax, 528(%r12)\n\tmovq %rax, 536(%r12)\n"
     "\tmovq %rax, 544(%r12)\n\tmovq %rax, 552(%r12)\n\tmovq %rax, 560(%r12)\n\tmovq %rax, 568(%r12)\n"
-    "\tmovl $-1, %eax\n\tmovl $-1, %edx\n"
+    "\tmovl ps_fn_xsave_mask(%rip), %eax\n\txorl %edx, %edx\n"
     "\txsave64 (%r12)\n"
     "\tmovl %ebx, %edi\n"
     "\tleaq 16(%rbp), %rsi\n"
@@ -154,20 +166,20 @@ __asm__(
     "\tshrq $3, %rcx\n"
     "\tleaq 16(%rbp), %rsi\n"
     "\trep movsq\n"
-    "\tmovl $-1, %eax\n\tmovl $-1, %edx\n"
+    "\tmovl ps_fn_xsave_mask(%rip), %eax\n\txorl %edx, %edx\n"
     "\txrstor64 (%r12)\n"
     "\tmovq -32(%rbp), %rdi\n\tmovq -40(%rbp), %rsi\n\tmovq -48(%rbp), %rdx\n\tmovq -56(%rbp), %rcx\n"
     "\tmovq -64(%rbp), %r8\n\tmovq -72(%rbp), %r9\n\tmovq -80(%rbp), %rax\n\tmovq -88(%rbp), %r10\n"
     "\tcall *%r13\n"
     "\tmovq %rax, -80(%rbp)\n"
     "\tmovq %rdx, -48(%rbp)\n"
-    "\tmovl $-1, %eax\n\tmovl $-1, %edx\n"
+    "\tmovl ps_fn_xsave_mask(%rip), %eax\n\txorl %edx, %edx\n"
     "\txsave64 (%r12)\n"
     "\tmovq %r12, %rsp\n"
     "\tmovl %ebx, %edi\n"
     "\tleaq 16(%rbp), %rsi\n"
     "\tcall ps_fn_exit\n"
-    "\tmovl $-1, %eax\n\tmovl $-1, %edx\n"
+    "\tmovl ps_fn_xsave_mask(%rip), %eax\n\txorl %edx, %edx\n"
     "\txrstor64 (%r12)\n"
     "\tmovq -80(%rbp), %rax\n"
     "\tmovq -48(%rbp), %rdx\n"
@@ -214,42 +226,37 @@ static void close_stale(uintptr_t sp, int inclusive)
     }
 }
 
-static uintptr_t stack_top(void)
+/* How many bytes of the caller's stack arguments to copy: PS_FN_ARGS,
+ * unless they would run into a page that cannot be read (the top of the
+ * stack, a coroutine's stack under a guard page): a read through the
+ * kernel tells, without a fault, only when the copy crosses a page. No
+ * call that may take a lock: this runs in signal handlers too. */
+static uintptr_t copy_bytes(uintptr_t args)
 {
-    if (fn_tls.stk_hi) return fn_tls.stk_hi;
-    fn_tls.stk_hi = 1;
-    ps_tls.busy++;   /* pthread_getattr_np allocates: the tracer's own calls */
-    if ((pid_t)syscall(SYS_gettid) == ps_g.pid) {
-        fn_tls.stk_hi = ps_g.main_stk_hi ? ps_g.main_stk_hi : 1;
-    } else {
-        pthread_attr_t a;
-        void *addr;
-        size_t size;
-        if (pthread_getattr_np(pthread_self(), &a) == 0) {
-            if (pthread_attr_getstack(&a, &addr, &size) == 0) fn_tls.stk_hi = (uintptr_t)addr + size;
-            pthread_attr_destroy(&a);
-        }
-    }
-    ps_tls.busy--;
-    return fn_tls.stk_hi;
+    uintptr_t pg = (uintptr_t)ps_g.page_size, next = (args | (pg - 1)) + 1;
+    if (next - args >= PS_FN_ARGS) return PS_FN_ARGS;
+    char b;
+    struct iovec l = { &b, 1 }, r = { (void *)next, 1 };
+    if (syscall(SYS_process_vm_readv, ps_g.pid, &l, 1UL, &r, 1UL, 0UL) == 1) return PS_FN_ARGS;
+    return (next - args) & ~(uintptr_t)7;
 }
 
 fn_go_t ps_fn_enter(uint32_t k, uintptr_t args)
 {
     int e = errno;
     fn_stub_t *s = &fn_g.stub[k];
-    fn_go_t go = { s->real, PS_FN_ARGS };
-    uintptr_t hi = stack_top();
-    if (hi > args && hi - args < PS_FN_ARGS) go.copy = (hi - args) & ~(uintptr_t)7;
+    fn_go_t go = { s->real, copy_bytes(args) };
     close_stale(args, 1);
     if (fn_tls.n == PS_FN_DEPTH) {
         fn_tls.over++;
     } else {
-        fn_open_t *o = &fn_tls.e[fn_tls.n++];
+        fn_open_t *o = &fn_tls.e[fn_tls.n];
         o->fn = s->fn;
         o->sp = args;
         o->instance = __atomic_add_fetch(&fn_g.next_instance, 1, __ATOMIC_RELAXED);
         o->begun = 0;
+        PS_SIGFENCE();   /* a handler calling a hooked function sees the entry whole */
+        fn_tls.n++;
         ps_thr_t *t = ps_enter();
         if (t) {
             emit_mark(t, PST_EV_MARK_BEGIN, o->fn, o->instance);
@@ -294,6 +301,7 @@ typedef struct fn_obj {
 typedef struct fn_slot {
     uintptr_t addr;                /* the GOT slot */
     uint32_t fn, obj;
+    const char *version;           /* the version the object asked for, NULL none */
 } fn_slot_t;
 
 typedef struct fn_scan {
@@ -307,6 +315,23 @@ static int fn_match(const char *name)
     for (unsigned i = 0; i < fn_g.n; i++)
         if (!strcmp(name, fn_g.def[i].sym)) return (int)i;
     return -1;
+}
+
+/* The name of version index vi in an object's DT_VERNEED list, or NULL. */
+static const char *version_of(unsigned vi, uintptr_t verneed, uintptr_t n, const char *strs, uintptr_t strsz)
+{
+    if (vi < 2 || !verneed) return NULL;
+    const ElfW(Verneed) *vn = (const ElfW(Verneed) *)verneed;
+    for (uintptr_t k = 0; k < n; k++) {
+        const ElfW(Vernaux) *va = (const ElfW(Vernaux) *)((const char *)vn + vn->vn_aux);
+        for (unsigned j = 0; j < vn->vn_cnt; j++) {
+            if (va->vna_other == vi) return va->vna_name < strsz ? strs + va->vna_name : NULL;
+            va = (const ElfW(Vernaux) *)((const char *)va + va->vna_next);
+        }
+        if (!vn->vn_next) break;
+        vn = (const ElfW(Verneed) *)((const char *)vn + vn->vn_next);
+    }
+    return NULL;
 }
 
 /* Under the loader's lock: collect the slots, write nothing. */
@@ -335,6 +360,7 @@ static int scan_cb(struct dl_phdr_info *info, size_t size, void *arg)
     if (nl >= 10 && (!memcmp(name, "linux-vdso", 10) || !memcmp(name, "linux-gate", 10))) return 0;
     if (nl >= sizeof sc->obj[0].path || sc->n_obj == PS_FN_OBJS) return 0;
     uintptr_t symtab = 0, strtab = 0, strsz = 0, jmprel = 0, pltrelsz = 0, rela = 0, relasz = 0;
+    uintptr_t versym = 0, verneed = 0, verneednum = 0;
     long pltrel = DT_RELA;
     for (const ElfW(Dyn) *d = dyn; d->d_tag != DT_NULL; d++) {
         uintptr_t v = d->d_un.d_ptr;
@@ -347,6 +373,9 @@ static int scan_cb(struct dl_phdr_info *info, size_t size, void *arg)
         case DT_PLTREL:   pltrel = (long)v; break;
         case DT_RELA:     rela = v; break;
         case DT_RELASZ:   relasz = v; break;
+        case DT_VERSYM:   versym = v; break;
+        case DT_VERNEED:  verneed = v; break;
+        case DT_VERNEEDNUM: verneednum = v; break;
         default: break;
         }
     }
@@ -354,7 +383,7 @@ static int scan_cb(struct dl_phdr_info *info, size_t size, void *arg)
      * all (a read-only dynamic section): an address below the base is not
      * one yet. */
 #define FIX(p) do { if ((p) && (p) < base) (p) += base; } while (0)
-    FIX(symtab); FIX(strtab); FIX(jmprel); FIX(rela);
+    FIX(symtab); FIX(strtab); FIX(jmprel); FIX(rela); FIX(versym); FIX(verneed);
 #undef FIX
     if (!symtab || !strtab || pltrel != DT_RELA) return 0;
     const ElfW(Sym) *syms = (const ElfW(Sym) *)symtab;
@@ -377,7 +406,13 @@ static int scan_cb(struct dl_phdr_info *info, size_t size, void *arg)
             s->addr = base + r[i].r_offset;
             s->fn = (uint32_t)fn;
             s->obj = oi;
+            s->version = versym ? version_of(((const ElfW(Half) *)versym)[si] & 0x7fff,
+                                             verneed, verneednum, strs, strsz) : NULL;
             found = 1;
+            /* the executable takes FUNC's address: its undefined symbol's
+             * value is a PLT entry that jumps through its own slot */
+            if (!sc->n_obj && !name[0] && syms[si].st_shndx == SHN_UNDEF && syms[si].st_value)
+                fn_g.canon[fn] = base + syms[si].st_value;
         }
     }
     if (found) {
@@ -404,11 +439,17 @@ static int is_stub(uintptr_t v)
 static uintptr_t definition(const fn_obj_t *o, void *h, const fn_slot_t *s)
 {
     uintptr_t v = __atomic_load_n((uintptr_t *)s->addr, __ATOMIC_RELAXED);
-    if (v && (v < o->lo || v >= o->hi)) return v;
     const char *sym = fn_g.def[s->fn].sym;
-    void *p = dlsym(RTLD_DEFAULT, sym);
-    if (!p && h) p = dlsym(h, sym);
-    return (uintptr_t)p;
+    if (!v || (v >= o->lo && v < o->hi)) {
+        void *p = s->version ? dlvsym(RTLD_DEFAULT, sym, s->version) : dlsym(RTLD_DEFAULT, sym);
+        if (!p && h) p = s->version ? dlvsym(h, sym, s->version) : dlsym(h, sym);
+        v = (uintptr_t)p;
+    }
+    /* the executable's canonical PLT entry would jump back into the stub:
+     * the definition is the next one, in the libraries */
+    if (v && v == fn_g.canon[s->fn])
+        v = (uintptr_t)(s->version ? dlvsym(RTLD_NEXT, sym, s->version) : dlsym(RTLD_NEXT, sym));
+    return v;
 }
 
 static int stub_for(uint32_t fn, uintptr_t real)
@@ -431,8 +472,11 @@ static void patch(const fn_obj_t *o, void *h, const fn_slot_t *s)
     if (!real || is_stub(real)) return;
     int k = stub_for(s->fn, real);
     if (k < 0) return;
-    int ro = s->addr >= o->relro_lo && s->addr + sizeof *slot <= o->relro_hi;
+    /* the loader protects RELRO's whole pages only: its last partial page
+     * stays writable, and is left as it is */
     uintptr_t pg = s->addr & ~(uintptr_t)(ps_g.page_size - 1);
+    uintptr_t rend = o->relro_hi & ~(uintptr_t)(ps_g.page_size - 1);
+    int ro = s->addr >= o->relro_lo && pg + (uintptr_t)ps_g.page_size <= rend;
     if (ro && syscall(SYS_mprotect, pg, (size_t)ps_g.page_size, PROT_READ | PROT_WRITE) != 0) return;
     __atomic_store_n(slot, STUB_ADDR(k), __ATOMIC_RELEASE);
     if (ro) syscall(SYS_mprotect, pg, (size_t)ps_g.page_size, PROT_READ);
@@ -494,9 +538,23 @@ static int xsave_ok(void)
     unsigned a, b, c, d;
     __asm__("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(1), "c"(0));
     if (!(c & (1u << 27))) return 0;   /* OSXSAVE */
-    __asm__("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(0xd), "c"(0));
-    if (b < 576 || b > (1u << 20)) return 0;
-    ps_fn_xsave_size = b + 64;   /* and room to align the area down to 64 */
+    unsigned x0, x1;
+    __asm__("xgetbv" : "=a"(x0), "=d"(x1) : "c"(0));
+    /* what holds arguments and results: x87 (a long double result), SSE,
+     * and the upper halves of ymm0-15 and zmm0-15. The rest is not an
+     * argument and is caller-saved (opmasks, zmm16-31, APX registers) or
+     * untouched by our C code (AMX tiles, 8 KiB), and left out: each open
+     * hooked call costs about 2.3 KiB of stack. The standard layout's size
+     * is the end of the last saved component. */
+    uint32_t mask = x0 & ((1u << 0) | (1u << 1) | (1u << 2) | (1u << 6)), size = 576;
+    for (unsigned i = 2; i < 32; i++) {
+        if (!(mask >> i & 1)) continue;
+        __asm__("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(0xd), "c"(i));
+        if (a + b > size) size = a + b;
+    }
+    if (size > (64u << 10)) return 0;
+    ps_fn_xsave_mask = mask;
+    ps_fn_xsave_size = size + 64;   /* and room to align the area down to 64 */
     return 1;
 }
 
@@ -541,10 +599,18 @@ size_t ps_fn_header(char *buf, size_t cap)
     return n;
 }
 
+/* A fork child: the lock may have been held by the parent's flusher. */
+static void fn_child(void)
+{
+    pthread_mutex_t init = PTHREAD_MUTEX_INITIALIZER;
+    fn_g.lock = init;
+}
+
 /* Hook every slot of the objects loaded now (the constructor). */
 void ps_fn_install(void)
 {
     if (!fn_g.n || !xsave_ok()) return;
+    pthread_atfork(NULL, NULL, fn_child);
     fn_g.on = 1;
     pthread_mutex_lock(&fn_g.lock);
     dl_iterate_phdr(adds_cb, &fn_g.seen_adds);

@@ -70,7 +70,31 @@ check cxx_every_call_a_scope python3 -c "
 import json; d=json.load(open('$T/cxx.json')); c=d['phases']['call']
 assert c['count'] == 9 and c['heap_calls'] == 9 * 2 + 3 * 4, c"
 
+# found by a second reader: a hooked call first thing on a coroutine stack
+# under a guard page; a lazily bound call of an old symbol version; a
+# non-PIE program that takes the function's address (its canonical PLT
+# entry must not become the stub's target), lazy and bound at load
+cc -O2 -o "$T/coro" "$S/coro.c" && cc -O2 -o "$T/oldver" "$S/oldver.c" &&
+    cc -O2 -shared -fPIC -o "$T/libcdef.so" "$S/canon_def.c" &&
+    cc -O2 -shared -fPIC -o "$T/libcuse.so" "$S/canon_use.c" -L"$T" -lcdef -Wl,-rpath,"$T" &&
+    cc -O2 -no-pie -fno-pie -o "$T/canon" "$S/canon_main.c" -L"$T" -lcuse -lcdef -Wl,-rpath,"$T" &&
+    cc -O2 -no-pie -fno-pie -o "$T/canon_now" "$S/canon_main.c" -L"$T" -lcuse -lcdef -Wl,-rpath,"$T" -Wl,-z,now
+check reader_programs_built [ $? -eq 0 ]
+for c in "coro getpid 1" "oldver realpath 1" "canon foo 102" "canon_now foo 102"; do
+    set -- $c
+    "$T/$1" > "$T/$1.plain" 2>&1
+    "$PS" record --stacks none --scope-function $2 -o "$T/$1.pst" -- "$T/$1" > "$T/$1.out" 2>/dev/null
+    check "$1_output_unchanged" cmp -s "$T/$1.plain" "$T/$1.out"
+    "$PS" report "$T/$1.pst" --json > "$T/$1.json" 2>/dev/null
+    check "$1_calls_counted" python3 -c "
+import json; d=json.load(open('$T/$1.json')); assert d['phases']['$2']['count'] == $3, d['phases']"
+done
+grep -qx '(null) errno=Invalid argument' "$T/oldver.plain"
+check oldver_is_the_old_version [ $? -eq 0 ]
+
 # bad specs are refused before the program runs
 "$PS" record --scope-function 'a,b' -o "$T/bad.pst" -- true 2> "$T/bad.err"; rc=$?
 check bad_spec_refused sh -c "[ $rc -eq 2 ] && [ ! -e '$T/bad.pst' ] && grep -q 'scope-function' '$T/bad.err'"
+"$PS" record --scope-function setjmp -o "$T/sj.pst" -- true 2> "$T/sj.err"; rc=$?
+check returns_twice_refused sh -c "[ $rc -eq 2 ] && [ ! -e '$T/sj.pst' ] && grep -q 'returns twice' '$T/sj.err'"
 exit $status
