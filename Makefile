@@ -57,7 +57,7 @@ LDSAN       = -fsanitize=$(SAN)
 endif
 PIE_CFLAGS = $(CFLAGS_ALL) -fPIE
 PIC_CFLAGS = $(CFLAGS_ALL) -fPIC -fvisibility=hidden
-LDLIBS_ALL = -lsqlite3 -ldw -lelf -lz -lstdc++ -lm -ldl -pthread
+LDLIBS_ALL = -lsqlite3 -ldw -lelf -lz -lzstd -lstdc++ -lm -ldl -pthread
 LDFLAGS_ALL = -pie $(LDSAN) $(LDFLAGS)
 
 srcs = $(sort $(wildcard $(1)/*.c))
@@ -139,7 +139,7 @@ PRELOAD_OBJ = $(patsubst %.c,$(BUILD)/pic/%.o,$(PRELOAD_SRC) libtrace/format.c)
 $(PRELOAD): $(PRELOAD_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) -shared -fPIC -o $@ $^ -Wl,--version-script=libtrace/preload/exports.map \
-	    -Wl,-z,nodelete -lunwind -ldl -pthread
+	    -Wl,-z,nodelete -lunwind -lzstd -ldl -pthread
 
 $(BUILD)/bin/poolscope: $(call objs,$(CLI_SRC)) $(LIBS)
 	@mkdir -p $(dir $@)

@@ -274,7 +274,14 @@ uint8_t *pst_encode_event(pst_enc_t *enc, uint8_t *p, const pst_event_t *ev)
     }
     for (unsigned i = 0; lay[i]; i++) {
         switch (lay[i]) {
-        case 'A': p = pst_put_addr(p, &enc->last_addr, ev->f[i]); break;
+        case 'A':
+            if (enc->coding == PST_CODING_RECENT) {
+                if (!enc->index) return NULL;   /* an encoder needs its index */
+                p = pst_put_addr5(enc, p, ev->f[i]);
+            } else {
+                p = pst_put_addr(p, &enc->last_addr, ev->f[i]);
+            }
+            break;
         case 'u': case 'S': p = pst_put_varint(p, ev->f[i]); break;
         case 'z': p = pst_put_zigzag(p, (int64_t)ev->f[i]); break;
         case 'L': {
@@ -343,7 +350,11 @@ const uint8_t *pst_decode_event(pst_enc_t *dec, const uint8_t *p, const uint8_t 
     for (unsigned i = 0; lay[i]; i++) {
         switch (lay[i]) {
         case 'A':
-            if (!(p = pst_get_addr(p, end, &dec->last_addr, &ev->f[i]))) return NULL;
+            if (dec->coding == PST_CODING_RECENT) {
+                if (!(p = pst_get_addr5(dec, p, end, &ev->f[i]))) return NULL;
+            } else if (!(p = pst_get_addr(p, end, &dec->last_addr, &ev->f[i]))) {
+                return NULL;
+            }
             break;
         case 'u': case 'S':
             GETV(ev->f[i]);
@@ -463,12 +474,18 @@ int pst_put_file_header(uint8_t *buf, size_t cap, const pst_file_info_t *in)
 void pst_put_chunk_hdr(uint8_t out[PST_CHUNK_HDR], unsigned kind, uint32_t stream,
                        const void *payload, uint32_t len)
 {
+    pst_put_chunk_hdr_v(out, kind, PST_CHUNK_V1, 0, stream, len, pst_crc32c(0, payload, len));
+}
+
+void pst_put_chunk_hdr_v(uint8_t out[PST_CHUNK_HDR], unsigned kind, unsigned version, unsigned flags,
+                         uint32_t stream, uint32_t len, uint32_t crc)
+{
     out[0] = (uint8_t)kind;
-    out[1] = 1;
-    put_le16(out + 2, 0);
+    out[1] = (uint8_t)version;
+    put_le16(out + 2, (uint16_t)flags);
     put_le32(out + 4, stream);
     put_le32(out + 8, len);
-    put_le32(out + 12, pst_crc32c(0, payload, len));
+    put_le32(out + 12, crc);
 }
 
 void pst_get_chunk_hdr(const uint8_t in[PST_CHUNK_HDR], pst_chunk_hdr_t *h)

@@ -764,13 +764,14 @@ int pl_trace_info(const char *path, pl_trace_info_t *info)
 
 /* ---- untraced children (see the top of this file) -------------------------------- */
 
-typedef struct chunk_at { uint64_t off; uint32_t len, crc; } chunk_at_t;
+typedef struct chunk_at { uint64_t off; uint32_t len, crc; uint8_t version; uint16_t flags; } chunk_at_t;
 
 typedef struct tail {
     int fd;
     uint64_t bytes;        /* read so far, headers and payloads */
     uint8_t *buf;
     size_t cap;
+    pst_inflate_t z;       /* compressed chunks (format 1.5) */
 } tail_t;
 
 static int read_at(tail_t *t, void *dst, size_t len, uint64_t off)
@@ -786,8 +787,9 @@ static int read_at(tail_t *t, void *dst, size_t len, uint64_t off)
     return 0;
 }
 
-/* The payload of a chunk into t->buf, CRC checked. */
-static int read_payload(tail_t *t, const chunk_at_t *c)
+/* The payload of a chunk into t->buf, CRC checked, then as version 1 holds
+ * it (decompressed) at *pl. */
+static int read_payload(tail_t *t, const chunk_at_t *c, const uint8_t **pl, size_t *plen)
 {
     if (c->len > t->cap) {
         uint8_t *b = realloc(t->buf, c->len);
@@ -797,18 +799,21 @@ static int read_payload(tail_t *t, const chunk_at_t *c)
     }
     int rc = read_at(t, t->buf, c->len, c->off + PST_CHUNK_HDR);
     if (rc) return rc;
-    return pst_crc32c(0, t->buf, c->len) == c->crc ? 0 : PSC_ECORRUPT;
+    if (pst_crc32c(0, t->buf, c->len) != c->crc) return PSC_ECORRUPT;
+    pst_chunk_hdr_t h = { .version = c->version, .flags = c->flags, .len = c->len };
+    return pst_chunk_inflate(&t->z, &h, t->buf, pl, plen);
 }
 
 /* The last record of one stream slice: its type (-1 if undecodable or
  * empty) and first field. Only the record boundaries matter, so a fresh
  * decoder state will do (A fields decode to wrong addresses, same length). */
-static int last_record(const uint8_t *p, const uint8_t *end, uint32_t *idbuf, uint64_t *f0)
+static int last_record(const uint8_t *p, const uint8_t *end, uint32_t *idbuf, uint64_t *f0, unsigned coding)
 {
     uint64_t soff;
     if (!(p = pst_get_varint(p, end, &soff))) return -1;
-    pst_enc_t dec;
+    static __thread pst_enc_t dec;   /* 2 KiB: not on the stack of a caller's thread */
     memset(&dec, 0, sizeof dec);
+    pst_enc_init(&dec, coding, NULL);   /* the file's A coding: field lengths differ by minor */
     pst_event_t ev;
     int type = -1;
     while (p < end) {
@@ -864,6 +869,7 @@ static int trace_ends_in_exec(const char *path, char *exec_path, size_t cap, uin
     if (!e) return PSC_ENOMEM;
     int rc = pst_read_end(path, e);
     uint64_t off = e->header_bytes, end_off = e->end_offset, streams = e->streams;
+    unsigned coding = pst_coding_of_minor(e->minor);
     free(e);
     if (rc) return rc;
     if (streams == 0 || streams > (1u << 20)) return 0;   /* nothing, or damage */
@@ -881,7 +887,7 @@ static int trace_ends_in_exec(const char *path, char *exec_path, size_t cap, uin
         if ((rc = read_at(&t, hb, sizeof hb, off))) break;
         pst_get_chunk_hdr(hb, &h);
         if (h.len > PST_MAX_CHUNK || off + PST_CHUNK_HDR + h.len > end_off) break;   /* damage: stop */
-        chunk_at_t c = { off, h.len, h.crc };
+        chunk_at_t c = { off, h.len, h.crc, h.version, h.flags };
         if (h.kind == PST_CHUNK_EVENTS && h.stream >= 1 && h.stream <= streams) {
             last[h.stream] = c;
         } else if (h.kind == PST_CHUNK_META) {
@@ -900,11 +906,13 @@ static int trace_ends_in_exec(const char *path, char *exec_path, size_t cap, uin
     uint64_t sid = 0, exec_off = 0;
     for (uint64_t s = 1; !rc && s <= streams; s++) {
         if (!last[s].len || last[s].off < exec_off) continue;
-        int r = read_payload(&t, &last[s]);
+        const uint8_t *pl;
+        size_t plen;
+        int r = read_payload(&t, &last[s], &pl, &plen);
         if (r == PSC_ECORRUPT) continue;
         if ((rc = r)) break;
         uint64_t f0 = 0;
-        if (last_record(t.buf, t.buf + last[s].len, idbuf, &f0) == PST_EV_EXEC) {
+        if (last_record(pl, pl + plen, idbuf, &f0, coding) == PST_EV_EXEC) {
             sid = f0;
             exec_off = last[s].off;
             found = 1;
@@ -915,15 +923,18 @@ static int trace_ends_in_exec(const char *path, char *exec_path, size_t cap, uin
         found = 0;
         for (size_t i = n_meta; i-- > 0 && !found;) {
             if (meta[i].off > exec_off) continue;
-            int r = read_payload(&t, &meta[i]);
+            const uint8_t *pl;
+            size_t plen;
+            int r = read_payload(&t, &meta[i], &pl, &plen);
             if (r == PSC_ECORRUPT) continue;
             if ((rc = r)) break;
-            found = meta_string(t.buf, t.buf + meta[i].len, sid, exec_path, cap) == 1;
+            found = meta_string(pl, pl + plen, sid, exec_path, cap) == 1;
         }
     }
     *bytes += t.bytes;
     close(t.fd);
     free(t.buf);
+    pst_inflate_done(&t.z);
     free(last);
     free(meta);
     free(idbuf);

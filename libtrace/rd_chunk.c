@@ -122,6 +122,7 @@ int rd_parse_header(pst_reader_t *r)
     r->hdr.major = (uint16_t)(p[8] | p[9] << 8);
     r->hdr.minor = (uint16_t)(p[10] | p[11] << 8);
     r->causal_times = r->hdr.minor >= 2;
+    r->coding = pst_coding_of_minor(r->hdr.minor);
     uint32_t tlv = (uint32_t)p[12] | (uint32_t)p[13] << 8 | (uint32_t)p[14] << 16 | (uint32_t)p[15] << 24;
     if (r->hdr.major != PST_MAJOR) return PSC_EVERSION;
     if (tlv > RD_MAX_HDR_TLV) return PSC_ECORRUPT;
@@ -319,10 +320,23 @@ int rd_read_chunk(pst_reader_t *r)
     if (pst_crc32c(0, pl, h.len) != h.crc) { rd_set_corrupt(r, at, "crc mismatch"); return 0; }
     int known = h.kind == PST_CHUNK_META || h.kind == PST_CHUNK_EVENTS || h.kind == PST_CHUNK_END ||
                 h.kind == PST_CHUNK_SYNC;
-    if (known && h.version != 1) { rd_set_corrupt(r, at, "unknown chunk version"); return 0; }
+    /* version 2 (minor 5): META and EVENTS, the payload maybe compressed */
+    int v2_ok = (h.kind == PST_CHUNK_META || h.kind == PST_CHUNK_EVENTS) && r->hdr.minor >= 5;
+    if (known && h.version != PST_CHUNK_V1 && !(h.version == PST_CHUNK_V2 && v2_ok)) {
+        rd_set_corrupt(r, at, "unknown chunk version");
+        return 0;
+    }
     if (known && h.kind != PST_CHUNK_EVENTS && h.stream != 0) {
         rd_set_corrupt(r, at, "stream id on a chunk without a stream");
         return 0;
+    }
+    if (known && h.version == PST_CHUNK_V2) {
+        size_t ilen;
+        int zr = pst_chunk_inflate(&r->z, &h, pl, &pl, &ilen);
+        if (zr == PSC_ENOMEM) return zr;
+        if (zr) { rd_set_corrupt(r, at, "undecodable compressed chunk"); return 0; }
+        end = pl + ilen;
+        if (h.flags & PST_CHUNK_ZSTD) r->zchunks++;
     }
     int rc = 0;
     switch (h.kind) {

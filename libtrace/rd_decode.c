@@ -112,6 +112,8 @@ static rd_stream_t *rd_stream_get(pst_reader_t *r, uint32_t id, int *err)
     }
     s->id = id;
     s->idx = r->n_sv;
+    pst_enc_init(&s->dec, r->coding, NULL);
+    pst_enc_init(&s->hdec, r->coding, NULL);
     s->hq_pos = -1;
     if (id > r->max_stream) r->max_stream = id;
     r->sv[r->n_sv++] = s;
@@ -232,7 +234,7 @@ int rd_process_events(pst_reader_t *r, const pst_chunk_hdr_t *h, const uint8_t *
         const uint8_t *n;
         switch (*p) {
         case PST_EV_MALLOC:
-            if (!(n = rd_addr(p + 1, end, &dec.last_addr, &a)) || !(n = rd_varint(n, end, &v))) break;
+            if (!(n = rd_addr(&dec, p + 1, end, &a)) || !(n = rd_varint(n, end, &v))) break;
             dec.since_ts++;
             dec.nver = 0;
             p = n;
@@ -240,7 +242,7 @@ int rd_process_events(pst_reader_t *r, const pst_chunk_hdr_t *h, const uint8_t *
             bcnt++;
             continue;
         case PST_EV_FREE:
-            if (!(n = rd_addr(p + 1, end, &dec.last_addr, &a))) break;
+            if (!(n = rd_addr(&dec, p + 1, end, &a))) break;
             dec.since_ts++;
             p = n;
             if (a && index_frees && !dec.nver && !dvers) {   /* versioned frees are ordered by version */

@@ -290,6 +290,9 @@ struct pst_reader {
     int8_t   s_idx[PST_EV_MAX], ext_idx[PST_EV_MAX];
     char     ext_kind[PST_EV_MAX];
 
+    unsigned coding;           /* the streams' A coding: pst_coding_of_minor(hdr.minor) */
+    pst_inflate_t z;           /* compressed chunks (minor 5): context and buffer, reused */
+    uint64_t zchunks;          /* compressed chunks read */
     uint32_t *out_ids;         /* ids of the event handed out last (PST_MAX_IDS) */
     uint32_t *idbuf;           /* scratch for validation (PST_MAX_IDS) */
     pst_status_t st;
@@ -403,19 +406,38 @@ static inline const uint8_t *rd_varint(const uint8_t *p, const uint8_t *end, uin
     return n ? p + n : pst_get_varint(p, end, v);
 }
 
-static inline const uint8_t *rd_addr(const uint8_t *p, const uint8_t *end, uint64_t *base, uint64_t *addr)
+/* An A field in the stream's coding (pst_get_addr, or pst_get_addr5 for
+ * minor 5: a hit in the recent list or an aligned delta in up to 3 bytes
+ * inline, the rest through format.h). */
+static inline const uint8_t *rd_addr(pst_enc_t *dc, const uint8_t *p, const uint8_t *end, uint64_t *addr)
 {
     uint64_t code;
     unsigned n = rd_vshort(p, end, &code);
-    if (!n) return pst_get_addr(p, end, base, addr);
+    if (dc->coding == PST_CODING_RECENT) {
+        if (!n || !(code & 3)) return pst_get_addr5(dc, p, end, addr);
+        uint32_t k = dc->nrec;
+        uint64_t a;
+        if (code & 1) {
+            a = dc->last_addr + ((uint64_t)pst_unzigzag(code >> 1) << 4);
+        } else {
+            if ((code >> 2) >= PST_RECENT) return NULL;
+            a = dc->recent[(k - 1 - (uint32_t)(code >> 2)) & (PST_RECENT - 1)];
+        }
+        dc->recent[k & (PST_RECENT - 1)] = a;
+        dc->nrec = k + 1;
+        dc->last_addr = a;
+        *addr = a;
+        return p + n;
+    }
+    if (!n) return pst_get_addr(p, end, &dc->last_addr, addr);
     int64_t d = pst_unzigzag(code >> 1);
-    *addr = *base + ((code & 1) ? (uint64_t)d << 4 : (uint64_t)d);
-    *base = *addr;
+    *addr = dc->last_addr + ((code & 1) ? (uint64_t)d << 4 : (uint64_t)d);
+    dc->last_addr = *addr;
     return p + n;
 }
 
 #define RD_GETV(v) do { if (!(p = rd_varint(p, end, &(v)))) return NULL; } while (0)
-#define RD_GETA(v) do { if (!(p = rd_addr(p, end, &d->last_addr, &(v)))) return NULL; } while (0)
+#define RD_GETA(v) do { if (!(p = rd_addr(d, p, end, &(v)))) return NULL; } while (0)
 
 /* Decode one record from [p, end) with decoder state d into e: the same
  * values and the same failures as pst_decode_event, with the common heap

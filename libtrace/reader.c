@@ -82,6 +82,7 @@ void pst_close(pst_reader_t *r)
     if (!r) return;
     if (r->fd >= 0) close(r->fd);
     free(r->buf);
+    pst_inflate_done(&r->z);
     free(r->exe); free(r->tool); free(r->host); free(r->scope_funcs); free(r->argv_raw); free(r->argv);
     for (uint32_t i = 0; i < r->n_strings; i++) free(r->strings[i].s);
     free(r->strings);

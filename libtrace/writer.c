@@ -5,11 +5,17 @@
  * a 64-bit hash of the bytes; entries with equal hashes are chained).
  * Everything goes through the encoders of format.c, so a hand-built trace
  * is byte-for-byte what the format says. Deterministic: the same calls give
- * the same bytes (the golden test relies on it).
+ * the same bytes (the golden test relies on it). A file of minor 5 codes
+ * addresses against each stream's recent ones and gives META and EVENTS
+ * chunks version 2, compressed with zstd when cfg.zstd_level asks for it
+ * (one frame per chunk, kept only when smaller); older minors are written
+ * as their writers did.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <zstd.h>
 
 #include "hashmap.h"
 #include "poolscope/error.h"
@@ -26,6 +32,7 @@ typedef struct wstream {
     pst_enc_t enc;
     uint64_t offset;       /* stream bytes already written in chunks */
     wbuf_t   buf;
+    uint16_t index[PST_RECENT_IDX];   /* enc's recent-address index (minor 5) */
 } wstream_t;
 
 /* interning: bytes -> id */
@@ -53,6 +60,9 @@ struct pst_writer {
     itab_t   strings, stacks;
     uint64_t events, lost_extra;
     uint16_t minor;        /* what the header claims (PST_MINOR unless a test asked for less) */
+    int      zlevel;       /* minor 5: zstd level of META and EVENTS chunks, 0 none */
+    ZSTD_CCtx *cctx;
+    wbuf_t   zbuf;         /* a compressed payload */
 };
 
 /* ---- small helpers ---------------------------------------------------- */
@@ -139,7 +149,30 @@ static int write_chunk(pst_writer_t *w, unsigned kind, uint32_t stream, const vo
     if (w->err) return w->err;
     if (len > PST_MAX_CHUNK) return fail(w, PSC_EINVAL);
     uint8_t hdr[PST_CHUNK_HDR];
-    pst_put_chunk_hdr(hdr, kind, stream, payload, (uint32_t)len);
+    unsigned ver = PST_CHUNK_V1, flags = 0;
+    if (w->minor >= 5 && (kind == PST_CHUNK_META || kind == PST_CHUNK_EVENTS)) {
+        ver = PST_CHUNK_V2;
+        if (w->zlevel > 0 && len) {
+            if (!w->cctx) {
+                if (!(w->cctx = ZSTD_createCCtx())) return fail(w, PSC_ENOMEM);
+                ZSTD_CCtx_setParameter(w->cctx, ZSTD_c_compressionLevel, w->zlevel);
+                ZSTD_CCtx_setParameter(w->cctx, ZSTD_c_checksumFlag, 1);   /* FORMAT.md: frames carry it */
+            }
+            size_t bound = PST_VARINT_MAX + ZSTD_compressBound(len);
+            w->zbuf.len = 0;
+            uint8_t *z = reserve(w, &w->zbuf, bound);
+            if (!z) return w->err;
+            uint8_t *q = pst_put_varint(z, len);
+            size_t n = ZSTD_compress2(w->cctx, q, bound - (size_t)(q - z), payload, len);
+            if (ZSTD_isError(n)) return fail(w, PSC_EINVAL);
+            if ((size_t)(q - z) + n < len) {   /* kept only when it saves bytes */
+                payload = z;
+                len = (size_t)(q - z) + n;
+                flags = PST_CHUNK_ZSTD;
+            }
+        }
+    }
+    pst_put_chunk_hdr_v(hdr, kind, ver, flags, stream, (uint32_t)len, pst_crc32c(0, payload, len));
     write_all(w, hdr, sizeof hdr);
     return write_all(w, payload, len);
 }
@@ -191,6 +224,7 @@ static wstream_t *find_stream(pst_writer_t *w, uint32_t id, int create)
     if (!s) { fail(w, PSC_ENOMEM); return NULL; }
     s->id = id;
     s->tid = w->pid ? (uint32_t)(w->pid + id - 1) : id;
+    pst_enc_init(&s->enc, pst_coding_of_minor(w->minor), s->index);
     memmove(&w->streams[lo + 1], &w->streams[lo], (w->n_streams - lo) * sizeof *w->streams);
     w->streams[lo] = s;
     w->n_streams++;
@@ -329,6 +363,7 @@ pst_writer_t *pst_writer_open_fp(FILE *fp, const pst_writer_cfg_t *cfg, int *err
     if (w->chunk_bytes > PST_MAX_CHUNK / 2) w->chunk_bytes = PST_MAX_CHUNK / 2;
     w->tick_ns = cfg->tick_ns;
     w->minor = cfg->minor ? cfg->minor : PST_MINOR;
+    w->zlevel = cfg->zstd_level;
     w->pid = cfg->pid;
     size_t alen = 0;
     if (cfg->argv)
@@ -398,7 +433,11 @@ int pst_writer_flush(pst_writer_t *w)
 int pst_writer_raw_chunk(pst_writer_t *w, unsigned kind, uint32_t stream, const void *payload, uint32_t len)
 {
     if (flush_meta(w)) return w->err;
-    return write_chunk(w, kind, stream, payload, len);
+    if (len > PST_MAX_CHUNK) return fail(w, PSC_EINVAL);
+    uint8_t hdr[PST_CHUNK_HDR];   /* version 1, the payload as given */
+    pst_put_chunk_hdr(hdr, kind, stream, payload, len);
+    write_all(w, hdr, sizeof hdr);
+    return write_all(w, payload, len);
 }
 
 static int finish(pst_writer_t *w, int end)
@@ -419,6 +458,8 @@ static int finish(pst_writer_t *w, int end)
     }
     free(w->streams);
     free(w->meta.p);
+    free(w->zbuf.p);
+    ZSTD_freeCCtx(w->cctx);
     itab_free(&w->strings);
     itab_free(&w->stacks);
     free(w);

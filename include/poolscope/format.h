@@ -68,10 +68,13 @@ extern "C" {
 
 #define PST_MAGIC        "PSTRACE"   /* 8 bytes with its NUL */
 #define PST_MAJOR        1
-#define PST_MINOR        4   /* 1: SYNC chunks; 2: a time per event (the tick), SYNC and END fields below;
+#define PST_MINOR        5   /* 1: SYNC chunks; 2: a time per event (the tick), SYNC and END fields below;
                                 3: VER records (an address's version, for exact cross-thread order);
                                 4: MPROTECT and MMAP_NAME events (reservations vs committed memory,
-                                   names of file mappings). Readers read every minor of PST_MAJOR. */
+                                   names of file mappings);
+                                5: addresses coded against the stream's recent addresses
+                                   (pst_put_addr5), chunk version 2 and zstd-compressed payloads
+                                   (PST_CHUNK_ZSTD). Readers read every minor of PST_MAJOR. */
 #define PST_FILE_HDR_FIXED 16        /* magic + major + minor + tlv_len */
 #define PST_CHUNK_HDR    16
 #define PST_MAX_CHUNK    (16u << 20) /* readers reject longer payloads as corrupt */
@@ -117,10 +120,22 @@ enum pst_chunk_kind {
 #define PST_END_KILLED 1u   /* written by `poolscope record` after the process was killed:
                                `lost` counts exactly what its rings held (ctl.h) */
 
+/* Chunk versions and flags (minor 5). A minor-5 writer gives its META and
+ * EVENTS chunks version 2, so readers before 1.5 stop there ("unknown chunk
+ * version") instead of misreading them. In a version-2 chunk, flag
+ * PST_CHUNK_ZSTD says the payload is compressed: varint raw_len (<=
+ * PST_MAX_CHUNK), then one zstd frame that decompresses to exactly raw_len
+ * bytes, the payload as version 1 would hold it. The CRC covers the stored
+ * (compressed) bytes. Each frame stands alone: no dictionary, no state from
+ * another chunk, so every chunk decodes by itself. */
+#define PST_CHUNK_V1    1
+#define PST_CHUNK_V2    2
+#define PST_CHUNK_ZSTD  0x0001u
+
 typedef struct pst_chunk_hdr {
     uint8_t  kind;      /* pst_chunk_kind; unknown kinds are skipped by length */
-    uint8_t  version;   /* 1 */
-    uint16_t flags;     /* 0; readers ignore unknown bits */
+    uint8_t  version;   /* 1; minor 5: 2 for META and EVENTS (see PST_CHUNK_V2) */
+    uint16_t flags;     /* version 1: 0, readers ignore unknown bits; version 2: PST_CHUNK_ZSTD */
     uint32_t stream;    /* EVENTS: stream id (>= 1); otherwise 0 */
     uint32_t len;       /* payload bytes */
     uint32_t crc;       /* CRC-32C (Castagnoli) of the payload */
@@ -261,7 +276,8 @@ uint32_t pst_crc32c(uint32_t crc, const void *buf, size_t len);
 /* Longest encodings, for sizing buffers. PST_EVENT_MAX covers every event
  * but its L list; an event with ids needs PST_VARINT_MAX more per id. */
 #define PST_VARINT_MAX 10
-#define PST_EVENT_MAX  (8 + PST_VARINT_MAX * (2 + PST_MAX_FIELDS + PST_MAX_PAYLOAD))   /* 8: two VER records */
+#define PST_EVENT_MAX  (8 + PST_MAX_FIELDS + PST_VARINT_MAX * (2 + PST_MAX_FIELDS + PST_MAX_PAYLOAD))
+                       /* 8: two VER records; PST_MAX_FIELDS: a minor-5 A field's tag byte */
 
 static inline uint8_t *pst_put_varint(uint8_t *p, uint64_t v)
 {
@@ -333,14 +349,104 @@ static inline const uint8_t *pst_get_addr(const uint8_t *p, const uint8_t *end,
     return p;
 }
 
-/* Per-stream encoder state (one per thread in the interposer). */
+/* Per-stream encoder state (one per thread in the interposer). Zero it,
+ * then pst_enc_init. */
+#define PST_RECENT      256      /* minor 5: A values a stream remembers (a power of two) */
+#define PST_RECENT_IDX  1024     /* minor 5: encoder's hash index over them (a power of two) */
 typedef struct pst_enc {
     uint64_t last_addr;   /* base for A fields */
     uint64_t last_ts;     /* ns of the stream's previous TS record */
     uint32_t since_ts;    /* events since that TS record */
     uint32_t nver;        /* decoder: VER records read since the last event (<= 2) */
     uint16_t ver[2];      /* decoder: their values, handed to the next event */
+    uint32_t coding;      /* 0: the delta coding of minors 0-4 (pst_put_addr); 1: minor 5 (pst_put_addr5) */
+    uint32_t nrec;        /* minor 5: A fields coded so far in the stream */
+    uint16_t *index;      /* minor 5 encoders: PST_RECENT_IDX positions (pst_recent_hash -> the low
+                             16 bits of nrec at that address's latest A field); decoders: NULL */
+    uint64_t recent[PST_RECENT]; /* minor 5: the last PST_RECENT A values, the one of
+                             field n at recent[n % PST_RECENT] */
 } pst_enc_t;
+
+/* Set the coding of a zeroed state: PST_CODING_RECENT for a stream of a
+ * file of minor >= 5 (an encoder also passes its index array, zeroed, of
+ * PST_RECENT_IDX entries, which must outlive the state), else
+ * PST_CODING_DELTA. */
+enum { PST_CODING_DELTA = 0, PST_CODING_RECENT = 1 };
+static inline void pst_enc_init(pst_enc_t *e, unsigned coding, uint16_t *index)
+{
+    e->coding = coding;
+    e->index = index;
+}
+static inline unsigned pst_coding_of_minor(unsigned minor) { return minor >= 5 ? PST_CODING_RECENT : PST_CODING_DELTA; }
+
+/* Address coding of minor 5: the way programs use addresses. A program
+ * that frees a block and allocates again mostly gets a recently freed block
+ * back, and frees what it allocated recently, so an address is looked up
+ * among the stream's last PST_RECENT A values first: found i fields back
+ * (i = 0: the previous A field), code = i << 2 | 2. A repeating program
+ * repeats its indices, whatever the addresses, and a realloc that stays in
+ * place codes its new block as 2 (index 0). Otherwise the delta to the
+ * previous A value: both 16-byte aligned, code = zigzag(d / 16) << 1 | 1
+ * (the bytes of minor 4's aligned delta); else code = 0 followed by
+ * zigzag(d) as a varint. Codes with low bits 00 above 0 are reserved
+ * (corrupt). Every A value then enters the recent list, which starts as
+ * PST_RECENT zeros (an index into the zeros is valid and gives 0).
+ *
+ * The encoder finds an address through a hash index (pst_recent_hash ->
+ * the position of the latest field with that hash), one probe: a hash
+ * collision only costs a hit (the field is written as a delta). The
+ * decoder needs no index. */
+static inline uint32_t pst_recent_hash(uint64_t a)
+{
+    return (uint32_t)(((a >> 4) * 0x9E3779B97F4A7C15ull) >> (64 - 10)) & (PST_RECENT_IDX - 1);
+}
+
+static inline uint8_t *pst_put_addr5(pst_enc_t *e, uint8_t *p, uint64_t addr)
+{
+    uint32_t n = e->nrec, h = pst_recent_hash(addr);
+    uint32_t pos = e->index[h], back = (uint16_t)(n - 1 - pos);   /* mod 2^16: exact within PST_RECENT */
+    uint64_t base = e->last_addr;
+    /* compared before the store below: back 255 names the slot it overwrites */
+    int hit = back < PST_RECENT && e->recent[pos & (PST_RECENT - 1)] == addr;
+    e->recent[n & (PST_RECENT - 1)] = addr;
+    e->index[h] = (uint16_t)n;
+    e->nrec = n + 1;
+    e->last_addr = addr;
+    if (hit) return pst_put_varint(p, (uint64_t)back << 2 | 2);
+    int64_t d = (int64_t)(addr - base);
+    if (((addr | base) & 15) == 0) {
+        int64_t q = d >> 4;                          /* exact: a multiple of 16 */
+        return pst_put_varint(p, (((uint64_t)q << 1) ^ (uint64_t)(q >> 63)) << 1 | 1);
+    }
+    *p++ = 0;
+    return pst_put_varint(p, pst_zigzag(d));
+}
+
+/* Decode one minor-5 A field (pst_put_addr5). NULL when it runs past end,
+ * is longer than 10 bytes, or is a reserved code. */
+static inline const uint8_t *pst_get_addr5(pst_enc_t *d, const uint8_t *p, const uint8_t *end, uint64_t *addr)
+{
+    uint64_t code, a;
+    if (!(p = pst_get_varint(p, end, &code))) return NULL;
+    uint32_t n = d->nrec;
+    if (code & 1) {
+        int64_t q = pst_unzigzag(code >> 1);
+        a = d->last_addr + ((uint64_t)q << 4);
+    } else if (code & 2) {
+        uint64_t back = code >> 2;
+        if (back >= PST_RECENT) return NULL;
+        a = d->recent[(n - 1 - (uint32_t)back) & (PST_RECENT - 1)];
+    } else {
+        uint64_t zz;
+        if (code || !(p = pst_get_varint(p, end, &zz))) return NULL;
+        a = d->last_addr + (uint64_t)pst_unzigzag(zz);
+    }
+    d->recent[n & (PST_RECENT - 1)] = a;
+    d->nrec = n + 1;
+    d->last_addr = a;
+    *addr = a;
+    return p;
+}
 
 /* ---- versions (minor 3) ---------------------------------------------------
  * A writer whose streams may touch one address from several threads keeps a
@@ -456,8 +562,25 @@ int pst_put_file_header(uint8_t *buf, size_t cap, const pst_file_info_t *info);
  * computed here). The header may sit right before the payload. */
 void pst_put_chunk_hdr(uint8_t out[PST_CHUNK_HDR], unsigned kind, uint32_t stream,
                        const void *payload, uint32_t len);
+/* The same with every field given (version 2 chunks, a CRC computed over
+ * pieces by the caller). */
+void pst_put_chunk_hdr_v(uint8_t out[PST_CHUNK_HDR], unsigned kind, unsigned version, unsigned flags,
+                         uint32_t stream, uint32_t len, uint32_t crc);
 /* Parse a 16-byte chunk header (no checks beyond byte order). */
 void pst_get_chunk_hdr(const uint8_t in[PST_CHUNK_HDR], pst_chunk_hdr_t *h);
+
+/* A chunk's payload as version 1 holds it (libtrace/rd_inflate.c; links
+ * libzstd and allocates: not for the interposer). A version-2 chunk with
+ * PST_CHUNK_ZSTD is decompressed into z's buffer, any other chunk returned
+ * as it is. 0 with *out / *out_len (valid until the next call with z), or
+ * PSC_ECORRUPT (raw_len over PST_MAX_CHUNK, a damaged or short frame, one
+ * that does not give exactly raw_len bytes or is not alone in the
+ * payload), PSC_ENOMEM. Zero a pst_inflate_t to start; pst_inflate_done
+ * frees what it holds. */
+typedef struct pst_inflate { void *dctx; uint8_t *buf; size_t cap; } pst_inflate_t;
+int pst_chunk_inflate(pst_inflate_t *z, const pst_chunk_hdr_t *h, const uint8_t *payload,
+                      const uint8_t **out, size_t *out_len);
+void pst_inflate_done(pst_inflate_t *z);
 
 /* META records, appended at p; return the end position. Space needed:
  * string 1+2*PST_VARINT_MAX+len, stack 1+PST_VARINT_MAX*(2+depth),

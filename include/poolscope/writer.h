@@ -68,6 +68,8 @@ typedef struct pst_writer_cfg {
     uint64_t tick_ns;             /* 0: exact times; > 0: synthetic clock (see above) */
     uint16_t minor;               /* 0: PST_MINOR. 1: the file claims minor 1, whose times were not
                                      causal across streams (tests of how older traces read) */
+    int      zstd_level;          /* minor >= 5: 0 chunks as they are; > 0 META and EVENTS chunks
+                                     compressed at this zstd level (PST_CHUNK_ZSTD) where it saves bytes */
 } pst_writer_cfg_t;
 
 /* Create (truncate) `path` and write the header. NULL on failure, *err set
@@ -122,7 +124,8 @@ int pst_writer_flush_stream(pst_writer_t *w, uint32_t stream);
  * SYNC chunk at the writer's current time (pst_writer_now): readers may hand
  * out everything stamped earlier without waiting for more. */
 int pst_writer_flush(pst_writer_t *w);
-/* Write an arbitrary chunk (after pending META): for tests of unknown kinds. */
+/* Write an arbitrary chunk (after pending META), version 1 and the payload
+ * as given: for tests of unknown kinds and hand-made damage. */
 int pst_writer_raw_chunk(pst_writer_t *w, unsigned kind, uint32_t stream,
                          const void *payload, uint32_t len);
 

@@ -15,8 +15,17 @@
  * drain, new events are counted (not encoded) and a LOST record is written
  * into the stream as soon as there is room. Totals go into the END chunk.
  *
- * Lock order: tlock (thread list) < a ring's clock < wlock (file) <
- * table locks (stacks.c) < mlock (META buffer).
+ * Compression (format 1.5). The flusher thread drains every ring that is
+ * half full at each tick (100 us) and at each flush round, and writes its
+ * chunks compressed with zstd (version-2 chunks, PST_CHUNK_ZSTD), META too;
+ * a thread whose ring reaches 7/8 (the flusher has not kept up) drains it
+ * itself, uncompressed, so no hook ever compresses. A thread's exit leaves
+ * its ring to the flusher. Fatal signals write uncompressed; exit and exec
+ * compress what is left. Every frame stands alone: the crash and recovery
+ * guarantees do not change.
+ *
+ * Lock order: tlock (thread list) < a ring's clock < z.lock (compressor) <
+ * wlock (file) < table locks (stacks.c) < mlock (META buffer).
  */
 #include "preload.h"
 
@@ -38,11 +47,15 @@
 #include <unistd.h>
 #include <linux/membarrier.h>
 
+#define ZSTD_STATIC_LINKING_ONLY   /* ZSTD_createCCtx_advanced: our own allocator */
+#include <zstd.h>
+
 __thread ps_tls_t ps_tls __attribute__((tls_model("initial-exec")));
 ps_global_t ps_g = {
     .wlock = PTHREAD_MUTEX_INITIALIZER,
     .tlock = PTHREAD_MUTEX_INITIALIZER,
     .mlock = PTHREAD_MUTEX_INITIALIZER,
+    .z = { .lock = PTHREAD_MUTEX_INITIALIZER },
     .child_lock = PTHREAD_MUTEX_INITIALIZER,
     .late_lock = PTHREAD_MUTEX_INITIALIZER,
     .stk = {
@@ -240,10 +253,11 @@ fail:
     return -1;
 }
 
-static void put_le32(uint8_t *p, uint32_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); p[2] = (uint8_t)(v >> 16); p[3] = (uint8_t)(v >> 24); }
 
-/* One chunk: header + payload pieces iov[1..n-1] (iov[0] is filled here). */
-static int write_chunk_raw_locked(uint8_t kind, uint32_t stream, struct iovec *iov, int n)
+/* One chunk: header + payload pieces iov[1..n-1] (iov[0] is filled here).
+ * META and EVENTS chunks are version 2 (format 1.5: older readers stop
+ * there), compressed or not (flags). */
+static int write_chunk_raw_locked(uint8_t kind, unsigned flags, uint32_t stream, struct iovec *iov, int n)
 {
     if (!writable_locked()) return -1;
     uint8_t hdr[PST_CHUNK_HDR];
@@ -253,24 +267,137 @@ static int write_chunk_raw_locked(uint8_t kind, uint32_t stream, struct iovec *i
         len += iov[i].iov_len;
         crc = pst_crc32c(crc, iov[i].iov_base, iov[i].iov_len);
     }
-    hdr[0] = kind; hdr[1] = 1; hdr[2] = 0; hdr[3] = 0;
-    put_le32(hdr + 4, stream);
-    put_le32(hdr + 8, (uint32_t)len);
-    put_le32(hdr + 12, crc);
+    unsigned ver = kind == PST_CHUNK_META || kind == PST_CHUNK_EVENTS ? PST_CHUNK_V2 : PST_CHUNK_V1;
+    pst_put_chunk_hdr_v(hdr, kind, ver, flags, stream, (uint32_t)len, crc);
     iov[0].iov_base = hdr;
     iov[0].iov_len = PST_CHUNK_HDR;
     return write_all_locked(iov, n, len + PST_CHUNK_HDR);
 }
 
-/* Write pending META bytes as one chunk (or several, at most 8 MiB each is
- * never needed in practice: inserts flush at 1 MiB). wlock held. */
-static int meta_flush_locked(void)
+/* ---- compression (format 1.5) ------------------------------------------------ */
+
+/* zstd's memory comes from raw mmap (tracer_bytes counts it), never from
+ * the program's allocator: the program's heap stays what it would be
+ * without us, and nothing zstd does can enter our hooks. */
+static void *z_alloc(void *opaque, size_t size)
+{
+    (void)opaque;
+    uint8_t *p = ps_sys_mmap(size + 16);
+    if (!p) return NULL;
+    *(size_t *)p = size + 16;
+    return p + 16;
+}
+
+static void z_free(void *opaque, void *addr)
+{
+    (void)opaque;
+    if (!addr) return;
+    uint8_t *p = (uint8_t *)addr - 16;
+    ps_sys_munmap(p, *(size_t *)p);
+}
+
+/* A buffer of at least n bytes at *b (raw mmap, kept for later chunks). */
+static int z_room(uint8_t **b, size_t *cap, size_t n)
+{
+    if (*cap >= n) return 0;
+    size_t c = *cap ? *cap : (512u << 10);
+    while (c < n) c *= 2;
+    uint8_t *nb = ps_sys_mmap(c);
+    if (!nb) return -1;
+    ps_sys_munmap(*b, *cap);
+    *b = nb;
+    *cap = c;
+    return 0;
+}
+
+#define PS_Z_LEVEL 3      /* zstd level: ~ 15x on dwarf stacks, the flusher keeps up with >100 MB/s */
+#define PS_Z_MIN   256    /* payloads below this are written as they are */
+
+/* The pieces iov[0..n) (len bytes together) as a compressed payload into
+ * *out (varint raw_len, one zstd frame): its length, or 0 when that fails
+ * or saves nothing (then the chunk goes uncompressed). z.lock held. */
+static size_t z_compress(const struct iovec *iov, int n, size_t len, uint8_t **out, size_t *cap)
+{
+    ps_z_t *z = &ps_g.z;
+    if (z->broken || len < PS_Z_MIN || len > PST_MAX_CHUNK) return 0;
+    if (!z->cctx) {
+        ZSTD_customMem mem = { z_alloc, z_free, NULL };
+        if (!(z->cctx = ZSTD_createCCtx_advanced(mem)) ||
+            ZSTD_isError(ZSTD_CCtx_setParameter(z->cctx, ZSTD_c_compressionLevel, PS_Z_LEVEL)) ||
+            ZSTD_isError(ZSTD_CCtx_setParameter(z->cctx, ZSTD_c_checksumFlag, 1))) {   /* FORMAT.md */
+            z->broken = 1;
+            return 0;
+        }
+    }
+    size_t bound = PST_VARINT_MAX + ZSTD_compressBound(len);
+    if (z_room(out, cap, bound) != 0) return 0;
+    ZSTD_CCtx *cc = z->cctx;
+    ZSTD_CCtx_reset(cc, ZSTD_reset_session_only);
+    if (ZSTD_isError(ZSTD_CCtx_setPledgedSrcSize(cc, len))) return 0;
+    uint8_t *o = pst_put_varint(*out, len);
+    ZSTD_outBuffer ob = { o, bound - (size_t)(o - *out), 0 };
+    for (int i = 0; i < n; i++) {
+        ZSTD_inBuffer ib = { iov[i].iov_base, iov[i].iov_len, 0 };
+        ZSTD_EndDirective d = i == n - 1 ? ZSTD_e_end : ZSTD_e_continue;
+        for (;;) {
+            size_t r = ZSTD_compressStream2(cc, &ob, &ib, d);
+            if (ZSTD_isError(r)) { ZSTD_CCtx_reset(cc, ZSTD_reset_session_only); return 0; }
+            if (d == ZSTD_e_end ? r == 0 : ib.pos == ib.size) break;
+            if (ob.pos == ob.size) { ZSTD_CCtx_reset(cc, ZSTD_reset_session_only); return 0; }
+        }
+    }
+    size_t total = (size_t)(o - *out) + ob.pos;
+    /* a large chunk takes milliseconds: the tick must not stand still meanwhile
+     * (moving it forward is what busy threads do too) */
+    tick_advance(ps_now());
+    return total < len ? total : 0;
+}
+
+/* Take the compressor for a chunk write: 1 taken (z.lock held), 0 write
+ * uncompressed. Never while a fatal signal closes the trace. */
+static int z_take(int want)
+{
+    if (!want || ps_g.fatal || ps_g.z.broken) return 0;
+    return pthread_mutex_lock(&ps_g.z.lock) == 0;
+}
+
+static void z_give(int held)
+{
+    if (held) pthread_mutex_unlock(&ps_g.z.lock);
+}
+
+/* Write pending META bytes as one chunk. wlock held; z: z.lock held too,
+ * the bytes go compressed (copied out under mlock, so threads defining new
+ * stacks wait only for the copy, and consumed once written). */
+static int meta_flush_locked(int z)
 {
     int rc = 0;
+    if (z && ps_g.meta_len >= PS_Z_MIN) {
+        if (lock_c(&ps_g.mlock) != 0) return -1;
+        size_t n = ps_g.meta_len;
+        if (z_room(&ps_g.z.min, &ps_g.z.min_cap, n) != 0) {
+            pthread_mutex_unlock(&ps_g.mlock);
+            goto plain;
+        }
+        memcpy(ps_g.z.min, ps_g.meta, n);
+        pthread_mutex_unlock(&ps_g.mlock);
+        struct iovec src = { ps_g.z.min, n };
+        size_t zl = z_compress(&src, 1, n, &ps_g.z.mout, &ps_g.z.mout_cap);
+        struct iovec iov[2] = { { 0, 0 }, { zl ? ps_g.z.mout : ps_g.z.min, zl ? zl : n } };
+        rc = write_chunk_raw_locked(PST_CHUNK_META, zl ? PST_CHUNK_ZSTD : 0, 0, iov, 2);
+        if (rc == 0) {
+            if (lock_c(&ps_g.mlock) != 0) return -1;   /* fatal only: then nothing follows anyway */
+            memmove(ps_g.meta, ps_g.meta + n, ps_g.meta_len - n);
+            ps_g.meta_len -= n;
+            pthread_mutex_unlock(&ps_g.mlock);
+        }
+        return rc;
+    }
+plain:
     if (lock_c(&ps_g.mlock) != 0) return -1;
     if (ps_g.meta_len) {
         struct iovec iov[2] = { { 0, 0 }, { ps_g.meta, ps_g.meta_len } };
-        rc = write_chunk_raw_locked(PST_CHUNK_META, 0, iov, 2);
+        rc = write_chunk_raw_locked(PST_CHUNK_META, 0, 0, iov, 2);
         if (rc == 0) ps_g.meta_len = 0;
     }
     pthread_mutex_unlock(&ps_g.mlock);
@@ -279,8 +406,8 @@ static int meta_flush_locked(void)
 
 static int write_chunk_locked(uint8_t kind, uint32_t stream, struct iovec *iov, int n)
 {
-    if (meta_flush_locked() != 0) return -1;
-    return write_chunk_raw_locked(kind, stream, iov, n);
+    if (meta_flush_locked(0) != 0) return -1;
+    return write_chunk_raw_locked(kind, 0, stream, iov, n);
 }
 
 void ps_meta_lock(void) { pthread_mutex_lock(&ps_g.mlock); }
@@ -324,7 +451,10 @@ int ps_write_end_locked(void)
 
 /* ---- rings ----------------------------------------------------------------- */
 
-static int flush_thr_locked(ps_thr_t *t)
+/* Write [tail, head) of t's ring as one EVENTS chunk; z: compressed (the
+ * payload is compressed before the file lock is taken), else as it is.
+ * t->clock held. */
+static int flush_thr_locked(ps_thr_t *t, int z)
 {
     uint64_t h = __atomic_load_n(&t->head, __ATOMIC_ACQUIRE);
     uint64_t nev = __atomic_load_n(&t->c.nev, __ATOMIC_RELAXED);
@@ -339,10 +469,27 @@ static int flush_thr_locked(ps_thr_t *t)
         { t->ring + start, (size_t)seg1 },
         { t->ring, (size_t)(len - seg1) },
     };
-    if (lock_c(&ps_g.wlock) != 0) return -1;
-    int rc = write_chunk_locked(PST_CHUNK_EVENTS, t->c.stream, iov, len > seg1 ? 4 : 3);
-    if (rc == 0) ps_g.ev_written += nev - t->nev_done;
-    pthread_mutex_unlock(&ps_g.wlock);
+    int n = len > seg1 ? 4 : 3;
+    int zh = z_take(z);
+    unsigned flags = 0;
+    if (zh) {
+        size_t raw = iov[1].iov_len + (size_t)len;
+        size_t zl = z_compress(iov + 1, n - 1, raw, &ps_g.z.eout, &ps_g.z.eout_cap);
+        if (zl) {
+            iov[1].iov_base = ps_g.z.eout;
+            iov[1].iov_len = zl;
+            n = 2;
+            flags = PST_CHUNK_ZSTD;
+        }
+    }
+    int rc = -1;
+    if (lock_c(&ps_g.wlock) == 0) {
+        rc = meta_flush_locked(zh);
+        if (rc == 0) rc = write_chunk_raw_locked(PST_CHUNK_EVENTS, flags, t->c.stream, iov, n);
+        if (rc == 0) ps_g.ev_written += nev - t->nev_done;
+        pthread_mutex_unlock(&ps_g.wlock);
+    }
+    z_give(zh);
     if (rc == 0) {
         t->nev_done = nev;
         __atomic_store_n(&t->tail, h, __ATOMIC_RELEASE);
@@ -350,10 +497,10 @@ static int flush_thr_locked(ps_thr_t *t)
     return rc;
 }
 
-void ps_flush_thr(ps_thr_t *t)
+void ps_flush_thr(ps_thr_t *t, int z)
 {
     if (lock_c(&t->clock) != 0) return;
-    flush_thr_locked(t);
+    flush_thr_locked(t, z);
     pthread_mutex_unlock(&t->clock);
 }
 
@@ -373,11 +520,19 @@ static void put_lost(ps_thr_t *t, uint64_t n, unsigned reason)
 }
 
 /* Slow part of ps_rec_begin: the ring is half full, or a LOST record is due. */
+/* The flusher drains a ring from half full (compressed); the thread itself
+ * only from 7/8 (uncompressed: a hook never compresses), and not while the
+ * flusher is at it, unless the next record would not fit. */
 int ps_make_room(ps_thr_t *t)
 {
     uint64_t tail = __atomic_load_n(&t->tail, __ATOMIC_ACQUIRE);
-    if (t->head - tail >= PS_SOFT_FILL) {
-        ps_flush_thr(t);
+    if (t->head - tail >= PS_SELF_FILL) {
+        if (t->head - tail > PS_RING_SIZE - PS_REC_MAX || ps_g.fatal) {
+            ps_flush_thr(t, 0);
+        } else if (pthread_mutex_trylock(&t->clock) == 0) {
+            flush_thr_locked(t, 0);
+            pthread_mutex_unlock(&t->clock);
+        }
         tail = __atomic_load_n(&t->tail, __ATOMIC_ACQUIRE);
     }
     if (t->head - tail > PS_RING_SIZE - PS_REC_MAX) {
@@ -387,7 +542,12 @@ int ps_make_room(ps_thr_t *t)
         t->soft = t->head;
         return -1;
     }
-    t->soft = tail + PS_SOFT_FILL;
+    if (t->head - tail < PS_SELF_FILL) {
+        t->soft = tail + PS_SELF_FILL;
+    } else {   /* the flusher holds the ring: look again in a few records, in time to wait for it */
+        uint64_t lim = tail + PS_RING_SIZE - PS_REC_MAX;
+        t->soft = t->head + 1024 < lim ? t->head + 1024 : lim;
+    }
     if (t->lost) {
         uint64_t n = t->lost;
         t->lost = 0;
@@ -526,6 +686,7 @@ static ps_thr_t *rec_alloc(void)
         t->ring = ring;
         t->map_len = len;
         t->in_ctl = in_ctl;
+        pst_enc_init(&t->enc, PST_CODING_RECENT, t->enc_index);
         return t;
     }
     uint8_t *ring = ps_sys_mmap(RING_MAP);
@@ -540,6 +701,7 @@ static ps_thr_t *rec_alloc(void)
     if (!t && !(t = ps_sys_mmap(REC_BYTES))) { ps_sys_munmap(ring, RING_MAP); return NULL; }
     t->ring = ring;
     t->map_len = REC_BYTES;
+    pst_enc_init(&t->enc, PST_CODING_RECENT, t->enc_index);   /* format 1.5: recent addresses */
     return t;
 }
 
@@ -555,7 +717,7 @@ static ps_thr_t *thr_register(void)
     ps_thr_t *t = rec_alloc();
     pthread_mutex_unlock(&ps_g.tlock);
     if (!t) return NULL;
-    t->soft = PS_SOFT_FILL;
+    t->soft = PS_SELF_FILL;
     pthread_mutex_init(&t->clock, NULL);
     pid_t tid = ps_gettid();
     if (ps_g.stacks != PST_STACKS_NONE) stack_bounds(t, tid);   /* fp and dwarf walks stay inside */
@@ -571,9 +733,9 @@ static ps_thr_t *thr_register(void)
     return t;
 }
 
-/* Thread exit (pthread key destructor): THREAD_END, flush, hand the ring to
- * the flusher, which unmaps it. Later calls of this thread pass through and
- * are counted as lost. */
+/* Thread exit (pthread key destructor): THREAD_END, then the ring goes to
+ * the flusher, which writes it (compressed) at its next round and then
+ * retires the record. Later calls of this thread go to the exit stream. */
 void ps_thread_exit(ps_thr_t *t)
 {
     if (!t || t == PS_THR_DEAD || ps_tls.thr != t) return;
@@ -582,7 +744,6 @@ void ps_thread_exit(ps_thr_t *t)
     if (!ps_g.closed) {
         pst_event_t ev = { .type = PST_EV_THREAD_END };
         ps_emit_generic(t, &ev);
-        ps_flush_thr(t);
     }
     ps_tls.thr = PS_THR_DEAD;
     __atomic_store_n(&t->dead, 1, __ATOMIC_RELEASE);
@@ -609,7 +770,7 @@ static ps_thr_t *late_enter(void)
         pthread_mutex_lock(&ps_g.tlock);
         t = rec_alloc();
         if (t) {
-            t->soft = PS_SOFT_FILL;   /* no stack bounds: fp walks record nothing */
+            t->soft = PS_SELF_FILL;   /* no stack bounds: fp walks record nothing */
             pthread_mutex_init(&t->clock, NULL);
             t->next = ps_g.threads;
             __atomic_store_n(&ps_g.threads, t, __ATOMIC_RELEASE);
@@ -783,13 +944,16 @@ static uint64_t end_of_image_locked(int drop)
     return n;
 }
 
-void ps_flush_all(void)
+void ps_flush_all(int z)
 {
     ps_thr_t *t = __atomic_load_n(&ps_g.threads, __ATOMIC_ACQUIRE);
-    for (; t; t = t->next) ps_flush_thr(t);
-    if (lock_c(&ps_g.wlock) != 0) return;
-    meta_flush_locked();
-    pthread_mutex_unlock(&ps_g.wlock);
+    for (; t; t = t->next) ps_flush_thr(t, z);
+    int zh = z_take(z);
+    if (lock_c(&ps_g.wlock) == 0) {
+        meta_flush_locked(zh);
+        pthread_mutex_unlock(&ps_g.wlock);
+    }
+    z_give(zh);
 }
 
 /* Stop recording and give hooks already running in other threads a moment
@@ -839,7 +1003,7 @@ void ps_final(void)
     int have_tlock = lock_c(&ps_g.tlock) == 0;   /* fails only from a signal */
     ps_emit_toggle(ps_tls.thr);   /* a toggle the flusher had no tick for */
     ps_g.retry_after = 0;              /* the last flush tries even a refused file */
-    ps_flush_all();
+    ps_flush_all(1);                   /* compressed, but from a fatal signal (z_take) */
     end_of_image_locked(1);
     add_lost(__atomic_exchange_n(&ps_g.cnt->closing_lost, 0, __ATOMIC_RELAXED));
     if (lock_c(&ps_g.wlock) == 0) {
@@ -935,7 +1099,6 @@ static void write_sync_locked(uint64_t mark)
     q = pst_put_varint(q, fl);
     ps_g.tick_gap_max = 0;
     struct iovec iov[2] = { { 0, 0 }, { sync, (size_t)(q - sync) } };
-    meta_flush_locked();
     write_chunk_locked(PST_CHUNK_SYNC, 0, iov, 2);
 }
 
@@ -965,16 +1128,29 @@ static void flush_round(uint64_t *last_tick)
             uint64_t prev = t->enc.last_ts;
             if (prev < mark) mark = prev;
         }
-        if (__atomic_load_n(&t->head, __ATOMIC_ACQUIRE) != t->tail) ps_flush_thr(t);
+        if (__atomic_load_n(&t->head, __ATOMIC_ACQUIRE) != t->tail) ps_flush_thr(t, 1);
     }
+    int zh = z_take(1);
     pthread_mutex_lock(&ps_g.wlock);
+    meta_flush_locked(zh);   /* definitions no event has needed yet (module maps), compressed */
     write_sync_locked(mark);
     pthread_mutex_unlock(&ps_g.wlock);
+    z_give(zh);
     retire_dead();
 }
 
-/* The flusher: stores the tick every PS_TICK_NS, samples RSS every 10 ms,
- * flushes every ring every 50 ms. */
+/* Every tick: the rings that are half full are written now, compressed,
+ * so a busy thread never reaches the 7/8 at which it would write its ring
+ * itself (uncompressed). No SYNC: that needs every ring (flush_round). */
+static void drain_half_full(void)
+{
+    if (ps_g.stopping) return;   /* the final flush or an exec has the file */
+    for (ps_thr_t *t = __atomic_load_n(&ps_g.threads, __ATOMIC_ACQUIRE); t; t = t->next)
+        if (__atomic_load_n(&t->head, __ATOMIC_ACQUIRE) - t->tail >= PS_SOFT_FILL) ps_flush_thr(t, 1);
+}
+
+/* The flusher: stores the tick every PS_TICK_NS, drains half-full rings
+ * every tick, samples RSS every 10 ms, flushes every ring every 50 ms. */
 void *ps_flusher_main(void *arg)
 {
     (void)arg;
@@ -987,6 +1163,7 @@ void *ps_flusher_main(void *arg)
         clock_nanosleep(CLOCK_MONOTONIC, 0, &d, NULL);
         if (ps_g.closed || !ps_g.active) continue;
         store_tick(&last_tick);
+        drain_half_full();
         if (last_tick < next_rss) continue;
         next_rss = last_tick + 10 * 1000 * 1000;
         pthread_mutex_lock(&ps_g.tlock);   /* not while a final flush runs */
@@ -1343,7 +1520,7 @@ void ps_exec_begin(const char *path)
     ps_quiesce();
     pthread_mutex_lock(&ps_g.tlock);
     ps_g.retry_after = 0;
-    ps_flush_all();
+    ps_flush_all(1);
     ps_g.exec_unflushed = end_of_image_locked(0);
     ps_g.exec_counted = __atomic_load_n(&ps_g.cnt->closing_lost, __ATOMIC_RELAXED);
     add_lost(ps_g.exec_counted);
@@ -1394,6 +1571,7 @@ void ps_prepare_fork(void)
     if (!ps_g.active) return;
     pthread_mutex_lock(&ps_g.child_lock);
     pthread_mutex_lock(&ps_g.tlock);
+    pthread_mutex_lock(&ps_g.z.lock);   /* the child gets the compressor between two chunks */
     pthread_mutex_lock(&ps_g.wlock);
     ps_tables_lock_all();
     pthread_mutex_lock(&ps_g.mlock);
@@ -1405,6 +1583,7 @@ void ps_parent_after_fork(void)
         pthread_mutex_unlock(&ps_g.mlock);
         ps_tables_unlock_all();
         pthread_mutex_unlock(&ps_g.wlock);
+        pthread_mutex_unlock(&ps_g.z.lock);
         pthread_mutex_unlock(&ps_g.tlock);
         pthread_mutex_unlock(&ps_g.child_lock);
     }
@@ -1419,6 +1598,7 @@ void ps_child_after_fork(void)
     if (!ps_g.active && !ps_g.child_pending) { ps_tls.busy--; return; }
     pthread_mutex_t init = PTHREAD_MUTEX_INITIALIZER;
     ps_g.mlock = init; ps_g.wlock = init; ps_g.tlock = init; ps_g.child_lock = init;
+    ps_g.z.lock = init;   /* its context and buffers are the parent's copies, idle: kept */
     ps_g.late_lock = init;
     ps_g.late = NULL;   /* unmapped below with the other records */
     ps_tables_reset();   /* re-inits the table locks too */

@@ -4,11 +4,9 @@
  * for the same pst_event_t: tests/progs/pre_encode.c checks it. Inline
  * primitives only; no table lookup, no loop over a layout.
  *
- * ps_put_varint / ps_put_addr are pst_put_varint / pst_put_addr (format.h)
- * with the loop unrolled for one- and two-byte varints (small sizes, stack
- * ids), and, for an address delta between 16-byte aligned addresses (an
- * exact multiple of 16), an arithmetic shift instead of the signed
- * division; that code stays below 2^62 (never the 65-bit case).
+ * ps_put_varint / ps_put_addr are pst_put_varint / pst_put_addr5 (format.h,
+ * the minor-5 coding the interposer writes) with the loop unrolled for one-
+ * and two-byte varints (small sizes, stack ids, recent-list indices).
  */
 #ifndef PS_ENC_INLINE_H
 #define PS_ENC_INLINE_H
@@ -29,16 +27,27 @@ static inline uint8_t *ps_put_varint(uint8_t *p, uint64_t v)
     return pst_put_varint(p, v);
 }
 
-static inline uint8_t *ps_put_addr(uint8_t *p, uint64_t *base, uint64_t addr)
+/* pst_put_addr5 (format 1.5, the interposer's coding) with the short
+ * varints unrolled: one hash probe of the stream's index, one load of its
+ * recent list, three stores. */
+static inline uint8_t *ps_put_addr(pst_enc_t *e, uint8_t *p, uint64_t addr)
 {
-    uint64_t b = *base;
-    if (__builtin_expect(((addr | b) & 15) == 0, 1)) {
-        int64_t q = (int64_t)(addr - b) >> 4;            /* exact: a multiple of 16 */
+    uint32_t n = e->nrec, h = pst_recent_hash(addr);
+    uint32_t pos = e->index[h], back = (uint16_t)(n - 1 - pos);
+    uint64_t base = e->last_addr;
+    int hit = back < PST_RECENT && e->recent[pos & (PST_RECENT - 1)] == addr;
+    e->recent[n & (PST_RECENT - 1)] = addr;
+    e->index[h] = (uint16_t)n;
+    e->nrec = n + 1;
+    e->last_addr = addr;
+    if (hit) return ps_put_varint(p, (uint64_t)back << 2 | 2);
+    if (__builtin_expect(((addr | base) & 15) == 0, 1)) {
+        int64_t q = (int64_t)(addr - base) >> 4;         /* exact: a multiple of 16 */
         uint64_t zz = ((uint64_t)q << 1) ^ (uint64_t)(q >> 63);
-        *base = addr;
         return ps_put_varint(p, zz << 1 | 1);            /* zz < 2^61 */
     }
-    return pst_put_addr(p, base, addr);
+    *p++ = 0;
+    return pst_put_varint(p, pst_zigzag((int64_t)(addr - base)));
 }
 
 static inline uint8_t *ps_enc_type(pst_enc_t *e, uint8_t *p, unsigned type, uint32_t stack)
@@ -57,7 +66,7 @@ static inline uint8_t *ps_enc_Au(pst_enc_t *e, uint8_t *p, unsigned type, uint32
                                  uint64_t a, uint64_t u)
 {
     p = ps_enc_type(e, p, type, stack);
-    p = ps_put_addr(p, &e->last_addr, a);
+    p = ps_put_addr(e, p, a);
     return ps_put_varint(p, u);
 }
 
@@ -65,7 +74,7 @@ static inline uint8_t *ps_enc_Au(pst_enc_t *e, uint8_t *p, unsigned type, uint32
 static inline uint8_t *ps_enc_A(pst_enc_t *e, uint8_t *p, unsigned type, uint32_t stack, uint64_t a)
 {
     p = ps_enc_type(e, p, type, stack);
-    return ps_put_addr(p, &e->last_addr, a);
+    return ps_put_addr(e, p, a);
 }
 
 /* "Auu": calloc, posix_memalign, aligned_alloc, memalign */
@@ -73,7 +82,7 @@ static inline uint8_t *ps_enc_Auu(pst_enc_t *e, uint8_t *p, unsigned type, uint3
                                   uint64_t a, uint64_t u1, uint64_t u2)
 {
     p = ps_enc_type(e, p, type, stack);
-    p = ps_put_addr(p, &e->last_addr, a);
+    p = ps_put_addr(e, p, a);
     p = ps_put_varint(p, u1);
     return ps_put_varint(p, u2);
 }
@@ -83,8 +92,8 @@ static inline uint8_t *ps_enc_AAu(pst_enc_t *e, uint8_t *p, unsigned type, uint3
                                   uint64_t a1, uint64_t a2, uint64_t u)
 {
     p = ps_enc_type(e, p, type, stack);
-    p = ps_put_addr(p, &e->last_addr, a1);
-    p = ps_put_addr(p, &e->last_addr, a2);
+    p = ps_put_addr(e, p, a1);
+    p = ps_put_addr(e, p, a2);
     return ps_put_varint(p, u);
 }
 

@@ -40,7 +40,8 @@
 #define PS_IDS_PER_REC 256u                       /* block ids in one record: API lists are split */
 #define PS_REC_MAX     (2 * PST_EVENT_MAX + 64 + PS_IDS_PER_REC * PST_VARINT_MAX)   /* LOST + TS + one event */
 _Static_assert(PS_REC_MAX <= PS_RING_SLACK, "a record must fit the ring's slack");
-#define PS_SOFT_FILL   (PS_RING_SIZE / 2)         /* producer flushes itself above this */
+#define PS_SOFT_FILL   (PS_RING_SIZE / 2)         /* the flusher drains (compressed) a ring above this */
+#define PS_SELF_FILL   (PS_RING_SIZE / 8 * 7)     /* the producer drains itself (uncompressed) above this */
 #define PS_SCACHE      512                        /* per-thread stack cache slots */
 
 typedef struct ps_scache_ent { uint64_t hash; uint32_t id; uint32_t pad; } ps_scache_ent_t;
@@ -72,12 +73,12 @@ typedef struct ps_thr {
     /* producer */
     uint64_t head;          /* stream bytes published (release store) */
     uint64_t soft;          /* head at which the producer looks at tail again */
-    pst_enc_t enc;          /* address base, TS state */
     uint64_t lost;          /* events dropped, not yet reported by a LOST record */
     uintptr_t stk_lo;       /* fp walk: the stack pointer must lie above this */
     uintptr_t stk_hi;       /* fp walk: frames must lie below this (0: unknown) */
     uint8_t *ring;
     volatile uint8_t inflight; /* between reading the tick and publishing the event (flusher reads it) */
+    pst_enc_t enc;          /* address base, TS state; last: its 2 KiB list of recent addresses */
     char pad0[64];
     /* consumer */
     pthread_mutex_t clock;  /* serialises flushes of this ring */
@@ -92,6 +93,7 @@ typedef struct ps_thr {
     int in_ctl;             /* the record is a slot of the counters file */
     ps_scache_ent_t scache[PS_SCACHE];
     ps_walk_t walk;         /* stacks.c, the owner thread only */
+    uint16_t enc_index[PST_RECENT_IDX];   /* enc's hash index of its recent addresses (format 1.5) */
 } ps_thr_t;
 
 #define PS_THR_DEAD ((ps_thr_t *)1)
@@ -181,6 +183,18 @@ typedef struct ps_stk {
 extern ps_real_t ps_real;
 extern volatile int ps_real_ready;   /* malloc family resolved */
 
+/* core.c's compressor (format 1.5): one zstd context over raw mmap memory,
+ * used by the flusher thread and by closing paths that are not a signal's,
+ * never by a thread in its own malloc. Lock order: a ring's clock < lock <
+ * wlock. */
+typedef struct ps_z {
+    pthread_mutex_t lock;
+    void *cctx;              /* ZSTD_CCtx, made on first use */
+    int broken;              /* it could not be made: chunks are written uncompressed */
+    uint8_t *eout, *mout, *min;   /* compressed EVENTS, compressed META, the META bytes copied */
+    size_t eout_cap, mout_cap, min_cap;
+} ps_z_t;
+
 /* Global state of the interposer (the one struct of globals). */
 typedef struct ps_global {
     volatile int on;         /* hot flag: recording and file usable */
@@ -259,6 +273,7 @@ typedef struct ps_global {
     pthread_mutex_t mlock;
     uint8_t *meta;
     size_t meta_len, meta_cap;
+    ps_z_t z;                    /* compression (core.c) */
     /* the other files' state */
     ps_stk_t stk;                /* stacks.c */
     ps_sig_t sigs[PS_NSIG];      /* hooks_signal.c */
@@ -282,8 +297,8 @@ ps_thr_t *ps_enter_slow(void);          /* registers the thread; NULL: pass thro
 void ps_leave(void);
 ps_thr_t *ps_enter_paused(void);        /* a free while paused: its record, or NULL */
 int ps_make_room(ps_thr_t *t);          /* 0 ok, -1: drop this event */
-void ps_flush_thr(ps_thr_t *t);
-void ps_flush_all(void);
+void ps_flush_thr(ps_thr_t *t, int z);   /* z: compress (never from a hook or a signal) */
+void ps_flush_all(int z);
 void ps_final(void);                    /* flush everything, write END */
 void ps_final_from_signal(void);        /* the same from a fatal signal's handler */
 void ps_signals_init(void);             /* hooks_signal.c */

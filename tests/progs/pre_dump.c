@@ -33,7 +33,9 @@ static int raw_check(const char *path)
     fclose(f);
     if (n < PST_FILE_HDR_FIXED || memcmp(b, PST_MAGIC, 8)) { printf("raw: bad magic\n"); return 4; }
     size_t off = PST_FILE_HDR_FIXED + (b[12] | b[13] << 8 | b[14] << 16 | (uint32_t)b[15] << 24);
-    static pst_enc_t dec[1 << 16];
+    static pst_enc_t *dec[1 << 16];   /* per stream, made on its first chunk */
+    unsigned coding = pst_coding_of_minor((unsigned)(b[10] | b[11] << 8));
+    pst_inflate_t z = { 0 };
     static uint64_t soff[1 << 16];
     static uint32_t idbuf[PST_MAX_IDS];
     uint64_t counts[PST_EV_MAX] = { 0 }, events = 0, chunks = 0, meta = 0;
@@ -45,8 +47,11 @@ static int raw_check(const char *path)
         const uint8_t *p = b + off + PST_CHUNK_HDR, *e = p + h.len;
         if (pst_crc32c(0, p, h.len) != h.crc) { printf("raw: crc at %zu\n", off); bad = 4; break; }
         chunks++;
+        size_t plen;
+        if (pst_chunk_inflate(&z, &h, p, &p, &plen) != 0) { printf("raw: bad compressed chunk at %zu\n", off); bad = 4; break; }
+        e = p + plen;
         if (h.kind == PST_CHUNK_END) end = 1;
-        if (h.kind == PST_CHUNK_META) meta += h.len;
+        if (h.kind == PST_CHUNK_META) meta += plen;
         if (h.kind == PST_CHUNK_EVENTS) {
             uint64_t so = 0;
             p = pst_get_varint(p, e, &so);
@@ -54,10 +59,12 @@ static int raw_check(const char *path)
             if (!p || so != soff[s]) { printf("raw: stream %u offset %llu != %llu\n", s,
                                                (unsigned long long)so, (unsigned long long)soff[s]); bad = 4; break; }
             soff[s] += (uint64_t)(e - p);
+            if (!dec[s] && !(dec[s] = calloc(1, sizeof *dec[s]))) return 2;
+            pst_enc_init(dec[s], coding, NULL);
             while (p < e) {
                 pst_event_t ev;
                 memset(&ev, 0, sizeof ev);
-                p = pst_decode_event(&dec[s], p, e, &ev, idbuf);
+                p = pst_decode_event(dec[s], p, e, &ev, idbuf);
                 if (!p) { printf("raw: undecodable event in stream %u\n", s); bad = 4; break; }
                 if (ev.type != PST_EV_TS) { events++; counts[ev.type]++; }
             }

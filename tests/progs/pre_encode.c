@@ -6,10 +6,12 @@
  * Runs N random events through both, each side with its own encoder state
  * carried from event to event (as a thread's stream does), and checks that
  * the bytes, their length and the resulting state (last address, events
- * since TS) are identical. Values are drawn per magnitude class so every
- * varint length (1..10 bytes), aligned and unaligned address deltas, the
- * 65-bit address codes (deltas of 2^62 and more), stack id 0 and large stack
- * ids all occur. Exits 1 with a message on the first mismatch, 0 after
+ * since TS) are identical, then decodes the table-driven bytes and checks
+ * the event comes back. Both encoders use the format-1.5 coding (recent
+ * addresses, pst_put_addr5). Values are drawn per magnitude class so every
+ * varint length (1..10 bytes), aligned and unaligned address deltas,
+ * deltas of 2^62 and more, addresses given out 1 to 400 fields before (in
+ * and past the recent list), stack id 0 and large stack ids all occur. Exits 1 with a message on the first mismatch, 0 after
  * printing "pre_encode: N events ok".
  */
 #include <stdint.h>
@@ -45,7 +47,20 @@ static uint64_t value(void)
 
 /* An address: usually a heap-like one near the previous (small delta,
  * often 16-aligned), sometimes anywhere. */
+static uint64_t hist[512];   /* addresses given out, for reuse (the recent list's hits) */
+static unsigned nhist;
+
+static uint64_t address_new(uint64_t prev);
 static uint64_t address(uint64_t prev)
+{
+    uint64_t r = rnd();
+    uint64_t a = r % 3 == 0 && nhist ? hist[(nhist - 1 - (r >> 8) % (r & 16 ? 400 : 24)) % 512]
+                                     : address_new(prev);
+    hist[nhist++ % 512] = a;
+    return a;
+}
+
+static uint64_t address_new(uint64_t prev)
 {
     uint64_t r = rnd();
     switch (r % 8) {
@@ -81,9 +96,12 @@ int main(int argc, char **argv)
     if (!rng) rng = 1;
     static const unsigned au[] = { PST_EV_MALLOC, PST_EV_VALLOC, PST_EV_PVALLOC };
     static const unsigned auu[] = { PST_EV_CALLOC, PST_EV_POSIX_MEMALIGN, PST_EV_ALIGNED_ALLOC, PST_EV_MEMALIGN };
-    pst_enc_t ei, er;
-    memset(&ei, 0, sizeof ei);
-    memset(&er, 0, sizeof er);
+    static pst_enc_t ei, er, dc;   /* inline, table-driven, and a decoder of the latter's bytes */
+    static uint16_t ii[PST_RECENT_IDX], ir[PST_RECENT_IDX];
+    static uint32_t idbuf[PST_MAX_IDS];
+    pst_enc_init(&ei, PST_CODING_RECENT, ii);
+    pst_enc_init(&er, PST_CODING_RECENT, ir);
+    pst_enc_init(&dc, PST_CODING_RECENT, NULL);
     uint64_t prev = 0x7f0000001000ull;
     for (unsigned long k = 0; k < n; k++) {
         /* Scratch bytes past the end are allowed on the inline side; fill
@@ -138,12 +156,27 @@ int main(int argc, char **argv)
                     ei.since_ts, er.since_ts);
             return 1;
         }
+        /* and back: the same addresses, the whole record read */
+        pst_event_t out;
+        memset(&out, 0, sizeof out);
+        const uint8_t *de = pst_decode_event(&dc, br, er_end, &out, idbuf);
+        unsigned nf = (unsigned)strlen(pst_event_layout(ev.type));
+        if (de != er_end || out.type != ev.type || out.stack != ev.stack ||
+            memcmp(out.f, ev.f, nf * sizeof *out.f)) {
+            fprintf(stderr, "pre_encode: event %lu does not decode back: f = %#llx %#llx -> %#llx %#llx\n", k,
+                    (unsigned long long)ev.f[0], (unsigned long long)ev.f[1],
+                    (unsigned long long)out.f[0], (unsigned long long)out.f[1]);
+            dump("pst_encode_event", br, lr);
+            return 1;
+        }
         /* a TS record now and then, as the ring does: it resets since_ts
            on both sides and must not disturb the address base */
         if (ei.since_ts >= PST_TS_EVERY) {
             uint64_t now = k * 1000;
             pst_put_ts(&ei, bi, now);
-            pst_put_ts(&er, br, now);
+            uint8_t *te = pst_put_ts(&er, br, now);
+            memset(&out, 0, sizeof out);
+            if (pst_decode_event(&dc, br, te, &out, idbuf) != te) { fprintf(stderr, "pre_encode: TS\n"); return 1; }
         }
     }
     printf("pre_encode: %lu events ok\n", n);

@@ -54,12 +54,16 @@ static void *emit_ids(void *arg)
     return NULL;
 }
 
-/* malloc+free pairs; how many frees changed errno (a hook must not). */
-static long frees_changing_errno(long n)
+/* malloc+free pairs; how many frees changed errno (a hook must not).
+ * spread: sizes drawn at random up to 64 KiB, so the trace does not
+ * compress to nothing (format 1.5 compresses chunks). */
+static long frees_changing_errno(long n, int spread)
 {
     long changed = 0;
+    uint64_t x = 88172645463325252ull;
     for (long i = 0; i < n; i++) {
-        void *p = malloc(100);
+        x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+        void *p = malloc(spread ? 1 + (size_t)(x & 0xffff) : 100);
         sink = p;               /* a used pointer: the pair cannot be elided */
         errno = 0;
         free(p);
@@ -124,14 +128,14 @@ int main(int argc, char **argv)
         const char *out = getenv("POOLSCOPE_OUT");
         if (out) unlink(out);
         syscall(SYS_close_range, 3u, ~0u, 0u);
-        long changed = frees_changing_errno(200000);
+        long changed = frees_changing_errno(200000, 0);
         printf("errno: changed %ld times\n", changed);
         return changed != 0;
     }
     if (!strcmp(mode, "fsize")) {
         struct rlimit rl = { 1 << 20, 1 << 20 };
         setrlimit(RLIMIT_FSIZE, &rl);
-        long changed = frees_changing_errno(600000);   /* ~2.4 MB of trace */
+        long changed = frees_changing_errno(1000000, 1);   /* ~4 MB of trace, > 2 MB compressed */
         printf("fsize: errno changed %ld times\n", changed);
         return changed != 0;
     }

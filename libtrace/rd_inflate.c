@@ -1,0 +1,62 @@
+/* rd_inflate.c — the payload of a compressed chunk (format 1.5).
+ *
+ * A version-2 chunk with PST_CHUNK_ZSTD stores `varint raw_len` and one
+ * zstd frame of the version-1 payload (FORMAT.md, "Compressed chunks").
+ * Here that frame is checked and decompressed into a buffer that is reused
+ * from chunk to chunk, with one decompression context kept for the same
+ * reason. Every property of the frame that the format fixes is checked
+ * before anything is trusted: the declared length against PST_MAX_CHUNK,
+ * the frame's own content size (when it has one) against the declared
+ * length, the frame filling the payload exactly, and the output being
+ * exactly raw_len bytes. libzstd never reads or writes outside the buffers
+ * it is given, so a damaged frame is an error, never a crash.
+ *
+ * The reader (rd_chunk.c), `record`'s exec lookup (launch.c) and the test
+ * tools call this; the interposer only compresses (core.c).
+ */
+#include <stdlib.h>
+
+#include <zstd.h>
+
+#include "poolscope/error.h"
+#include "poolscope/format.h"
+
+int pst_chunk_inflate(pst_inflate_t *z, const pst_chunk_hdr_t *h, const uint8_t *payload,
+                      const uint8_t **out, size_t *out_len)
+{
+    if (h->version != PST_CHUNK_V2 || !(h->flags & PST_CHUNK_ZSTD)) {
+        *out = payload;
+        *out_len = h->len;
+        return 0;
+    }
+    const uint8_t *end = payload + h->len, *p;
+    uint64_t raw;
+    if (!(p = pst_get_varint(payload, end, &raw)) || raw > PST_MAX_CHUNK) return PSC_ECORRUPT;
+    size_t zlen = (size_t)(end - p);
+    if (ZSTD_findFrameCompressedSize(p, zlen) != zlen) return PSC_ECORRUPT;   /* one frame, all of it */
+    unsigned long long fcs = ZSTD_getFrameContentSize(p, zlen);
+    if (fcs == ZSTD_CONTENTSIZE_ERROR || (fcs != ZSTD_CONTENTSIZE_UNKNOWN && fcs != raw)) return PSC_ECORRUPT;
+    if (!z->dctx && !(z->dctx = ZSTD_createDCtx())) return PSC_ENOMEM;
+    size_t need = raw ? (size_t)raw : 1;
+    if (z->cap < need) {
+        uint8_t *b = realloc(z->buf, need);
+        if (!b) return PSC_ENOMEM;
+        z->buf = b;
+        z->cap = need;
+    }
+    size_t n = ZSTD_decompressDCtx(z->dctx, z->buf, (size_t)raw, p, zlen);
+    if (ZSTD_isError(n) || n != raw) return PSC_ECORRUPT;
+    *out = z->buf;
+    *out_len = (size_t)raw;
+    return 0;
+}
+
+void pst_inflate_done(pst_inflate_t *z)
+{
+    if (!z) return;
+    ZSTD_freeDCtx(z->dctx);
+    free(z->buf);
+    z->dctx = NULL;
+    z->buf = NULL;
+    z->cap = 0;
+}

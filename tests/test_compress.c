@@ -1,0 +1,462 @@
+/* test_compress.c — format 1.5: the recent-address coding of A fields and
+ * zstd-compressed chunks, through the encoder/decoder kit (format.h), the
+ * writer and the reader.
+ *
+ * The same events are written as minor 4 (delta coding, version-1 chunks),
+ * minor 5 uncompressed and minor 5 compressed, and must read back as the
+ * same listing event for event; a compressed trace cut anywhere reads as
+ * the complete chunks before the cut; a damaged compressed chunk (CRC
+ * fixed up, so only the frame is wrong) is reported as corrupt at its
+ * offset, after every event of the chunks before it.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "poolscope/error.h"
+#include "poolscope/format.h"
+#include "poolscope/reader.h"
+#include "poolscope/writer.h"
+
+/* ---- helpers ------------------------------------------------------------------ */
+
+typedef struct membuf { char *p; size_t len; FILE *fp; } membuf_t;
+
+static pst_writer_t *mem_writer(membuf_t *m, const pst_writer_cfg_t *cfg)
+{
+    m->p = NULL;
+    m->len = 0;
+    m->fp = open_memstream(&m->p, &m->len);
+    assert_non_null(m->fp);
+    int err = 0;
+    pst_writer_t *w = pst_writer_open_fp(m->fp, cfg, &err);
+    assert_non_null(w);
+    return w;
+}
+
+static void mem_done(membuf_t *m) { fclose(m->fp); }
+
+static void format_event(char *out, size_t cap, const pst_event_t *ev)
+{
+    const char *lay = pst_event_layout(ev->type);
+    int n = snprintf(out, cap, "%u %u %llu %llu %s", ev->stream, ev->tid, (unsigned long long)ev->seq,
+                     (unsigned long long)ev->ts, pst_event_name(ev->type));
+    if (ev->stack) n += snprintf(out + n, cap - (size_t)n, " stack=%u", ev->stack);
+    for (unsigned i = 0; lay[i] && (size_t)n < cap; i++) {
+        if (lay[i] == 'S') n += snprintf(out + n, cap - (size_t)n, " \"%s\"", ev->str ? ev->str : "?");
+        else if (lay[i] == 'L') {
+            n += snprintf(out + n, cap - (size_t)n, " [");
+            for (uint32_t k = 0; k < ev->n_ids && (size_t)n < cap; k++)
+                n += snprintf(out + n, cap - (size_t)n, k ? ",%u" : "%u", ev->ids[k]);
+            n += snprintf(out + n, cap - (size_t)n, "]");
+        } else if (lay[i] == 'P') {
+            n += snprintf(out + n, cap - (size_t)n, " (");
+            for (uint32_t k = 0; k < ev->n_payload && (size_t)n < cap; k++)
+                n += snprintf(out + n, cap - (size_t)n, k ? ",%lld" : "%lld", (long long)ev->payload[k]);
+            n += snprintf(out + n, cap - (size_t)n, ")");
+        } else {
+            n += snprintf(out + n, cap - (size_t)n, " 0x%llx", (unsigned long long)ev->f[i]);
+        }
+    }
+    if ((size_t)n < cap && ev->n_ver)
+        snprintf(out + n, cap - (size_t)n, " ver=%u,%u", ev->ver[0], ev->n_ver > 1 ? ev->ver[1] : 0);
+}
+
+/* Every event of a trace in memory, one line each (malloc'd). */
+static char *listing(const void *buf, size_t len, pst_status_t *st_out)
+{
+    int err = 0;
+    pst_reader_t *r = pst_open_mem(buf, len, &err);
+    assert_non_null(r);
+    size_t cap = 1 << 16, used = 0;
+    char *out = malloc(cap);
+    out[0] = 0;
+    pst_event_t ev;
+    int rc;
+    while ((rc = pst_next(r, &ev)) > 0) {
+        char line[4096];
+        format_event(line, sizeof line, &ev);
+        size_t l = strlen(line);
+        while (used + l + 2 > cap) out = realloc(out, cap *= 2);
+        memcpy(out + used, line, l);
+        used += l;
+        out[used++] = '\n';
+        out[used] = 0;
+    }
+    assert_int_equal(rc, 0);
+    if (st_out) *st_out = *pst_status(r);
+    pst_close(r);
+    return out;
+}
+
+static uint64_t rng;
+static uint64_t rnd(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+}
+
+/* A program-like trace: 3 streams, heap calls that reuse freed blocks (of
+ * their own and of other threads, as a producer/consumer does), realloc in
+ * place and away, mmap/munmap, failed calls, an unaligned brk, pool and KV
+ * events with id lists, markers with payloads, stacks and strings. */
+static void write_program(membuf_t *m, uint16_t minor, int zlevel, uint32_t chunk_bytes)
+{
+    pst_writer_cfg_t cfg = { .pid = 77, .ppid = 1, .stacks = PST_STACKS_FP, .depth = 8, .tool = "test_compress",
+                             .chunk_bytes = chunk_bytes, .tick_ns = 1000, .minor = minor, .zstd_level = zlevel };
+    pst_writer_t *w = mem_writer(m, &cfg);
+    rng = 0x9e3779b97f4a7c15ull;
+    uint64_t live[3][64] = { { 0 } };
+    uint64_t top = 0x55550000a000ull;
+    uint64_t fr[4] = { 0x401000, 0x402000, 0x403000, 0x404000 };
+    uint32_t stk[4];
+    for (int i = 0; i < 4; i++) { fr[0] += 0x10; stk[i] = pst_writer_stack(w, fr, 4); }
+    uint32_t ids[300];
+    for (int i = 0; i < 300; i++) ids[i] = (uint32_t)(i * 7 % 1000);
+    for (int k = 0; k < 20000; k++) {
+        uint32_t s = 1 + (uint32_t)(rnd() % 3);
+        uint64_t r = rnd();
+        uint64_t *slot = &live[s - 1][r % 64];
+        pst_event_t ev = { .stack = stk[r % 4] };
+        switch ((r >> 8) % 16) {
+        case 0: case 1: case 2: case 3: case 4:
+            if (*slot) {
+                ev.type = PST_EV_FREE; ev.f[0] = *slot; ev.stack = 0;
+                /* handed to another thread half the time: its free there */
+                pst_writer_event(w, (r >> 20) & 1 ? s : 1 + s % 3, &ev);
+                *slot = 0;
+                break;
+            }
+            /* fall through */
+        case 5: case 6: case 7: case 8: {
+            uint64_t a = (r >> 30) % 3 == 0 && live[s - 1][(r >> 40) % 64] == 0 ? top - 16 * ((r >> 12) % 40)
+                                                                             : (top += 16 * (1 + (r >> 16) % 30));
+            ev.type = PST_EV_MALLOC; ev.f[0] = a; ev.f[1] = (r >> 24) % 500;
+            pst_writer_event(w, s, &ev);
+            if (!*slot) *slot = a;
+            break;
+        }
+        case 9:
+            if (*slot) {   /* in place, then away */
+                ev.type = PST_EV_REALLOC; ev.f[0] = *slot; ev.f[1] = *slot; ev.f[2] = 64;
+                pst_writer_event(w, s, &ev);
+                ev.f[1] = top += 256; ev.f[0] = *slot; ev.f[2] = 200;
+                pst_writer_event(w, s, &ev);
+                *slot = ev.f[1];
+            }
+            break;
+        case 10:
+            PST_EMIT(w, s, PST_EV_MMAP, 0x7f0000000000ull + ((r >> 20) % 64) * 0x100000, 1 << 20, 3, 0x22, (uint64_t)-1, 0);
+            PST_EMIT(w, s, PST_EV_MUNMAP, 0x7f0000000000ull + ((r >> 26) % 64) * 0x100000, 1 << 20);
+            break;
+        case 11:
+            PST_EMIT(w, s, PST_EV_MALLOC, 0, (uint64_t)1 << 40);   /* failed */
+            PST_EMIT(w, s, PST_EV_BRK, 0x5555000123ull + (r % 1000), 0);
+            PST_EMIT(w, s, PST_EV_SBRK, (uint64_t)(int64_t)-4096, (uint64_t)-1);
+            break;
+        case 12: {
+            pst_event_t kv = { .type = PST_EV_KVB_ALLOC, .f = { 1, (uint64_t)k, s, 3, 0, 16 },
+                               .ids = ids + r % 10, .n_ids = 1 + (uint32_t)(r % 290) };
+            pst_writer_event(w, s, &kv);
+            break;
+        }
+        case 13: {
+            pst_event_t mk = { .type = PST_EV_MARK_BEGIN, .f = { 0, (uint64_t)k }, .str = (r & 1) ? "forward" : "decode",
+                               .n_payload = 3, .payload = { -1, (int64_t)k, INT64_MIN } };
+            pst_writer_event(w, s, &mk);
+            break;
+        }
+        case 14: {
+            pst_event_t ve = { .type = PST_EV_MALLOC, .f = { top += 32, 24 }, .n_ver = 1, .ver = { (uint16_t)(k + 1) } };
+            pst_writer_event(w, s, &ve);
+            break;
+        }
+        default:
+            PST_EMIT(w, s, PST_EV_POOL_ACQUIRE, 1, (uint64_t)k, 0, r % 100, 64, 64, 256, 256, 1);
+            break;
+        }
+        if (k % 3000 == 2999) pst_writer_flush(w);
+    }
+    assert_int_equal(pst_writer_close(w), 0);
+    mem_done(m);
+}
+
+/* The chunks of a trace: offsets of their headers, n returned. */
+static size_t chunk_offsets(const uint8_t *b, size_t len, size_t *off, size_t cap)
+{
+    size_t pos = PST_FILE_HDR_FIXED + (b[12] | b[13] << 8 | b[14] << 16 | (size_t)b[15] << 24), n = 0;
+    while (pos + PST_CHUNK_HDR <= len && n < cap) {
+        pst_chunk_hdr_t h;
+        pst_get_chunk_hdr(b + pos, &h);
+        off[n++] = pos;
+        pos += PST_CHUNK_HDR + h.len;
+    }
+    return n;
+}
+
+/* ---- the coding ----------------------------------------------------------------- */
+
+static size_t enc1(pst_enc_t *e, uint8_t *buf, unsigned type, uint64_t a, uint64_t b, uint64_t c)
+{
+    pst_event_t ev = { .type = (uint8_t)type, .f = { a, b, c } };
+    uint8_t *q = pst_encode_event(e, buf, &ev);
+    assert_non_null(q);
+    return (size_t)(q - buf);
+}
+
+static void test_recent_coding_gives_reuse_one_byte_and_decodes_back(void **state)
+{
+    (void)state;
+    static pst_enc_t e, d;
+    static uint16_t idx[PST_RECENT_IDX];
+    pst_enc_init(&e, PST_CODING_RECENT, idx);
+    pst_enc_init(&d, PST_CODING_RECENT, NULL);
+    uint8_t buf[4096];
+    size_t n = 0, at[16];
+    int k = 0;
+    const uint64_t A = 0x7f00001000, B = 0x7f00001040;
+    at[k++] = n; n += enc1(&e, buf + n, PST_EV_MALLOC, A, 48, 0);
+    at[k++] = n; n += enc1(&e, buf + n, PST_EV_MALLOC, B, 48, 0);
+    at[k++] = n; n += enc1(&e, buf + n, PST_EV_FREE, A, 0, 0);      /* A is 1 field back */
+    at[k++] = n; n += enc1(&e, buf + n, PST_EV_MALLOC, A, 48, 0);   /* the block just freed: index 0 */
+    at[k++] = n; n += enc1(&e, buf + n, PST_EV_REALLOC, A, A, 96);  /* in place: old index 0, ret index 0 */
+    at[k++] = n; n += enc1(&e, buf + n, PST_EV_FREE, 0x7f00001003, 0, 0);   /* unaligned: 0 then zigzag */
+    at[k++] = n; n += enc1(&e, buf + n, PST_EV_MALLOC, (uint64_t)-1, 1, 0);  /* a delta of ~2^64 */
+    at[k++] = n; n += enc1(&e, buf + n, PST_EV_MALLOC, 0, 1, 0);            /* a failed call */
+    at[k] = n;
+    assert_int_equal(buf[at[2] + 1], 1 << 2 | 2);
+    assert_int_equal(buf[at[3] + 1], 0 << 2 | 2);
+    assert_int_equal(at[4 + 1] - at[4], 4);              /* type, 2, 2, size */
+    assert_int_equal(buf[at[4] + 1], 2);
+    assert_int_equal(buf[at[4] + 2], 2);
+    assert_int_equal(buf[at[5] + 1], 0);
+    const uint64_t want[][2] = { { A, 48 }, { B, 48 }, { A, 0 }, { A, 48 }, { A, A }, { 0x7f00001003, 0 },
+                                 { (uint64_t)-1, 1 }, { 0, 1 } };
+    const uint8_t *p = buf;
+    uint32_t idbuf[PST_MAX_IDS];
+    for (int i = 0; i < k; i++) {
+        pst_event_t ev;
+        memset(&ev, 0, sizeof ev);
+        p = pst_decode_event(&d, p, buf + n, &ev, idbuf);
+        assert_non_null(p);
+        assert_true(ev.f[0] == want[i][0]);
+        if (ev.type != PST_EV_FREE) assert_true(ev.f[1] == want[i][1]);
+    }
+    assert_ptr_equal(p, buf + n);
+    /* 256 other addresses later A is out of the list: a delta again */
+    for (int i = 0; i < PST_RECENT; i++) n += enc1(&e, buf, PST_EV_FREE, 0x100000 + 16 * (uint64_t)i, 0, 0);
+    size_t l = enc1(&e, buf, PST_EV_FREE, A, 0, 0);
+    assert_int_equal(buf[1] & 3, 1);   /* an aligned delta */
+    (void)l;
+}
+
+static void test_recent_coding_rejects_reserved_and_out_of_range_codes(void **state)
+{
+    (void)state;
+    static pst_enc_t d;
+    pst_enc_init(&d, PST_CODING_RECENT, NULL);
+    uint32_t idbuf[PST_MAX_IDS];
+    pst_event_t ev;
+    uint8_t reserved[] = { PST_EV_FREE, 4 };                 /* low bits 00, not 0 */
+    assert_null(pst_decode_event(&d, reserved, reserved + 2, &ev, idbuf));
+    uint8_t far[] = { PST_EV_FREE, 0x82, 0x08 };             /* index 256 */
+    assert_null(pst_decode_event(&d, far, far + 3, &ev, idbuf));
+    uint8_t cut[] = { PST_EV_FREE, 0 };                      /* unaligned with no delta */
+    assert_null(pst_decode_event(&d, cut, cut + 2, &ev, idbuf));
+    static pst_enc_t e;
+    pst_enc_init(&e, PST_CODING_RECENT, NULL);                /* an encoder without its index */
+    pst_event_t m = { .type = PST_EV_MALLOC, .f = { 16, 1 } };
+    uint8_t out[64];
+    assert_null(pst_encode_event(&e, out, &m));
+}
+
+/* ---- the writer and the reader ------------------------------------------------- */
+
+static void test_compressed_trace_reads_event_for_event_as_minor_4_and_uncompressed(void **state)
+{
+    (void)state;
+    membuf_t m4, m5, mz;
+    write_program(&m4, 4, 0, 4096);
+    write_program(&m5, 5, 0, 4096);
+    write_program(&mz, 5, 3, 4096);
+    pst_status_t s4, s5, sz;
+    char *l4 = listing(m4.p, m4.len, &s4), *l5 = listing(m5.p, m5.len, &s5), *lz = listing(mz.p, mz.len, &sz);
+    assert_true(s4.complete && s5.complete && sz.complete);
+    assert_true(s4.events > 20000);
+    assert_int_equal(s4.events, sz.events);
+    assert_string_equal(l4, l5);
+    assert_string_equal(l4, lz);
+    /* compressed chunks are there, version 2, and save bytes */
+    size_t off[4096];
+    size_t n = chunk_offsets((const uint8_t *)mz.p, mz.len, off, 4096), nz = 0;
+    for (size_t i = 0; i < n; i++) {
+        pst_chunk_hdr_t h;
+        pst_get_chunk_hdr((const uint8_t *)mz.p + off[i], &h);
+        if (h.kind == PST_CHUNK_EVENTS || h.kind == PST_CHUNK_META) assert_int_equal(h.version, PST_CHUNK_V2);
+        nz += (h.flags & PST_CHUNK_ZSTD) != 0;
+    }
+    assert_true(nz > 10);
+    assert_true(mz.len * 2 < m5.len);
+    assert_true(m5.len < m4.len);   /* the coding alone already saves */
+    free(l4); free(l5); free(lz);
+    free(m4.p); free(m5.p); free(mz.p);
+}
+
+static void test_truncated_compressed_trace_reads_its_complete_chunks(void **state)
+{
+    (void)state;
+    membuf_t mz;
+    write_program(&mz, 5, 3, 8192);
+    const uint8_t *b = (const uint8_t *)mz.p;
+    size_t off[4096];
+    size_t n = chunk_offsets(b, mz.len, off, 4096);
+    assert_true(n > 8);
+    for (size_t i = 1; i < n; i += n / 8) {
+        pst_status_t at_boundary, inside;
+        char *want = listing(b, off[i], &at_boundary);
+        pst_chunk_hdr_t h;
+        pst_get_chunk_hdr(b + off[i], &h);
+        for (size_t cut = 1; cut < PST_CHUNK_HDR + h.len; cut += 1 + (PST_CHUNK_HDR + h.len) / 5) {
+            char *got = listing(b, off[i] + cut, &inside);
+            assert_true(inside.truncated);
+            assert_false(inside.corrupt);
+            assert_string_equal(got, want);
+            free(got);
+        }
+        free(want);
+    }
+    free(mz.p);
+}
+
+/* Damage the payload of compressed chunk i in a copy and fix its CRC, so
+ * only the zstd frame (or its length) is wrong. */
+static uint8_t *damaged(const membuf_t *m, size_t at, size_t byte, uint8_t xor_with)
+{
+    uint8_t *c = malloc(m->len);
+    memcpy(c, m->p, m->len);
+    pst_chunk_hdr_t h;
+    pst_get_chunk_hdr(c + at, &h);
+    c[at + PST_CHUNK_HDR + byte % h.len] ^= xor_with;
+    uint32_t crc = pst_crc32c(0, c + at + PST_CHUNK_HDR, h.len);
+    pst_put_chunk_hdr_v(c + at, h.kind, h.version, h.flags, h.stream, h.len, crc);
+    return c;
+}
+
+static void test_corrupt_compressed_chunk_is_damage_at_its_offset(void **state)
+{
+    (void)state;
+    membuf_t mz;
+    write_program(&mz, 5, 3, 8192);
+    const uint8_t *b = (const uint8_t *)mz.p;
+    size_t off[4096];
+    size_t n = chunk_offsets(b, mz.len, off, 4096), tried = 0;
+    for (size_t i = 0; i < n && tried < 6; i++) {
+        pst_chunk_hdr_t h;
+        pst_get_chunk_hdr(b + off[i], &h);
+        if (!(h.flags & PST_CHUNK_ZSTD) || h.kind != PST_CHUNK_EVENTS) continue;
+        tried++;
+        pst_status_t before;
+        char *want = listing(b, off[i], &before);   /* everything before the damage */
+        const size_t bytes[] = { 0, 1, 5, h.len / 2, h.len - 1 };   /* raw_len, frame magic, header, block, end */
+        for (size_t k = 0; k < sizeof bytes / sizeof *bytes; k++) {
+            uint8_t *c = damaged(&mz, off[i], bytes[k], k == 0 ? 0x7f : 0xa5);
+            pst_status_t st;
+            char *got = listing(c, mz.len, &st);
+            /* the frame's checksum catches what the CRC (fixed up here) cannot */
+            assert_true(st.corrupt);
+            assert_int_equal(st.corrupt_offset, off[i]);
+            assert_string_equal(st.corrupt_reason, "undecodable compressed chunk");
+            assert_string_equal(got, want);   /* every event of the chunks before it */
+            free(got);
+            free(c);
+        }
+        free(want);
+    }
+    assert_true(tried > 0);
+    /* the declared length past the limit: corrupt, at that chunk */
+    for (size_t i = 0; i < n; i++) {
+        pst_chunk_hdr_t h;
+        pst_get_chunk_hdr(b + off[i], &h);
+        if (!(h.flags & PST_CHUNK_ZSTD)) continue;
+        uint8_t *c = malloc(mz.len + 8);
+        memcpy(c, b, off[i] + PST_CHUNK_HDR);
+        uint64_t raw;
+        const uint8_t *q = pst_get_varint(b + off[i] + PST_CHUNK_HDR, b + off[i] + PST_CHUNK_HDR + h.len, &raw);
+        size_t vl = (size_t)(q - (b + off[i] + PST_CHUNK_HDR));
+        uint8_t *w = pst_put_varint(c + off[i] + PST_CHUNK_HDR, (uint64_t)PST_MAX_CHUNK + 1);
+        size_t nl = (size_t)(w - (c + off[i] + PST_CHUNK_HDR));
+        memcpy(w, q, h.len - vl);
+        uint32_t len = (uint32_t)(h.len - vl + nl);
+        pst_put_chunk_hdr_v(c + off[i], h.kind, h.version, h.flags, h.stream, len,
+                            pst_crc32c(0, c + off[i] + PST_CHUNK_HDR, len));
+        pst_status_t st;
+        char *got = listing(c, off[i] + PST_CHUNK_HDR + len, &st);
+        assert_true(st.corrupt);
+        assert_int_equal(st.corrupt_offset, off[i]);
+        assert_string_equal(st.corrupt_reason, "undecodable compressed chunk");
+        free(got);
+        free(c);
+        break;
+    }
+    free(mz.p);
+}
+
+static void test_version_2_chunk_in_a_minor_4_file_is_corrupt(void **state)
+{
+    (void)state;
+    membuf_t mz;
+    write_program(&mz, 5, 3, 8192);
+    uint8_t *c = malloc(mz.len);
+    memcpy(c, mz.p, mz.len);
+    c[10] = 4;   /* the header claims minor 4 */
+    pst_status_t st;
+    char *got = listing(c, mz.len, &st);
+    assert_true(st.corrupt);
+    assert_string_equal(st.corrupt_reason, "unknown chunk version");
+    assert_int_equal(st.events, 0);
+    free(got);
+    free(c);
+    free(mz.p);
+}
+
+static void test_inflate_passes_version_1_through_and_checks_frames(void **state)
+{
+    (void)state;
+    pst_inflate_t z = { 0 };
+    const uint8_t pl[] = { 1, 2, 3 };
+    pst_chunk_hdr_t h = { .kind = PST_CHUNK_EVENTS, .version = PST_CHUNK_V1, .flags = PST_CHUNK_ZSTD, .len = 3 };
+    const uint8_t *out;
+    size_t len;
+    assert_int_equal(pst_chunk_inflate(&z, &h, pl, &out, &len), 0);   /* version 1: flags mean nothing */
+    assert_ptr_equal(out, pl);
+    assert_int_equal(len, 3);
+    h.version = PST_CHUNK_V2;
+    assert_int_equal(pst_chunk_inflate(&z, &h, pl, &out, &len), PSC_ECORRUPT);   /* not a frame */
+    const uint8_t empty[] = { 0 };
+    h.len = 1;
+    assert_int_equal(pst_chunk_inflate(&z, &h, empty, &out, &len), PSC_ECORRUPT);  /* no frame at all */
+    pst_inflate_done(&z);
+    pst_inflate_done(&z);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_recent_coding_gives_reuse_one_byte_and_decodes_back),
+        cmocka_unit_test(test_recent_coding_rejects_reserved_and_out_of_range_codes),
+        cmocka_unit_test(test_compressed_trace_reads_event_for_event_as_minor_4_and_uncompressed),
+        cmocka_unit_test(test_truncated_compressed_trace_reads_its_complete_chunks),
+        cmocka_unit_test(test_corrupt_compressed_chunk_is_damage_at_its_offset),
+        cmocka_unit_test(test_version_2_chunk_in_a_minor_4_file_is_corrupt),
+        cmocka_unit_test(test_inflate_passes_version_1_through_and_checks_frames),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
