@@ -27,7 +27,12 @@ static const char usage[] =
     "  --synthetic SPEC        synthetic weights, SPEC = dim=288,layers=6,heads=6,kv_heads=6,\n"
     "                          hidden=768,vocab=32000,seq=256 (any subset; shared=0 for a\n"
     "                          separate classifier). The default model.\n"
-    "  --checkpoint FILE.bin   a llama2.c checkpoint, memory-mapped\n"
+    "  --checkpoint FILE.bin   a llama2.c checkpoint, read into memory backed by huge pages\n"
+    "  --weights-memory M      huge (default): anonymous memory asked for 2 MiB pages;\n"
+    "                          small: anonymous 4 KiB pages; mmap: map the checkpoint file\n"
+    "                          itself (page-cache pages shared with other processes)\n"
+    "  --save-checkpoint FILE  write the model (e.g. --synthetic) as a llama2.c checkpoint\n"
+    "                          and exit\n"
     "  --tokenizer FILE        a llama2.c tokenizer: print text too (and read --prompt)\n"
     "  --seed N                synthetic weights, prompts and lengths, and sampling\n"
     "                          (default 42)\n"
@@ -159,7 +164,8 @@ int main(int argc, char **argv)
 {
     re_shape_t shape = re_shape_default();
     const char *checkpoint = NULL, *tokenizer = NULL, *metrics = NULL;
-    const char *synthetic = NULL, *workload = "fixed:16,16";
+    const char *synthetic = NULL, *workload = "fixed:16,16", *save = NULL;
+    re_mem_t wmem = RE_MEM_HUGE;
     const char *prompt_arg = NULL, *prompt_ids_arg = NULL;
     uint64_t seed = 42, sample_seed = 0;
     long long n_requests = 8, max_tokens = 0;
@@ -178,6 +184,12 @@ int main(int argc, char **argv)
         const char *v = argv[++i];
         if (!strcmp(a, "--synthetic")) synthetic = v;
         else if (!strcmp(a, "--checkpoint")) checkpoint = v;
+        else if (!strcmp(a, "--save-checkpoint")) save = v;
+        else if (!strcmp(a, "--weights-memory")) {
+            int k = re_mem_parse(v);
+            if (k < 0) die2("bad value for %s: '%s' (want huge, small or mmap)", a, v);
+            wmem = (re_mem_t)k;
+        }
         else if (!strcmp(a, "--tokenizer")) tokenizer = v;
         else if (!strcmp(a, "--seed")) seed = (uint64_t)parse_int(a, v, 0, LLONG_MAX);
         else if (!strcmp(a, "--sample-seed")) {
@@ -210,6 +222,7 @@ int main(int argc, char **argv)
         else die2("unknown option '%s' (see --help)", a);
     }
     if (checkpoint && synthetic) die2("--checkpoint and --synthetic are exclusive");
+    if (wmem == RE_MEM_FILE && !checkpoint) die2("--weights-memory mmap needs --checkpoint");
     if (prompt_arg && prompt_ids_arg) die2("--prompt and --prompt-ids are exclusive");
     int prompted = prompt_arg || prompt_ids_arg;
     if (prompted && have_workload)
@@ -231,13 +244,20 @@ int main(int argc, char **argv)
     re_model_t model;
     int rc;
     if (checkpoint) {
-        rc = re_model_load(&model, checkpoint, msg, sizeof msg);
+        rc = re_model_load_mem(&model, checkpoint, wmem, msg, sizeof msg);
+        if (rc == PSC_ENOMEM) { fprintf(stderr, "refengine: %s\n", msg); return 1; }
         if (rc) die2("%s", msg);
     } else {
         if (synthetic && re_shape_parse(synthetic, &shape, msg, sizeof msg)) die2("--synthetic: %s", msg);
-        rc = re_model_synthetic(&model, &shape, seed, msg, sizeof msg);
+        rc = re_model_synthetic_mem(&model, &shape, seed, wmem, msg, sizeof msg);
         if (rc == PSC_EINVAL) die2("%s", msg);
         if (rc) { fprintf(stderr, "refengine: %s\n", msg); return 1; }
+    }
+    if (save) {
+        rc = re_model_save(&model, save);
+        re_model_free(&model);
+        if (rc) { fprintf(stderr, "refengine: %s: cannot write the checkpoint\n", save); return 1; }
+        return 0;
     }
     const re_shape_t *s = &model.shape;
     if (s->seq_len < 2) die2("the model's context (seq=%d) is too short", s->seq_len);
@@ -313,9 +333,11 @@ int main(int argc, char **argv)
 
     if (json) {
         printf("{\n  \"model\": {\"dim\": %d, \"hidden_dim\": %d, \"n_layers\": %d, \"n_heads\": %d, "
-               "\"n_kv_heads\": %d, \"vocab_size\": %d, \"seq_len\": %d, \"weight_bytes\": %zu},\n",
+               "\"n_kv_heads\": %d, \"vocab_size\": %d, \"seq_len\": %d, \"weight_bytes\": %zu, "
+               "\"weights_memory\": \"%s\", \"weights_hugetlb\": %s, \"weights_huge_page_bytes\": %lld},\n",
                s->dim, s->hidden_dim, s->n_layers, s->n_heads, s->n_kv_heads, s->vocab_size,
-               s->seq_len, re_weight_bytes(s));
+               s->seq_len, re_weight_bytes(s), re_mem_name(model.mem_kind),
+               model.hugetlb ? "true" : "false", re_model_huge_bytes(&model));
         printf("  \"config\": {\"alloc\": \"%s\", \"max_batch\": %d, \"block_size\": %d, "
                "\"threads\": %d, \"workload\": \"%s\", \"seed\": %" PRIu64 ", \"simd\": %d, "
                "\"temperature\": %g, \"top_p\": %g, \"sample_seed\": %" PRIu64

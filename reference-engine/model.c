@@ -8,6 +8,12 @@
  * compute RoPE ourselves), and the classifier when not shared. The file
  * size must match the shape exactly, so a truncated or padded file is
  * reported instead of being read past its end.
+ *
+ * Where the weights live (re_mem_t): by default a checkpoint's weights are
+ * read into anonymous memory asked for 2 MiB pages, as synthetic weights
+ * are generated into it. Decode streams every weight once per token, and
+ * with 4 KiB pages (a file mapping gets page-cache pages) the page walks of
+ * a model beyond the cache cost as much as a third of the bandwidth here.
  */
 #include "model.h"
 
@@ -184,35 +190,93 @@ static void re_fill(float *p, size_t n, uint64_t seed, uint64_t tensor, float ce
     }
 }
 
+const char *re_mem_name(re_mem_t kind)
+{
+    switch (kind) {
+    case RE_MEM_HUGE: return "huge";
+    case RE_MEM_SMALL: return "small";
+    case RE_MEM_FILE: return "mmap";
+    }
+    return "?";
+}
+
+int re_mem_parse(const char *name)
+{
+    if (!strcmp(name, "huge")) return RE_MEM_HUGE;
+    if (!strcmp(name, "small")) return RE_MEM_SMALL;
+    if (!strcmp(name, "mmap")) return RE_MEM_FILE;
+    return -1;
+}
+
+#define RE_HUGE_PAGE ((size_t)2 << 20)
+
+/* Anonymous read-write memory for `bytes` of weights, 2 MiB aligned and a
+ * whole number of 2 MiB units, of the kind asked for (RE_MEM_HUGE or
+ * RE_MEM_SMALL). Sets m->mem, mem_bytes, mapped, hugetlb. 0 or PSC_ENOMEM. */
+static int re_weights_alloc(re_model_t *m, size_t bytes, re_mem_t kind)
+{
+    size_t huge = RE_HUGE_PAGE;
+    size_t len = (bytes + huge - 1) / huge * huge;
+    if (len == 0) len = huge;
+#ifdef MAP_HUGETLB
+    if (kind == RE_MEM_HUGE) {
+        /* The reserved pool (vm.nr_hugepages), when it has room: every page is
+         * 2 MiB for sure. Without MAP_NORESERVE the kernel reserves the pages
+         * here, so a short pool fails now instead of faulting later. */
+        void *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB, -1, 0);
+        if (p != MAP_FAILED) {
+            m->mem = p;
+            m->mem_bytes = len;
+            m->mapped = 1;
+            m->hugetlb = 1;
+            return 0;
+        }
+    }
+#endif
+    /* Ordinary anonymous memory, over-mapped by one unit so that a 2 MiB
+     * aligned start can be kept and the slack given back on both sides. */
+    void *map = mmap(NULL, len + huge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (map == MAP_FAILED) return PSC_ENOMEM;
+    uintptr_t a = ((uintptr_t)map + huge - 1) & ~(uintptr_t)(huge - 1);
+    if (a > (uintptr_t)map) munmap(map, a - (uintptr_t)map);
+    size_t tail = (uintptr_t)map + len + huge - (a + len);
+    if (tail) munmap((void *)(a + len), tail);
+    /* best effort: transparent huge pages are granted at fault time, or not */
+#if defined(MADV_HUGEPAGE) && defined(MADV_NOHUGEPAGE)
+    madvise((void *)a, len, kind == RE_MEM_HUGE ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
+#endif
+    m->mem = (void *)a;
+    m->mem_bytes = len;
+    m->mapped = 1;
+    m->hugetlb = 0;
+    return 0;
+}
+
 int re_model_synthetic(re_model_t *m, const re_shape_t *s, uint64_t seed, char *msg, size_t cap)
+{
+    return re_model_synthetic_mem(m, s, seed, RE_MEM_HUGE, msg, cap);
+}
+
+int re_model_synthetic_mem(re_model_t *m, const re_shape_t *s, uint64_t seed, re_mem_t kind,
+                           char *msg, size_t cap)
 {
     memset(m, 0, sizeof *m);
     int rc = re_shape_check(s, msg, cap);
     if (rc) return rc;
+    if (kind != RE_MEM_HUGE && kind != RE_MEM_SMALL) {
+        if (msg) snprintf(msg, cap, "synthetic weights are in huge or small memory, not %s",
+                          re_mem_name(kind));
+        return PSC_EINVAL;
+    }
     m->shape = *s;
+    m->mem_kind = kind;
     size_t total = re_total_floats(s, 1);
-    /* Anonymous memory in 2 MiB units, asked to be backed by huge pages:
-     * decode streams every weight once per token, and with 4 KiB pages a
-     * 160 MB model is 40k TLB misses per token. */
-    size_t huge = (size_t)2 << 20;
-    size_t bytes = (total * sizeof(float) + huge - 1) / huge * huge;
-    void *map = mmap(NULL, bytes + huge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (map == MAP_FAILED) {
+    if (re_weights_alloc(m, total * sizeof(float), kind)) {
         if (msg) snprintf(msg, cap, "out of memory for %zu bytes of synthetic weights", total * 4);
         return PSC_ENOMEM;
     }
-    /* align to 2 MiB and give back the slack on both sides */
-    uintptr_t a = ((uintptr_t)map + huge - 1) & ~(uintptr_t)(huge - 1);
-    if (a > (uintptr_t)map) munmap(map, a - (uintptr_t)map);
-    size_t tail = (uintptr_t)map + bytes + huge - (a + bytes);
-    if (tail) munmap((void *)(a + bytes), tail);
-    float *p = (float *)a;
-#ifdef MADV_HUGEPAGE
-    madvise(p, bytes, MADV_HUGEPAGE);   /* best effort */
-#endif
-    m->mem = p;
-    m->mem_bytes = bytes;
-    m->mapped = 1;                      /* freed with munmap */
+    float *p = m->mem;
     re_bind(m, p);
     size_t n[T_COUNT];
     re_tensor_sizes(s, n);
@@ -233,9 +297,36 @@ int re_model_synthetic(re_model_t *m, const re_shape_t *s, uint64_t seed, char *
     return 0;
 }
 
+/* Read `bytes` at file offset `off` into p. 0, PSC_EIO, or PSC_ETRUNC when
+ * the file ends first (it shrank after it was checked). */
+static int re_read_at(int fd, void *p, size_t bytes, off_t off)
+{
+    char *c = p;
+    while (bytes) {
+        size_t chunk = bytes < ((size_t)64 << 20) ? bytes : ((size_t)64 << 20);
+        ssize_t r = pread(fd, c, chunk, off);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) return PSC_EIO;
+        if (r == 0) return PSC_ETRUNC;
+        c += r;
+        off += r;
+        bytes -= (size_t)r;
+    }
+    return 0;
+}
+
 int re_model_load(re_model_t *m, const char *path, char *msg, size_t cap)
 {
+    return re_model_load_mem(m, path, RE_MEM_HUGE, msg, cap);
+}
+
+int re_model_load_mem(re_model_t *m, const char *path, re_mem_t kind, char *msg, size_t cap)
+{
     memset(m, 0, sizeof *m);
+    if (kind != RE_MEM_HUGE && kind != RE_MEM_SMALL && kind != RE_MEM_FILE) {
+        snprintf(msg, cap, "%s: unknown weight memory kind %d", path, (int)kind);
+        return PSC_EINVAL;
+    }
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         snprintf(msg, cap, "%s: cannot open: %s", path, strerror(errno));
@@ -272,18 +363,72 @@ int re_model_load(re_model_t *m, const char *path, char *msg, size_t cap)
         close(fd);
         return size < need ? PSC_ETRUNC : PSC_ECORRUPT;
     }
-    void *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
-    close(fd);
-    if (map == MAP_FAILED) {
-        snprintf(msg, cap, "%s: cannot map: %s", path, strerror(errno));
-        return PSC_EIO;
-    }
     m->shape = s;
-    m->mem = map;
-    m->mem_bytes = size;
-    m->mapped = 1;
-    re_bind(m, (const float *)((const char *)map + RE_HEADER_BYTES));
+    m->mem_kind = kind;
+    if (kind == RE_MEM_FILE) {
+        void *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
+        close(fd);
+        if (map == MAP_FAILED) {
+            snprintf(msg, cap, "%s: cannot map: %s", path, strerror(errno));
+            return PSC_EIO;
+        }
+        m->mem = map;
+        m->mem_bytes = size;
+        m->mapped = 1;
+        re_bind(m, (const float *)((const char *)map + RE_HEADER_BYTES));
+        return 0;
+    }
+    /* Read the weights (not the header) into anonymous memory, so that they
+     * start 2 MiB aligned and get the page size asked for; the page-cache
+     * copy of the file is left to the kernel. */
+    size_t wbytes = size - RE_HEADER_BYTES;
+    if (re_weights_alloc(m, wbytes, kind)) {
+        snprintf(msg, cap, "%s: out of memory for %zu bytes of weights", path, wbytes);
+        close(fd);
+        return PSC_ENOMEM;
+    }
+    int rc = re_read_at(fd, m->mem, wbytes, (off_t)RE_HEADER_BYTES);
+    int saved = errno;
+    close(fd);
+    if (rc) {
+        if (rc == PSC_ETRUNC)
+            snprintf(msg, cap, "%s: truncated checkpoint: the file shrank while it was read", path);
+        else
+            snprintf(msg, cap, "%s: cannot read: %s", path, strerror(saved));
+        re_model_free(m);
+        return rc;
+    }
+    re_bind(m, (const float *)m->mem);
     return 0;
+}
+
+long long re_model_huge_bytes(const re_model_t *m)
+{
+    if (!m || !m->mem) return -1;
+    if (m->hugetlb) return (long long)m->mem_bytes;
+    FILE *f = fopen("/proc/self/smaps", "re");
+    if (!f) return -1;
+    /* Sum the 2 MiB-mapped bytes of every mapping overlapping [mem, mem +
+     * mem_bytes): the kernel may have merged or split the region. */
+    uintptr_t lo = (uintptr_t)m->mem, hi = lo + m->mem_bytes;
+    char line[512];
+    int in = 0, seen = 0;
+    long long total = 0;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long a, b;
+        long long kb;
+        if (sscanf(line, "%lx-%lx ", &a, &b) == 2 && strchr(line, '-') < strchr(line, ' ')) {
+            in = a < hi && b > lo;
+            seen |= in;
+        } else if (in && (sscanf(line, "AnonHugePages: %lld kB", &kb) == 1 ||
+                          sscanf(line, "FilePmdMapped: %lld kB", &kb) == 1 ||
+                          sscanf(line, "ShmemPmdMapped: %lld kB", &kb) == 1)) {
+            total += kb * 1024;
+        }
+    }
+    fclose(f);
+    if (!seen) return -1;
+    return total > (long long)m->mem_bytes ? (long long)m->mem_bytes : total;
 }
 
 static int re_write_all(FILE *f, const void *p, size_t bytes)

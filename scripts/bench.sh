@@ -4,11 +4,40 @@
 # ratios measured side by side in one process or one script run, medians of
 # several repetitions, absolute ns beside them. BENCH_QUICK=1 runs short
 # versions (used by the smoke test, not for figures).
+#
+#   sh scripts/bench.sh          every benchmark, bench/results.md rewritten
+#   sh scripts/bench.sh engine   the engine's alone (bench_engine: decode at the
+#                                bandwidth limit against the read loop, in one
+#                                process), its "## engine" section of
+#                                bench/results.md replaced in place
 set -u
 BUILD=${BUILD:-build}
 out=bench/results.md
 tmp=$(mktemp); trap 'rm -f "$tmp"' EXIT
 quick=""; [ "${BENCH_QUICK:-0}" = 1 ] && quick=--quick
+
+# ---- engine section alone ----
+if [ "${1:-}" = engine ]; then
+    b=$BUILD/bench/bench_engine
+    [ -x "$b" ] || { echo "bench: $b not built (make all)" >&2; exit 2; }
+    echo "bench: bench_engine" >&2
+    if ! "$b" $quick >"$tmp"; then echo "bench: bench_engine failed" >&2; exit 1; fi
+    if [ -f "$out" ] && grep -qx '## engine' "$out"; then
+        # the old section runs from its heading to the next "## " heading
+        new=$(mktemp)
+        awk -v sec="$tmp" '
+            $0 == "## engine" { while ((getline l < sec) > 0) print l; print ""; skip = 1; next }
+            skip && /^## / { skip = 0 }
+            !skip { print }' "$out" >"$new" && cp "$new" "$out"
+        rm -f "$new"
+    else
+        mkdir -p bench
+        { [ -f "$out" ] && cat "$out"; cat "$tmp"; } >"$tmp.all" && cp "$tmp.all" "$out"
+        rm -f "$tmp.all"
+    fi
+    echo "bench: wrote the engine section of $out" >&2
+    exit 0
+fi
 
 {
     echo "# poolscope benchmark results"

@@ -292,6 +292,58 @@ static void test_logits_match_reference_on_written_checkpoint(void **state)
     unlink(path);
 }
 
+/* A checkpoint read into 2 MiB-page memory, into 4 KiB pages and mapped as
+ * a file holds the same weights, and gives the same logits bit for bit (the
+ * anonymous copies start 2 MiB aligned, the file mapping 28 bytes past a
+ * page: alignment must not change a sum). */
+static void test_checkpoint_in_every_weight_memory_gives_the_same_logits(void **state)
+{
+    (void)state;
+    re_model_t src, m[3];
+    re_shape_t s = small_shape();
+    char msg[256], path[] = "/tmp/test_engine_mem_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    assert_int_equal(re_model_synthetic_mem(&src, &s, 4, RE_MEM_SMALL, msg, sizeof msg), 0);
+    assert_int_equal(src.mem_kind, RE_MEM_SMALL);
+    assert_int_equal(re_model_save(&src, path), 0);
+    const re_mem_t kinds[3] = { RE_MEM_HUGE, RE_MEM_SMALL, RE_MEM_FILE };
+    rec_t rec[3] = { { 0 } };
+    wl_t w = { .n_req = 3, .prompt = 4, .gen = 7, .varied = 1 };
+    re_engine_config_t cfg = re_engine_config_default();
+    cfg.max_batch = 2;
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(re_model_load_mem(&m[i], path, kinds[i], msg, sizeof msg), 0);
+        assert_int_equal(m[i].mem_kind, kinds[i]);
+        assert_string_equal(re_mem_name(kinds[i]), i == 0 ? "huge" : i == 1 ? "small" : "mmap");
+        assert_int_equal(re_mem_parse(re_mem_name(kinds[i])), (int)kinds[i]);
+        if (kinds[i] != RE_MEM_FILE)
+            assert_int_equal((uintptr_t)m[i].w.token_embedding % ((uintptr_t)2 << 20), 0);
+        assert_memory_equal(m[i].w.token_embedding, src.w.token_embedding, re_weight_bytes(&s));
+        long long hb = re_model_huge_bytes(&m[i]);   /* whatever the kernel granted */
+        assert_true(hb >= 0 && hb <= (long long)m[i].mem_bytes);
+        if (kinds[i] == RE_MEM_SMALL) assert_int_equal(hb, 0);
+        re_engine_destroy(run_engine(&m[i], cfg, &w, &rec[i]));
+    }
+    assert_int_equal(re_mem_parse("giant"), -1);
+    assert_true(rec[0].n > 0);
+    for (int i = 1; i < 3; i++) {
+        assert_int_equal(rec[i].n, rec[0].n);
+        for (int k = 0; k < rec[0].n; k++) {
+            const float *a = rec_find(&rec[i], rec[0].req[k], rec[0].pos[k]);
+            assert_non_null(a);
+            assert_memory_equal(a, rec[0].logits[k], (size_t)s.vocab_size * sizeof(float));
+        }
+    }
+    /* synthetic weights cannot be a file mapping */
+    re_model_t bad;
+    assert_int_equal(re_model_synthetic_mem(&bad, &s, 4, RE_MEM_FILE, msg, sizeof msg), PSC_EINVAL);
+    for (int i = 0; i < 3; i++) { rec_free(&rec[i]); re_model_free(&m[i]); }
+    re_model_free(&src);
+    unlink(path);
+}
+
 /* dim 2, one head, hidden 2, vocab 2, one layer; weights chosen so that every
  * value can be followed by hand. Tokens: 0 then 1. */
 static void test_tiny_model_logits_computed_by_hand(void **state)
@@ -1126,6 +1178,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_logits_match_reference_on_synthetic_model),
         cmocka_unit_test(test_logits_match_reference_on_written_checkpoint),
+        cmocka_unit_test(test_checkpoint_in_every_weight_memory_gives_the_same_logits),
         cmocka_unit_test(test_tiny_model_logits_computed_by_hand),
         cmocka_unit_test(test_logits_bit_identical_across_batch_block_threads_alloc),
         cmocka_unit_test(test_preemption_recomputes_with_identical_logits_and_tokens),

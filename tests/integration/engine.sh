@@ -236,6 +236,34 @@ EOF2
 }
 check checkpoint_and_tokenizer_text ckpt_and_text
 
+# --save-checkpoint writes the model as a llama2.c checkpoint; read back into
+# each kind of weight memory it gives the synthetic model's tokens (sampled:
+# every logit counts), and --json says which memory and how much of it is in
+# 2 MiB pages
+check rejects_bad_weights_memory rejects --weights-memory giant
+check rejects_mmap_without_checkpoint rejects_naming "needs --checkpoint" --synthetic $SHAPE --weights-memory mmap
+saved_same_tokens() {
+    "$ENG" --synthetic $SHAPE --seed 9 --save-checkpoint "$T/saved.bin" || return 1
+    [ -s "$T/saved.bin" ] || return 1
+    "$ENG" --synthetic $SHAPE --seed 9 --requests 3 --workload fixed:6,20 --temperature 1 \
+        --sample-seed 4 --json >"$T/syn.json" || return 1
+    for mem in huge small mmap; do
+        "$ENG" --checkpoint "$T/saved.bin" --weights-memory $mem --requests 3 --workload fixed:6,20 \
+            --temperature 1 --sample-seed 4 --seed 9 --json >"$T/ck_$mem.json" || return 1
+        [ "$(tokens_of "$T/ck_$mem.json")" = "$(tokens_of "$T/syn.json")" ] ||
+            { echo "  $mem: other tokens than the synthetic model" >&2; return 1; }
+        python3 - "$T/ck_$mem.json" $mem <<'PY' || return 1
+import json, sys
+m = json.load(open(sys.argv[1]))["model"]
+assert m["weights_memory"] == sys.argv[2], m
+assert 0 <= m["weights_huge_page_bytes"], m
+if sys.argv[2] == "small":
+    assert m["weights_huge_page_bytes"] == 0 and not m["weights_hugetlb"], m
+PY
+    done
+}
+check save_checkpoint_reads_back_in_every_memory saved_same_tokens
+
 # --prompt through a tokenizer: the ids of an independent Python port of
 # run.c's encode(), on a tokenizer with byte tokens and overlapping pieces
 prompt_text() {
