@@ -26,74 +26,10 @@
 
 /* ---- helpers ------------------------------------------------------------------ */
 
-typedef struct membuf { char *p; size_t len; FILE *fp; } membuf_t;
+#include "trace_listing.h"
 
-static pst_writer_t *mem_writer(membuf_t *m, const pst_writer_cfg_t *cfg)
-{
-    m->p = NULL;
-    m->len = 0;
-    m->fp = open_memstream(&m->p, &m->len);
-    assert_non_null(m->fp);
-    int err = 0;
-    pst_writer_t *w = pst_writer_open_fp(m->fp, cfg, &err);
-    assert_non_null(w);
-    return w;
-}
-
-static void mem_done(membuf_t *m) { fclose(m->fp); }
-
-static void format_event(char *out, size_t cap, const pst_event_t *ev)
-{
-    const char *lay = pst_event_layout(ev->type);
-    int n = snprintf(out, cap, "%u %u %llu %llu %s", ev->stream, ev->tid, (unsigned long long)ev->seq,
-                     (unsigned long long)ev->ts, pst_event_name(ev->type));
-    if (ev->stack) n += snprintf(out + n, cap - (size_t)n, " stack=%u", ev->stack);
-    for (unsigned i = 0; lay[i] && (size_t)n < cap; i++) {
-        if (lay[i] == 'S') n += snprintf(out + n, cap - (size_t)n, " \"%s\"", ev->str ? ev->str : "?");
-        else if (lay[i] == 'L') {
-            n += snprintf(out + n, cap - (size_t)n, " [");
-            for (uint32_t k = 0; k < ev->n_ids && (size_t)n < cap; k++)
-                n += snprintf(out + n, cap - (size_t)n, k ? ",%u" : "%u", ev->ids[k]);
-            n += snprintf(out + n, cap - (size_t)n, "]");
-        } else if (lay[i] == 'P') {
-            n += snprintf(out + n, cap - (size_t)n, " (");
-            for (uint32_t k = 0; k < ev->n_payload && (size_t)n < cap; k++)
-                n += snprintf(out + n, cap - (size_t)n, k ? ",%lld" : "%lld", (long long)ev->payload[k]);
-            n += snprintf(out + n, cap - (size_t)n, ")");
-        } else {
-            n += snprintf(out + n, cap - (size_t)n, " 0x%llx", (unsigned long long)ev->f[i]);
-        }
-    }
-    if ((size_t)n < cap && ev->n_ver)
-        snprintf(out + n, cap - (size_t)n, " ver=%u,%u", ev->ver[0], ev->n_ver > 1 ? ev->ver[1] : 0);
-}
-
-/* Every event of a trace in memory, one line each (malloc'd). */
-static char *listing(const void *buf, size_t len, pst_status_t *st_out)
-{
-    int err = 0;
-    pst_reader_t *r = pst_open_mem(buf, len, &err);
-    assert_non_null(r);
-    size_t cap = 1 << 16, used = 0;
-    char *out = malloc(cap);
-    out[0] = 0;
-    pst_event_t ev;
-    int rc;
-    while ((rc = pst_next(r, &ev)) > 0) {
-        char line[4096];
-        format_event(line, sizeof line, &ev);
-        size_t l = strlen(line);
-        while (used + l + 2 > cap) out = realloc(out, cap *= 2);
-        memcpy(out + used, line, l);
-        used += l;
-        out[used++] = '\n';
-        out[used] = 0;
-    }
-    assert_int_equal(rc, 0);
-    if (st_out) *st_out = *pst_status(r);
-    pst_close(r);
-    return out;
-}
+/* with the versions: the codings must carry them alike */
+static char *listing(const void *buf, size_t len, pst_status_t *st) { return trace_listing(buf, len, st, 1); }
 
 static uint64_t rng;
 static uint64_t rnd(void)

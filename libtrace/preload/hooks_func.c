@@ -502,13 +502,6 @@ static void patch_obj(fn_scan_t *sc, unsigned oi)
     if (h && ps_g.proc.dlclose) ps_g.proc.dlclose(h);
 }
 
-static int adds_cb(struct dl_phdr_info *info, size_t size, void *arg)
-{
-    if (size >= offsetof(struct dl_phdr_info, dlpi_subs) + sizeof info->dlpi_subs)
-        *(unsigned long long *)arg = info->dlpi_adds;
-    return 1;
-}
-
 static void patch_all(void)
 {
     fn_scan_t *sc = ps_sys_mmap(sizeof *sc);
@@ -524,11 +517,11 @@ static void patch_all(void)
 void ps_fn_poll(void)
 {
     if (!fn_g.on) return;
-    unsigned long long adds = 0;
-    dl_iterate_phdr(adds_cb, &adds);
-    if (adds == fn_g.seen_adds) return;
+    unsigned long long c[2];
+    ps_loader_counters(c);
+    if (c[0] == fn_g.seen_adds) return;
     pthread_mutex_lock(&fn_g.lock);
-    fn_g.seen_adds = adds;
+    fn_g.seen_adds = c[0];
     patch_all();
     pthread_mutex_unlock(&fn_g.lock);
 }
@@ -613,7 +606,9 @@ void ps_fn_install(void)
     pthread_atfork(NULL, NULL, fn_child);
     fn_g.on = 1;
     pthread_mutex_lock(&fn_g.lock);
-    dl_iterate_phdr(adds_cb, &fn_g.seen_adds);
+    unsigned long long c[2];
+    ps_loader_counters(c);
+    fn_g.seen_adds = c[0];
     patch_all();
     pthread_mutex_unlock(&fn_g.lock);
 }

@@ -455,6 +455,7 @@ void ps_modules_reset(void);
 void ps_tables_reset(void);
 void ps_stacks_init(void);
 void ps_modules_poll(void);             /* flusher: rescan if the loader changed */
+void ps_loader_counters(unsigned long long c[2]);   /* dlpi_adds, dlpi_subs */
 
 /* ---- hooks_func.c ---- */
 void ps_fn_parse(const char *spec);     /* POOLSCOPE_SCOPE_FUNCS */

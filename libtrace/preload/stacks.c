@@ -246,6 +246,13 @@ static int counters_cb(struct dl_phdr_info *info, size_t size, void *arg)
     return 1;
 }
 
+/* The loader's counters of objects added and removed: c[0], c[1]. */
+void ps_loader_counters(unsigned long long c[2])
+{
+    c[0] = c[1] = 0;
+    dl_iterate_phdr(counters_cb, c);
+}
+
 /* ps_g.stk.modlock held */
 static void scan_locked(int emit_all)
 {
@@ -259,7 +266,7 @@ static void scan_locked(int emit_all)
         ps_g.stk.exe_path[n > 0 ? n : 0] = 0;
     }
     unsigned long long c[2] = { 0, 0 };
-    dl_iterate_phdr(counters_cb, c);
+    ps_loader_counters(c);
     if (c[1] != ps_g.stk.seen_subs) ucache_clear();   /* a module went away: its code rules too */
     ps_g.stk.seen_adds = c[0];
     ps_g.stk.seen_subs = c[1];
@@ -291,7 +298,7 @@ void ps_modules_scan(int emit_all)
 void ps_modules_poll(void)
 {
     unsigned long long c[2] = { 0, 0 };
-    dl_iterate_phdr(counters_cb, c);
+    ps_loader_counters(c);
     if (c[0] == ps_g.stk.seen_adds && c[1] == ps_g.stk.seen_subs) return;
     ps_modules_scan(0);
 }
@@ -836,7 +843,7 @@ uint32_t ps_stack_id(ps_thr_t *t)
     if (!id) {
         /* A new stack: module maps first if the loader changed. */
         unsigned long long cnt[2] = { 0, 0 };
-        dl_iterate_phdr(counters_cb, cnt);
+        ps_loader_counters(cnt);
         if (cnt[0] != ps_g.stk.seen_adds || cnt[1] != ps_g.stk.seen_subs) ps_modules_scan(0);
         pthread_mutex_lock(&ps_g.stk.stab.lock);
         id = tab_find(&ps_g.stk.stab, h);
