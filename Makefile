@@ -134,8 +134,9 @@ $(eval $(call archive,$(LIBAZ),$(AZ_SRC)))
 $(eval $(call archive,$(LIBRP),$(RP_SRC)))
 $(eval $(call archive,$(LIBENG),$(ENG_SRC)))
 
-# The interposer carries its own copy of the format encoder (compiled PIC).
-PRELOAD_OBJ = $(patsubst %.c,$(BUILD)/pic/%.o,$(PRELOAD_SRC) libtrace/format.c)
+# The interposer carries its own copy of the format encoder and of the
+# column form of compressed EVENTS (compiled PIC).
+PRELOAD_OBJ = $(patsubst %.c,$(BUILD)/pic/%.o,$(PRELOAD_SRC) libtrace/format.c libtrace/columns.c)
 $(PRELOAD): $(PRELOAD_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) -shared -fPIC -o $@ $^ -Wl,--version-script=libtrace/preload/exports.map \

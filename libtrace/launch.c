@@ -764,7 +764,7 @@ int pl_trace_info(const char *path, pl_trace_info_t *info)
 
 /* ---- untraced children (see the top of this file) -------------------------------- */
 
-typedef struct chunk_at { uint64_t off; uint32_t len, crc; uint8_t version; uint16_t flags; } chunk_at_t;
+typedef struct chunk_at { uint64_t off; uint32_t len, crc; uint8_t version; uint16_t flags; uint8_t kind; } chunk_at_t;
 
 typedef struct tail {
     int fd;
@@ -800,7 +800,7 @@ static int read_payload(tail_t *t, const chunk_at_t *c, const uint8_t **pl, size
     int rc = read_at(t, t->buf, c->len, c->off + PST_CHUNK_HDR);
     if (rc) return rc;
     if (pst_crc32c(0, t->buf, c->len) != c->crc) return PSC_ECORRUPT;
-    pst_chunk_hdr_t h = { .version = c->version, .flags = c->flags, .len = c->len };
+    pst_chunk_hdr_t h = { .kind = c->kind, .version = c->version, .flags = c->flags, .len = c->len };   /* EVENTS: columns */
     return pst_chunk_inflate(&t->z, &h, t->buf, pl, plen);
 }
 
@@ -887,7 +887,7 @@ static int trace_ends_in_exec(const char *path, char *exec_path, size_t cap, uin
         if ((rc = read_at(&t, hb, sizeof hb, off))) break;
         pst_get_chunk_hdr(hb, &h);
         if (h.len > PST_MAX_CHUNK || off + PST_CHUNK_HDR + h.len > end_off) break;   /* damage: stop */
-        chunk_at_t c = { off, h.len, h.crc, h.version, h.flags };
+        chunk_at_t c = { off, h.len, h.crc, h.version, h.flags, h.kind };
         if (h.kind == PST_CHUNK_EVENTS && h.stream >= 1 && h.stream <= streams) {
             last[h.stream] = c;
         } else if (h.kind == PST_CHUNK_META) {

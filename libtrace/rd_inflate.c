@@ -1,4 +1,4 @@
-/* rd_inflate.c — the payload of a compressed chunk (format 1.5).
+/* rd_inflate.c — the payload of a compressed chunk (format 1.5; column form 1.6).
  *
  * A version-2 chunk with PST_CHUNK_ZSTD stores `varint raw_len` and one
  * zstd frame of the version-1 payload (FORMAT.md, "Compressed chunks").
@@ -11,6 +11,11 @@
  * exactly raw_len bytes. libzstd never reads or writes outside the buffers
  * it is given, so a damaged frame is an error, never a crash.
  *
+ * An EVENTS frame may hold its payload in column form (columns.c, FORMAT.md
+ * "Columns"): then the payload is put back together behind the frame's
+ * bytes in the same buffer, and a column that does not add up is the
+ * chunk's damage like a bad frame.
+ *
  * The reader (rd_chunk.c), `record`'s exec lookup (launch.c) and the test
  * tools call this; the interposer only compresses (core.c).
  */
@@ -18,8 +23,20 @@
 
 #include <zstd.h>
 
+#include "columns.h"
 #include "poolscope/error.h"
 #include "poolscope/format.h"
+
+/* Room for n bytes in z's buffer, what it holds kept. */
+static int room(pst_inflate_t *z, size_t n)
+{
+    if (z->cap >= n) return 0;
+    uint8_t *b = realloc(z->buf, n);
+    if (!b) return PSC_ENOMEM;
+    z->buf = b;
+    z->cap = n;
+    return 0;
+}
 
 int pst_chunk_inflate(pst_inflate_t *z, const pst_chunk_hdr_t *h, const uint8_t *payload,
                       const uint8_t **out, size_t *out_len)
@@ -37,17 +54,18 @@ int pst_chunk_inflate(pst_inflate_t *z, const pst_chunk_hdr_t *h, const uint8_t 
     unsigned long long fcs = ZSTD_getFrameContentSize(p, zlen);
     if (fcs == ZSTD_CONTENTSIZE_ERROR || (fcs != ZSTD_CONTENTSIZE_UNKNOWN && fcs != raw)) return PSC_ECORRUPT;
     if (!z->dctx && !(z->dctx = ZSTD_createDCtx())) return PSC_ENOMEM;
-    size_t need = raw ? (size_t)raw : 1;
-    if (z->cap < need) {
-        uint8_t *b = realloc(z->buf, need);
-        if (!b) return PSC_ENOMEM;
-        z->buf = b;
-        z->cap = need;
-    }
+    if (room(z, raw ? (size_t)raw : 1)) return PSC_ENOMEM;
     size_t n = ZSTD_decompressDCtx(z->dctx, z->buf, (size_t)raw, p, zlen);
     if (ZSTD_isError(n) || n != raw) return PSC_ECORRUPT;
     *out = z->buf;
     *out_len = (size_t)raw;
+    if (h->kind == PST_CHUNK_EVENTS && pst_cols_is_split(z->buf, n)) {
+        size_t jl;
+        if (pst_cols_joined_len(z->buf, n, &jl)) return PSC_ECORRUPT;
+        if (room(z, n + jl)) return PSC_ENOMEM;
+        if (pst_cols_join(z->buf, n, z->buf + n, jl, out_len) || *out_len != jl) return PSC_ECORRUPT;
+        *out = z->buf + n;
+    }
     return 0;
 }
 

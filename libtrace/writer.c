@@ -8,8 +8,9 @@
  * the same bytes (the golden test relies on it). A file of minor 5 codes
  * addresses against each stream's recent ones and gives META and EVENTS
  * chunks version 2, compressed with zstd when cfg.zstd_level asks for it
- * (one frame per chunk, kept only when smaller); older minors are written
- * as their writers did.
+ * (one frame per chunk, kept only when smaller; from minor 6 EVENTS in
+ * column form, columns.c, as the interposer writes them); older minors are written as
+ * their writers did.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -17,6 +18,7 @@
 
 #include <zstd.h>
 
+#include "columns.h"
 #include "hashmap.h"
 #include "poolscope/error.h"
 #include "poolscope/writer.h"
@@ -63,6 +65,7 @@ struct pst_writer {
     int      zlevel;       /* minor 5: zstd level of META and EVENTS chunks, 0 none */
     ZSTD_CCtx *cctx;
     wbuf_t   zbuf;         /* a compressed payload */
+    wbuf_t   cols, ctmp;   /* an EVENTS payload in column form, before compression; its scratch */
 };
 
 /* ---- small helpers ---------------------------------------------------- */
@@ -144,6 +147,20 @@ static int write_all(pst_writer_t *w, const void *p, size_t n)
     return 0;
 }
 
+/* src[0..n) into the frame being written at ob, up to a block end (flush)
+ * or the frame's end: 0, or -1 (an error, or ob full: it is sized to the
+ * bound, so never). */
+static int z_piece(ZSTD_CCtx *cc, ZSTD_outBuffer *ob, const uint8_t *src, size_t n, ZSTD_EndDirective d)
+{
+    ZSTD_inBuffer ib = { src, n, 0 };
+    for (;;) {
+        size_t r = ZSTD_compressStream2(cc, ob, &ib, d);
+        if (ZSTD_isError(r)) return -1;
+        if (r == 0) return 0;
+        if (ob->pos == ob->size) return -1;
+    }
+}
+
 static int write_chunk(pst_writer_t *w, unsigned kind, uint32_t stream, const void *payload, size_t len)
 {
     if (w->err) return w->err;
@@ -158,13 +175,30 @@ static int write_chunk(pst_writer_t *w, unsigned kind, uint32_t stream, const vo
                 ZSTD_CCtx_setParameter(w->cctx, ZSTD_c_compressionLevel, w->zlevel);
                 ZSTD_CCtx_setParameter(w->cctx, ZSTD_c_checksumFlag, 1);   /* FORMAT.md: frames carry it */
             }
-            size_t bound = PST_VARINT_MAX + ZSTD_compressBound(len);
+            /* EVENTS in column form (columns.c), a new block at the stack column */
+            const uint8_t *src = payload;
+            size_t slen = len, cut = 0;
+            if (kind == PST_CHUNK_EVENTS && w->minor >= 6) {   /* minor 5 wrote them plain */
+                w->cols.len = 0;
+                w->ctmp.len = 0;
+                uint8_t *c = reserve(w, &w->cols, PST_COLS_BOUND(len)), *t = reserve(w, &w->ctmp, PST_COLS_TMP(len));
+                if (!c || !t) return w->err;
+                size_t cl = pst_cols_split(payload, len, c, PST_COLS_BOUND(len), t, PST_COLS_TMP(len), &cut);
+                if (cl) { src = c; slen = cl; }
+            }
+            size_t bound = PST_VARINT_MAX + ZSTD_compressBound(slen);
             w->zbuf.len = 0;
             uint8_t *z = reserve(w, &w->zbuf, bound);
             if (!z) return w->err;
-            uint8_t *q = pst_put_varint(z, len);
-            size_t n = ZSTD_compress2(w->cctx, q, bound - (size_t)(q - z), payload, len);
-            if (ZSTD_isError(n)) return fail(w, PSC_EINVAL);
+            uint8_t *q = pst_put_varint(z, slen);
+            ZSTD_CCtx_reset(w->cctx, ZSTD_reset_session_only);
+            ZSTD_CCtx_setPledgedSrcSize(w->cctx, slen);
+            ZSTD_outBuffer ob = { q, bound - (size_t)(q - z), 0 };
+            size_t at = cut < slen ? cut : 0;
+            if ((at && z_piece(w->cctx, &ob, src, at, ZSTD_e_flush)) ||
+                z_piece(w->cctx, &ob, src + at, slen - at, ZSTD_e_end))
+                return fail(w, PSC_EINVAL);
+            size_t n = ob.pos;
             if ((size_t)(q - z) + n < len) {   /* kept only when it saves bytes */
                 payload = z;
                 len = (size_t)(q - z) + n;
@@ -459,6 +493,8 @@ static int finish(pst_writer_t *w, int end)
     free(w->streams);
     free(w->meta.p);
     free(w->zbuf.p);
+    free(w->cols.p);
+    free(w->ctmp.p);
     ZSTD_freeCCtx(w->cctx);
     itab_free(&w->strings);
     itab_free(&w->stacks);

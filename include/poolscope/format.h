@@ -68,13 +68,15 @@ extern "C" {
 
 #define PST_MAGIC        "PSTRACE"   /* 8 bytes with its NUL */
 #define PST_MAJOR        1
-#define PST_MINOR        5   /* 1: SYNC chunks; 2: a time per event (the tick), SYNC and END fields below;
+#define PST_MINOR        6   /* 1: SYNC chunks; 2: a time per event (the tick), SYNC and END fields below;
                                 3: VER records (an address's version, for exact cross-thread order);
                                 4: MPROTECT and MMAP_NAME events (reservations vs committed memory,
                                    names of file mappings);
                                 5: addresses coded against the stream's recent addresses
                                    (pst_put_addr5), chunk version 2 and zstd-compressed payloads
-                                   (PST_CHUNK_ZSTD). Readers read every minor of PST_MAJOR. */
+                                   (PST_CHUNK_ZSTD);
+                                6: compressed EVENTS in column form (columns.c: TS records and
+                                   stack ids in columns of their own). Readers read every minor of PST_MAJOR. */
 #define PST_FILE_HDR_FIXED 16        /* magic + major + minor + tlv_len */
 #define PST_CHUNK_HDR    16
 #define PST_MAX_CHUNK    (16u << 20) /* readers reject longer payloads as corrupt */

@@ -28,6 +28,7 @@
  * wlock (file) < table locks (stacks.c) < mlock (META buffer).
  */
 #include "preload.h"
+#include "columns.h"   /* EVENTS in column form before zstd (z_compress) */
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -329,20 +330,47 @@ static size_t z_compress(const struct iovec *iov, int n, size_t len, uint8_t **o
             return 0;
         }
     }
-    size_t bound = PST_VARINT_MAX + ZSTD_compressBound(len);
+    /* EVENTS (the only chunks compressed into eout) go in column form
+     * (columns.c): the pieces gathered, then split, in buffers of our own
+     * kept for later chunks (z.lock held); plain when that fails */
+    struct iovec col[2];
+    size_t slen = len;
+    int split = 0;
+    if (out == &z->eout) {
+        static uint8_t *gather, *cols, *tmp;
+        static size_t gather_cap, cols_cap, tmp_cap;
+        if (z_room(&gather, &gather_cap, len) == 0 && z_room(&cols, &cols_cap, PST_COLS_BOUND(len)) == 0 &&
+            z_room(&tmp, &tmp_cap, PST_COLS_TMP(len)) == 0) {
+            size_t at = 0;
+            for (int i = 0; i < n; i++) {
+                memcpy(gather + at, iov[i].iov_base, iov[i].iov_len);
+                at += iov[i].iov_len;
+            }
+            size_t cut, cl = pst_cols_split(gather, len, cols, cols_cap, tmp, tmp_cap, &cut);
+            if (cl) {   /* two pieces: a new block at the stack column */
+                col[0] = (struct iovec){ cols, cut };
+                col[1] = (struct iovec){ cols + cut, cl - cut };
+                iov = col;
+                n = 2;
+                slen = cl;
+                split = 1;
+            }
+        }
+    }
+    size_t bound = PST_VARINT_MAX + ZSTD_compressBound(slen);
     if (z_room(out, cap, bound) != 0) return 0;
     ZSTD_CCtx *cc = z->cctx;
     ZSTD_CCtx_reset(cc, ZSTD_reset_session_only);
-    if (ZSTD_isError(ZSTD_CCtx_setPledgedSrcSize(cc, len))) return 0;
-    uint8_t *o = pst_put_varint(*out, len);
+    if (ZSTD_isError(ZSTD_CCtx_setPledgedSrcSize(cc, slen))) return 0;
+    uint8_t *o = pst_put_varint(*out, slen);
     ZSTD_outBuffer ob = { o, bound - (size_t)(o - *out), 0 };
     for (int i = 0; i < n; i++) {
         ZSTD_inBuffer ib = { iov[i].iov_base, iov[i].iov_len, 0 };
-        ZSTD_EndDirective d = i == n - 1 ? ZSTD_e_end : ZSTD_e_continue;
+        ZSTD_EndDirective d = i == n - 1 ? ZSTD_e_end : split ? ZSTD_e_flush : ZSTD_e_continue;
         for (;;) {
             size_t r = ZSTD_compressStream2(cc, &ob, &ib, d);
             if (ZSTD_isError(r)) { ZSTD_CCtx_reset(cc, ZSTD_reset_session_only); return 0; }
-            if (d == ZSTD_e_end ? r == 0 : ib.pos == ib.size) break;
+            if (d == ZSTD_e_continue ? ib.pos == ib.size : r == 0) break;
             if (ob.pos == ob.size) { ZSTD_CCtx_reset(cc, ZSTD_reset_session_only); return 0; }
         }
     }
