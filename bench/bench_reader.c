@@ -14,7 +14,9 @@
  *
  * Traces: 4 streams and 1 stream at N events (10 M; 1 M with --quick), read
  * with the default 1 s window and with a 20 ms window, plus the 4-stream
- * trace at 10x the length to show that peak memory does not grow with it.
+ * trace at 10x the length to show that peak memory does not grow with it,
+ * and that trace as a minor-1 writer would have written it (times not
+ * causal across streams: the merge waits for frees it cannot place).
  * Every measurement runs in a forked child: its wall time and its own peak
  * RSS (wait4's ru_maxrss). Rates are medians of 5 runs (the 10x row: of 1).
  *
@@ -96,10 +98,10 @@ static void arena_put(arena_t *a, uint64_t addr, uint64_t size)
     if (a->nfl[c] < 64) a->fl[c][a->nfl[c]++] = addr;
 }
 
-static int write_trace(const char *path, uint64_t n_events, unsigned n_streams)
+static int write_trace(const char *path, uint64_t n_events, unsigned n_streams, unsigned minor)
 {
     int err = 0;
-    pst_writer_cfg_t cfg = { .pid = 2000, .exe = "/bench/churn", .tick_ns = 200 };
+    pst_writer_cfg_t cfg = { .pid = 2000, .exe = "/bench/churn", .tick_ns = 200, .minor = minor };
     pst_writer_t *w = pst_writer_open(path, &cfg, &err);
     if (!w) return err;
     arena_t *ar = calloc(n_streams, sizeof *ar);
@@ -288,23 +290,25 @@ int main(int argc, char **argv)
     if (runs > 15) runs = 15;
     const char *tmp = getenv("TMPDIR");
     if (!tmp || !*tmp) tmp = "/tmp";
-    char p4[512], p1[512], p40[512];
+    char p4[512], p1[512], p40[512], p41[512];
     snprintf(p4, sizeof p4, "%s/bench_reader_4_XXXXXX", tmp);
     snprintf(p1, sizeof p1, "%s/bench_reader_1_XXXXXX", tmp);
     snprintf(p40, sizeof p40, "%s/bench_reader_40_XXXXXX", tmp);
-    int fds[3] = { mkstemp(p4), mkstemp(p1), ten ? mkstemp(p40) : -1 };
-    for (int i = 0; i < 3; i++) {
-        if (i == 2 && !ten) break;
+    snprintf(p41, sizeof p41, "%s/bench_reader_41_XXXXXX", tmp);
+    int fds[4] = { mkstemp(p4), mkstemp(p1), ten ? mkstemp(p40) : -1, ten ? mkstemp(p41) : -1 };
+    for (int i = 0; i < 4; i++) {
+        if (i >= 2 && !ten) break;
         if (fds[i] < 0) { perror("bench_reader: mkstemp"); return 1; }
         close(fds[i]);
     }
     int rc = 0;
-    if (write_trace(p4, n, 4) || write_trace(p1, n, 1) || (ten && write_trace(p40, n * 10, 4))) {
+    if (write_trace(p4, n, 4, 0) || write_trace(p1, n, 1, 0) ||
+        (ten && (write_trace(p40, n * 10, 4, 0) || write_trace(p41, n * 10, 4, 1)))) {
         fprintf(stderr, "bench_reader: writing the traces failed\n");
         rc = 1;
         goto out;
     }
-    row_t rows[6];
+    row_t rows[7];
     int nr = 0;
     rows[nr++] = run("4 streams, 1 s window", p4, PST_DEFAULT_WINDOW_NS, runs);
     rows[nr++] = run("4 streams, 20 ms window", p4, 20000000, runs);
@@ -313,6 +317,9 @@ int main(int argc, char **argv)
     if (ten) {
         rows[nr++] = run("4 streams, 1 s window, 10x length", p40, PST_DEFAULT_WINDOW_NS, 1);
         rows[nr++] = run("4 streams, 20 ms window, 10x length", p40, 20000000, 1);
+        /* times not causal (as minor-1 writers made them): allocations whose
+         * free never comes wait for it, bounded by the SYNC rounds */
+        rows[nr++] = run("4 streams, 1 s window, 10x length, format 1.1", p41, PST_DEFAULT_WINDOW_NS, 1);
     }
 
     printf("## reader\n\n");
@@ -340,11 +347,11 @@ int main(int argc, char **argv)
     }
 out:
     if (keep) {
-        fprintf(stderr, "bench_reader: kept %s %s %s\n", p4, p1, ten ? p40 : "");
+        fprintf(stderr, "bench_reader: kept %s %s %s %s\n", p4, p1, ten ? p40 : "", ten ? p41 : "");
         return rc;
     }
     unlink(p4);
     unlink(p1);
-    if (ten) unlink(p40);
+    if (ten) { unlink(p40); unlink(p41); }
     return rc;
 }

@@ -375,6 +375,7 @@ int rd_read_chunk(pst_reader_t *r)
         const uint8_t *q = pst_get_varint(pl, end, &w);
         if (!q) { rd_set_corrupt(r, at, "malformed sync chunk"); return 0; }
         if (w > r->sync_ts) r->sync_ts = w;
+        r->n_sync++;
         /* minor 2: the tick's longest interval, the tracer's memory and stream */
         if ((q = pst_get_varint(q, end, &gap)) && (q = pst_get_varint(q, end, &tb)) &&
             pst_get_varint(q, end, &ts)) {

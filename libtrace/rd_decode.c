@@ -316,6 +316,7 @@ int rd_process_events(pst_reader_t *r, const pst_chunk_hdr_t *h, const uint8_t *
             return PSC_ENOMEM;
         }
         for (uint32_t i = 0; i < 1u << PST_VSLOT_BITS; i++) r->vexp[i] = 1;
+        r->vgen++;
     }
     if ((err = rd_squeue_append(s, body, (size_t)(end - body)))) return err;
     /* commit */

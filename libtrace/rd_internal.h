@@ -179,6 +179,12 @@ typedef struct rd_stream {
     uint64_t hblk_ts;
     int      hblk_any;
     int      hq_pos;           /* -1 when not in the heap */
+    /* the head's versions (rd_merge.c, rd_ver_of), valid while vc_valid,
+     * vc_seq is the head's seq and vc_gen the reader's vgen */
+    uint64_t vc_a[2], vc_seq, vc_gen;
+    uint16_t vc_v[2];
+    unsigned vc_n;
+    int      vc_valid;
     int      on_force;
 } rd_stream_t;
 
@@ -273,6 +279,7 @@ struct pst_reader {
     rd_pool_op_t *pops; uint32_t n_pops, cap_pops;   /* pool entries of the chunk being validated */
     rd_free_op_t *fops; uint32_t n_fops, cap_fops;   /* its frees */
     uint32_t *bclose; uint32_t n_bclose, cap_bclose;  /* its closed blocks' lengths */
+    uint64_t vgen;             /* bumped at every write to vexp or vlast (rd_ver_of's cache) */
     uint16_t *vexp;            /* per version slot (pst_vslot): the next version expected; NULL until a VER */
     uint64_t *vlast;           /* per slot: the version handed out last | its stream's index + 1 << 16 */
     psc_map_t ahead;           /* versions handed out ahead of their slot (rd_merge.c, rd_ver_apply) */
@@ -282,6 +289,12 @@ struct pst_reader {
     uint32_t n_force, cap_force;
     uint64_t window, newest_ts, last_out_ts;
     uint64_t sync_ts;   /* the latest SYNC watermark: every event stamped earlier has been read */
+    uint64_t n_sync;           /* SYNC chunks read */
+    /* The allocation waiting for its free in a trace without causal times
+     * (pst_next, rd_wait_over): its stream and seq, and n_sync when the
+     * watermark was first seen past it (UINT64_MAX: not yet). */
+    const rd_stream_t *wait_s;
+    uint64_t wait_seq, wait_sync0;
     uint64_t decoded;          /* events decoded (TS records not counted) */
     uint32_t max_stream;       /* highest stream id seen (ids are 1..streams) */
     int      out_any;
@@ -380,7 +393,7 @@ const uint8_t *rd_dec_generic(const pst_reader_t *r, pst_enc_t *d, const uint8_t
  * readable); longer codes, and the last bytes of a buffer, go to them. The
  * same values and the same failures either way. */
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-static inline unsigned rd_vshort(const uint8_t *p, const uint8_t *end, uint64_t *v)
+static inline __attribute__((always_inline)) unsigned rd_vshort(const uint8_t *p, const uint8_t *end, uint64_t *v)
 {
     if (end - p < 8) return 0;
     uint64_t x;
@@ -400,7 +413,7 @@ static inline unsigned rd_vshort(const uint8_t *p, const uint8_t *end, uint64_t 
 }
 #endif
 
-static inline const uint8_t *rd_varint(const uint8_t *p, const uint8_t *end, uint64_t *v)
+static inline __attribute__((always_inline)) const uint8_t *rd_varint(const uint8_t *p, const uint8_t *end, uint64_t *v)
 {
     unsigned n = rd_vshort(p, end, v);
     return n ? p + n : pst_get_varint(p, end, v);
@@ -409,7 +422,7 @@ static inline const uint8_t *rd_varint(const uint8_t *p, const uint8_t *end, uin
 /* An A field in the stream's coding (pst_get_addr, or pst_get_addr5 for
  * minor 5: a hit in the recent list or an aligned delta in up to 3 bytes
  * inline, the rest through format.h). */
-static inline const uint8_t *rd_addr(pst_enc_t *dc, const uint8_t *p, const uint8_t *end, uint64_t *addr)
+static inline __attribute__((always_inline)) const uint8_t *rd_addr(pst_enc_t *dc, const uint8_t *p, const uint8_t *end, uint64_t *addr)
 {
     uint64_t code;
     unsigned n = rd_vshort(p, end, &code);
@@ -444,7 +457,7 @@ static inline const uint8_t *rd_addr(pst_enc_t *dc, const uint8_t *p, const uint
  * records and TS decoded inline. L ids go to idbuf (PST_MAX_IDS entries;
  * may be NULL when the record is not an L event). Returns the position
  * after the record, or NULL on corrupt input. */
-static inline const uint8_t *rd_dec_rec(const pst_reader_t *r, pst_enc_t *d, const uint8_t *p,
+static inline __attribute__((always_inline)) const uint8_t *rd_dec_rec(const pst_reader_t *r, pst_enc_t *d, const uint8_t *p,
                                         const uint8_t *end, rd_hev_t *e, uint32_t *idbuf)
 {
     if (p >= end) return NULL;

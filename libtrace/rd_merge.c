@@ -484,8 +484,8 @@ static inline int rd_vahead(uint16_t v, uint16_t x)
  * previous version was its own thread's, so it is the one after that
  * (vlast); if another stream's came out since (only when an event went
  * ahead), the slot's expected one. */
-static unsigned rd_ver_of(const pst_reader_t *r, const rd_stream_t *s, const rd_hev_t *e, uint64_t a[2],
-                          uint16_t v[2])
+static unsigned rd_ver_of_(const pst_reader_t *r, const rd_stream_t *s, const rd_hev_t *e, uint64_t a[2],
+                           uint16_t v[2])
 {
     unsigned n = rd_ver_addrs(e, a);
     if (!r->vexp || !n) return 0;
@@ -505,11 +505,30 @@ static unsigned rd_ver_of(const pst_reader_t *r, const rd_stream_t *s, const rd_
     return n;
 }
 
+/* rd_ver_of_ of s's head, computed once per head: the merge asks for it when
+ * it checks the head (rd_constraint) and again when the head goes out
+ * (rd_ver_apply). The answer depends on the head and on the counters
+ * (vexp, vlast), so it is kept until the head changes (seq) or a counter
+ * is written (r->vgen). Other events (e not the head) are computed. */
+static inline unsigned rd_ver_of(pst_reader_t *r, rd_stream_t *s, const rd_hev_t *e, uint64_t a[2], uint16_t v[2])
+{
+    if (e != &s->head) return rd_ver_of_(r, s, e, a, v);
+    if (!(s->vc_valid && s->vc_gen == r->vgen && s->vc_seq == e->seq)) {
+        s->vc_n = rd_ver_of_(r, s, e, s->vc_a, s->vc_v);
+        s->vc_gen = r->vgen;
+        s->vc_seq = e->seq;
+        s->vc_valid = 1;
+    }
+    unsigned n = s->vc_n;
+    for (unsigned i = 0; i < n; i++) { a[i] = s->vc_a[i]; v[i] = s->vc_v[i]; }
+    return n;
+}
+
 /* -1: e carries no versions that apply (an older trace, one thread, a
  * count that does not match its addresses); 0: its versions (rd_ver_of,
  * into a, v and *np) are next in their slots; otherwise the addresses it
  * must wait for, bit i for a[i]. */
-static inline int rd_ver_state(const pst_reader_t *r, const rd_stream_t *s, const rd_hev_t *e, uint64_t a[2],
+static inline int rd_ver_state(pst_reader_t *r, rd_stream_t *s, const rd_hev_t *e, uint64_t a[2],
                                uint16_t v[2], unsigned *np)
 {
     unsigned n = *np = rd_ver_of(r, s, e, a, v);
@@ -532,7 +551,7 @@ static inline uint64_t rd_ahead_key(uint32_t sl, uint16_t v) { return (uint64_t)
  * that went ahead. An event ahead of its slot that is not in the ahead set
  * jumps the slot's count (an event of that slot was lost) and is counted
  * in ver_gaps. */
-static void rd_ver_apply(pst_reader_t *r, const rd_stream_t *s, const rd_hev_t *e)
+static void rd_ver_apply(pst_reader_t *r, rd_stream_t *s, const rd_hev_t *e)
 {
     uint64_t a[2];
     uint16_t ve[2];
@@ -541,6 +560,7 @@ static void rd_ver_apply(pst_reader_t *r, const rd_stream_t *s, const rd_hev_t *
         uint32_t sl = pst_vslot(a[i]);
         uint16_t x = r->vexp[sl], v = ve[i];
         r->vlast[sl] = (uint64_t)(s->idx + 1) << 16 | v;
+        r->vgen++;
         if ((uint16_t)(v - x) >= 0x8000) continue;        /* behind: a duplicate */
         if (v != x) {
             if (psc_map_count(&r->ahead) && psc_map_get_sz(&r->ahead, rd_ahead_key(sl, v), sizeof(uint64_t)))
@@ -972,6 +992,7 @@ static int rd_vwait_resolve(pst_reader_t *r, rd_stream_t *s, const rd_hev_t *e, 
         uint32_t sl = pst_vslot(a[j]);
         if ((uint16_t)(v[j] - lo[j]) > RD_VER_LOST) {
             r->vexp[sl] = v[j];                /* lost: the count jumps */
+            r->vgen++;
             r->st.ver_gaps++;
             continue;
         }
@@ -981,6 +1002,30 @@ static int rd_vwait_resolve(pst_reader_t *r, rd_stream_t *s, const rd_hev_t *e, 
         *p = 1;
     }
     return RD_C_NONE;
+}
+
+/* An allocation of a live address whose free is not queued, in a trace
+ * whose times are not causal (minor < 2): the free may be stamped later
+ * than the allocation, so it may still be in a chunk not read yet, and the
+ * reader reads on for it. Until when? The free happened before the
+ * allocation, so it was in its thread's buffer before the allocation's
+ * chunk was cut; the writer's next flush round wrote it, and the SYNC
+ * chunk closing that round follows it in the file. A SYNC watermark past
+ * the allocation's time says such a round has begun after it; one more
+ * SYNC after that one covers the rare event a minor-1 writer left being
+ * encoded during a round. Without SYNC chunks, only the window ends the
+ * wait. Waiting longer only fills the queue: a trace of malloc churn,
+ * read with the 1 s window, queued 1 s of events (4.9 M, 120 MiB) at each
+ * such allocation whose free never came (a lost event). */
+static int rd_wait_over(pst_reader_t *r, const rd_stream_t *s, const rd_hev_t *e)
+{
+    if (r->wait_s != s || r->wait_seq != e->seq) {
+        r->wait_s = s;
+        r->wait_seq = e->seq;
+        r->wait_sync0 = UINT64_MAX;
+    }
+    if (r->wait_sync0 == UINT64_MAX && r->n_sync && r->sync_ts > e->ts) r->wait_sync0 = r->n_sync;
+    return r->wait_sync0 != UINT64_MAX && r->n_sync > r->wait_sync0;
 }
 
 int pst_next(pst_reader_t *r, pst_event_t *ev)
@@ -1064,7 +1109,7 @@ int pst_next(pst_reader_t *r, pst_event_t *ev)
             if (why == RD_WHY_POOL) r->st.pool_reordered++; else r->st.causal_reordered++;
             continue;
         }
-        if (c == RD_C_WAIT && !r->causal_times && !r->eof && !rd_window_passed(r, e)) {
+        if (c == RD_C_WAIT && !r->causal_times && !r->eof && !rd_window_passed(r, e) && !rd_wait_over(r, s, e)) {
             if ((rc = rd_read_chunk(r)) < 0) return rc;
             continue;
         }
