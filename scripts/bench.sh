@@ -10,34 +10,175 @@
 #                                bandwidth limit against the read loop, in one
 #                                process), its "## engine" section of
 #                                bench/results.md replaced in place
+#   sh scripts/bench.sh analysis scripts/bench-analysis.sh alone (report,
+#                                replay, sql, export against heaptrack_print;
+#                                SIZES as that script reads it), its
+#                                "## analysis" section replaced in place
+#   sh scripts/bench.sh summary  only the "## Issue 15 table" at the top,
+#                                regenerated from the sections of the file
+#
+# The results open with "## Issue 15 table": every row of issue 15's table
+# (heaptrack's figure, ours, the goal), each cell taken from a measured
+# section of the same file by the awk program in summary() below — never
+# typed by hand. A figure whose section or row is missing reads "not
+# measured" with the section it would come from. The single-section modes
+# regenerate it too, so it always describes the file it heads.
 set -u
 BUILD=${BUILD:-build}
 out=bench/results.md
-tmp=$(mktemp); trap 'rm -f "$tmp"' EXIT
+tmp=$(mktemp); trap 'rm -f "$tmp" "$tmp".*' EXIT
 quick=""; [ "${BENCH_QUICK:-0}" = 1 ] && quick=--quick
 
-# ---- engine section alone ----
-if [ "${1:-}" = engine ]; then
+# summary FILE: the "## Issue 15 table" section from the sections of FILE.
+# Tables are read by heading: a cell is found by its section (## heading),
+# the first cell of its row (the row's label; the analysis tables' rows by
+# "tool @ size") and its column's header, so reordered columns or added rows
+# do not move a figure.
+summary() {
+    awk '
+    function trim(s) { gsub(/^[ \t]+|[ \t]+$/, "", s); return s }
+    /^## / { sec = substr($0, 4); intable = 0; next }
+    /^\|/ {
+        n = split($0, c, "|"); m = 0
+        for (i = 2; i < n; i++) cell[++m] = trim(c[i])
+        if (!intable) { intable = 1; for (i = 1; i <= m; i++) hdr[i] = cell[i]; nh = m; next }
+        if (cell[1] ~ /^:?-+/) next
+        lab = cell[1]; lab2 = cell[1] " @ " cell[2]
+        if (!((sec, lab) in seen)) { seen[sec, lab] = 1; rows[sec, ++nrows[sec]] = lab }
+        if (!((sec, lab2) in seen)) { seen[sec, lab2] = 1; rows[sec, ++nrows[sec]] = lab2 }
+        # the first table to have a row and column keeps it
+        for (i = 1; i <= m && i <= nh; i++) {
+            if (!((sec, lab, hdr[i]) in v)) v[sec, lab, hdr[i]] = cell[i]
+            if (!((sec, lab2, hdr[i]) in v)) v[sec, lab2, hdr[i]] = cell[i]
+        }
+        next
+    }
+    { intable = 0 }
+    # the value of column H in the first row of section S whose label is R
+    # or starts with R (a version number may follow a name); "" when none
+    function get(s, r, h,   k, l) {
+        for (k = 1; k <= nrows[s]; k++) {
+            l = rows[s, k]
+            if (substr(l, 1, length(r)) == r && (s, l, h) in v) return v[s, l, h]
+        }
+        return ""
+    }
+    function nm(s) { return "not measured (section \"" s "\")" }
+    function num(x) { x = x ""; sub(/[^0-9.].*/, "", x); return x + 0 }
+    # the analysis sizes in the order measured ("10 M", ...)
+    function sizes(   k, l, p, t) {
+        nsz = 0
+        for (k = 1; k <= nrows["analysis"]; k++) {
+            l = rows["analysis", k]
+            if (index(l, "poolscope report @ ") == 1) sz[++nsz] = substr(l, 20)
+        }
+    }
+    # "a / b / c" of column H of tool T over the sizes
+    function series(t, h,   i, s, x) {
+        s = ""
+        for (i = 1; i <= nsz; i++) {
+            x = get("analysis", t " @ " sz[i], h)
+            s = s (i > 1 ? " / " : "") (x == "" ? "-" : x)
+        }
+        return s
+    }
+    # peak RSS of tool T at the largest size measured (at the smallest)
+    function rss(t,   a, b) {
+        a = get("analysis", t " @ " big, "peak RSS MiB"); b = get("analysis", t " @ " sz[1], "peak RSS MiB")
+        return (a == "" ? "-" : a) (nsz > 1 ? " (" (b == "" ? "-" : b) ")" : "")
+    }
+    function mb_row(lab,   p, h, r) {
+        p = get("trace size", lab, "poolscope MB"); h = get("trace size", lab, "heaptrack MB")
+        if (p == "") return "| " nm("trace size") " |"
+        r = get("trace size", lab, "poolscope / heaptrack")
+        return "| " (h == "" ? "-" : h " MB") " | " p " MB" (r == "" ? "" : " = " r "x heaptrack") " |"
+    }
+    END {
+        sizes()
+        szl = ""; for (i = 1; i <= nsz; i++) szl = szl (i > 1 ? " / " : "") num(sz[i])
+        big = nsz ? sz[nsz] : ""
+        print "## Issue 15 table"
+        print ""
+        print "Every row of issue 15'"'"'s table, filled from the sections below (the same run of `make bench`; `sh scripts/bench.sh summary` regenerates it from this file). Analysis rows: the \"analysis\" section'"'"'s wall-clock medians, M events per wall second, on tests/progs/stress (4 threads, cross-thread frees, fp stacks) at " (nsz ? szl " M events" : "(no analysis section in this file)") "; the issue'"'"'s own report figures were per CPU-second, given here in brackets."
+        print ""
+        print "| figure | heaptrack | poolscope now | goal |"
+        print "|---|---|---|---|"
+        print "| trace bytes, PyTorch CPU run, dwarf stacks " mb_row("torch") " <= heaptrack'"'"'s |"
+        print "| trace bytes, python3 dict workload, dwarf " mb_row("dict") " <= heaptrack'"'"'s |"
+        if (nsz) {
+            print "| report, M events/s (" szl " M-event cross-thread churn) | heaptrack_print " series("heaptrack_print", "M events/s") " [per CPU s: " series("heaptrack_print", "M events/CPU s") "] | " series("poolscope report", "M events/s") " [per CPU s: " series("poolscope report", "M events/CPU s") "] | >= 10 |"
+            print "| replay, all default policies, M events/s | - | " series("poolscope replay", "M events/s") " | >= 10 end to end |"
+            db = get("analysis", big, "DB / trace"); dbe = get("analysis", big, "DB bytes/event")
+            print "| sql, M events/s; database bytes per event | - | " series("poolscope sql", "M events/s") "; " (dbe == "" ? "-" : dbe " B = " db "x the trace") " (at " big ")" " | >= 1; <= 3x the trace |"
+            print "| export folded, M events/s (issue: a llama.cpp dwarf trace; here the same churn) | - | " series("poolscope export folded", "M events/s") " | >= 5 |"
+            print "| analysis peak RSS MiB at " big " events" (nsz > 1 ? " (at " sz[1] ")" : "") " | heaptrack_print " rss("heaptrack_print") " | report " rss("poolscope report") ", replay " rss("poolscope replay") ", sql " rss("poolscope sql") ", export " rss("poolscope export folded") " | <= 64 MiB, flat |"
+        } else {
+            for (i = 0; i < 5; i++) print "| " (i == 0 ? "report" : i == 1 ? "replay" : i == 2 ? "sql" : i == 3 ? "export folded" : "analysis peak RSS") " | | " nm("analysis") " | |"
+        }
+        t = "tracer overhead"
+        tn = get(t, "poolscope record --stacks none", "slowdown")
+        tw = get(t, "poolscope record --stacks none, whole command", "slowdown")
+        th = get(t, "heaptrack", "slowdown")
+        print "| tracer, churn malloc+free, preload alone, `--stacks none` | " (th == "" ? "-" : th " (whole heaptrack)") " | " (tn == "" ? nm(t) : tn (tw == "" ? "" : " (whole `record`: " tw ")")) " | <= 1.5x |"
+        e = "engine"; er = "read into 2 MiB pages (the default)"
+        eg = get(e, er, "effective GB/s"); ev = get(e, er, "vs read, same memory"); ep = get(e, er, "vs 2 MiB-page read")
+        print "| refengine batch-1 decode, 1 thread, weights beyond the cache (1B shape) | llama2.c: not measured by make bench | " (eg == "" ? nm(e) : eg " GB/s = " ev " of read bandwidth, same memory (" ep " of the 2 MiB-page read)") " | >= 80% |"
+    }' "$1"
+}
+
+# put_section NAME NEWFILE: replace the "## NAME" section of $out by NEWFILE
+# (from its heading to the next "## " heading), or append NEWFILE
+put_section() {
+    if [ -f "$out" ] && grep -qx "## $1" "$out"; then
+        awk -v name="## $1" -v sec="$2" '
+            $0 == name { while ((getline l < sec) > 0) print l; print ""; skip = 1; next }
+            skip && /^## / { skip = 0 }
+            !skip { print }' "$out" >"$tmp.new" && cp "$tmp.new" "$out"
+    else
+        mkdir -p bench
+        { [ -f "$out" ] && cat "$out"; cat "$2"; echo; } >"$tmp.new" && cp "$tmp.new" "$out"
+    fi
+}
+
+# put_summary: (re)write the summary at the top of $out, after the preamble
+# (the lines before the first "## " heading)
+put_summary() {
+    [ -f "$out" ] || return 0
+    summary "$out" >"$tmp.sum"
+    awk -v sec="## Issue 15 table" '$0 == sec { skip = 1; next } skip && /^## / { skip = 0 } !skip { print }' \
+        "$out" >"$tmp.rest"
+    awk -v sum="$tmp.sum" '
+        !done && /^## / { while ((getline l < sum) > 0) print l; print ""; done = 1 }
+        { print }
+        END { if (!done) { print ""; while ((getline l < sum) > 0) print l } }' "$tmp.rest" >"$tmp.new" &&
+        cp "$tmp.new" "$out"
+}
+
+case ${1:-} in
+engine)
     b=$BUILD/bench/bench_engine
     [ -x "$b" ] || { echo "bench: $b not built (make all)" >&2; exit 2; }
     echo "bench: bench_engine" >&2
     if ! "$b" $quick >"$tmp"; then echo "bench: bench_engine failed" >&2; exit 1; fi
-    if [ -f "$out" ] && grep -qx '## engine' "$out"; then
-        # the old section runs from its heading to the next "## " heading
-        new=$(mktemp)
-        awk -v sec="$tmp" '
-            $0 == "## engine" { while ((getline l < sec) > 0) print l; print ""; skip = 1; next }
-            skip && /^## / { skip = 0 }
-            !skip { print }' "$out" >"$new" && cp "$new" "$out"
-        rm -f "$new"
-    else
-        mkdir -p bench
-        { [ -f "$out" ] && cat "$out"; cat "$tmp"; } >"$tmp.all" && cp "$tmp.all" "$out"
-        rm -f "$tmp.all"
-    fi
+    put_section engine "$tmp"; put_summary
     echo "bench: wrote the engine section of $out" >&2
-    exit 0
-fi
+    exit 0 ;;
+analysis)
+    echo "bench: bench-analysis.sh" >&2
+    if ! BUILD="$BUILD" BENCH_QUICK="${BENCH_QUICK:-0}" sh scripts/bench-analysis.sh >"$tmp"; then
+        echo "bench: bench-analysis.sh failed" >&2; exit 1
+    fi
+    put_section analysis "$tmp"; put_summary
+    echo "bench: wrote the analysis section of $out" >&2
+    exit 0 ;;
+summary)
+    [ -f "$out" ] || { echo "bench: no $out: run make bench" >&2; exit 2; }
+    put_summary
+    echo "bench: wrote the summary of $out" >&2
+    exit 0 ;;
+"") ;;
+*) echo "usage: sh scripts/bench.sh [engine|analysis|summary]" >&2; exit 2 ;;
+esac
 
 {
     echo "# poolscope benchmark results"
@@ -45,9 +186,11 @@ fi
     echo "Generated by \`make bench\` on $(date -u +%Y-%m-%d) — $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'), $(nproc) cores."
     echo "Machines are shared and noisy: read ratios measured side by side, not absolute times across runs."
     echo
-} >"$tmp"
+} >"$tmp.head"
 
 rc=0
+start=$(date +%s)
+: >"$tmp"
 for b in "$BUILD"/bench/bench_*; do
     [ -x "$b" ] || continue
     echo "bench: $(basename "$b")" >&2
@@ -56,13 +199,24 @@ for b in "$BUILD"/bench/bench_*; do
 done
 for s in scripts/bench-*.sh; do
     [ -f "$s" ] || continue
-    echo "bench: $(basename "$s")" >&2
-    if ! BUILD="$BUILD" BENCH_QUICK="${BENCH_QUICK:-0}" sh "$s" >>"$tmp"; then
-        echo "bench: $(basename "$s") failed" >&2; rc=1
+    name=$(basename "$s" .sh)
+    # an A/B of two builds needs the other one: not a figure of this tree
+    if [ "$name" = bench-tracer-ab ] && [ -z "${BASE:-}" ]; then
+        echo "bench: $name.sh skipped (BASE= the other build directory)" >&2; continue
     fi
+    echo "bench: $name.sh ($(($(date +%s) - start)) s so far)" >&2
+    if ! BUILD="$BUILD" BENCH_QUICK="${BENCH_QUICK:-0}" sh "$s" >"$tmp.one"; then
+        echo "bench: $name.sh failed" >&2; rc=1
+    fi
+    # a script that prints no "## " heading of its own gets one, so that its
+    # tables do not read as part of the section before
+    grep -q . "$tmp.one" && ! sed -n '/./{p;q;}' "$tmp.one" | grep -q '^## ' &&
+        printf '## %s\n\n`sh scripts/%s.sh`\n\n' "${name#bench-}" "$name" >>"$tmp"
+    cat "$tmp.one" >>"$tmp"
     echo >>"$tmp"
 done
+{ cat "$tmp.head"; summary "$tmp"; echo; cat "$tmp"; } >"$tmp.all"
 mkdir -p bench
-cp "$tmp" "$out"
-echo "bench: wrote $out" >&2
+cp "$tmp.all" "$out"
+echo "bench: wrote $out ($(($(date +%s) - start)) s)" >&2
 exit $rc
