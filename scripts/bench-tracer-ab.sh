@@ -7,7 +7,10 @@
 #
 # Modes: churn (tests/progs/churn, 3 M calls) uninstrumented, --stacks none,
 # fp, and dwarf on a -fomit-frame-pointer build, with the environment
-# `poolscope record` gives the program.
+# `poolscope record` gives the program; "record" is the whole `poolscope
+# record --stacks none` command (its start-up and closing summary included).
+# The last lines give each mode's median over the uninstrumented median of
+# the same binary (plain for none, fp and record; plain-nofp for dwarf).
 set -eu
 BASE=${BASE:?BASE: the other build directory}
 NEW=${NEW:-build}
@@ -21,23 +24,30 @@ now() { date +%s%N; }
 one() { # build mode prog
     rm -f "$W"/t*.pst*
     t0=$(now)
-    if [ "$2" = plain ]; then "$3" "$CALLS" >/dev/null 2>&1
+    if [ "$2" = plain ] || [ "$2" = plain-nofp ]; then "$3" "$CALLS" >/dev/null 2>&1
+    elif [ "$2" = record ]; then
+        "$1/bin/poolscope" record --stacks none -o "$W/t.pst" -- "$3" "$CALLS" >/dev/null 2>&1
     else LD_PRELOAD=$1/lib/libpoolscope-preload.so POOLSCOPE_OUT=$W/t.pst POOLSCOPE_STACKS=$2 \
         "$3" "$CALLS" >/dev/null 2>&1; fi
     echo "$2 $1 $(($(now) - t0))"
 }
 i=0
 while [ $i -lt "$REPS" ]; do
-    for m in plain none fp; do one "$BASE" $m "$CHURN"; one "$NEW" $m "$CHURN"; done
-    one "$BASE" plain "$W/churn-nofp"
+    for m in plain none fp record; do one "$BASE" $m "$CHURN"; one "$NEW" $m "$CHURN"; done
+    one "$BASE" plain-nofp "$W/churn-nofp"
     one "$BASE" dwarf "$W/churn-nofp"; one "$NEW" dwarf "$W/churn-nofp"
     i=$((i + 1))
 done >"$W/runs"
 cat "$W/runs"
 # medians; churn makes CALLS/2 mallocs and as many frees
-sort -k1,1 -k2,2 "$W/runs" | awk -v calls="$CALLS" '
+sort -k1,1 -k2,2 "$W/runs" | awk -v calls="$CALLS" -v basedir="$BASE" '
     { k = $1 " " $2; v[k, ++n[k]] = $3 }
     END { for (k in n) { m = n[k]; for (i = 1; i <= m; i++) for (j = i + 1; j <= m; j++)
             if (v[k, j] < v[k, i]) { t = v[k, i]; v[k, i] = v[k, j]; v[k, j] = t }
           med = m % 2 ? v[k, (m + 1) / 2] : (v[k, m / 2] + v[k, m / 2 + 1]) / 2
-          printf "median %-40s %.1f ns per call (%d runs)\n", k, med / calls, m } }' | sort
+          printf "median %-40s %.1f ns per call (%d runs)\n", k, med / calls, m
+          split(k, kk, " "); md[kk[1], kk[2]] = med; b[kk[2]] = 1 }
+      for (bb in b) for (x in md) { split(x, xx, SUBSEP)
+          if (xx[2] != bb || xx[1] ~ /^plain/) continue
+          base = xx[1] == "dwarf" ? md["plain-nofp", basedir] : md["plain", bb]
+          if (base > 0) printf "ratio  %-40s %.2fx\n", xx[1] " " bb, md[x] / base } }' | sort

@@ -143,7 +143,9 @@ void ps_tick_now(void)
 
 void ps_recompute_on(void)
 {
-    ps_g.on = ps_g.active && !ps_g.paused && !ps_g.closed && !ps_g.child_pending && !ps_g.stopping;
+    /* ps_real_ready: the hooks' fast paths call the real functions on `on` alone */
+    ps_g.on = ps_real_ready && ps_g.active && !ps_g.paused && !ps_g.closed && !ps_g.child_pending && !ps_g.stopping;
+    ps_g.fast = ps_g.on && ps_real.glibc;
 }
 
 static void add_lost(uint64_t n) { __atomic_add_fetch(&ps_g.cnt->lost_total, n, __ATOMIC_RELAXED); }
@@ -576,6 +578,11 @@ int ps_make_room(ps_thr_t *t)
         uint64_t lim = tail + PS_RING_SIZE - PS_REC_MAX;
         t->soft = t->head + 1024 < lim ? t->head + 1024 : lim;
     }
+    /* the hooks' fast paths write up to PS_FAST_MAX bytes without the wrap
+     * copy: they stop at soft, which stays that far before the ring's end
+     * (while head is closer than that, every event comes here) */
+    uint64_t edge = (t->head | PS_RING_MASK) + 1 - PS_FAST_MAX;
+    if (t->soft > edge) t->soft = t->head < edge ? edge : t->head;
     if (t->lost) {
         uint64_t n = t->lost;
         t->lost = 0;

@@ -13,7 +13,7 @@
 
 #include "poolscope/format.h"
 
-static inline uint8_t *ps_put_varint(uint8_t *p, uint64_t v)
+static inline __attribute__((always_inline)) uint8_t *ps_put_varint(uint8_t *p, uint64_t v)
 {
     if (__builtin_expect(v < 0x80, 1)) {
         *p = (uint8_t)v;
@@ -30,7 +30,7 @@ static inline uint8_t *ps_put_varint(uint8_t *p, uint64_t v)
 /* pst_put_addr5 (format 1.5, the interposer's coding) with the short
  * varints unrolled: one hash probe of the stream's index, one load of its
  * recent list, three stores. */
-static inline uint8_t *ps_put_addr(pst_enc_t *e, uint8_t *p, uint64_t addr)
+static inline __attribute__((always_inline)) uint8_t *ps_put_addr(pst_enc_t *e, uint8_t *p, uint64_t addr)
 {
     uint32_t n = e->nrec, h = pst_recent_hash(addr);
     uint32_t pos = e->index[h], back = (uint16_t)(n - 1 - pos);
@@ -50,7 +50,7 @@ static inline uint8_t *ps_put_addr(pst_enc_t *e, uint8_t *p, uint64_t addr)
     return pst_put_varint(p, pst_zigzag((int64_t)(addr - base)));
 }
 
-static inline uint8_t *ps_enc_type(pst_enc_t *e, uint8_t *p, unsigned type, uint32_t stack)
+static inline __attribute__((always_inline)) uint8_t *ps_enc_type(pst_enc_t *e, uint8_t *p, unsigned type, uint32_t stack)
 {
     e->since_ts++;   /* as pst_encode_event does */
     if (stack) {
@@ -62,7 +62,7 @@ static inline uint8_t *ps_enc_type(pst_enc_t *e, uint8_t *p, unsigned type, uint
 }
 
 /* "Au": malloc, valloc, pvalloc */
-static inline uint8_t *ps_enc_Au(pst_enc_t *e, uint8_t *p, unsigned type, uint32_t stack,
+static inline __attribute__((always_inline)) uint8_t *ps_enc_Au(pst_enc_t *e, uint8_t *p, unsigned type, uint32_t stack,
                                  uint64_t a, uint64_t u)
 {
     p = ps_enc_type(e, p, type, stack);
@@ -71,14 +71,14 @@ static inline uint8_t *ps_enc_Au(pst_enc_t *e, uint8_t *p, unsigned type, uint32
 }
 
 /* "A": free */
-static inline uint8_t *ps_enc_A(pst_enc_t *e, uint8_t *p, unsigned type, uint32_t stack, uint64_t a)
+static inline __attribute__((always_inline)) uint8_t *ps_enc_A(pst_enc_t *e, uint8_t *p, unsigned type, uint32_t stack, uint64_t a)
 {
     p = ps_enc_type(e, p, type, stack);
     return ps_put_addr(e, p, a);
 }
 
 /* "Auu": calloc, posix_memalign, aligned_alloc, memalign */
-static inline uint8_t *ps_enc_Auu(pst_enc_t *e, uint8_t *p, unsigned type, uint32_t stack,
+static inline __attribute__((always_inline)) uint8_t *ps_enc_Auu(pst_enc_t *e, uint8_t *p, unsigned type, uint32_t stack,
                                   uint64_t a, uint64_t u1, uint64_t u2)
 {
     p = ps_enc_type(e, p, type, stack);
@@ -88,7 +88,7 @@ static inline uint8_t *ps_enc_Auu(pst_enc_t *e, uint8_t *p, unsigned type, uint3
 }
 
 /* "AAu": realloc */
-static inline uint8_t *ps_enc_AAu(pst_enc_t *e, uint8_t *p, unsigned type, uint32_t stack,
+static inline __attribute__((always_inline)) uint8_t *ps_enc_AAu(pst_enc_t *e, uint8_t *p, unsigned type, uint32_t stack,
                                   uint64_t a1, uint64_t a2, uint64_t u)
 {
     p = ps_enc_type(e, p, type, stack);

@@ -3,7 +3,8 @@
  * Per call: one TLS block (ps_tls), a check of the global `on` flag, the
  * real call, the hand-coded encoder into the thread's ring and a release
  * store of the ring head. No lock, no atomic RMW, no clock read (a TS record
- * every PST_TS_EVERY events, or when the flusher asks for one).
+ * every PST_TS_EVERY events, or when the flusher asks for one). malloc and
+ * free have a fast path on top (see malloc below): one call, no spills.
  *
  * mprotect and a file mapping's name (format 1.4) ride on the mmap family:
  * see mprotect and emit_mmap_name below.
@@ -50,9 +51,9 @@ extern void *__libc_pvalloc(size_t);
 
 /* ps_g.boot: the arena (.bss, already zero, never reused) and its fill. */
 
-static int in_boot(const void *p)
+static inline int in_boot(const void *p)
 {
-    return (const char *)p >= ps_g.boot.arena && (const char *)p < ps_g.boot.arena + sizeof ps_g.boot.arena;
+    return (uintptr_t)p - (uintptr_t)ps_g.boot.arena < sizeof ps_g.boot.arena;   /* one compare */
 }
 
 static void *boot_alloc(size_t n, size_t align)
@@ -109,6 +110,9 @@ void ps_resolve_real(void)
     NEXT(aligned_alloc, fb_aligned_alloc);
     NEXT(reallocarray, fb_reallocarray);
     NEXT(malloc_usable_size, fb_usable);
+    /* glibc's own malloc and free (not another allocator preloaded before
+     * us): the fast paths may call them without the guard (see malloc) */
+    r.glibc = r.malloc == __libc_malloc && r.free == __libc_free;
     ps_real = r;
     __atomic_store_n(&ps_real_ready, 1, __ATOMIC_RELEASE);
     ps_proc_resolve();
@@ -125,7 +129,27 @@ static inline uint32_t stack_of(ps_thr_t *t)
 
 /* ---- malloc family ------------------------------------------------------------ */
 
-EXPORT void *malloc(size_t n)
+/* malloc and free: a fast path for the common case, the general hooks
+ * (malloc_cold, free_cold) for everything else.
+ *
+ * The fast path runs while ps_g.fast: recording, and the next allocator is
+ * glibc's (ps_real.glibc), whose malloc and free never call an interposable
+ * function (their mmap, munmap, sbrk and madvise are libc-internal calls),
+ * so the guard need not be held across the real call: malloc calls it
+ * first and takes the guard only to record; free records, lets the guard
+ * go and tail-calls it. Another allocator gets the general hooks, which
+ * hold the guard across the call (so its own mmap calls are not recorded).
+ * Once the guard is taken, anything out of the ordinary (stacks, a full or
+ * wrapping ring, a TS record due) goes to the *_rec functions:
+ * the general recording, the guard held. So the fast path makes no call but
+ * the real one and keeps nothing but n across it. No ps_tls.late test: a
+ * registered thread's record is never the exit stream. */
+
+/* A record of the fast path: VER, type, address, size (PS_FAST_MAX bytes
+ * at most); ps_make_room keeps it clear of the ring's end. */
+_Static_assert(3 + 1 + 1 + 2 * PST_VARINT_MAX <= PS_FAST_MAX, "a fast record fits before the ring's end");
+
+static __attribute__((noinline, cold)) void *malloc_cold(size_t n)
 {
     if (PS_UNLIKELY(!ps_real_ready)) {
         if (ps_g.resolving) return boot_alloc(n, 16);
@@ -141,7 +165,43 @@ EXPORT void *malloc(size_t n)
     return r;
 }
 
-EXPORT void free(void *ptr)
+/* The recording of a malloc that returned r, the guard held by the caller. */
+static __attribute__((noinline)) void *malloc_rec(ps_thr_t *t, void *r, size_t n)
+{
+    uint32_t sid = stack_of(t);
+    uint8_t *p = ps_rec_begin(t);
+    if (p) ps_rec_end(t, ps_enc_Au(&t->enc, ps_ver(t, p, (uintptr_t)r), PST_EV_MALLOC, sid, (uintptr_t)r, n));
+    ps_leave_inline();
+    return r;
+}
+
+/* The recording of a malloc that returned r, the fast path's checks having
+ * failed after the call: the general entry (it counts a call that came
+ * while the trace closes, registers a new thread...). */
+static __attribute__((noinline, cold)) void *malloc_rec_enter(void *r, size_t n)
+{
+    ps_thr_t *t = ps_enter();
+    return t ? malloc_rec(t, r, n) : r;
+}
+
+EXPORT void *malloc(size_t n)
+{
+    if (PS_UNLIKELY(!ps_g.fast)) return malloc_cold(n);
+    void *r = ps_real.malloc(n);
+    ps_thr_t *t = ps_tls.thr;
+    if (PS_UNLIKELY(!ps_g.on || ps_tls.busy || (uintptr_t)t <= 1)) return malloc_rec_enter(r, n);
+    ps_tls.busy = 1;
+    PS_SIGFENCE();
+    if (PS_UNLIKELY(ps_g.stacks != PST_STACKS_NONE)) return malloc_rec(t, r, n);
+    uint64_t h = t->head;
+    if (PS_UNLIKELY(!ps_fast_begin(t, h))) return malloc_rec(t, r, n);
+    uint8_t *p = t->ring + (h & PS_RING_MASK);
+    ps_fast_end(t, p, ps_enc_Au(&t->enc, ps_ver(t, p, (uintptr_t)r), PST_EV_MALLOC, 0, (uintptr_t)r, n), h);
+    ps_leave_fast();
+    return r;
+}
+
+static __attribute__((noinline, cold)) void free_cold(void *ptr)
 {
     if (!ptr || PS_UNLIKELY(in_boot(ptr))) return;
     ENSURE_REAL();
@@ -151,6 +211,31 @@ EXPORT void free(void *ptr)
     if (p) ps_rec_end(t, ps_enc_A(&t->enc, ps_ver(t, p, (uintptr_t)ptr), PST_EV_FREE, 0, (uintptr_t)ptr));
     ps_real.free(ptr);
     ps_leave_inline();
+}
+
+/* A free the fast path could not record itself, the guard held. */
+static __attribute__((noinline)) void free_rec(ps_thr_t *t, void *ptr)
+{
+    uint8_t *p = ps_rec_begin(t);
+    if (p) ps_rec_end(t, ps_enc_A(&t->enc, ps_ver(t, p, (uintptr_t)ptr), PST_EV_FREE, 0, (uintptr_t)ptr));
+    ps_real.free(ptr);
+    ps_leave_inline();
+}
+
+EXPORT void free(void *ptr)
+{
+    if (PS_UNLIKELY(!ptr)) return;
+    if (PS_UNLIKELY(!ps_g.fast)) { free_cold(ptr); return; }
+    ps_thr_t *t = ps_tls.thr;
+    if (PS_UNLIKELY(ps_tls.busy || (uintptr_t)t <= 1 || in_boot(ptr))) { free_cold(ptr); return; }
+    ps_tls.busy = 1;
+    PS_SIGFENCE();
+    uint64_t h = t->head;
+    if (PS_UNLIKELY(!ps_fast_begin(t, h))) { free_rec(t, ptr); return; }
+    uint8_t *p = t->ring + (h & PS_RING_MASK);
+    ps_fast_end(t, p, ps_enc_A(&t->enc, ps_ver(t, p, (uintptr_t)ptr), PST_EV_FREE, 0, (uintptr_t)ptr), h);
+    ps_leave_fast();
+    ps_real.free(ptr);
 }
 
 EXPORT void *calloc(size_t a, size_t b)

@@ -129,6 +129,7 @@ typedef struct ps_real {
     int   (*mprotect)(void *, size_t, int);
     int   (*brk)(void *);
     void *(*sbrk)(intptr_t);
+    int glibc;              /* malloc and free are glibc's (hooks_alloc.c: the fast paths) */
 } ps_real_t;
 
 /* hooks_signal.c: the program's own view of a fatal signal's disposition,
@@ -198,6 +199,7 @@ typedef struct ps_z {
 /* Global state of the interposer (the one struct of globals). */
 typedef struct ps_global {
     volatile int on;         /* hot flag: recording and file usable */
+    volatile int fast;       /* on, and malloc/free may take their fast paths (ps_real.glibc) */
     volatile int active;     /* POOLSCOPE_OUT set and the file is open */
     volatile int inited;     /* constructor done */
     int init_state;          /* ps_init: 0 not started, 1 running, 2 done */
@@ -392,6 +394,43 @@ static inline void ps_call_begin(ps_thr_t *t)
 {
     t->inflight = 1;
     PS_SIGFENCE();
+}
+
+/* The malloc and free fast paths' ps_rec_begin, the guard held, h being
+ * t->head: 1 when the record may start at t->ring + (h & PS_RING_MASK),
+ * 0 when anything but the plain case is due (the ring's soft mark, a clock
+ * check, a TS record); the caller then records with ps_rec_begin. A record
+ * made here is at most PS_FAST_MAX bytes (a VER record, type, address,
+ * size) and needs no wrap copy: ps_make_room keeps soft at least
+ * PS_FAST_MAX before the ring's end. */
+#define PS_FAST_MAX 32u
+static inline int ps_fast_begin(ps_thr_t *t, uint64_t h)
+{
+    if (PS_UNLIKELY(h >= t->soft)) return 0;
+    t->inflight = 1;
+    PS_SIGFENCE();
+    uint64_t now = ps_g.tick;
+    if (PS_UNLIKELY(t->enc.since_ts >= PST_TS_EVERY) || PS_UNLIKELY(now > t->enc.last_ts)) {
+        t->inflight = 0;   /* ps_rec_begin sets it again and reads the tick anew */
+        return 0;
+    }
+    return 1;
+}
+
+/* The fast paths' ps_rec_end: start, p the record's start and end, h the
+ * head read before it (not reloaded: the encoder's stores may alias it). */
+static inline void ps_fast_end(ps_thr_t *t, uint8_t *start, uint8_t *p, uint64_t h)
+{
+    t->c.nev++;
+    __atomic_store_n(&t->head, h + (uint64_t)(p - start), __ATOMIC_RELEASE);
+    PS_SIGFENCE();
+    t->inflight = 0;
+}
+
+static inline void ps_leave_fast(void)
+{
+    PS_SIGFENCE();
+    ps_tls.busy = 0;
 }
 
 static inline void ps_rec_end(ps_thr_t *t, uint8_t *p)

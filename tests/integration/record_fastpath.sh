@@ -1,0 +1,61 @@
+# record_fastpath.sh — the malloc/free fast paths (hooks_alloc.c): taken only
+# while glibc's allocator is the next one, so the guard need not be held
+# across the real call. With another allocator after the tracer in the
+# search order (a shim that maps and unmaps a page inside every 64th malloc
+# and free, as jemalloc or mimalloc map their own memory), the tracer must
+# record the program's calls exactly and none of the allocator's own
+# mmap/munmap calls. And with glibc next, the exact counts of churn across
+# many ring wraps (every fast record must stay clear of the ring's end).
+. tests/integration/lib.sh
+
+cat >"$T/shim.c" <<'C'
+#define _GNU_SOURCE
+#include <stddef.h>
+#include <sys/mman.h>
+extern void *__libc_malloc(size_t);
+extern void __libc_free(void *);
+extern void *__libc_calloc(size_t, size_t);
+extern void *__libc_realloc(void *, size_t);
+static unsigned long n;
+/* the allocator's own mapping, through the PLT: the tracer's mmap hook sees it */
+static void own_map(void)
+{
+    if (++n % 64) return;
+    void *p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p != MAP_FAILED) munmap(p, 4096);
+}
+void *malloc(size_t s) { own_map(); return __libc_malloc(s); }
+void free(void *p) { own_map(); __libc_free(p); }
+void *calloc(size_t a, size_t b) { return __libc_calloc(a, b); }
+void *realloc(void *p, size_t s) { return __libc_realloc(p, s); }
+C
+
+other_allocator() {
+    cc -std=c11 -O2 -fPIC -shared -o "$T/shim.so" "$T/shim.c" || return 1
+    LD_PRELOAD="$PRELOAD $T/shim.so" POOLSCOPE_OUT="$T/shim.pst" POOLSCOPE_STACKS=none \
+        "$P/churn" 100000 >"$T/shim.out" || return 1
+    "$DUMP" "$T/shim.pst" >"$T/shim.dump" || return 1
+    m=$(sed -n 's/^mallocs=\([0-9]*\) .*/\1/p' "$T/shim.out")
+    f=$(sed -n 's/.* frees=\([0-9]*\)$/\1/p' "$T/shim.out")
+    [ "$(key "$T/shim.dump" malloc)" = "$m" ] && [ "$(key "$T/shim.dump" free)" = "$f" ] &&
+        [ "$(key "$T/shim.dump" mmap)" = 0 ] && [ "$(key "$T/shim.dump" munmap)" = 0 ] &&
+        [ "$(key "$T/shim.dump" complete)" = 1 ] && [ "$(key "$T/shim.dump" lost)" = 0 ] ||
+        { echo "  program: $(cat "$T/shim.out"); trace: $(grep -E '^(malloc|free|mmap|munmap|lost)=' "$T/shim.dump" | tr '\n' ' ')" >&2; return 1; }
+}
+check other_allocator_calls_not_recorded other_allocator
+
+# 3 M calls: ~12 MB of records, dozens of passes over the 256 KiB ring, for
+# each of the three stack modes (the fp and dwarf events leave the fast path)
+ring_wraps() { # $1 stacks
+    LD_PRELOAD="$PRELOAD" POOLSCOPE_OUT="$T/w$1.pst" POOLSCOPE_STACKS=$1 \
+        "$P/churn" 3000000 >"$T/w$1.out" || return 1
+    "$DUMP" "$T/w$1.pst" >"$T/w$1.dump" || return 1
+    m=$(sed -n 's/^mallocs=\([0-9]*\) .*/\1/p' "$T/w$1.out")
+    f=$(sed -n 's/.* frees=\([0-9]*\)$/\1/p' "$T/w$1.out")
+    [ "$(key "$T/w$1.dump" malloc)" = "$m" ] && [ "$(key "$T/w$1.dump" free)" = "$f" ] &&
+        [ "$(key "$T/w$1.dump" complete)" = 1 ] && [ "$(key "$T/w$1.dump" lost)" = 0 ] ||
+        { echo "  program: $(cat "$T/w$1.out"); trace: $(grep -E '^(events|malloc|free|lost|complete)=' "$T/w$1.dump" | tr '\n' ' ')" >&2; return 1; }
+}
+check ring_wraps_exact_none ring_wraps none
+check ring_wraps_exact_fp ring_wraps fp
+exit $status
