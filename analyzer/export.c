@@ -493,6 +493,7 @@ int az_export_ex(const char *trace, int format, int weight, const az_export_opts
     az_scan_t *s = NULL;
     /* the selection is the scan's (az_scan_opts_t): report counts the same events */
     az_scan_opts_t so = { 0 };
+    so.no_reuse = 1;             /* no export format carries a reuse figure */
     if (eo) {
         so.phase = eo->phase;
         so.window = eo->window;

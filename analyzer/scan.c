@@ -260,8 +260,9 @@ static int scan_any(const char *path, const void *mem, size_t mem_len, const az_
     s->tl_n = (s->tl_n + 1) & ~(size_t)1;
     s->tl = calloc(s->tl_n, sizeof *s->tl);
     if (p->opts.keep_markers) s->markers = malloc(p->opts.keep_markers * sizeof *s->markers);
-    s->heap = az_create(NULL, &err);
-    s->pool = az_create(NULL, &err);
+    az_cfg_t cfg = { .no_reuse = p->opts.no_reuse };
+    s->heap = az_create(&cfg, &err);
+    s->pool = az_create(&cfg, &err);
     s->model = pm_create(&err);
     if (!s->tl || !s->heap || !s->pool || !s->model ||
         (p->opts.keep_markers && !s->markers)) {

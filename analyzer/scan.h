@@ -67,6 +67,11 @@ typedef struct az_scan_opts {
     /* Called for every event after the accumulators took it (NULL = none). */
     void   (*hook)(void *ctx, const pst_event_t *ev, const az_scan_t *s);
     void    *hook_ctx;
+    /* 1: the caller reads no reuse figure (reuse distance, fresh and
+     * same-address counts): the accumulators skip that bookkeeping, the
+     * costliest per allocation and a table of every address ever seen.
+     * Every other figure is the same either way. */
+    int      no_reuse;
 } az_scan_opts_t;
 
 typedef struct az_tl_bucket {    /* maxima over the bucket's time span */

@@ -248,6 +248,37 @@ static void test_phase_and_window_restrict_counts(void **st)
     az_scan_free(s);
 }
 
+/* Exports scan with no_reuse: every figure they read (sites, peaks, leaks)
+ * must come out as with the reuse bookkeeping on, and the bookkeeping
+ * must really be off (no reuse sample taken). */
+static void test_scan_without_reuse_keeps_other_figures(void **st)
+{
+    (void)st;
+    char p[512], msg[256];
+    path_in(p, sizeof p, "golden.pst");
+    az_scan_t *a, *b;
+    az_scan_opts_t full = { 0 }, lean = { .no_reuse = 1 };
+    assert_int_equal(az_scan_file(p, &full, &a, msg, sizeof msg), 0);
+    assert_int_equal(az_scan_file(p, &lean, &b, msg, sizeof msg), 0);
+    assert_true(a->heap_r.fresh_addresses > 0);
+    assert_int_equal(b->heap_r.reuse_samples, 0);
+    assert_int_equal(b->heap_r.fresh_addresses, 0);
+    assert_int_equal(a->heap_r.peak_live_bytes, b->heap_r.peak_live_bytes);
+    assert_int_equal(a->heap_r.peak_live_t, b->heap_r.peak_live_t);
+    assert_int_equal(a->heap_r.total_allocated_bytes, b->heap_r.total_allocated_bytes);
+    assert_int_equal(a->heap_r.leaked_bytes, b->heap_r.leaked_bytes);
+    assert_int_equal(a->heap_r.allocs, b->heap_r.allocs);
+    assert_int_equal(a->heap_r.frees, b->heap_r.frees);
+    assert_int_equal(a->heap_r.temporary, b->heap_r.temporary);
+    size_t na = 0, nb = 0;
+    const az_site_t *sa = az_sites(a->heap, &na), *sb = az_sites(b->heap, &nb);
+    assert_true(na > 0);
+    assert_int_equal(na, nb);
+    assert_memory_equal(sa, sb, na * sizeof *sa);
+    az_scan_free(a);
+    az_scan_free(b);
+}
+
 static void test_report_json_has_design_keys(void **st)
 {
     (void)st;
@@ -882,6 +913,7 @@ int main(void)
         cmocka_unit_test(test_incomplete_traces_are_named),
         cmocka_unit_test(test_unknown_phase_is_an_error),
         cmocka_unit_test(test_kv_split_allocation_spreads_tokens),
+        cmocka_unit_test(test_scan_without_reuse_keeps_other_figures),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
