@@ -58,6 +58,18 @@ const uint8_t *rd_dec_generic(const pst_reader_t *r, pst_enc_t *d, const uint8_t
     return p;
 }
 
+/* Is stack id (not 0) defined? Definitions are never removed, so an id
+ * found once stays found: the few ids of a program's hot call sites answer
+ * from the cache, without the map's probe per event. */
+static inline int rd_stack_defined(pst_reader_t *r, uint32_t id)
+{
+    uint32_t *c = &r->stk_ok[id & 63];
+    if (*c == id) return 1;
+    if (!rd_map_get(&r->stack_ids, id, NULL)) return 0;
+    *c = id;
+    return 1;
+}
+
 /* ---- streams ------------------------------------------------------------------ */
 
 /* Index the frees queued in s (the head included), in order: done for the
@@ -227,7 +239,7 @@ int rd_process_events(pst_reader_t *r, const pst_chunk_hdr_t *h, const uint8_t *
     r->n_fops = 0;
     r->n_bclose = 0;
     uint32_t bcnt = s->vblk;
-    int had_ver = 0, dvers = s->dvers;
+    int had_ver = 0, dvers = s->dvers, has_l = 0;
     while (p < end) {
         /* the common records first: no stack, no string, no pool */
         uint64_t a, v;
@@ -241,6 +253,20 @@ int rd_process_events(pst_reader_t *r, const pst_chunk_hdr_t *h, const uint8_t *
             k++;
             bcnt++;
             continue;
+        case PST_EV_MALLOC | PST_EV_HAS_STACK: {
+            /* the stack id is checked before the address is decoded, so an
+             * undefined one leaves dec as it was for the general path below */
+            uint64_t sid;
+            if (!(n = rd_varint(p + 1, end, &sid)) || sid > UINT32_MAX || (sid && !rd_stack_defined(r, (uint32_t)sid)) ||
+                !(n = rd_addr(&dec, n, end, &a)) || !(n = rd_varint(n, end, &v)))
+                break;
+            dec.since_ts++;
+            dec.nver = 0;
+            p = n;
+            k++;
+            bcnt++;
+            continue;
+        }
         case PST_EV_FREE:
             if (!(n = rd_addr(&dec, p + 1, end, &a))) break;
             dec.since_ts++;
@@ -274,6 +300,7 @@ int rd_process_events(pst_reader_t *r, const pst_chunk_hdr_t *h, const uint8_t *
         if (!(n = rd_dec_rec(r, &dec, p, end, &e, r->idbuf))) { bad = "undecodable event"; break; }
         p = n;
         unsigned t = e.type;
+        has_l |= r->ext_kind[t] == 'L';
         if (t == PST_EV_VER) { had_ver = dvers = 1; continue; }
         if (t == PST_EV_TS) {
             wrapped |= dec.last_ts < ts_before;
@@ -281,7 +308,7 @@ int rd_process_events(pst_reader_t *r, const pst_chunk_hdr_t *h, const uint8_t *
             continue;
         }
         /* definitions precede their first use in file order */
-        if (e.stack && !rd_map_get(&r->stack_ids, e.stack, NULL)) { bad = "undefined stack id"; break; }
+        if (e.stack && !rd_stack_defined(r, e.stack)) { bad = "undefined stack id"; break; }
         if (r->s_idx[t] >= 0 && e.f[r->s_idx[t]] && !rd_map_get(&r->string_ids, e.f[r->s_idx[t]], NULL)) {
             bad = "undefined string id";
             break;
@@ -318,6 +345,9 @@ int rd_process_events(pst_reader_t *r, const pst_chunk_hdr_t *h, const uint8_t *
         for (uint32_t i = 0; i < 1u << PST_VSLOT_BITS; i++) r->vexp[i] = 1;
         r->vgen++;
     }
+    /* the head decoder puts L ids in s->ids (rd_head_next): it must exist
+     * before such an event can become the head */
+    if (has_l && !s->ids && !(s->ids = malloc(PST_MAX_IDS * sizeof *s->ids))) return PSC_ENOMEM;
     if ((err = rd_squeue_append(s, body, (size_t)(end - body)))) return err;
     /* commit */
     if (wrapped) r->ts_wrapped = 1;

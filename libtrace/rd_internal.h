@@ -161,7 +161,7 @@ typedef struct rd_stream {
     uint64_t qlen;             /* events queued, the head included */
     rd_hev_t head;             /* valid when qlen > 0 */
     psc_map_t runs_of[2];      /* address -> this stream's first | last run in the pending-free chain */
-    uint32_t *ids;             /* the head's L ids (PST_MAX_IDS), allocated on first use */
+    uint32_t *ids;             /* the head's L ids (PST_MAX_IDS), allocated with the first chunk that has an L event */
     int      finished;         /* THREAD_END decoded */
     int      vers;             /* a VER record came at or before the head: its other ordered
                                   events have implicit versions (FORMAT.md, "Versions") */
@@ -264,6 +264,7 @@ struct pst_reader {
 
     /* definitions */
     psc_map_t string_ids, stack_ids;   /* id -> index (rd_map_get) */
+    uint32_t stk_ok[64];       /* stack ids found defined, direct-mapped by id (rd_decode.c); 0 empty */
     rd_string_t *strings; uint32_t n_strings, cap_strings;
     rd_stack_t  *stacks;  uint32_t n_stacks, cap_stacks;
     pst_module_t *mods; size_t n_mods, cap_mods;
@@ -451,6 +452,14 @@ static inline __attribute__((always_inline)) const uint8_t *rd_addr(pst_enc_t *d
 
 #define RD_GETV(v) do { if (!(p = rd_varint(p, end, &(v)))) return NULL; } while (0)
 #define RD_GETA(v) do { if (!(p = rd_addr(d, p, end, &(v)))) return NULL; } while (0)
+/* a stack id: a varint of at most 32 bits (pst_decode_event's rule) */
+#define RD_GETSTK(v)                                              \
+    do {                                                          \
+        uint64_t sv_;                                             \
+        RD_GETV(sv_);                                             \
+        if (sv_ > UINT32_MAX) return NULL;                        \
+        (v) = (uint32_t)sv_;                                      \
+    } while (0)
 
 /* Decode one record from [p, end) with decoder state d into e: the same
  * values and the same failures as pst_decode_event, with the common heap
@@ -462,24 +471,31 @@ static inline __attribute__((always_inline)) const uint8_t *rd_dec_rec(const pst
 {
     if (p >= end) return NULL;
     unsigned tb = *p;
+    uint32_t stk = 0;
     switch (tb) {
-    case PST_EV_MALLOC:
+    /* with a stack id (bit 7: the varint right after the type byte): what
+     * every allocation of a trace recorded with stacks carries */
+    case PST_EV_MALLOC: case PST_EV_MALLOC | PST_EV_HAS_STACK:
         p++;
+        if (tb & PST_EV_HAS_STACK) RD_GETSTK(stk);
         RD_GETA(e->f[0]);
         RD_GETV(e->f[1]);
         break;
-    case PST_EV_FREE:
+    case PST_EV_FREE: case PST_EV_FREE | PST_EV_HAS_STACK:
         p++;
+        if (tb & PST_EV_HAS_STACK) RD_GETSTK(stk);
         RD_GETA(e->f[0]);
         break;
-    case PST_EV_CALLOC:
+    case PST_EV_CALLOC: case PST_EV_CALLOC | PST_EV_HAS_STACK:
         p++;
+        if (tb & PST_EV_HAS_STACK) RD_GETSTK(stk);
         RD_GETA(e->f[0]);
         RD_GETV(e->f[1]);
         RD_GETV(e->f[2]);
         break;
-    case PST_EV_REALLOC:
+    case PST_EV_REALLOC: case PST_EV_REALLOC | PST_EV_HAS_STACK:
         p++;
+        if (tb & PST_EV_HAS_STACK) RD_GETSTK(stk);
         RD_GETA(e->f[0]);
         RD_GETA(e->f[1]);
         RD_GETV(e->f[2]);
@@ -504,8 +520,8 @@ static inline __attribute__((always_inline)) const uint8_t *rd_dec_rec(const pst
     default:
         return rd_dec_generic(r, d, p, end, e, idbuf);
     }
-    e->type = (uint8_t)tb;
-    e->stack = 0;
+    e->type = (uint8_t)(tb & PST_EV_TYPE_MASK);
+    e->stack = stk;
     e->n_ids = 0;
     e->n_payload = 0;
     e->n_ver = (uint8_t)d->nver;
@@ -523,9 +539,7 @@ static inline int rd_head_next(pst_reader_t *r, rd_stream_t *s)
 {
     const uint8_t *p = s->b + s->bhead, *end = s->b + s->btail;
     for (;;) {
-        if (p < end && (*p & PST_EV_TYPE_MASK) < PST_EV_MAX && r->ext_kind[*p & PST_EV_TYPE_MASK] == 'L' &&
-            !s->ids && !(s->ids = malloc(PST_MAX_IDS * sizeof *s->ids)))
-            return PSC_ENOMEM;
+        /* s->ids exists once an L event has been queued (rd_process_events) */
         p = rd_dec_rec(r, &s->hdec, p, end, &s->head, s->ids);
         if (!p) return PSC_ECORRUPT;   /* not reached: validated when read */
         if (s->head.type != PST_EV_TS && s->head.type != PST_EV_VER) break;

@@ -765,7 +765,8 @@ static int rd_emit(pst_reader_t *r, rd_stream_t *s, pst_event_t *ev)
         break;
     case PST_EV_FREE:
         if (e->f[0]) {
-            rd_pend_del(&r->pend[RD_SP_HEAP], e->f[0], s, RD_SP_HEAP, e->seq);
+            if (psc_map_count(&s->runs_of[RD_SP_HEAP]))   /* else it has no indexed free */
+                rd_pend_del(&r->pend[RD_SP_HEAP], e->f[0], s, RD_SP_HEAP, e->seq);
             if (!rd_aset_del(&r->live[RD_SP_HEAP], e->f[0], s->idx)) r->st.unknown_frees++;
         }
         break;
