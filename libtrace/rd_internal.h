@@ -148,6 +148,15 @@ typedef struct rd_hev {
     uint16_t ver[2];
 } rd_hev_t;
 
+/* An event's versions (rd_merge.c, rd_ver_of): its n ordered addresses a[],
+ * their version slots sl[] (pst_vslot) and their versions v[]. */
+typedef struct rd_vinfo {
+    uint64_t a[2];
+    uint32_t sl[2];
+    uint16_t v[2];
+    unsigned n;
+} rd_vinfo_t;
+
 typedef struct rd_stream {
     uint32_t id, tid;
     uint32_t idx;              /* position in r->sv */
@@ -181,9 +190,8 @@ typedef struct rd_stream {
     int      hq_pos;           /* -1 when not in the heap */
     /* the head's versions (rd_merge.c, rd_ver_of), valid while vc_valid,
      * vc_seq is the head's seq and vc_gen the reader's vgen */
-    uint64_t vc_a[2], vc_seq, vc_gen;
-    uint16_t vc_v[2];
-    unsigned vc_n;
+    rd_vinfo_t vc;
+    uint64_t vc_seq, vc_gen;
     int      vc_valid;
     int      on_force;
 } rd_stream_t;

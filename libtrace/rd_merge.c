@@ -484,60 +484,63 @@ static inline int rd_vahead(uint16_t v, uint16_t x)
  * previous version was its own thread's, so it is the one after that
  * (vlast); if another stream's came out since (only when an event went
  * ahead), the slot's expected one. */
-static unsigned rd_ver_of_(const pst_reader_t *r, const rd_stream_t *s, const rd_hev_t *e, uint64_t a[2],
-                           uint16_t v[2])
+static unsigned rd_ver_of_(const pst_reader_t *r, const rd_stream_t *s, const rd_hev_t *e, rd_vinfo_t *o)
 {
-    unsigned n = rd_ver_addrs(e, a);
+    unsigned n = rd_ver_addrs(e, o->a);
+    o->n = 0;
     if (!r->vexp || !n) return 0;
     if (e->n_ver) {
         if (n != e->n_ver) return 0;
-        v[0] = e->ver[0];
-        v[1] = e->ver[1];
-        return n;
+        o->v[0] = e->ver[0];
+        o->v[1] = e->ver[1];
+        for (unsigned i = 0; i < n; i++) o->sl[i] = pst_vslot(o->a[i]);
+        return o->n = n;
     }
     if (!s->vers) return 0;
     for (unsigned i = 0; i < n; i++) {
-        uint32_t sl = pst_vslot(a[i]);
+        uint32_t sl = o->sl[i] = pst_vslot(o->a[i]);
         uint64_t l = r->vlast[sl];
-        v[i] = (l >> 16) == (uint64_t)s->idx + 1 ? pst_vnext((uint16_t)l) : r->vexp[sl];
-        if (i == 1 && sl == pst_vslot(a[0])) v[1] = pst_vnext(v[0]);
+        o->v[i] = (l >> 16) == (uint64_t)s->idx + 1 ? pst_vnext((uint16_t)l) : r->vexp[sl];
+        if (i == 1 && sl == o->sl[0]) o->v[1] = pst_vnext(o->v[0]);
     }
-    return n;
+    return o->n = n;
 }
 
 /* rd_ver_of_ of s's head, computed once per head: the merge asks for it when
  * it checks the head (rd_constraint) and again when the head goes out
  * (rd_ver_apply). The answer depends on the head and on the counters
  * (vexp, vlast), so it is kept until the head changes (seq) or a counter
- * is written (r->vgen). Other events (e not the head) are computed. */
-static inline unsigned rd_ver_of(pst_reader_t *r, rd_stream_t *s, const rd_hev_t *e, uint64_t a[2], uint16_t v[2])
+ * is written (r->vgen). Other events (e not the head) are computed into
+ * tmp. The answer holds until the next rd_ver_of of s. */
+static inline const rd_vinfo_t *rd_ver_of(pst_reader_t *r, rd_stream_t *s, const rd_hev_t *e, rd_vinfo_t *tmp)
 {
-    if (e != &s->head) return rd_ver_of_(r, s, e, a, v);
+    if (e != &s->head) {
+        rd_ver_of_(r, s, e, tmp);
+        return tmp;
+    }
     if (!(s->vc_valid && s->vc_gen == r->vgen && s->vc_seq == e->seq)) {
-        s->vc_n = rd_ver_of_(r, s, e, s->vc_a, s->vc_v);
+        rd_ver_of_(r, s, e, &s->vc);
         s->vc_gen = r->vgen;
         s->vc_seq = e->seq;
         s->vc_valid = 1;
     }
-    unsigned n = s->vc_n;
-    for (unsigned i = 0; i < n; i++) { a[i] = s->vc_a[i]; v[i] = s->vc_v[i]; }
-    return n;
+    return &s->vc;
 }
 
 /* -1: e carries no versions that apply (an older trace, one thread, a
  * count that does not match its addresses); 0: its versions (rd_ver_of,
- * into a, v and *np) are next in their slots; otherwise the addresses it
- * must wait for, bit i for a[i]. */
-static inline int rd_ver_state(pst_reader_t *r, rd_stream_t *s, const rd_hev_t *e, uint64_t a[2],
-                               uint16_t v[2], unsigned *np)
+ * into *vip) are next in their slots; otherwise the addresses it must wait
+ * for, bit i for a[i]. */
+static inline int rd_ver_state(pst_reader_t *r, rd_stream_t *s, const rd_hev_t *e, const rd_vinfo_t **vip,
+                               rd_vinfo_t *tmp)
 {
-    unsigned n = *np = rd_ver_of(r, s, e, a, v);
-    if (!n) return -1;
-    uint32_t s0 = pst_vslot(a[0]);
-    int m = rd_vahead(v[0], r->vexp[s0]);
-    if (n == 2) {
-        uint32_t s1 = pst_vslot(a[1]);
-        if (rd_vahead(v[1], s1 == s0 ? pst_vnext(v[0]) : r->vexp[s1])) m |= 2;
+    const rd_vinfo_t *vi = *vip = rd_ver_of(r, s, e, tmp);
+    if (!vi->n) return -1;
+    uint32_t s0 = vi->sl[0];
+    int m = rd_vahead(vi->v[0], r->vexp[s0]);
+    if (vi->n == 2) {
+        uint32_t s1 = vi->sl[1];
+        if (rd_vahead(vi->v[1], s1 == s0 ? pst_vnext(vi->v[0]) : r->vexp[s1])) m |= 2;
     }
     return m;
 }
@@ -553,12 +556,11 @@ static inline uint64_t rd_ahead_key(uint32_t sl, uint16_t v) { return (uint64_t)
  * in ver_gaps. */
 static void rd_ver_apply(pst_reader_t *r, rd_stream_t *s, const rd_hev_t *e)
 {
-    uint64_t a[2];
-    uint16_t ve[2];
-    unsigned n = rd_ver_of(r, s, e, a, ve);
-    for (unsigned i = 0; i < n; i++) {
-        uint32_t sl = pst_vslot(a[i]);
-        uint16_t x = r->vexp[sl], v = ve[i];
+    rd_vinfo_t tmp;
+    const rd_vinfo_t *vi = rd_ver_of(r, s, e, &tmp);
+    for (unsigned i = 0; i < vi->n; i++) {
+        uint32_t sl = vi->sl[i];
+        uint16_t x = r->vexp[sl], v = vi->v[i];
         r->vlast[sl] = (uint64_t)(s->idx + 1) << 16 | v;
         r->vgen++;
         if ((uint16_t)(v - x) >= 0x8000) continue;        /* behind: a duplicate */
@@ -670,10 +672,9 @@ int rd_constraint(pst_reader_t *r, rd_stream_t *s, const rd_hev_t *e, rd_stream_
     uint64_t a;
     /* versions (minor 3) order the events of an address exactly: rules 3
      * and 4 below are for events without them */
-    uint64_t va[2];
-    uint16_t vv[2];
-    unsigned vn;
-    int vs = e->n_ver || s->vers ? rd_ver_state(r, s, e, va, vv, &vn) : -1;
+    const rd_vinfo_t *vi;
+    rd_vinfo_t vtmp;
+    int vs = e->n_ver || s->vers ? rd_ver_state(r, s, e, &vi, &vtmp) : -1;
     if (vs >= 0) {
         *why = RD_WHY_CAUSAL;
         if (vs) return RD_C_VWAIT;
@@ -978,9 +979,12 @@ static int rd_vwait_resolve(pst_reader_t *r, rd_stream_t *s, const rd_hev_t *e, 
 {
     uint64_t a[2] = { 0, 0 }, la;
     uint16_t lo[2] = { 0, 0 }, v[2] = { 0, 0 };
-    unsigned n;
-    int vs = rd_ver_state(r, s, e, a, v, &n), sp;
+    const rd_vinfo_t *vi;
+    rd_vinfo_t vtmp;
+    int vs = rd_ver_state(r, s, e, &vi, &vtmp), sp;
     if (vs <= 0) return RD_C_NONE;
+    unsigned n = vi->n;
+    for (unsigned j = 0; j < n; j++) { a[j] = vi->a[j]; v[j] = vi->v[j]; }
     uint32_t s0 = pst_vslot(a[0]);
     for (unsigned j = 0; j < n; j++) {
         uint32_t sl = pst_vslot(a[j]);
