@@ -638,8 +638,11 @@ static int rd_addr_scan(pst_reader_t *r, const rd_stream_t *s, int sp, uint64_t 
  * one live, still looks for the queued allocation (free) of that address in
  * another stream, and that stream goes first up to it (rules 3 and 4). The
  * free is stamped no later than e, except the old block of a realloc handed
- * to another thread inside the call (FORMAT.md "Time"), looked for last. */
-static int rd_ver_live_check(pst_reader_t *r, rd_stream_t *s, const rd_hev_t *e, rd_stream_t **t, uint64_t *tseq)
+ * to another thread inside the call (FORMAT.md "Time"), looked for last.
+ * Inline: every versioned head passes here (its two live-set probes cost
+ * less than a call with this many arguments); the scans stay calls. */
+static inline __attribute__((always_inline))
+int rd_ver_live_check(pst_reader_t *r, rd_stream_t *s, const rd_hev_t *e, rd_stream_t **t, uint64_t *tseq)
 {
     int sp;
     uint64_t a;
