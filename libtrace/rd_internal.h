@@ -407,6 +407,7 @@ static inline __attribute__((always_inline)) unsigned rd_vshort(const uint8_t *p
     if (end - p < 8) return 0;
     uint64_t x;
     memcpy(&x, p, sizeof x);
+    if (!(x & 0x80)) { *v = x & 0x7f; return 1; }
     uint64_t stop = ~x & 0x808080u;                /* terminating bytes among the first 3 */
     if (!stop) return 0;
     unsigned len = ((unsigned)__builtin_ctzll(stop) >> 3) + 1;
