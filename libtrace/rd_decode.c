@@ -110,14 +110,7 @@ static rd_stream_t *rd_stream_get(pst_reader_t *r, uint32_t id, int *err)
     /* a second stream: the first one's queued frees were not indexed */
     if (r->n_sv == 1 && (*err = rd_index_queued(r, r->sv[0]))) return NULL;
     rd_stream_t *s = calloc(1, sizeof *s);
-    if (s && (rd_amap_init(&s->runs_of[0]) || rd_amap_init(&s->runs_of[1]))) {
-        psc_map_free(&s->runs_of[0]);
-        psc_map_free(&s->runs_of[1]);
-        free(s);
-        s = NULL;
-    }
     if (!s || rd_map_put(&r->stream_ids, id, r->n_sv)) {
-        if (s) { psc_map_free(&s->runs_of[0]); psc_map_free(&s->runs_of[1]); }
         free(s);
         *err = PSC_ENOMEM;
         return NULL;

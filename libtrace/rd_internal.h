@@ -48,7 +48,7 @@
  *
  * Structures (all bounded by what is live or queued, never by file length):
  *   streams    id -> rd_stream_t (byte queue, two decoder states, decoded
- *              head, heap position, per address its runs of queued frees)
+ *              head, heap position, the runs of its queued frees in order)
  *   hq         binary heap of the streams with queued events, keyed by
  *              (head ts, stream id)
  *   live[2]    heap / mmap addresses live in the reader's view (a set that
@@ -148,6 +148,11 @@ typedef struct rd_hev {
     uint16_t ver[2];
 } rd_hev_t;
 
+/* A stream's indexed frees of one address space, oldest first: the run each
+ * was appended to (rd_merge.c, "pending frees"). A ring of cap entries (a
+ * power of two, or 0). */
+typedef struct rd_pfifo { uint32_t *a; uint32_t h, n, cap; } rd_pfifo_t;
+
 /* An event's versions (rd_merge.c, rd_ver_of): its n ordered addresses a[],
  * their version slots sl[] (pst_vslot) and their versions v[]. */
 typedef struct rd_vinfo {
@@ -169,7 +174,7 @@ typedef struct rd_stream {
     size_t   bcap, bhead, btail;
     uint64_t qlen;             /* events queued, the head included */
     rd_hev_t head;             /* valid when qlen > 0 */
-    psc_map_t runs_of[2];      /* address -> this stream's first | last run in the pending-free chain */
+    rd_pfifo_t pq[2];          /* per address space: the runs of its indexed frees, oldest first */
     uint32_t *ids;             /* the head's L ids (PST_MAX_IDS), allocated with the first chunk that has an L event */
     int      finished;         /* THREAD_END decoded */
     int      vers;             /* a VER record came at or before the head: its other ordered
@@ -210,10 +215,14 @@ typedef struct rd_sheap { rd_stream_t **a; uint32_t n, cap; } rd_sheap_t;
  *
  * The free handed out is its stream's first queued one, hence the first
  * node of that stream in its chain: the head of the chain's first run of
- * that stream. Each stream keeps, per address, its first and last run in
- * the chain (the runs of one stream in a chain are linked by next_same), so
- * finding that run needs no walk. Indices are node / run index + 1, 0 =
- * none. A node is 24 bytes; there is one per queued free. */
+ * that stream. Each stream keeps the runs of its indexed frees in the order
+ * it queued them (rd_pfifo_t, one entry per free), so the free going out
+ * finds its run at the front without a look-up by address: its run cannot
+ * have gone (its earlier nodes are the stream's earlier frees), nor can it
+ * have lost the node. (A per-address map of each stream's runs did this
+ * before: a hash probe for every free queued and every free handed out.)
+ * Indices are node / run index + 1, 0 = none. A node is 24 bytes and a
+ * FIFO entry 4; there is one of each per queued free. */
 typedef struct rd_pnode {
     uint64_t seq, ts;
     uint32_t next;             /* next node of the chain; of the free list once freed */
@@ -223,8 +232,8 @@ typedef struct rd_prun {
     uint32_t head, tail, len;  /* nodes */
     uint32_t prev, next;       /* runs of the chain; next: of the free list once freed */
     uint32_t sidx;             /* the stream: r->sv[sidx] */
-    uint32_t next_same;        /* the stream's next run in this chain */
 } rd_prun_t;
+
 /* Freed nodes are reused oldest first. Frees go out roughly in the order
  * they were read, so nodes stay laid out in read order and the nodes a free
  * touches (its chain neighbours, a few hundred frees away) stay close in

@@ -282,8 +282,25 @@ static inline void rd_pend_free_node(rd_pendtab_t *t, uint32_t me)
     t->free_tail = me;
 }
 
+/* q is full: twice the room, the entries moved to the front. 0 or PSC_ENOMEM. */
+static __attribute__((noinline)) int rd_pfifo_grow(rd_pfifo_t *q)
+{
+    if (q->cap > (UINT32_MAX >> 2)) return PSC_ENOMEM;
+    uint32_t cap = q->cap ? q->cap * 2 : 64;
+    uint32_t *a = malloc(cap * sizeof *a);
+    if (!a) return PSC_ENOMEM;
+    for (uint32_t i = 0; i < q->n; i++) a[i] = q->a[(q->h + i) & (q->cap - 1)];
+    free(q->a);
+    q->a = a;
+    q->cap = cap;
+    q->h = 0;
+    return 0;
+}
+
 int rd_pend_add(rd_pendtab_t *t, uint64_t addr, rd_stream_t *s, int sp, uint64_t seq, uint64_t ts)
 {
+    rd_pfifo_t *q = &s->pq[sp];
+    if (q->n == q->cap && rd_pfifo_grow(q)) return PSC_ENOMEM;
     uint32_t idx;
     if (t->free_head) {
         idx = t->free_head - 1;
@@ -304,57 +321,56 @@ int rd_pend_add(rd_pendtab_t *t, uint64_t addr, rd_stream_t *s, int sp, uint64_t
     t->nodes[idx] = (rd_pnode_t){ seq, ts, 0, 0 };
     uint64_t *v = rd_amap_ref(&t->head, addr);
     if (v && t->runs[(*v >> 32) - 1].sidx == s->idx) {
-        rd_prun_t *last = &t->runs[(*v >> 32) - 1];          /* extend the stream's run */
+        ri = (uint32_t)(*v >> 32);
+        rd_prun_t *last = &t->runs[ri - 1];                  /* extend the stream's run */
         t->nodes[last->tail - 1].next = me;
         last->tail = me;
         last->len++;
+        q->a[(q->h + q->n++) & (q->cap - 1)] = ri;
         return 0;
     }
-    /* room in both maps first, so nothing below fails half-way (growing
+    /* room in the map first, so nothing below fails half-way (growing
      * moves the entries: look v up again) */
-    if ((!v && rd_amap_reserve(&t->head)) || rd_amap_reserve(&s->runs_of[sp]) || rd_pend_new_run(t, &ri)) goto nomem;
+    if ((!v && rd_amap_reserve(&t->head)) || rd_pend_new_run(t, &ri)) goto nomem;
     v = rd_amap_ref(&t->head, addr);
-    uint64_t *w = rd_amap_ref(&s->runs_of[sp], addr);
-    if (w) {
-        t->runs[(*w >> 32) - 1].next_same = ri;
-        *w = (*w & 0xffffffffu) | (uint64_t)ri << 32;
-    } else {
-        rd_amap_insert(&s->runs_of[sp], addr, (uint64_t)ri | (uint64_t)ri << 32);
-    }
     if (v) {
         uint32_t li = (uint32_t)(*v >> 32);
         rd_prun_t *last = &t->runs[li - 1];
         t->nodes[last->tail - 1].next = me;
         last->next = ri;
-        t->runs[ri - 1] = (rd_prun_t){ me, me, 1, li, 0, s->idx, 0 };
+        t->runs[ri - 1] = (rd_prun_t){ me, me, 1, li, 0, s->idx };
         *v = (*v & 0xffffffffu) | (uint64_t)ri << 32;
     } else {
-        t->runs[ri - 1] = (rd_prun_t){ me, me, 1, 0, 0, s->idx, 0 };
+        t->runs[ri - 1] = (rd_prun_t){ me, me, 1, 0, 0, s->idx };
         rd_amap_insert(&t->head, addr, (uint64_t)ri | (uint64_t)ri << 32);
     }
+    q->a[(q->h + q->n++) & (q->cap - 1)] = ri;
     return 0;
 nomem:
     rd_pend_free_node(t, me);
     return PSC_ENOMEM;
 }
 
-/* The free (s, seq) of addr goes out. */
+/* The free (s, seq) of addr goes out. If it is indexed, it is the oldest of
+ * s's indexed frees (they go out in s's order): the front of s's FIFO, the
+ * head node of the run there. Otherwise (a versioned free, or one from
+ * before a second stream appeared) that node is another event's. */
 static void rd_pend_del(rd_pendtab_t *t, uint64_t addr, rd_stream_t *s, int sp, uint64_t seq)
 {
-    uint64_t *w = rd_amap_ref(&s->runs_of[sp], addr);
-    if (!w) return;                                     /* not indexed (one stream so far) */
-    uint32_t ri = (uint32_t)*w;
+    rd_pfifo_t *q = &s->pq[sp];
+    if (!q->n) return;
+    uint32_t ri = q->a[q->h];
     rd_prun_t *ru = &t->runs[ri - 1];
     uint32_t cur = ru->head;
-    if (t->nodes[cur - 1].seq != seq) return;           /* every queued free is indexed: not reached */
+    if (t->nodes[cur - 1].seq != seq) return;           /* not indexed */
+    q->h = (q->h + 1) & (q->cap - 1);
+    q->n--;
     uint32_t next = t->nodes[cur - 1].next;
     if (ru->prev) t->nodes[t->runs[ru->prev - 1].tail - 1].next = next;
     if (ru->len > 1) {
         ru->head = next;                                /* the run's next node heads it now */
         ru->len--;
     } else {
-        if (ru->next_same) *w = (*w & ~(uint64_t)0xffffffffu) | ru->next_same;
-        else rd_amap_del(&s->runs_of[sp], addr);
         uint32_t pr = ru->prev, nx = ru->next;
         if (pr) t->runs[pr - 1].next = nx;
         if (nx) t->runs[nx - 1].prev = pr;
@@ -769,7 +785,7 @@ static int rd_emit(pst_reader_t *r, rd_stream_t *s, pst_event_t *ev)
         break;
     case PST_EV_FREE:
         if (e->f[0]) {
-            if (psc_map_count(&s->runs_of[RD_SP_HEAP]))   /* else it has no indexed free */
+            if (s->pq[RD_SP_HEAP].n)   /* else it has no indexed free */
                 rd_pend_del(&r->pend[RD_SP_HEAP], e->f[0], s, RD_SP_HEAP, e->seq);
             if (!rd_aset_del(&r->live[RD_SP_HEAP], e->f[0], s->idx)) r->st.unknown_frees++;
         }

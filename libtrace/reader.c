@@ -98,8 +98,8 @@ void pst_close(pst_reader_t *r)
         free(s->b);
         free(s->ids);
         free(s->blk);
-        psc_map_free(&s->runs_of[0]);
-        psc_map_free(&s->runs_of[1]);
+        free(s->pq[0].a);
+        free(s->pq[1].a);
         free(s);
     }
     free(r->sv);
