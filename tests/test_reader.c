@@ -957,6 +957,61 @@ static void test_single_stream_counts_reuse_of_a_live_address(void **state)
     free(m.p);
 }
 
+/* Frees of a few addresses by two streams, each re-allocated by a third at
+ * the same time (so by (ts, stream) the allocation would go first): many
+ * frees of one stream queued at once (its FIFO of indexed frees grows and
+ * wraps, as the reader consumes batches while it reads), chains of one
+ * address alternating between the two freeing streams. Every free must come
+ * out after the allocation it frees and before the next one. */
+static void many_cross_stream_reuses(uint16_t minor)
+{
+    membuf_t m;
+    pst_writer_cfg_t cfg = base_cfg;
+    cfg.minor = minor;
+    pst_writer_t *w = mem_writer(&m, &cfg);
+    enum { ADDRS = 4, ROUNDS = 1200, BATCH = 200 };   /* ~100 frees per stream per batch: past the FIFO's first 64 */
+    const uint64_t base = 0x7f00000c0000;
+    for (unsigned i = 0; i < ROUNDS; i++) {
+        uint64_t x = base + (uint64_t)(i % ADDRS) * 64;
+        pst_writer_time(w, 1000 + 10 * (uint64_t)i);
+        if (i >= ADDRS) PST_EMIT(w, 2 + (i / ADDRS) % 2, PST_EV_FREE, x);   /* streams 2 and 3 by turns */
+        PST_EMIT(w, 1, PST_EV_MALLOC, x, 32);
+        if ((i + 1) % BATCH == 0)
+            for (uint32_t s = 1; s <= 3; s++) pst_writer_flush_stream(w, s);
+    }
+    pst_writer_close(w);
+    mem_done(&m);
+    int err = 0;
+    pst_reader_t *r = pst_open_mem(m.p, m.len, &err);
+    assert_non_null(r);
+    pst_reader_set_window(r, 2 * BATCH * 10);   /* earlier batches go out while later ones are read */
+    pst_event_t ev;
+    int live[ADDRS] = { 0 };
+    uint64_t frees = 0, mallocs = 0;
+    while (pst_next(r, &ev) > 0) {
+        if (ev.type != PST_EV_MALLOC && ev.type != PST_EV_FREE) continue;
+        assert_true(ev.f[0] >= base && ev.f[0] < base + ADDRS * 64);
+        unsigned k = (unsigned)((ev.f[0] - base) / 64);
+        if (ev.type == PST_EV_MALLOC) { assert_false(live[k]); live[k] = 1; mallocs++; }
+        else { assert_true(live[k]); live[k] = 0; frees++; }
+    }
+    const pst_status_t *st = pst_status(r);
+    assert_int_equal(mallocs, ROUNDS);
+    assert_int_equal(frees, ROUNDS - ADDRS);
+    assert_true(st->causal_reordered >= ROUNDS - ADDRS);   /* every reuse needed its free first */
+    assert_int_equal(st->unordered, 0);
+    assert_int_equal(st->unknown_frees, 0);
+    pst_close(r);
+    free(m.p);
+}
+
+static void test_many_queued_cross_stream_frees_each_go_before_the_reuse(void **state)
+{
+    (void)state;
+    many_cross_stream_reuses(1);   /* times not causal: the reuse drains the freeing stream */
+    many_cross_stream_reuses(0);   /* the current minor: causal times, ties in one tick */
+}
+
 static void test_second_stream_after_a_long_single_stream_still_orders_frees(void **state)
 {
     (void)state;
@@ -1638,6 +1693,7 @@ int main(void)
         cmocka_unit_test(test_single_stream_fast_path_hands_out_every_event_in_order),
         cmocka_unit_test(test_single_stream_counts_reuse_of_a_live_address),
         cmocka_unit_test(test_second_stream_after_a_long_single_stream_still_orders_frees),
+        cmocka_unit_test(test_many_queued_cross_stream_frees_each_go_before_the_reuse),
         cmocka_unit_test(test_queues_spanning_many_chunks_match_straight_decoding),
         cmocka_unit_test(test_ts_records_at_chunk_ends_and_chunks_of_only_ts),
         cmocka_unit_test(test_ids_stay_valid_until_the_next_call_across_streams),
