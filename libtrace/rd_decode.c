@@ -14,7 +14,7 @@
  * The decoder itself: malloc, free, calloc, realloc and TS are decoded
  * inline (rd_dec_rec, with branch-free short varints, in rd_internal.h so
  * the merge inlines it too; the validating loop below has its own inline
- * cases for malloc, free and TS); every other type goes through
+ * cases for malloc, with and without a stack id, free and TS); every other type goes through
  * rd_dec_generic here, i.e. pst_decode_event. Streams are created here as
  * their first chunk arrives (ids are not announced), and with them the
  * rule that a lone stream's frees need no index until a second one appears.

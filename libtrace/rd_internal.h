@@ -28,8 +28,9 @@
  * of it, grown only when they need it), so steady reading allocates nothing
  * per event or per chunk.
  *
- * Fast paths: the common records (malloc, free, calloc, realloc, TS) are
- * decoded inline with branch-free short varints; when nothing is forced and
+ * Fast paths: the common records (malloc, free, calloc, realloc, with or
+ * without a stack id, and TS) are decoded inline with short varints (one
+ * byte first, two or three without branches); when nothing is forced and
  * the top head is safe and unconstrained, pst_next hands it out straight
  * away, and the stream stays on top of the heap without sifting while its
  * next head is below both children (a run). With a single stream there is
