@@ -1,11 +1,12 @@
 /* replay.c — the driver of `poolscope replay`: one streaming pass over a
  * trace, every selected policy fed the same requests in batches.
  *
- * 1. Pre-scan (only when something must be known before the first request):
- *    whether the trace has tensor events (--stream auto; stops at the first
- *    one), the pool cap recorded by POOL_CREATE (before the first tensor
- *    event in any engine), and for kv-contiguous without --kv-context the
- *    largest prompt + max tokens of any request (a full pass).
+ * 1. What must be known before the first request (whether the trace has
+ *    tensor events, the pool cap its POOL_CREATE records, the largest
+ *    prompt + max tokens for kv-contiguous) is gathered by the pass itself:
+ *    it starts on the likely answers and restarts from the beginning when
+ *    one turns out otherwise (run() says when). There is no pre-scan: it
+ *    read the whole trace a second time for the default policy set.
  * 2. The pass: events -> requests (stream.c) into a batch; each full batch
  *    goes to each policy in turn, timed per policy (two clock reads per
  *    batch and policy, not per event). Memory: one batch, the stream's live
@@ -15,8 +16,8 @@
  *
  * A policy the trace cannot drive (KV policies without KV block events,
  * kv-contiguous without a context, malloc without its helper, a malloc
- * variant without its library) is found out as early as the pre-scan
- * allows, else after the pass. One asked for only through a set ("all",
+ * variant without its library) is found out when it starts, else after
+ * the pass. One asked for only through a set ("all",
  * "kv", "allocators", the default) is skipped and listed with its reason;
  * one asked for by name fails the run: the user wanted that figure, and a
  * row of zeros or a silent omission would mislead.
@@ -182,47 +183,6 @@ static int damaged(const pst_status_t *st, char *msg, size_t cap)
     return 0;
 }
 
-/* ---- pre-scan ------------------------------------------------------------- */
-
-typedef struct rp_scan {
-    int has_tensor, has_cap, has_kv;
-    uint64_t cap, max_reserve;
-} rp_scan_t;
-
-static int prescan(const rp_src_t *src, int full, uint64_t window, rp_scan_t *sc, char *msg,
-                   size_t cap)
-{
-    int err = 0, rc;
-    pst_reader_t *r = src_open(src, &err);
-    if (!r) return open_error(err, msg, cap);
-    pst_reader_set_window(r, window);
-    pst_event_t ev;
-    while ((rc = pst_next(r, &ev)) > 0) {
-        if (ev.type == PST_EV_TENSOR_ACQUIRE) {
-            sc->has_tensor = 1;
-            if (!full) break;
-        } else if (ev.type == PST_EV_POOL_CREATE && !sc->has_cap) {
-            sc->has_cap = 1;
-            sc->cap = ev.f[3];
-        } else if (ev.type == PST_EV_KVB_CREATE) {
-            sc->has_kv = 1;
-        } else if (ev.type == PST_EV_MARK_BEGIN && ev.str && !strcmp(ev.str, "request") &&
-                   ev.n_payload >= 2 && ev.payload[0] >= 0 && ev.payload[1] >= 0) {
-            uint64_t v = (uint64_t)ev.payload[0] + (uint64_t)ev.payload[1];
-            if (v > sc->max_reserve) sc->max_reserve = v;
-        }
-    }
-    if (rc < 0) {
-        snprintf(msg, cap, "read error: %s", psc_strerror(rc));
-        pst_close(r);
-        return rc;
-    }
-    rc = 0;
-    if (full || !sc->has_tensor) rc = damaged(pst_status(r), msg, cap);
-    pst_close(r);
-    return rc;
-}
-
 /* ---- what applies ------------------------------------------------------------ */
 
 /* Why a policy cannot run on this trace: the skip note of an optional one
@@ -376,6 +336,28 @@ static int sites_symbolizer(const rp_src_t *src, az_sym_t **out, char *msg, size
     return *out ? 0 : PSC_ENOMEM;
 }
 
+/* --stream auto with --pool-sites: whether the trace has a tensor event
+ * (reading up to the first), since the symbolizer, and its demands on the
+ * trace, are for the heap stream only. 0 or an error with msg. */
+static int tensor_scan(const rp_src_t *src, uint64_t window, int *has_tensor, char *msg, size_t cap)
+{
+    int err = 0, rc;
+    pst_reader_t *r = src_open(src, &err);
+    if (!r) return open_error(err, msg, cap);
+    pst_reader_set_window(r, window);
+    pst_event_t ev;
+    *has_tensor = 0;
+    while ((rc = pst_next(r, &ev)) > 0)
+        if (ev.type == PST_EV_TENSOR_ACQUIRE) {
+            *has_tensor = 1;
+            break;
+        }
+    if (rc < 0) snprintf(msg, cap, "read error: %s", psc_strerror(rc));
+    else rc = *has_tensor ? 0 : damaged(pst_status(r), msg, cap);
+    pst_close(r);
+    return rc;
+}
+
 /* ---- the run ---------------------------------------------------------------- */
 
 static void report_drop_all(rp_report_t *rep)
@@ -396,147 +378,97 @@ void rp_report_free(rp_report_t *r)
     free(r);
 }
 
-static int run(const rp_src_t *src, const rp_config_t *ucfg, rp_report_t **out, char *msg,
-               size_t cap)
+/* One pass over the trace: events -> requests -> every policy in pol[].
+ * It also gathers what a policy would have needed before its first
+ * request (the facts below), and stops early with restart set when one of
+ * them turns out other than run() assumed. */
+typedef struct rp_pass {
+    /* in */
+    const rp_src_t *src;
+    const rp_config_t *cfg;
+    unsigned mask;              /* the run's policies: the stream's and the marker model's config */
+    int heap;
+    size_t batch;
+    int watch_tensor;           /* heap assumed (--stream auto): a tensor event restarts */
+    int watch_cap;              /* the pool's cap assumed: a POOL_CREATE with another restarts */
+    int cap_anywhere;           /* the cap is the first POOL_CREATE anywhere, not only before
+                                   the first tensor event (the old full pre-scan's rule) */
+    uint64_t cap_assumed;
+    int progress;
+    /* out */
+    int restart;
+    int saw_tensor, has_cap;
+    uint64_t cap, max_reserve;
+    uint64_t events, requests, t_last;
+    uint64_t allocs, frees, unmatched, kv_pools;
+    double policy_seconds;
+    rp_markers_t markers;
+} rp_pass_t;
+
+/* What the event tells about the trace as a whole. 1: stop, restart. */
+static int pass_facts(rp_pass_t *ps, const pst_event_t *ev)
 {
-    double t_start = now_s();
-    rp_config_t cfg = ucfg ? *ucfg : rp_config_default();
-    const int reset_given = cfg.arena_reset != NULL;
-    if (!cfg.arena_reset) cfg.arena_reset = "forward";
-    char dummy[8];
-    if (!msg || !cap) { msg = dummy; cap = sizeof dummy; }
-    msg[0] = 0;
-    *out = NULL;
-    /* no selection: every policy, each skipped when it does not apply */
-    unsigned mask = cfg.policies ? cfg.policies & RP_ALL_MASK : RP_ALL_MASK;
-    unsigned optional = cfg.policies ? cfg.optional & mask : RP_ALL_MASK;
+    switch (ev->type) {
+    case PST_EV_TENSOR_ACQUIRE:
+        if (!ps->saw_tensor) {
+            ps->saw_tensor = 1;
+            if (ps->watch_tensor) return 1;
+        }
+        break;
+    case PST_EV_POOL_CREATE:
+        if (!ps->has_cap && (ps->cap_anywhere || !ps->saw_tensor)) {
+            ps->has_cap = 1;
+            ps->cap = ev->f[3];
+            if (ps->watch_cap && ps->cap != ps->cap_assumed) return 1;
+        }
+        break;
+    case PST_EV_MARK_BEGIN:
+        if (ev->str && !strcmp(ev->str, "request") && ev->n_payload >= 2 && ev->payload[0] >= 0 &&
+            ev->payload[1] >= 0) {
+            uint64_t v = (uint64_t)ev->payload[0] + (uint64_t)ev->payload[1];
+            if (v > ps->max_reserve) ps->max_reserve = v;
+        }
+        break;
+    default:
+        break;
+    }
+    return 0;
+}
 
-    /* 1. what must be known first */
-    rp_scan_t sc;
-    memset(&sc, 0, sizeof sc);
-    int need_kvctx = (mask & (1u << RP_KV_CONTIGUOUS)) && cfg.kv_context == 0;
-    int need_cap = (mask & (1u << RP_POOL)) && !cfg.pool_cap_set;
-    int rc;
-    if (cfg.stream == RP_STREAM_AUTO || need_kvctx || need_cap) {
-        if ((rc = prescan(src, need_kvctx, cfg.window_ns ? cfg.window_ns : RP_WINDOW_NS, &sc, msg,
-                          cap)))
-            return rc;
-    }
-    int heap = cfg.stream == RP_STREAM_HEAP || (cfg.stream == RP_STREAM_AUTO && !sc.has_tensor);
-    rp_ctx_t ctx = {
-        .cfg = &cfg,
-        .pool_cap = cfg.pool_cap_set ? cfg.pool_cap : sc.has_cap ? sc.cap : BP_DEFAULT_MAX_CACHED_BYTES,
-        .kv_context = cfg.kv_context ? cfg.kv_context : sc.max_reserve,
-        .pool_min = cfg.pool_min_set ? cfg.pool_min : RP_POOL_MIN_DEFAULT,
-        .heap = heap,
-    };
-    if (cfg.n_pool_sites > RP_MAX_POOL_SITES) {
-        snprintf(msg, cap, "at most %d --pool-sites patterns", RP_MAX_POOL_SITES);
-        return PSC_EINVAL;
-    }
-    if (heap && (mask & (1u << RP_POOL)) && cfg.n_pool_sites &&
-        (rc = sites_symbolizer(src, &ctx.sym, msg, cap)))
-        return rc;
-
-    rp_report_t *rep = calloc(1, sizeof *rep);
-    if (!rep) {
-        az_sym_destroy(ctx.sym);
-        return PSC_ENOMEM;
-    }
-    /* What the pre-scan already tells: a context for kv-contiguous, and
-     * when it read the whole trace (it did for that context), whether there
-     * are KV events at all. With none, that is the reason given for
-     * kv-contiguous too: a --kv-context would not make it run. */
-    rc = 0;
-    if (need_kvctx && !sc.has_kv) {
-        for (int i = 0; i < RP_POLICY_COUNT && !rc; i++)
-            if ((mask & RP_KV_MASK & (1u << i)) && (optional & (1u << i)))
-                rc = not_applicable(rep, &mask, optional, i, RS_NO_KV, msg, cap);
-    }
-    if (!rc && (mask & (1u << RP_KV_CONTIGUOUS)) && need_kvctx && ctx.kv_context == 0)
-        rc = not_applicable(rep, &mask, optional, RP_KV_CONTIGUOUS, RS_NO_CONTEXT, msg, cap);
-    if (rc) {
-        free(rep);
-        az_sym_destroy(ctx.sym);
-        return rc;
-    }
-    int err = 0;
-    pst_reader_t *r = src_open(src, &err);
-    if (!r) {
-        free(rep);
-        az_sym_destroy(ctx.sym);
-        return open_error(err, msg, cap);
-    }
-    ctx.reader = r;
-    pst_reader_set_window(r, cfg.window_ns ? cfg.window_ns : RP_WINDOW_NS);
+static int pass(rp_pass_t *ps, pst_reader_t *r, rp_pol_t *const *pol, char *msg, size_t cap)
+{
+    const rp_config_t *cfg = ps->cfg;
+    int err = 0, rc = 0;
     rp_stream_cfg_t scfg = {
-        .heap = heap,
-        .reset_marker = cfg.arena_reset,
-        .kv_objects = cfg.with_kv && (mask & (1u << RP_ARENA)),
-        .kv_requests = (mask & RP_KV_MASK) != 0,
+        .heap = ps->heap,
+        .reset_marker = cfg->arena_reset,
+        .kv_objects = cfg->with_kv && (ps->mask & (1u << RP_ARENA)),
+        .kv_requests = (ps->mask & RP_KV_MASK) != 0,
     };
     rp_rstream_t *st = rp_stream_create(&scfg, &err);
-    rp_pol_t *pol[RP_POLICY_COUNT] = { 0 };
-    size_t batch = cfg.batch ? cfg.batch : 4096;
-    /* room for one event's requests past a full batch, and an RQ_SCOPE */
+    size_t batch = ps->batch;
     /* --phase-frame: scopes from the stacks, fed as markers (phase_frame.h) */
     az_pf_t *pf = NULL;
     pst_event_t syn[2 * AZ_PF_MAX + 1];
-    if (cfg.n_phase_frames && !(pf = az_pf_create(r, cfg.phase_frames, cfg.n_phase_frames, msg, cap))) {
+    if (cfg->n_phase_frames && !(pf = az_pf_create(r, cfg->phase_frames, cfg->n_phase_frames, msg, cap))) {
         rp_stream_destroy(st);
-        pst_close(r);
-        free(rep);
-        az_sym_destroy(ctx.sym);
         return PSC_EINVAL;
     }
     /* room past a full batch: one event's requests, an RQ_SCOPE, and the
      * requests of its --phase-frame scopes (a reset and a scope each) */
     rp_req_t *buf = malloc((batch + RP_STREAM_MAX_OUT + 1 + 4 * AZ_PF_MAX) * sizeof *buf);
     /* the reset marker's open scopes, counted by a model of its own */
-    pm_model_t *mk = (mask & (1u << RP_ARENA)) ? pm_create(&err) : NULL;
-    rp_markers_t markers;
-    memset(&markers, 0, sizeof markers);
-    rc = st && buf && (mk || !(mask & (1u << RP_ARENA))) ? 0 : PSC_ENOMEM;
-    for (int i = 0; i < RP_POLICY_COUNT && !rc; i++) {
-        if (!(mask & (1u << i))) continue;
-        const rp_pol_ops_t *ops = rp_ops[i];
-        az_cfg_t acfg = { .no_sites = 1, .no_reuse = (i == RP_IDEAL || (1u << i) & RP_KV_MASK) };
-        pol[i] = calloc(1, ops->size);
-        if (!pol[i] || !(rep->ms[i] = az_create(&acfg, &err))) {
-            rc = PSC_ENOMEM;
-            break;
-        }
-        pol[i]->ops = ops;
-        pol[i]->ctx = &ctx;
-        pol[i]->m = rep->ms[i];
-        if ((rc = ops->init(pol[i], &ctx))) {
-            const char *why = pol[i]->skip_reason;
-            ops->fini(pol[i]);
-            free(pol[i]);
-            pol[i] = NULL;
-            /* no helper program, no allocator library: an installation
-             * matter, not the trace's, but the other policies can still
-             * say what they have to say */
-            if (!why && ((1u << i) & RP_MALLOC_MASK)) why = RS_NO_HELPER;
-            if (rc == PSC_ENOENT && why && (optional & (1u << i)))
-                rc = not_applicable(rep, &mask, optional, i, why, msg, cap);
-            else if (rc == PSC_ENOENT && why) {
-                snprintf(msg, cap, "%s: cannot start: %s", rp_names[i], why);
-                rc = PSC_EINVAL;            /* named, and it does not apply here */
-            }
-            else
-                snprintf(msg, cap, "%s: cannot start: %s", rp_names[i], psc_strerror(rc));
-        }
-    }
+    pm_model_t *mk = (ps->mask & (1u << RP_ARENA)) ? pm_create(&err) : NULL;
+    rp_markers_t *markers = &ps->markers;
+    rc = st && buf && (mk || !(ps->mask & (1u << RP_ARENA))) ? 0 : PSC_ENOMEM;
 
-    /* 2. the pass */
-    uint64_t file_bytes = src->len;
-    if (src->path) {
+    uint64_t file_bytes = ps->src->len;
+    if (ps->src->path) {
         struct stat sb;
-        if (stat(src->path, &sb) == 0) file_bytes = (uint64_t)sb.st_size;
+        if (stat(ps->src->path, &sb) == 0) file_bytes = (uint64_t)sb.st_size;
     }
-    double next_progress = now_s() + 0.5, policy_seconds = 0;
-    uint64_t events = 0, requests = 0, t_last = 0;
+    double next_progress = now_s() + 0.5;
+    uint64_t events = 0, t_last = 0;
     size_t n = 0;
     pst_event_t ev;
     int more = 1;
@@ -548,6 +480,10 @@ static int run(const rp_src_t *src, const rp_config_t *ucfg, rp_report_t **out, 
             break;
         }
         more = got > 0;
+        if (more && pass_facts(ps, &ev)) {
+            ps->restart = 1;
+            break;
+        }
         /* the --phase-frame scopes before the event that opens or closes
          * them (at the end: every scope still open), then the event */
         size_t ns = 0;
@@ -560,12 +496,12 @@ static int run(const rp_src_t *src, const rp_config_t *ucfg, rp_report_t **out, 
             if (x->ts > t_last) t_last = x->ts;
             if ((rc = rp_stream_event(st, x, buf, &n))) break;
             if (x->type == PST_EV_MARK_BEGIN || x->type == PST_EV_MARK_END || x->type == PST_EV_MARK_POINT) {
-                markers_note(&markers, x);
-                if (mk && x->type != PST_EV_MARK_POINT && x->str && !strcmp(x->str, cfg.arena_reset)) {
-                    pm_step_t ps;
-                    if ((rc = pm_event(mk, x, &ps))) break;
-                    for (size_t k = 0; k < ps.n_ops; k++) {
-                        const pm_op_t *o = &ps.ops[k];
+                markers_note(markers, x);
+                if (mk && x->type != PST_EV_MARK_POINT && x->str && !strcmp(x->str, cfg->arena_reset)) {
+                    pm_step_t pstep;
+                    if ((rc = pm_event(mk, x, &pstep))) break;
+                    for (size_t k = 0; k < pstep.n_ops; k++) {
+                        const pm_op_t *o = &pstep.ops[k];
                         if (o->kind != PM_MARK || (o->n > 0) == (o->req > 0)) continue;
                         rp_req_t *q = &buf[n++];
                         memset(q, 0, sizeof *q);
@@ -585,46 +521,243 @@ static int run(const rp_src_t *src, const rp_config_t *ucfg, rp_report_t **out, 
                 double dt = now_s() - t0;
                 pol[i]->seconds += dt;
                 pol[i]->requests += n;
-                policy_seconds += dt;
+                ps->policy_seconds += dt;
                 if (rc == PSC_ERANGE)       /* a size no address space holds */
                     snprintf(msg, cap, "%s: an allocation too large for any address space (a damaged "
                              "or crafted trace)", rp_names[i]);
                 else if (rc) snprintf(msg, cap, "%s: %s", rp_names[i], psc_strerror(rc));
             }
-            requests += n;
+            ps->requests += n;
             n = 0;
         }
-        if (cfg.progress && ((events & 0xffff) == 0 || !more)) {
+        if (ps->progress && cfg->progress && ((events & 0xffff) == 0 || !more)) {
             double now = now_s();
             if (now >= next_progress || !more) {
                 next_progress = now + 0.5;
-                cfg.progress(cfg.progress_ctx, events, pst_status(r)->bytes, file_bytes);
+                cfg->progress(cfg->progress_ctx, events, pst_status(r)->bytes, file_bytes);
             }
         }
     }
-    if (!rc) rc = damaged(pst_status(r), msg, cap);
-    for (size_t i = 0; !rc && i < az_pf_count(pf); i++) {
+    if (!rc && !ps->restart) rc = damaged(pst_status(r), msg, cap);
+    for (size_t i = 0; !rc && !ps->restart && i < az_pf_count(pf); i++) {
         const char *func;
         if (az_pf_seen(pf, i, &func)) continue;     /* a typo, or no stacks: say so */
         snprintf(msg, cap, "--phase-frame: no recorded stack holds '%s'%s", func,
                  pst_header(r)->stacks == PST_STACKS_NONE ? " (the trace was recorded with --stacks none)" : "");
         rc = PSC_ENOENT;
     }
+    ps->events = events;
+    ps->t_last = t_last;
+    if (st) rp_stream_counts(st, &ps->allocs, &ps->frees, &ps->unmatched, &ps->kv_pools);
+    free(buf);
+    rp_stream_destroy(st);
+    az_pf_destroy(pf);
+    pm_destroy(mk);
+    return rc;
+}
+
+static void pols_drop(rp_pol_t **pol)
+{
+    for (int i = 0; i < RP_POLICY_COUNT; i++) {
+        if (!pol[i]) continue;
+        pol[i]->ops->fini(pol[i]);
+        free(pol[i]);
+        pol[i] = NULL;
+    }
+}
+
+/* Start policy i into pol[i] (its accumulator into rep->ms[i]). A policy
+ * that cannot start here is skipped when optional (0, pol[i] NULL). */
+static int pol_start(rp_report_t *rep, rp_pol_t **pol, int i, unsigned *mask, unsigned optional,
+                     const rp_ctx_t *ctx, char *msg, size_t cap)
+{
+    const rp_pol_ops_t *ops = rp_ops[i];
+    int err = 0, rc;
+    az_cfg_t acfg = { .no_sites = 1, .no_reuse = (i == RP_IDEAL || (1u << i) & RP_KV_MASK) };
+    pol[i] = calloc(1, ops->size);
+    if (!pol[i] || !(rep->ms[i] = az_create(&acfg, &err))) return PSC_ENOMEM;
+    pol[i]->ops = ops;
+    pol[i]->ctx = ctx;
+    pol[i]->m = rep->ms[i];
+    if (!(rc = ops->init(pol[i], ctx))) return 0;
+    const char *why = pol[i]->skip_reason;
+    ops->fini(pol[i]);
+    free(pol[i]);
+    pol[i] = NULL;
+    /* no helper program, no allocator library: an installation
+     * matter, not the trace's, but the other policies can still
+     * say what they have to say */
+    if (!why && ((1u << i) & RP_MALLOC_MASK)) why = RS_NO_HELPER;
+    if (rc == PSC_ENOENT && why && (optional & (1u << i)))
+        rc = not_applicable(rep, mask, optional, i, why, msg, cap);
+    else if (rc == PSC_ENOENT && why) {
+        snprintf(msg, cap, "%s: cannot start: %s", rp_names[i], why);
+        rc = PSC_EINVAL;            /* named, and it does not apply here */
+    }
+    else
+        snprintf(msg, cap, "%s: cannot start: %s", rp_names[i], psc_strerror(rc));
+    return rc;
+}
+
+/* A report emptied for another attempt (what the policies left in it). */
+static void report_reset(rp_report_t *rep)
+{
+    report_drop_all(rep);
+    memset(rep, 0, sizeof *rep);
+}
+
+static int run(const rp_src_t *src, const rp_config_t *ucfg, rp_report_t **out, char *msg,
+               size_t cap)
+{
+    double t_start = now_s();
+    rp_config_t cfg = ucfg ? *ucfg : rp_config_default();
+    const int reset_given = cfg.arena_reset != NULL;
+    if (!cfg.arena_reset) cfg.arena_reset = "forward";
+    char dummy[8];
+    if (!msg || !cap) { msg = dummy; cap = sizeof dummy; }
+    msg[0] = 0;
+    *out = NULL;
+    /* no selection: every policy, each skipped when it does not apply */
+    const unsigned mask0 = cfg.policies ? cfg.policies & RP_ALL_MASK : RP_ALL_MASK;
+    const unsigned optional = cfg.policies ? cfg.optional & mask0 : RP_ALL_MASK;
+
+    /* 1. What must be known before the first request, taken from one pass:
+     * whether the trace has tensor events (--stream auto), the pool cap of
+     * its first POOL_CREATE (before its first tensor event, or anywhere
+     * when kv-contiguous needs a context), and for kv-contiguous without
+     * --kv-context the largest prompt + max tokens of any request (only
+     * the whole trace tells). The pass starts on the likely answers (the
+     * heap stream, the default cap) and gathers the facts as it goes; one
+     * that turns out otherwise restarts it from the beginning, which costs
+     * what the old pre-scan read up to there, at most twice. kv-contiguous
+     * runs after the pass, alone over a second one, when it needs the
+     * context and the trace has KV block events to drive it. */
+    const int need_kvctx = (mask0 & (1u << RP_KV_CONTIGUOUS)) && cfg.kv_context == 0;
+    const int need_cap = (mask0 & (1u << RP_POOL)) && !cfg.pool_cap_set;
+    int heap = cfg.stream != RP_STREAM_TENSOR;          /* auto: a guess until a tensor event */
+    int heap_known = cfg.stream != RP_STREAM_AUTO;
+    uint64_t pool_cap = cfg.pool_cap_set ? cfg.pool_cap : BP_DEFAULT_MAX_CACHED_BYTES;
+    int cap_known = !need_cap;
+    int rc;
+    rp_ctx_t ctx = {
+        .cfg = &cfg,
+        .kv_context = cfg.kv_context,
+        .pool_min = cfg.pool_min_set ? cfg.pool_min : RP_POOL_MIN_DEFAULT,
+    };
+    if (cfg.n_pool_sites > RP_MAX_POOL_SITES) {
+        snprintf(msg, cap, "at most %d --pool-sites patterns", RP_MAX_POOL_SITES);
+        return PSC_EINVAL;
+    }
+    if (!heap_known && (mask0 & (1u << RP_POOL)) && cfg.n_pool_sites) {
+        int has_tensor = 0;
+        if ((rc = tensor_scan(src, cfg.window_ns ? cfg.window_ns : RP_WINDOW_NS, &has_tensor, msg, cap)))
+            return rc;
+        heap = !has_tensor;
+        heap_known = 1;
+    }
+    rp_report_t *rep = calloc(1, sizeof *rep);
+    if (!rep) return PSC_ENOMEM;
+    rp_pol_t *pol[RP_POLICY_COUNT] = { 0 };
+    rp_pass_t ps;
+    pst_reader_t *r = NULL;
+    unsigned mask;
+    for (;;) {
+        memset(&ps, 0, sizeof ps);
+        ps.src = src;
+        ps.cfg = &cfg;
+        ps.batch = cfg.batch ? cfg.batch : 4096;
+        ps.watch_tensor = !heap_known;
+        ps.watch_cap = !cap_known;
+        ps.cap_anywhere = need_kvctx;
+        ps.cap_assumed = pool_cap;
+        ps.progress = 1;
+        ctx.heap = heap;
+        ctx.pool_cap = pool_cap;
+        mask = mask0;
+        ps.mask = mask0;
+        ps.heap = heap;
+        if (heap && (mask & (1u << RP_POOL)) && cfg.n_pool_sites && !ctx.sym &&
+            (rc = sites_symbolizer(src, &ctx.sym, msg, cap)))
+            break;
+        int err = 0;
+        if (!(r = src_open(src, &err))) {
+            rc = open_error(err, msg, cap);
+            break;
+        }
+        ctx.reader = r;
+        pst_reader_set_window(r, cfg.window_ns ? cfg.window_ns : RP_WINDOW_NS);
+        rc = 0;
+        for (int i = 0; i < RP_POLICY_COUNT && !rc; i++)
+            if ((mask & (1u << i)) && !(i == RP_KV_CONTIGUOUS && need_kvctx))
+                rc = pol_start(rep, pol, i, &mask, optional, &ctx, msg, cap);
+        /* 2. the pass */
+        if (!rc) rc = pass(&ps, r, pol, msg, cap);
+        if (rc || !ps.restart) break;
+        /* a fact the policies started without: start again knowing it */
+        if (ps.saw_tensor && !heap_known) {
+            heap = 0;
+            heap_known = 1;
+        }
+        if (ps.has_cap) pool_cap = ps.cap;
+        cap_known = ps.has_cap || (!need_kvctx && ps.saw_tensor);
+        pols_drop(pol);
+        markers_free(&ps.markers);
+        pst_close(r);
+        r = NULL;
+        report_reset(rep);
+    }
+    /* a --kv-context would not make kv-contiguous run on a trace with no
+     * KV events: that is the reason given for it then */
+    rp_ctx_t kctx = ctx;
+    kctx.kv_context = ps.max_reserve;
+    if (!rc && need_kvctx && (mask & (1u << RP_KV_CONTIGUOUS))) {
+        if (!ps.kv_pools && (optional & (1u << RP_KV_CONTIGUOUS)))
+            rc = not_applicable(rep, &mask, optional, RP_KV_CONTIGUOUS, RS_NO_KV, msg, cap);
+        else if (kctx.kv_context == 0)
+            rc = not_applicable(rep, &mask, optional, RP_KV_CONTIGUOUS, RS_NO_CONTEXT, msg, cap);
+        else if (!(rc = pol_start(rep, pol, RP_KV_CONTIGUOUS, &mask, optional, &kctx, msg, cap)) &&
+                 pol[RP_KV_CONTIGUOUS] && ps.kv_pools) {
+            /* the second pass: kv-contiguous alone, on the same requests */
+            rp_pol_t *one[RP_POLICY_COUNT] = { 0 };
+            one[RP_KV_CONTIGUOUS] = pol[RP_KV_CONTIGUOUS];
+            rp_pass_t p2;
+            memset(&p2, 0, sizeof p2);
+            p2.src = src;
+            p2.cfg = &cfg;
+            p2.mask = ps.mask;
+            p2.heap = heap;
+            p2.batch = ps.batch;
+            int err = 0;
+            pst_reader_t *r2 = src_open(src, &err);
+            if (!r2) rc = open_error(err, msg, cap);
+            else {
+                kctx.reader = r2;
+                pst_reader_set_window(r2, cfg.window_ns ? cfg.window_ns : RP_WINDOW_NS);
+                rc = pass(&p2, r2, one, msg, cap);
+                ps.policy_seconds += p2.policy_seconds;
+                kctx.reader = r;
+                pst_close(r2);
+            }
+            markers_free(&p2.markers);
+        }
+    }
     if (!rc && pol[RP_ARENA])
-        rc = arena_marker_check(rep, &markers, cfg.arena_reset, reset_given, msg, cap);
+        rc = arena_marker_check(rep, &ps.markers, cfg.arena_reset, reset_given, msg, cap);
     if (!rc && pol[RP_POOL] && !heap && (cfg.pool_min_set || cfg.n_pool_sites))
         warn(rep, "pool: --pool-min and --pool-sites apply to the heap stream; on the tensor "
                   "stream every tensor went to the pool");
 
     /* 3. results */
     if (!rc) {
-        const pst_status_t *ps = pst_status(r);
+        const pst_status_t *pst = pst_status(r);
         rep->info.stream = heap ? "heap" : "tensor";
-        rep->info.events = events;
-        rep->info.requests = requests;
-        rep->info.lost = ps->lost;
-        rp_stream_counts(st, &rep->info.allocs, &rep->info.frees, &rep->info.unmatched_frees,
-                         &rep->info.kv_pools);
+        rep->info.events = ps.events;
+        rep->info.requests = ps.requests;
+        rep->info.lost = pst->lost;
+        rep->info.allocs = ps.allocs;
+        rep->info.frees = ps.frees;
+        rep->info.unmatched_frees = ps.unmatched;
+        rep->info.kv_pools = ps.kv_pools;
         for (int i = 0; i < RP_POLICY_COUNT && !rc; i++) {
             if (!pol[i]) continue;
             /* the KV policies ran on nothing: their zeros would read as a
@@ -636,7 +769,7 @@ static int run(const rp_src_t *src, const rp_config_t *ucfg, rp_report_t **out, 
             rp_result_t *res = &rep->res[rep->n];
             res->policy = (rp_policy_t)i;
             res->name = rp_names[i];
-            if ((rc = pol[i]->ops->finish(pol[i], t_last, res))) {
+            if ((rc = pol[i]->ops->finish(pol[i], ps.t_last, res))) {
                 snprintf(msg, cap, "%s: %s", rp_names[i], psc_strerror(rc));
                 break;
             }
@@ -647,20 +780,12 @@ static int run(const rp_src_t *src, const rp_config_t *ucfg, rp_report_t **out, 
             res->events_per_s = res->seconds > 0 ? (double)res->requests / res->seconds : 0;
         }
         rep->info.seconds = now_s() - t_start;
-        rep->info.read_seconds = rep->info.seconds - policy_seconds;
+        rep->info.read_seconds = rep->info.seconds - ps.policy_seconds;
         if (!rc && rep->n == 0 && rep->n_skipped) rc = none_applies(rep, msg, cap);
     }
 
-    for (int i = 0; i < RP_POLICY_COUNT; i++) {
-        if (!pol[i]) continue;
-        pol[i]->ops->fini(pol[i]);
-        free(pol[i]);
-    }
-    free(buf);
-    rp_stream_destroy(st);
-    az_pf_destroy(pf);
-    pm_destroy(mk);
-    markers_free(&markers);
+    pols_drop(pol);
+    markers_free(&ps.markers);
     az_sym_destroy(ctx.sym);
     pst_close(r);
     if (rc) {
@@ -673,7 +798,8 @@ static int run(const rp_src_t *src, const rp_config_t *ucfg, rp_report_t **out, 
 }
 
 /* All of fd into a malloc'ed buffer: a pipe can be read once, and replay
- * reads its input two or three times (pre-scan, pass). NULL with *err set. */
+ * may read its input more than once (a restarted pass, kv-contiguous's
+ * own pass, --pool-sites' module maps). NULL with *err set. */
 static char *slurp_fd(int fd, size_t *len, int *err)
 {
     size_t cap = 1 << 16, n = 0;

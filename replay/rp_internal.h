@@ -3,7 +3,7 @@
  *   map.c      u64 -> u32 hash map and a dense slot allocator
  *   stream.c   trace events -> request stream (tensor or heap, markers, KV)
  *   pol_*.c    one policy each, behind rp_pol_ops_t
- *   replay.c   the driver: pre-scan, batches, timing, results, and the
+ *   replay.c   the driver: the pass, batches, timing, results, and the
  *              reset marker's scope count (RQ_SCOPE) for the arena
  *   output.c   table and JSON
  */
