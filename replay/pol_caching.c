@@ -35,9 +35,16 @@
  *
  * Segments get fresh simulated ranges (2 MiB aligned, never reused), so
  * the reuse metrics show blocks coming back at the same offsets. Free
- * blocks of each pool are kept in a treap ordered by (size, address):
- * best fit, insert and remove in O(log n). Memory: the live blocks and
- * the free blocks between them.
+ * blocks of the large pool are kept in a treap ordered by (size, address):
+ * best fit, insert and remove in O(log n). The small pool's free blocks
+ * are multiples of 512 bytes no larger than its 2 MiB segment, so they
+ * are binned by exact size instead (4096 bins, each a min-heap on the
+ * address, and a two-level bitmap of the bins that hold any): best fit is
+ * the lowest block of the first non-empty bin from the request's size on,
+ * the same block the treap would give, found in a few instructions rather
+ * than a walk of some 30 tree levels (the treap was half of the policy's
+ * time on a heap trace, where nearly every block is small). Memory: the
+ * live blocks and the free blocks between them.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -62,8 +69,17 @@ typedef struct ca_block {
     uint32_t left, right;      /* treap children (free blocks of the same pool) */
     uint32_t prio;
     uint32_t wf;               /* position in wfree[] while a wholly free segment */
+    uint32_t hpos;             /* small pool, free: position in its bin's heap */
     uint8_t  used, pool;
 } ca_block_t;
+
+/* The small pool's free blocks of one size (bin = size / 512 - 1), a
+ * min-heap on the address. */
+#define CA_BINS (CA_SMALL_SEG / CA_ROUND)           /* 4096: sizes 512 .. 2 MiB */
+typedef struct ca_bin {
+    uint32_t *h;
+    uint32_t n, cap;
+} ca_bin_t;
 
 typedef struct pol_caching {
     rp_pol_t base;
@@ -72,7 +88,10 @@ typedef struct pol_caching {
     uint32_t n_b;              /* entries ever used */
     uint32_t *b_free;          /* recycled entries */
     size_t n_b_free, b_free_cap;
-    uint32_t root[2];
+    uint32_t root[2];          /* the treap of the large pool (root[LARGE]) */
+    ca_bin_t *bins;            /* CA_BINS of them */
+    uint64_t bin_bits[CA_BINS / 64];   /* bin i holds a block */
+    uint64_t bin_sum;          /* bit w: bin_bits[w] != 0 */
     uint32_t *obj;             /* per object slot: block + 1, 0 = none */
     size_t obj_cap;
     uint32_t *wfree;           /* wholly free segments (their one block) */
@@ -116,7 +135,7 @@ static uint32_t merge(ca_block_t *B, uint32_t l, uint32_t r)
     return r;
 }
 
-static void tree_insert(pol_caching_t *c, uint32_t x)
+static void treap_insert(pol_caching_t *c, uint32_t x)
 {
     ca_block_t *B = c->b;
     uint32_t l, r, *root = &c->root[B[x].pool];
@@ -125,7 +144,7 @@ static void tree_insert(pol_caching_t *c, uint32_t x)
     *root = merge(B, merge(B, l, x), r);
 }
 
-static void tree_remove(pol_caching_t *c, uint32_t x)
+static void treap_remove(pol_caching_t *c, uint32_t x)
 {
     ca_block_t *B = c->b;
     uint32_t l, m, r, *root = &c->root[B[x].pool];
@@ -134,9 +153,108 @@ static void tree_remove(pol_caching_t *c, uint32_t x)
     *root = merge(B, l, r);
 }
 
+/* ---- the small pool's bins ------------------------------------------------- */
+
+static void heap_put(ca_block_t *B, uint32_t *h, uint32_t k, uint32_t x)
+{
+    h[k] = x;
+    B[x].hpos = k;
+}
+
+static void heap_up(ca_block_t *B, uint32_t *h, uint32_t k)
+{
+    uint32_t x = h[k];
+    while (k > 0) {
+        uint32_t up = (k - 1) / 2;
+        if (B[h[up]].addr <= B[x].addr) break;
+        heap_put(B, h, k, h[up]);
+        k = up;
+    }
+    heap_put(B, h, k, x);
+}
+
+static void heap_down(ca_block_t *B, uint32_t *h, uint32_t n, uint32_t k)
+{
+    uint32_t x = h[k];
+    for (;;) {
+        uint32_t l = 2 * k + 1, m = l;
+        if (l >= n) break;
+        if (l + 1 < n && B[h[l + 1]].addr < B[h[l]].addr) m = l + 1;
+        if (B[h[m]].addr >= B[x].addr) break;
+        heap_put(B, h, k, h[m]);
+        k = m;
+    }
+    heap_put(B, h, k, x);
+}
+
+static int bin_insert(pol_caching_t *c, uint32_t x)
+{
+    uint32_t i = (uint32_t)(c->b[x].size / CA_ROUND - 1);
+    ca_bin_t *bn = &c->bins[i];
+    if (bn->n == bn->cap) {
+        uint32_t cap = bn->cap ? bn->cap * 2 : 8;
+        uint32_t *h = realloc(bn->h, cap * sizeof *h);
+        if (!h) return PSC_ENOMEM;
+        bn->h = h;
+        bn->cap = cap;
+    }
+    bn->n++;
+    heap_put(c->b, bn->h, bn->n - 1, x);
+    heap_up(c->b, bn->h, bn->n - 1);
+    c->bin_bits[i / 64] |= 1ull << (i % 64);
+    c->bin_sum |= 1ull << (i / 64);
+    return 0;
+}
+
+static void bin_remove(pol_caching_t *c, uint32_t x)
+{
+    uint32_t i = (uint32_t)(c->b[x].size / CA_ROUND - 1);
+    ca_bin_t *bn = &c->bins[i];
+    uint32_t k = c->b[x].hpos, last = bn->h[--bn->n];
+    if (k < bn->n) {
+        heap_put(c->b, bn->h, k, last);
+        heap_up(c->b, bn->h, k);
+        heap_down(c->b, bn->h, bn->n, c->b[last].hpos);
+    }
+    if (!bn->n) {
+        c->bin_bits[i / 64] &= ~(1ull << (i % 64));
+        if (!c->bin_bits[i / 64]) c->bin_sum &= ~(1ull << (i / 64));
+    }
+}
+
+/* The lowest block of the first non-empty bin from size s on, or NONE. */
+static uint32_t bin_best(const pol_caching_t *c, uint64_t s)
+{
+    uint32_t i = (uint32_t)(s / CA_ROUND - 1), w = i / 64;
+    uint64_t m = c->bin_bits[w] & (~0ull << (i % 64));
+    if (!m) {
+        uint64_t sm = w + 1 < 64 ? c->bin_sum & (~0ull << (w + 1)) : 0;
+        if (!sm) return NONE;
+        w = (uint32_t)__builtin_ctzll(sm);
+        m = c->bin_bits[w];
+    }
+    return c->bins[w * 64 + (uint32_t)__builtin_ctzll(m)].h[0];
+}
+
+/* ---- free blocks of either pool ------------------------------------------------ */
+
+static int tree_insert(pol_caching_t *c, uint32_t x)
+{
+    if (c->b[x].pool == SMALL) return bin_insert(c, x);
+    treap_insert(c, x);
+    return 0;
+}
+
+static void tree_remove(pol_caching_t *c, uint32_t x)
+{
+    if (c->b[x].pool == SMALL) bin_remove(c, x);
+    else treap_remove(c, x);
+}
+
 /* The free block with the smallest (size, addr) of size >= s, or NONE. */
 static uint32_t best_fit(const pol_caching_t *c, int pool, uint64_t s)
 {
+    if (pool == SMALL) return bin_best(c, s);
     uint32_t t = c->root[pool], best = NONE;
     while (t != NONE) {
         if (c->b[t].size >= s) {
@@ -259,7 +377,7 @@ static int ca_alloc(pol_caching_t *c, const rp_req_t *r)
         if (B[x].next != NONE) B[B[x].next].prev = y;
         B[x].next = y;
         B[x].size = size;
-        tree_insert(c, y);
+        if ((rc = tree_insert(c, y))) return rc;
         c->splits++;
     }
     c->b[x].used = 1;
@@ -298,7 +416,7 @@ static int ca_free(pol_caching_t *c, const rp_req_t *r)
         if ((rc = block_drop(c, n))) return rc;
         c->merges++;
     }
-    tree_insert(c, x);
+    if ((rc = tree_insert(c, x))) return rc;
     if (B[x].prev == NONE && B[x].next == NONE) {                        /* wholly free */
         if ((rc = rp_grow((void **)&c->wfree, &c->wfree_cap, c->n_wfree, sizeof *c->wfree))) return rc;
         B[x].wf = (uint32_t)c->n_wfree;
@@ -316,6 +434,7 @@ static int caching_init(rp_pol_t *pp, const rp_ctx_t *ctx)
 {
     pol_caching_t *c = (pol_caching_t *)pp;
     c->root[SMALL] = c->root[LARGE] = NONE;
+    if (!(c->bins = calloc(CA_BINS, sizeof *c->bins))) return PSC_ENOMEM;
     c->cap = ctx->cfg->cache_cap_set ? ctx->cfg->cache_cap : UINT64_MAX;
     c->next_addr = CA_BASE;
     c->rng = 0x9e3779b97f4a7c15ull;
@@ -358,7 +477,9 @@ static void caching_fini(rp_pol_t *pp)
     free(c->b_free);
     free(c->obj);
     free(c->wfree);
+    for (size_t i = 0; c->bins && i < CA_BINS; i++) free(c->bins[i].h);
+    free(c->bins);
 }
 
 const rp_pol_ops_t rp_pol_caching = { RP_CACHING, sizeof(pol_caching_t), caching_init, caching_run,
-                                      caching_finish, caching_fini };
+                                      caching_finish, caching_fini, NULL };
