@@ -415,4 +415,4 @@ static void arena_fini(rp_pol_t *pp)
 }
 
 const rp_pol_ops_t rp_pol_arena = { RP_ARENA, sizeof(pol_arena_t), arena_init, arena_run,
-                                    arena_finish, arena_fini };
+                                    arena_finish, arena_fini, NULL };

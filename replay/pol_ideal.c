@@ -40,4 +40,4 @@ static int ideal_finish(rp_pol_t *pp, uint64_t t_end, rp_result_t *res)
 static void ideal_fini(rp_pol_t *pp) { (void)pp; }
 
 const rp_pol_ops_t rp_pol_ideal = { RP_IDEAL, sizeof(rp_pol_t), ideal_init, ideal_run, ideal_finish,
-                                    ideal_fini };
+                                    ideal_fini, NULL };

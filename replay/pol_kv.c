@@ -140,7 +140,7 @@ static void kv_fini(rp_pol_t *pp)
 }
 
 #define KV_OPS(name, id) \
-    const rp_pol_ops_t name = { id, sizeof(pol_kv_t), kv_init, kv_run, kv_finish, kv_fini }
+    const rp_pol_ops_t name = { id, sizeof(pol_kv_t), kv_init, kv_run, kv_finish, kv_fini, NULL }
 KV_OPS(rp_pol_kv_contiguous, RP_KV_CONTIGUOUS);
 KV_OPS(rp_pol_kv_reserve, RP_KV_RESERVE);
 KV_OPS(rp_pol_kv_step, RP_KV_STEP);

@@ -30,8 +30,9 @@
  * (the tree's test and bench programs live in build/tests/, build/bench/).
  * None: init fails with PSC_ENOENT before anything is forked.
  *
- * The parent sends each batch of requests down a socket; the helper makes
- * the calls and sends back, per request, the address, the usable size and
+ * The parent sends each batch of requests down a socket (before it runs
+ * the other policies on the batch, so the helpers' calls overlap them, on
+ * another core when there is one); the helper makes the calls and sends back, per request, the address, the usable size and
  * (sampled) the bytes held above its figure at start. The parent feeds
  * those into the analyzer's accumulators, so every metric is computed as
  * for the other policies. Timing (ns_per_op) is the helper's time in the
@@ -63,6 +64,7 @@ typedef struct pol_malloc {
     const char *library;       /* the preloaded path (lib[]), NULL inherited */
     char lib[PATH_MAX];
     rp_mreply_t last;
+    int submitted;             /* the batch run gets is with the helper already */
 } pol_malloc_t;
 
 /* What a variant preloads. */
@@ -266,15 +268,28 @@ static int malloc_init(rp_pol_t *pp, const rp_ctx_t *ctx) { return start(pp, ctx
 static int jemalloc_init(rp_pol_t *pp, const rp_ctx_t *ctx) { return start(pp, ctx, &MV_JEMALLOC); }
 static int mimalloc_init(rp_pol_t *pp, const rp_ctx_t *ctx) { return start(pp, ctx, &MV_MIMALLOC); }
 
-static int malloc_run(rp_pol_t *pp, const rp_req_t *rq, size_t n)
+/* The batch to the helper, which starts on it while the parent runs the
+ * other policies (replay.c calls every submit before any run). */
+static int malloc_submit(rp_pol_t *pp, const rp_req_t *rq, size_t n)
 {
     pol_malloc_t *p = (pol_malloc_t *)pp;
     uint64_t nn = n;
     int rc;
     if ((rc = rp_grow((void **)&p->res, &p->res_cap, n, sizeof *p->res))) return rc;
     if ((rc = psc_send_all(p->to_child, &nn, sizeof nn)) ||
-        (rc = psc_send_all(p->to_child, rq, n * sizeof *rq)) ||
-        (rc = psc_read_all(p->from_child, &p->last, sizeof p->last)))
+        (rc = psc_send_all(p->to_child, rq, n * sizeof *rq)))
+        return rc;
+    p->submitted = 1;
+    return 0;
+}
+
+static int malloc_run(rp_pol_t *pp, const rp_req_t *rq, size_t n)
+{
+    pol_malloc_t *p = (pol_malloc_t *)pp;
+    int rc;
+    if (!p->submitted && (rc = malloc_submit(pp, rq, n))) return rc;
+    p->submitted = 0;
+    if ((rc = psc_read_all(p->from_child, &p->last, sizeof p->last)))
         return rc;
     if (p->last.err) return p->last.err;
     if (p->last.n != n || (rc = psc_read_all(p->from_child, p->res, n * sizeof *p->res)))
@@ -322,8 +337,8 @@ static void malloc_fini(rp_pol_t *pp)
 }
 
 const rp_pol_ops_t rp_pol_malloc = { RP_MALLOC, sizeof(pol_malloc_t), malloc_init, malloc_run,
-                                     malloc_finish, malloc_fini };
+                                     malloc_finish, malloc_fini, malloc_submit };
 const rp_pol_ops_t rp_pol_malloc_jemalloc = { RP_MALLOC_JEMALLOC, sizeof(pol_malloc_t), jemalloc_init,
-                                              malloc_run, malloc_finish, malloc_fini };
+                                              malloc_run, malloc_finish, malloc_fini, malloc_submit };
 const rp_pol_ops_t rp_pol_malloc_mimalloc = { RP_MALLOC_MIMALLOC, sizeof(pol_malloc_t), mimalloc_init,
-                                              malloc_run, malloc_finish, malloc_fini };
+                                              malloc_run, malloc_finish, malloc_fini, malloc_submit };

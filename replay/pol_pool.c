@@ -304,4 +304,4 @@ static void pool_fini(rp_pol_t *pp)
 }
 
 const rp_pol_ops_t rp_pol_pool = { RP_POOL, sizeof(pol_pool_t), pool_init, pool_run, pool_finish,
-                                   pool_fini };
+                                   pool_fini, NULL };

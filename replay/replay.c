@@ -435,6 +435,47 @@ static int pass_facts(rp_pass_t *ps, const pst_event_t *ev)
     return 0;
 }
 
+/* One batch to every policy. The malloc policies' helpers get it first,
+ * so their calls overlap the runs of the policies in this process; theirs
+ * are finished last. Every policy runs (the helpers must be answered), and
+ * a failure is reported for the first policy in the usual order. */
+static int pols_run(rp_pass_t *ps, rp_pol_t *const *pol, const rp_req_t *buf, size_t n, char *msg,
+                    size_t cap)
+{
+    static const int order[RP_POLICY_COUNT] = { RP_ARENA, RP_POOL, RP_CACHING, RP_IDEAL,
+        RP_KV_CONTIGUOUS, RP_KV_RESERVE, RP_KV_STEP, RP_KV_PAGED, RP_MALLOC, RP_MALLOC_JEMALLOC,
+        RP_MALLOC_MIMALLOC };
+    int rcs[RP_POLICY_COUNT] = { 0 };
+    for (int i = 0; i < RP_POLICY_COUNT; i++) {
+        if (!pol[i] || !pol[i]->ops->submit) continue;
+        double t0 = now_s();
+        rcs[i] = pol[i]->ops->submit(pol[i], buf, n);
+        double dt = now_s() - t0;
+        pol[i]->seconds += dt;
+        ps->policy_seconds += dt;
+    }
+    for (int k = 0; k < RP_POLICY_COUNT; k++) {
+        int i = order[k];
+        if (!pol[i] || rcs[i]) continue;
+        double t0 = now_s();
+        rcs[i] = pol[i]->ops->run(pol[i], buf, n);
+        double dt = now_s() - t0;
+        pol[i]->seconds += dt;
+        pol[i]->requests += n;
+        ps->policy_seconds += dt;
+    }
+    for (int i = 0; i < RP_POLICY_COUNT; i++) {
+        int rc = rcs[i];
+        if (!rc) continue;
+        if (rc == PSC_ERANGE)       /* a size no address space holds */
+            snprintf(msg, cap, "%s: an allocation too large for any address space (a damaged "
+                     "or crafted trace)", rp_names[i]);
+        else snprintf(msg, cap, "%s: %s", rp_names[i], psc_strerror(rc));
+        return rc;
+    }
+    return 0;
+}
+
 static int pass(rp_pass_t *ps, pst_reader_t *r, rp_pol_t *const *pol, char *msg, size_t cap)
 {
     const rp_config_t *cfg = ps->cfg;
@@ -514,19 +555,7 @@ static int pass(rp_pass_t *ps, pst_reader_t *r, rp_pol_t *const *pol, char *msg,
         }
         if (rc) break;
         if (n >= batch || (!more && n > 0)) {
-            for (int i = 0; i < RP_POLICY_COUNT && !rc; i++) {
-                if (!pol[i]) continue;
-                double t0 = now_s();
-                rc = pol[i]->ops->run(pol[i], buf, n);
-                double dt = now_s() - t0;
-                pol[i]->seconds += dt;
-                pol[i]->requests += n;
-                ps->policy_seconds += dt;
-                if (rc == PSC_ERANGE)       /* a size no address space holds */
-                    snprintf(msg, cap, "%s: an allocation too large for any address space (a damaged "
-                             "or crafted trace)", rp_names[i]);
-                else if (rc) snprintf(msg, cap, "%s: %s", rp_names[i], psc_strerror(rc));
-            }
+            if ((rc = pols_run(ps, pol, buf, n, msg, cap))) break;
             ps->requests += n;
             n = 0;
         }

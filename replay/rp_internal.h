@@ -117,6 +117,10 @@ typedef struct rp_pol_ops {
     int  (*run)(rp_pol_t *p, const rp_req_t *rq, size_t n);
     int  (*finish)(rp_pol_t *p, uint64_t t_end, rp_result_t *res);
     void (*fini)(rp_pol_t *p);
+    /* Optional (NULL): hand the batch on ahead of run, which then finishes
+     * it, so work done elsewhere (the malloc helpers) overlaps the other
+     * policies' runs. run without a submit first must still do it all. */
+    int  (*submit)(rp_pol_t *p, const rp_req_t *rq, size_t n);
 } rp_pol_ops_t;
 
 /* Every policy struct starts with this. */
