@@ -19,8 +19,10 @@
  * the storage is packed (call type, how the object was freed, the
  * selection flags and the freeing thread when it is another one in one
  * integer; the free as a gap in event ids and a lifetime; addresses as
- * offsets from a few bases), which keeps the database near 3x the
- * (compressed) trace instead of 75 bytes per event. SQLite stores an
+ * offsets from a few bases; the time from the first row of its block of
+ * 256 ids, heap_ts; the stack and stream pair as one small number,
+ * heap_kinds), which keeps the database near 3.5x the (compressed) trace
+ * instead of 75 bytes per event. SQLite stores an
  * integer in 0 to 8 bytes by its value, so every packed field is placed
  * where its usual value is 0 or small.
  *
@@ -91,7 +93,9 @@ static const char *const schema =
     "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT);\n"
     "CREATE TABLE event_types(type INTEGER PRIMARY KEY, name TEXT);\n"
     "CREATE TABLE heap_rows(id INTEGER PRIMARY KEY, ts INTEGER, life INTEGER, size INTEGER, addr_off INTEGER,\n"
-    "  stack INTEGER, stream INTEGER, gap INTEGER, bits INTEGER, extra INTEGER);\n"
+    "  kind INTEGER, gap INTEGER, bits INTEGER, extra INTEGER);\n"
+    "CREATE TABLE heap_ts(blk INTEGER PRIMARY KEY, ts INTEGER);\n"
+    "CREATE TABLE heap_kinds(kind INTEGER PRIMARY KEY, stack INTEGER, stream INTEGER);\n"
     "CREATE TABLE event_rows(id INTEGER PRIMARY KEY, ts INTEGER, stream INTEGER, type INTEGER, stack INTEGER,\n"
     "  addr INTEGER, old_addr INTEGER, size INTEGER, arg INTEGER, in_window INTEGER);\n"
     "CREATE TABLE threads(stream INTEGER PRIMARY KEY, tid INTEGER, name TEXT, parent_stream INTEGER,\n"
@@ -116,15 +120,20 @@ static const char *const schema =
     "  file_bytes INTEGER);\n"
     "CREATE TABLE metrics(name TEXT PRIMARY KEY, value REAL);\n";
 
-/* The views SCHEMA.md documents, made after the rows: @B stands for the
- * base of heap_rows.addr_off's region (the bases are chosen from the
- * first rows, see choose_bases). */
-#define ADDR_OF(h) "(CASE WHEN " h "bits & 512 THEN " h "addr_off ELSE (" h "addr_off & ~15) + @B END)"
+/* The views SCHEMA.md documents, made after the rows: @A stands for the
+ * address that heap_rows.addr_off encodes (offset from the base of its
+ * region, see choose_bases and addr_encode), written in by exec_based.
+ * A row's time, stack and stream are in small tables (heap_ts by block of
+ * ids, heap_kinds by kind): looked up only when a query uses them. */
+#define ADDR_OF(h) "(CASE WHEN " h "bits & 512 THEN " h "addr_off ELSE @A END)"
 #define ADDR ADDR_OF("h.")
 #define OLD  "(CASE WHEN h.bits & 15 NOT IN (3, 4) THEN NULL WHEN h.bits & 512 THEN h.extra\n" \
-             "    ELSE (h.addr_off & ~15) + @B + h.extra END)"
+             "    ELSE @A + h.extra END)"
 #define ARG  "(CASE WHEN h.bits & 15 IN (2, 6, 7, 8) THEN h.extra END)"
-#define FREE_STREAM "(CASE WHEN h.bits >> 11 THEN (h.bits >> 11) - 1 ELSE h.stream END)"
+#define TS     "((SELECT b.ts FROM heap_ts b WHERE b.blk = h.id >> 8) + h.ts)"
+#define STACK  "(SELECT k.stack FROM heap_kinds k WHERE k.kind = h.kind)"
+#define STREAM "(SELECT k.stream FROM heap_kinds k WHERE k.kind = h.kind)"
+#define FREE_STREAM "(CASE WHEN h.bits >> 11 THEN (h.bits >> 11) - 1 ELSE " STREAM " END)"
 #define POOL_TYPE "(CASE p.kind WHEN 'create' THEN 24 WHEN 'acquire' THEN 25 WHEN 'reclaim' THEN 26\n" \
                   "    WHEN 'backing_alloc' THEN 27 WHEN 'backing_free' THEN 28 ELSE 29 END)"
 #define TID(stream) "(SELECT t.tid FROM threads t WHERE t.stream = " stream ")"
@@ -134,12 +143,12 @@ static const char *const views =
     "  CASE h.bits & 15 WHEN 1 THEN 'malloc' WHEN 2 THEN 'calloc' WHEN 3 THEN 'realloc'\n"
     "    WHEN 4 THEN 'reallocarray' WHEN 6 THEN 'posix_memalign' WHEN 7 THEN 'aligned_alloc'\n"
     "    WHEN 8 THEN 'memalign' WHEN 9 THEN 'valloc' WHEN 10 THEN 'pvalloc' END AS call,\n"
-    "  h.ts AS ts_ns, h.ts + h.life AS free_ts_ns, h.life AS lifetime_ns,\n"
+    "  " TS " AS ts_ns, " TS " + h.life AS free_ts_ns, h.life AS lifetime_ns,\n"
     "  h.size AS size_bytes,\n"
     "  CASE WHEN h.size >= 131072 THEN ((h.size + 4111) & ~4095) - 16\n"
     "    ELSE max((h.size + 23) & ~15, 32) - 8 END AS granted_bytes,\n"
-    "  " ADDR " AS addr, h.stack AS stack, (SELECT s.site FROM stacks s WHERE s.id = h.stack) AS site,\n"
-    "  h.stream AS stream, " TID("h.stream") " AS tid,\n"
+    "  " ADDR " AS addr, " STACK " AS stack, (SELECT s.site FROM stacks s WHERE s.id = " STACK ") AS site,\n"
+    "  " STREAM " AS stream, " TID(STREAM) " AS tid,\n"
     "  h.id + h.gap AS free_id,\n"
     "  CASE WHEN h.gap IS NULL THEN NULL WHEN (h.bits >> 4) & 7 <= 1 THEN 'free'\n"
     "    WHEN (h.bits >> 4) & 7 = 2 THEN 'realloc' WHEN (h.bits >> 4) & 7 = 3 THEN 'reallocarray'\n"
@@ -152,13 +161,13 @@ static const char *const views =
     "  " OLD " AS old_addr\n"
     "FROM heap_rows h;\n"
     "CREATE VIEW events AS\n"
-    "SELECT h.id AS id, h.ts AS ts_ns, h.stream AS stream, " TID("h.stream") " AS tid,\n"
+    "SELECT h.id AS id, " TS " AS ts_ns, " STREAM " AS stream, " TID(STREAM) " AS tid,\n"
     "  h.bits & 15 AS type, (SELECT n.name FROM event_types n WHERE n.type = h.bits & 15) AS type_name,\n"
-    "  h.stack AS stack, " ADDR " AS addr, " OLD " AS old_addr, h.size AS size_bytes, " ARG " AS arg,\n"
+    "  " STACK " AS stack, " ADDR " AS addr, " OLD " AS old_addr, h.size AS size_bytes, " ARG " AS arg,\n"
     "  1 - ((h.bits >> 7) & 1) AS in_window\n"
     "FROM heap_rows h WHERE h.bits & 1024 = 0\n"
     "UNION ALL\n"
-    "SELECT h.id + h.gap, h.ts + h.life, " FREE_STREAM ",\n"
+    "SELECT h.id + h.gap, " TS " + h.life, " FREE_STREAM ",\n"
     "  " TID(FREE_STREAM) ", 5, 'free',\n"
     "  NULL, " ADDR ", NULL, NULL, NULL, 1 - ((h.bits >> 8) & 1)\n"
     "FROM heap_rows h WHERE h.gap IS NOT NULL AND h.bits & 112 = 0\n"
@@ -172,15 +181,20 @@ static const char *const views =
     "  (SELECT n.name FROM event_types n WHERE n.type = " POOL_TYPE "),\n"
     "  p.stack, NULL, NULL, NULL, NULL, p.in_window\n"
     "FROM pools p;\n"
-    /* by stack first (integers), then by label: a few rows to sort by text */
+    /* by kind first (integers, no lookup per row), then by stack, then by
+     * label: a few rows to sort by text */
     "CREATE VIEW sites AS SELECT coalesce(s.site, '(no stack)') AS site, count(*) AS stacks,\n"
     "  sum(h.n) AS allocations, sum(h.bytes) AS bytes, max(h.max_size) AS max_size_bytes,\n"
     "  sum(h.leaked) AS leaked, total(h.leaked_bytes) AS leaked_bytes,\n"
     "  sum(h.life) * 1.0 / sum(h.freed) AS avg_lifetime_ns, max(h.max_life) AS max_lifetime_ns,\n"
     "  sum(h.xfree) AS cross_thread_frees\n"
-    "FROM (SELECT stack, count(*) AS n, sum(size) AS bytes, max(size) AS max_size, sum(gap IS NULL) AS leaked,\n"
-    "        total(CASE WHEN gap IS NULL THEN size END) AS leaked_bytes, sum(life) AS life, count(life) AS freed,\n"
-    "        max(life) AS max_life, sum(bits >= 2048) AS xfree FROM heap_rows GROUP BY stack) h\n"
+    "FROM (SELECT k.stack AS stack, sum(g.n) AS n, sum(g.bytes) AS bytes, max(g.max_size) AS max_size,\n"
+    "        sum(g.leaked) AS leaked, total(g.leaked_bytes) AS leaked_bytes, sum(g.life) AS life,\n"
+    "        sum(g.freed) AS freed, max(g.max_life) AS max_life, sum(g.xfree) AS xfree\n"
+    "      FROM (SELECT kind, count(*) AS n, sum(size) AS bytes, max(size) AS max_size, sum(gap IS NULL) AS leaked,\n"
+    "              total(CASE WHEN gap IS NULL THEN size END) AS leaked_bytes, sum(life) AS life, count(life) AS freed,\n"
+    "              max(life) AS max_life, sum(bits >= 2048) AS xfree FROM heap_rows GROUP BY kind) g\n"
+    "      JOIN heap_kinds k ON k.kind = g.kind GROUP BY k.stack) h\n"
     "LEFT JOIN stacks s ON s.id = h.stack GROUP BY 1;\n";
 
 /* the indexes the documented queries use (small tables) */
@@ -189,19 +203,19 @@ static const char *const indexes =
     "CREATE INDEX scopes_name ON scopes(name, begin_id);\n"
     "CREATE INDEX frames_function ON frames(function);\n";
 /* more (--indexes), on the tables that grow with the trace: heap objects
- * by address and by stack, other events by type and time, pool and block
+ * by address and by kind (stack), other events by type and time, pool and block
  * events by pool */
 static const char *const extra_indexes =
     /* the views' expressions, so that `allocations WHERE addr = ?` and
      * `events WHERE id BETWEEN ?` (the frees) use them */
     "CREATE INDEX heap_rows_addr ON heap_rows(" ADDR_OF("") ");\n"
     "CREATE INDEX heap_rows_free ON heap_rows(id + gap);\n"
-    "CREATE INDEX heap_rows_stack ON heap_rows(stack);\n"
+    "CREATE INDEX heap_rows_kind ON heap_rows(kind);\n"
     "CREATE INDEX event_rows_type_ts ON event_rows(type, ts);\n"
     "CREATE INDEX pools_pool_ts ON pools(pool_id, ts_ns);\n"
     "CREATE INDEX blocks_pool_block ON blocks(pool_id, block_id, ts_ns);\n";
 
-enum { ST_MARK, ST_POOL, ST_BLOCK, ST_RSS, ST_SCOPE, ST_HUPD, ST_N };
+enum { ST_MARK, ST_POOL, ST_BLOCK, ST_RSS, ST_SCOPE, ST_HUPD, ST_TS, ST_KIND, ST_N };
 static const char *const stmt_sql[ST_N] = {
     "INSERT INTO markers VALUES(?,?,?,?,?,?,?)",
     "INSERT INTO pools VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
@@ -209,6 +223,8 @@ static const char *const stmt_sql[ST_N] = {
     "INSERT INTO rss VALUES(?,?,?,?,?)",
     "INSERT INTO scopes VALUES(?,?,?,?,?,?,?,?,?,?,?)",
     "UPDATE heap_rows SET life = ?1, gap = ?2, bits = (bits & 512) | ?3 WHERE id = ?4",   /* HB_RAW kept */
+    "INSERT INTO heap_ts VALUES(?,?)",
+    "INSERT INTO heap_kinds VALUES(?,?,?)",
 };
 
 /* ---- batched inserts ------------------------------------------------------------ */
@@ -325,6 +341,7 @@ typedef struct open_scope {
 #define MAX_BASES 15             /* address regions (heap_rows.addr_off's low 4 bits; 15 = none) */
 #define RING (1u << 16)          /* heap rows waiting for older ones; power of two */
 #define MAX_OPEN_SCOPES 65536
+#define TS_SHIFT 8               /* heap_rows.ts is the time since heap_ts.ts of block id >> TS_SHIFT */
 
 typedef struct loader {
     sqlite3 *db;
@@ -339,6 +356,10 @@ typedef struct loader {
     hrow_t *ring;
     int64_t base[MAX_BASES];     /* heap_rows.addr_off = (addr - base[r]) | r (see choose_bases) */
     int n_base, base_set;
+    int base_shift;              /* bits of the base's index in addr_off (0 with one base) */
+    uint64_t ts_blk, ts_base;    /* the latest heap_ts row */
+    int ts_have;
+    psc_map_t kinds;             /* stack << 32 | stream -> heap_kinds.kind (uint64_t) */
     uint64_t head, tail;         /* ring rows [head, tail) wait; ring[seq % RING] */
     psc_map_t live;              /* address -> live_t */
     psc_map_t threads;           /* stream -> thread_t */
@@ -409,10 +430,13 @@ static void choose_bases(loader_t *L)
         int64_t b = a[run[r].at + run[r].len / 2] & ~(int64_t)15;
         if (b > 0 && b < INT64_MAX / 2) L->base[L->n_base++] = b;
     }
+    while ((1 << L->base_shift) < L->n_base) L->base_shift++;
     free(a);
 }
 
-/* addr as heap_rows.addr_off: 0, or -1 when it is stored as it is. */
+/* addr as heap_rows.addr_off: the offset from the nearest base in 16-byte
+ * units, shifted left by base_shift with the base's index below (with
+ * one base, the offset alone); 0, or -1 when it is stored as it is. */
 static int addr_encode(const loader_t *L, uint64_t addr, int64_t *off)
 {
     int64_t a = (int64_t)addr, best = 0;
@@ -424,8 +448,27 @@ static int addr_encode(const loader_t *L, uint64_t addr, int64_t *off)
         if (r < 0 || (d < 0 ? -d : d) < (best < 0 ? -best : best)) { r = i; best = d; }
     }
     if (r < 0) return -1;
-    *off = best | r;
+    *off = (int64_t)((uint64_t)(best >> 4) << L->base_shift) | r;
     return 0;
+}
+
+/* The (stack, stream) pair of a row as one small integer, heap_kinds.kind:
+ * a program has few of them, and one column of one or two bytes takes
+ * the place of two. */
+static uint64_t kind_of(loader_t *L, uint32_t stack, uint32_t stream)
+{
+    int is_new;
+    uint64_t *k = psc_map_put_sz(&L->kinds, (uint64_t)stack << 32 | stream, &is_new, sizeof(uint64_t));
+    if (!k) { fail(L, SQLITE_NOMEM); return 0; }
+    if (is_new) {
+        *k = psc_map_count(&L->kinds);
+        sqlite3_stmt *s = L->st[ST_KIND];
+        sqlite3_bind_int64(s, 1, (sqlite3_int64)*k);
+        if (stack) sqlite3_bind_int64(s, 2, stack); else sqlite3_bind_null(s, 2);
+        sqlite3_bind_int64(s, 3, stream);
+        fail(L, step_reset(s));
+    }
+    return *k;
 }
 
 static void heap_emit(loader_t *L, const hrow_t *h)
@@ -445,18 +488,28 @@ static void heap_emit(loader_t *L, const hrow_t *h)
         off = addr;
         old_off = old;
     }
+    /* the time from the first row of its block of ids (a few bytes instead
+     * of six): heap_ts has one row per block */
+    uint64_t blk = h->id >> TS_SHIFT;
+    if (!L->ts_have || blk != L->ts_blk) {
+        sqlite3_stmt *s = L->st[ST_TS];
+        sqlite3_bind_int64(s, 1, (sqlite3_int64)blk);
+        sqlite3_bind_int64(s, 2, (sqlite3_int64)h->ts);
+        fail(L, step_reset(s));
+        L->ts_have = 1;
+        L->ts_blk = blk;
+        L->ts_base = h->ts;
+    }
     v[0] = (int64_t)h->id;
-    v[1] = (int64_t)h->ts;
+    v[1] = (int64_t)(h->ts - L->ts_base);
     v[2] = h->life;
     v[3] = (int64_t)h->size;
     v[4] = off;
-    v[5] = h->stack;
-    v[6] = h->stream;
-    v[7] = (int64_t)h->gap;
-    v[8] = (int64_t)bits;
-    v[9] = h->has_old ? old_off : (int64_t)h->arg;      /* extra: old address or arg */
-    b->null[b->n] = (h->freed ? 0u : 1u << 2 | 1u << 7) | (h->stack ? 0u : 1u << 5) |
-                    (h->has_old || h->has_arg ? 0u : 1u << 9);
+    v[5] = (int64_t)kind_of(L, h->stack, h->stream);
+    v[6] = (int64_t)h->gap;
+    v[7] = (int64_t)bits;
+    v[8] = h->has_old ? old_off : (int64_t)h->arg;      /* extra: old address or arg */
+    b->null[b->n] = (h->freed ? 0u : 1u << 2 | 1u << 6) | (h->has_old || h->has_arg ? 0u : 1u << 8);
     if (++b->n == BATCH) fail(L, batch_flush(b));
     L->stats->allocations++;
 }
@@ -934,25 +987,26 @@ static void meta_selection(sqlite3_stmt *q, const az_scan_opts_t *so, uint64_t i
     meta_u64(q, "events_in_window", in_window);
 }
 
-/* Run sql with @B, the address base of heap_rows.addr_off (of a row
+/* Run sql with @A, the address heap_rows.addr_off encodes (of a row
  * named by prefix: "h." in the views, "" in an index), written in. */
 static int exec_based(loader_t *L, const char *sql, const char *prefix, char *msg, size_t msglen)
 {
-    char base[64 + MAX_BASES * 48];
-    int bl;
-    if (L->n_base <= 1) bl = snprintf(base, sizeof base, "%lld", L->n_base ? (long long)L->base[0] : 0ll);
+    char base[128 + MAX_BASES * 48];
+    int bl = snprintf(base, sizeof base, "(((%saddr_off >> %d) << 4) + ", prefix, L->base_shift);
+    if (L->n_base <= 1)
+        bl += snprintf(base + bl, sizeof base - (size_t)bl, "%lld)", L->n_base ? (long long)L->base[0] : 0ll);
     else {
-        bl = snprintf(base, sizeof base, "(CASE %saddr_off & 15", prefix);
+        bl += snprintf(base + bl, sizeof base - (size_t)bl, "(CASE %saddr_off & %d", prefix, (1 << L->base_shift) - 1);
         for (int r = 0; r < L->n_base; r++)
             bl += snprintf(base + bl, sizeof base - (size_t)bl, " WHEN %d THEN %lld", r, (long long)L->base[r]);
-        bl += snprintf(base + bl, sizeof base - (size_t)bl, " END)");
+        bl += snprintf(base + bl, sizeof base - (size_t)bl, " END))");
     }
     size_t n = 0;
-    for (const char *p = sql; (p = strstr(p, "@B")); p += 2) n++;
+    for (const char *p = sql; (p = strstr(p, "@A")); p += 2) n++;
     char *q = malloc(strlen(sql) + n * (size_t)bl + 1), *o = q;
     if (!q) { snprintf(msg, msglen, "out of memory"); return PSC_ENOMEM; }
     for (const char *p = sql;;) {
-        const char *at = strstr(p, "@B");
+        const char *at = strstr(p, "@A");
         size_t k = at ? (size_t)(at - p) : strlen(p);
         memcpy(o, p, k);
         o += k;
@@ -1008,8 +1062,12 @@ int az_sql_write_opts(const char *trace, const char *dbpath, const az_sql_opts_t
         L->open = malloc(MAX_OPEN_SCOPES * sizeof *L->open);
     }
     if (!L || !L->ring || !L->open || psc_map_init(&L->live, sizeof(live_t), 4096, 0, NULL) ||
-        psc_map_init(&L->threads, sizeof(thread_t), 16, 0, NULL)) {
-        if (L) { free(L->ring); free(L->open); psc_map_free(&L->live); psc_map_free(&L->threads); }
+        psc_map_init(&L->threads, sizeof(thread_t), 16, 0, NULL) ||
+        psc_map_init(&L->kinds, sizeof(uint64_t), 64, 0, NULL)) {
+        if (L) {
+            free(L->ring); free(L->open);
+            psc_map_free(&L->live); psc_map_free(&L->threads); psc_map_free(&L->kinds);
+        }
         free(L);
         psc_out_abort(dbo);
         snprintf(msg, msglen, "out of memory");
@@ -1026,7 +1084,7 @@ int az_sql_write_opts(const char *trace, const char *dbpath, const az_sql_opts_t
     /* temp_store stays FILE: with MEMORY, SQLite's sorter (CREATE INDEX)
      * mallocs every record and never spills; with FILE it packs records
      * into one arena and spills sorted runs only beyond cache_size */
-    if (exec(L->db, "PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF; PRAGMA cache_size=-65536;"
+    if (exec(L->db, "PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF; PRAGMA cache_size=-8192;"
                     "PRAGMA temp_store=FILE; PRAGMA locking_mode=EXCLUSIVE;", msg, msglen) ||
         exec(L->db, schema, msg, msglen) || exec(L->db, "BEGIN", msg, msglen))
         goto out;
@@ -1035,7 +1093,7 @@ int az_sql_write_opts(const char *trace, const char *dbpath, const az_sql_opts_t
             snprintf(msg, msglen, "sqlite: %s", sqlite3_errmsg(L->db));
             goto out;
         }
-    if (batch_prepare(L->db, &L->heap, "heap_rows", 10) != SQLITE_OK ||
+    if (batch_prepare(L->db, &L->heap, "heap_rows", 9) != SQLITE_OK ||
         batch_prepare(L->db, &L->other, "event_rows", 10) != SQLITE_OK) {
         snprintf(msg, msglen, "sqlite: %s", sqlite3_errmsg(L->db));
         goto out;
@@ -1191,6 +1249,7 @@ out:
     az_scan_free(s);
     psc_map_free(&L->live);
     psc_map_free(&L->threads);
+    psc_map_free(&L->kinds);
     free(L->ring);
     free(L->open);
     free(L);
