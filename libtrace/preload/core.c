@@ -18,7 +18,9 @@
  * Compression (format 1.5). The flusher thread drains every ring that is
  * half full at each tick (100 us) and at each flush round, and writes its
  * chunks compressed with zstd (version-2 chunks, PST_CHUNK_ZSTD), META too;
- * a thread whose ring reaches 7/8 (the flusher has not kept up) drains it
+ * a thread whose ring reaches 7/8 (the flusher has not kept up: on a loaded
+ * machine it goes unscheduled for tens of milliseconds) doubles its ring,
+ * up to PS_RING_MAX, and only a ring at that size is drained by the thread
  * itself, uncompressed, so no hook ever compresses. A thread's exit leaves
  * its ring to the flusher. Fatal signals write uncompressed; exit and exec
  * compress what is left. Every frame stands alone: the crash and recovery
@@ -491,8 +493,8 @@ static int flush_thr_locked(ps_thr_t *t, int z)
     uint64_t tl = t->tail;
     if (h == tl) return 0;
     uint8_t off[PST_VARINT_MAX];
-    uint64_t start = tl & PS_RING_MASK, len = h - tl;
-    uint64_t seg1 = len < PS_RING_SIZE - start ? len : PS_RING_SIZE - start;
+    uint64_t size = t->rmask + 1, start = tl & t->rmask, len = h - tl;
+    uint64_t seg1 = len < size - start ? len : size - start;
     struct iovec iov[4] = {
         { 0, 0 },
         { off, (size_t)(pst_put_varint(off, tl) - off) },
@@ -536,7 +538,7 @@ void ps_flush_thr(ps_thr_t *t, int z)
 
 static void put_lost(ps_thr_t *t, uint64_t n, unsigned reason)
 {
-    uint8_t *p = t->ring + (t->head & PS_RING_MASK);
+    uint8_t *p = t->ring + (t->head & t->rmask);
     t->inflight = 1;
     PS_SIGFENCE();
     uint64_t now = ps_g.tick;
@@ -549,15 +551,51 @@ static void put_lost(ps_thr_t *t, uint64_t n, unsigned reason)
     ps_rec_end(t, p);
 }
 
+/* The ring of t doubled: its unwritten bytes [tail, head) copied to their
+ * places under the new mask, then the new ring swapped in. Under clock (the
+ * flusher reads the ring only under it); tried, not waited on: a flusher
+ * holding the lock is draining the ring anyway. The copy is the cost a raw
+ * write of the same bytes would have had, without the syscall, the CRC and
+ * the uncompressed bytes in the file. 0: grown. */
+static int ring_grow(ps_thr_t *t)
+{
+    uint64_t size = t->rmask + 1, nsize = size * 2;
+    if (nsize > PS_RING_MAX || ps_g.fatal || ps_g.stopping) return -1;
+    if (pthread_mutex_trylock(&t->clock) != 0) return -1;
+    uint8_t *nr = ps_sys_mmap(nsize + PS_RING_SLACK);
+    if (!nr) {
+        pthread_mutex_unlock(&t->clock);
+        return -1;
+    }
+    uint8_t *old = t->ring;
+    for (uint64_t x = t->tail, h = t->head; x < h;) {
+        uint64_t so = x & (size - 1), sn = x & (nsize - 1), n = h - x;
+        if (n > size - so) n = size - so;
+        if (n > nsize - sn) n = nsize - sn;
+        memcpy(nr + sn, old + so, n);
+        x += n;
+    }
+    t->ring = nr;
+    t->rmask = nsize - 1;
+    pthread_mutex_unlock(&t->clock);
+    ps_sys_munmap(old, size + PS_RING_SLACK);
+    return 0;
+}
+
 /* Slow part of ps_rec_begin: the ring is half full, or a LOST record is due. */
-/* The flusher drains a ring from half full (compressed); the thread itself
- * only from 7/8 (uncompressed: a hook never compresses), and not while the
- * flusher is at it, unless the next record would not fit. */
+/* The flusher drains a ring from PS_SOFT_FILL (compressed); at 7/8 of its
+ * ring the thread doubles the ring (up to PS_RING_MAX), so the flusher,
+ * once it runs again, still compresses everything. A ring that cannot grow
+ * the thread drains itself (uncompressed: a hook never compresses), not
+ * while the flusher is at it, unless the next record would not fit. */
 int ps_make_room(ps_thr_t *t)
 {
     uint64_t tail = __atomic_load_n(&t->tail, __ATOMIC_ACQUIRE);
-    if (t->head - tail >= PS_SELF_FILL) {
-        if (t->head - tail > PS_RING_SIZE - PS_REC_MAX || ps_g.fatal) {
+    if (t->head - tail >= PS_SELF_FILL(t->rmask + 1) && ring_grow(t) == 0)
+        tail = __atomic_load_n(&t->tail, __ATOMIC_ACQUIRE);
+    uint64_t size = t->rmask + 1;
+    if (t->head - tail >= PS_SELF_FILL(size)) {
+        if (t->head - tail > size - PS_REC_MAX || ps_g.fatal) {
             ps_flush_thr(t, 0);
         } else if (pthread_mutex_trylock(&t->clock) == 0) {
             flush_thr_locked(t, 0);
@@ -565,23 +603,23 @@ int ps_make_room(ps_thr_t *t)
         }
         tail = __atomic_load_n(&t->tail, __ATOMIC_ACQUIRE);
     }
-    if (t->head - tail > PS_RING_SIZE - PS_REC_MAX) {
+    if (t->head - tail > size - PS_REC_MAX) {
         /* Cannot drain (the file does not take our writes): count it. */
         t->lost++;
         add_lost(1);
         t->soft = t->head;
         return -1;
     }
-    if (t->head - tail < PS_SELF_FILL) {
-        t->soft = tail + PS_SELF_FILL;
+    if (t->head - tail < PS_SELF_FILL(size)) {
+        t->soft = tail + PS_SELF_FILL(size);
     } else {   /* the flusher holds the ring: look again in a few records, in time to wait for it */
-        uint64_t lim = tail + PS_RING_SIZE - PS_REC_MAX;
+        uint64_t lim = tail + size - PS_REC_MAX;
         t->soft = t->head + 1024 < lim ? t->head + 1024 : lim;
     }
     /* the hooks' fast paths write up to PS_FAST_MAX bytes without the wrap
      * copy: they stop at soft, which stays that far before the ring's end
      * (while head is closer than that, every event comes here) */
-    uint64_t edge = (t->head | PS_RING_MASK) + 1 - PS_FAST_MAX;
+    uint64_t edge = (t->head | t->rmask) + 1 - PS_FAST_MAX;
     if (t->soft > edge) t->soft = t->head < edge ? edge : t->head;
     if (t->lost) {
         uint64_t n = t->lost;
@@ -638,7 +676,6 @@ static void stack_bounds(ps_thr_t *t, pid_t tid)
 /* ---- the counters file (ctl.h) ------------------------------------------- */
 
 #define REC_BYTES ((sizeof(ps_thr_t) + 4095) & ~(size_t)4095)
-#define RING_MAP  (PS_RING_SIZE + PS_RING_SLACK)
 
 static void *map_shared(int fd, size_t len, uint64_t off)
 {
@@ -715,16 +752,18 @@ static ps_thr_t *rec_alloc(void)
     if (t) {
         ps_g.thr_free = t->next;
         uint8_t *ring = t->ring;
+        uint64_t rmask = t->rmask;   /* a ring that grew keeps its size */
         size_t len = t->map_len;
         int in_ctl = t->in_ctl;
         memset(t, 0, sizeof *t);
         t->ring = ring;
+        t->rmask = rmask;
         t->map_len = len;
         t->in_ctl = in_ctl;
         pst_enc_init(&t->enc, PST_CODING_RECENT, t->enc_index);
         return t;
     }
-    uint8_t *ring = ps_sys_mmap(RING_MAP);
+    uint8_t *ring = ps_sys_mmap(PS_RING_SIZE + PS_RING_SLACK);
     if (!ring) return NULL;
     if (ps_g.cnt != &ps_g.cnt_local && ctl_fd_ok() == 0) {
         uint64_t off = PST_CTL_HDR + (uint64_t)ps_g.cnt->n_slots * REC_BYTES;
@@ -733,8 +772,9 @@ static ps_thr_t *rec_alloc(void)
             __atomic_store_n(&ps_g.cnt->n_slots, ps_g.cnt->n_slots + 1, __ATOMIC_RELEASE);
         }
     }
-    if (!t && !(t = ps_sys_mmap(REC_BYTES))) { ps_sys_munmap(ring, RING_MAP); return NULL; }
+    if (!t && !(t = ps_sys_mmap(REC_BYTES))) { ps_sys_munmap(ring, PS_RING_SIZE + PS_RING_SLACK); return NULL; }
     t->ring = ring;
+    t->rmask = PS_RING_SIZE - 1;
     t->map_len = REC_BYTES;
     pst_enc_init(&t->enc, PST_CODING_RECENT, t->enc_index);   /* format 1.5: recent addresses */
     return t;
@@ -742,7 +782,7 @@ static ps_thr_t *rec_alloc(void)
 
 static void rec_unmap(ps_thr_t *t)
 {
-    ps_sys_munmap(t->ring, RING_MAP);
+    ps_sys_munmap(t->ring, t->rmask + 1 + PS_RING_SLACK);
     ps_sys_munmap(t, t->map_len);
 }
 
@@ -752,7 +792,7 @@ static ps_thr_t *thr_register(void)
     ps_thr_t *t = rec_alloc();
     pthread_mutex_unlock(&ps_g.tlock);
     if (!t) return NULL;
-    t->soft = PS_SELF_FILL;
+    t->soft = PS_SELF_FILL(t->rmask + 1);
     pthread_mutex_init(&t->clock, NULL);
     pid_t tid = ps_gettid();
     if (ps_g.stacks != PST_STACKS_NONE) stack_bounds(t, tid);   /* fp and dwarf walks stay inside */
@@ -805,7 +845,7 @@ static ps_thr_t *late_enter(void)
         pthread_mutex_lock(&ps_g.tlock);
         t = rec_alloc();
         if (t) {
-            t->soft = PS_SELF_FILL;   /* no stack bounds: fp walks record nothing */
+            t->soft = PS_SELF_FILL(t->rmask + 1);   /* no stack bounds: fp walks record nothing */
             pthread_mutex_init(&t->clock, NULL);
             t->next = ps_g.threads;
             __atomic_store_n(&ps_g.threads, t, __ATOMIC_RELEASE);
@@ -941,7 +981,7 @@ int ps_emit_generic(ps_thr_t *t, const pst_event_t *ev)
     }
     uint8_t *e = pst_encode_event(&t->enc, p, ev);
     if (!e) {   /* invalid event (the API checks first): keep a TS record written */
-        if (p != t->ring + (t->head & PS_RING_MASK)) {
+        if (p != t->ring + (t->head & t->rmask)) {
             ps_rec_end(t, p);
             __atomic_store_n(&t->c.nev, t->c.nev - 1, __ATOMIC_RELAXED);
         }

@@ -195,7 +195,7 @@ EXPORT void *malloc(size_t n)
     if (PS_UNLIKELY(ps_g.stacks != PST_STACKS_NONE)) return malloc_rec(t, r, n);
     uint64_t h = t->head;
     if (PS_UNLIKELY(!ps_fast_begin(t, h))) return malloc_rec(t, r, n);
-    uint8_t *p = t->ring + (h & PS_RING_MASK);
+    uint8_t *p = t->ring + (h & t->rmask);
     ps_fast_end(t, p, ps_enc_Au(&t->enc, ps_ver(t, p, (uintptr_t)r), PST_EV_MALLOC, 0, (uintptr_t)r, n), h);
     ps_leave_fast();
     return r;
@@ -232,7 +232,7 @@ EXPORT void free(void *ptr)
     PS_SIGFENCE();
     uint64_t h = t->head;
     if (PS_UNLIKELY(!ps_fast_begin(t, h))) { free_rec(t, ptr); return; }
-    uint8_t *p = t->ring + (h & PS_RING_MASK);
+    uint8_t *p = t->ring + (h & t->rmask);
     ps_fast_end(t, p, ps_enc_A(&t->enc, ps_ver(t, p, (uintptr_t)ptr), PST_EV_FREE, 0, (uintptr_t)ptr), h);
     ps_leave_fast();
     ps_real.free(ptr);

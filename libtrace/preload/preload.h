@@ -41,7 +41,12 @@
 #define PS_REC_MAX     (2 * PST_EVENT_MAX + 64 + PS_IDS_PER_REC * PST_VARINT_MAX)   /* LOST + TS + one event */
 _Static_assert(PS_REC_MAX <= PS_RING_SLACK, "a record must fit the ring's slack");
 #define PS_SOFT_FILL   (PS_RING_SIZE / 2)         /* the flusher drains (compressed) a ring above this */
-#define PS_SELF_FILL   (PS_RING_SIZE / 8 * 7)     /* the producer drains itself (uncompressed) above this */
+/* A ring starts at PS_RING_SIZE; a thread whose ring reaches 7/8 (the
+ * flusher has not kept up) doubles it, up to PS_RING_MAX, so its events
+ * still go out compressed. Only a ring at PS_RING_MAX is drained by its
+ * own thread, uncompressed. */
+#define PS_RING_MAX    (4u << 20)
+#define PS_SELF_FILL(size) ((size) / 8 * 7)       /* the producer grows or drains its ring above this */
 #define PS_SCACHE      512                        /* per-thread stack cache slots */
 
 typedef struct ps_scache_ent { uint64_t hash; uint32_t id; uint32_t pad; } ps_scache_ent_t;
@@ -77,6 +82,7 @@ typedef struct ps_thr {
     uintptr_t stk_lo;       /* fp walk: the stack pointer must lie above this */
     uintptr_t stk_hi;       /* fp walk: frames must lie below this (0: unknown) */
     uint8_t *ring;
+    uint64_t rmask;         /* ring bytes - 1: a power of two (changed by its owner, under clock) */
     volatile uint8_t inflight; /* between reading the tick and publishing the event (flusher reads it) */
     pst_enc_t enc;          /* address base, TS state; last: its 2 KiB list of recent addresses */
     char pad0[64];
@@ -374,7 +380,7 @@ static inline uint8_t *ps_rec_begin(ps_thr_t *t)
 {
     if (PS_UNLIKELY(t->head >= t->soft) && ps_make_room(t) != 0)
         return NULL;
-    uint8_t *p = t->ring + (t->head & PS_RING_MASK);
+    uint8_t *p = t->ring + (t->head & t->rmask);
     t->inflight = 1;
     PS_SIGFENCE();
     uint64_t now = ps_g.tick;
@@ -397,7 +403,7 @@ static inline void ps_call_begin(ps_thr_t *t)
 }
 
 /* The malloc and free fast paths' ps_rec_begin, the guard held, h being
- * t->head: 1 when the record may start at t->ring + (h & PS_RING_MASK),
+ * t->head: 1 when the record may start at t->ring + (h & t->rmask),
  * 0 when anything but the plain case is due (the ring's soft mark, a clock
  * check, a TS record); the caller then records with ps_rec_begin. A record
  * made here is at most PS_FAST_MAX bytes (a VER record, type, address,
@@ -435,10 +441,10 @@ static inline void ps_leave_fast(void)
 
 static inline void ps_rec_end(ps_thr_t *t, uint8_t *p)
 {
-    uint64_t start = t->head & PS_RING_MASK;
+    uint64_t size = t->rmask + 1, start = t->head & t->rmask;
     uint64_t len = (uint64_t)(p - (t->ring + start));
-    if (PS_UNLIKELY(start + len > PS_RING_SIZE))
-        memcpy(t->ring, t->ring + PS_RING_SIZE, start + len - PS_RING_SIZE);
+    if (PS_UNLIKELY(start + len > size))
+        memcpy(t->ring, t->ring + size, start + len - size);
     t->c.nev++;
     __atomic_store_n(&t->head, t->head + len, __ATOMIC_RELEASE);
     PS_SIGFENCE();
