@@ -105,6 +105,47 @@ static inline const uint8_t *skip_rec(const rdesc_t *d, const uint8_t *p, const 
     return p;
 }
 
+/* The records both walks (split and join) skip in a tight loop of their
+ * own that keeps little live: no stack id, not a TS, a simple layout of 1
+ * to 4 fields, every field a one- or two-byte varint, no A field whose
+ * value is 0 (a code 0: its delta follows). fast[type byte] is 0 for
+ * every other type byte, else nf | A mask << 4. Such a record ends where
+ * skip_rec would end it; anything else goes to the general walk, so both
+ * cut every record at the same byte as before. */
+static void make_fast(const rdesc_t d[PST_EV_TYPE_MASK + 1], uint8_t fast[256])
+{
+    for (unsigned i = 0; i < 256; i++) {
+        const rdesc_t *r = &d[i & PST_EV_TYPE_MASK];
+        fast[i] = i != PST_EV_TS && !(i & PST_EV_HAS_STACK) && r->simple && r->nf && r->nf <= 4
+                  ? (uint8_t)(r->nf | (r->amask & 15) << 4) : 0;
+    }
+}
+
+#define FAST_MIN (1 + 2 * 4)   /* bytes a record of the fast loop reads at most */
+
+/* The end of the fast record at p (at least FAST_MIN bytes before the
+ * end), or NULL: the general walk takes it. */
+static inline const uint8_t *skip_fast(const uint8_t fast[256], const uint8_t *p)
+{
+    unsigned k = fast[*p];
+    if (!k) return NULL;
+    const uint8_t *q = p + 1;
+    unsigned am = k >> 4, nf = k & 15;
+    for (unsigned i = 0; i < nf; i++, am >>= 1) {
+        unsigned b0 = q[0];
+        if (b0 < 0x80) {
+            if (b0 == 0 && (am & 1)) return NULL;
+            q += 1;
+        } else if (q[1] < 0x80) {
+            if (b0 == 0x80 && q[1] == 0 && (am & 1)) return NULL;
+            q += 2;
+        } else {
+            return NULL;
+        }
+    }
+    return q;
+}
+
 /* n bytes from s to o; short runs (the common case: a record or two) as
  * one 16-byte move when both sides have the room, no call. */
 static inline uint8_t *copy_run(uint8_t *o, const uint8_t *oend, const uint8_t *s, const uint8_t *send, size_t n)
@@ -155,8 +196,16 @@ size_t pst_cols_split(const uint8_t *in, size_t len, uint8_t *out, size_t cap,
     size_t n_cnt = 0;
     unsigned w = 0;
     rdesc_t d[PST_EV_TYPE_MASK + 1];
+    uint8_t fast[256];
     make_descs(d);
+    make_fast(d, fast);
     while (p < end) {
+        const uint8_t *fq;
+        while (end - p > FAST_MIN && (fq = skip_fast(fast, p))) {   /* the common record: skipped */
+            since++;
+            p = fq;
+        }
+        if (p >= end) break;
         unsigned tb = *p;
         if (tb == PST_EV_TS) {
             /* only a TS whose value comes back as the same bytes moves out
@@ -299,7 +348,9 @@ int pst_cols_join(const uint8_t *in, size_t len, uint8_t *out, size_t cap, size_
     PUT(in, h.so);
     const uint8_t *cnt = h.cnt, *stk = h.stk, *run = h.ev, *q = h.ev;
     rdesc_t d[PST_EV_TYPE_MASK + 1];
+    uint8_t fast[256];
     make_descs(d);
+    make_fast(d, fast);
     size_t ti = 0;
     uint64_t left = 0;   /* records before TS number ti */
     if (h.n_ts && !(cnt = pst_get_varint(cnt, h.plane, &left))) return PSC_ECORRUPT;
@@ -310,6 +361,13 @@ int pst_cols_join(const uint8_t *in, size_t len, uint8_t *out, size_t cap, size_
             PUT_TS();
             NEXT_COUNT();
         }
+        /* the common records up to the next TS: skipped, the run goes on */
+        const uint8_t *q0 = q, *fq;
+        while ((ti >= h.n_ts || left) && h.cnt - q > FAST_MIN && (fq = skip_fast(fast, q))) {
+            q = fq;
+            if (ti < h.n_ts) left--;
+        }
+        if (q != q0) continue;
         unsigned tb = *q++;
         if (tb & PST_EV_HAS_STACK) {   /* its id comes back from the stack column */
             const uint8_t *s = skip_varint(stk, h.tail);
