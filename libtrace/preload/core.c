@@ -552,21 +552,16 @@ static void put_lost(ps_thr_t *t, uint64_t n, unsigned reason)
 }
 
 /* The ring of t doubled: its unwritten bytes [tail, head) copied to their
- * places under the new mask, then the new ring swapped in. Under clock (the
- * flusher reads the ring only under it); tried, not waited on: a flusher
- * holding the lock is draining the ring anyway. The copy is the cost a raw
+ * places under the new mask, then the new ring swapped in. t->clock held
+ * (the flusher reads the ring only under it). The copy is the cost a raw
  * write of the same bytes would have had, without the syscall, the CRC and
  * the uncompressed bytes in the file. 0: grown. */
-static int ring_grow(ps_thr_t *t)
+static int ring_grow_locked(ps_thr_t *t)
 {
     uint64_t size = t->rmask + 1, nsize = size * 2;
     if (nsize > PS_RING_MAX || ps_g.fatal || ps_g.stopping) return -1;
-    if (pthread_mutex_trylock(&t->clock) != 0) return -1;
     uint8_t *nr = ps_sys_mmap(nsize + PS_RING_SLACK);
-    if (!nr) {
-        pthread_mutex_unlock(&t->clock);
-        return -1;
-    }
+    if (!nr) return -1;
     uint8_t *old = t->ring;
     for (uint64_t x = t->tail, h = t->head; x < h;) {
         uint64_t so = x & (size - 1), sn = x & (nsize - 1), n = h - x;
@@ -577,7 +572,6 @@ static int ring_grow(ps_thr_t *t)
     }
     t->ring = nr;
     t->rmask = nsize - 1;
-    pthread_mutex_unlock(&t->clock);
     ps_sys_munmap(old, size + PS_RING_SLACK);
     return 0;
 }
@@ -586,22 +580,25 @@ static int ring_grow(ps_thr_t *t)
 /* The flusher drains a ring from PS_SOFT_FILL (compressed); at 7/8 of its
  * ring the thread doubles the ring (up to PS_RING_MAX), so the flusher,
  * once it runs again, still compresses everything. A ring that cannot grow
- * the thread drains itself (uncompressed: a hook never compresses), not
- * while the flusher is at it, unless the next record would not fit. */
+ * the thread drains itself (uncompressed: a hook never compresses). While
+ * the flusher holds the ring (it is draining it) the thread goes on until
+ * the next record would not fit, then waits for it, and looks again: the
+ * flusher has usually made room by then, so nothing is written raw. */
 int ps_make_room(ps_thr_t *t)
 {
     uint64_t tail = __atomic_load_n(&t->tail, __ATOMIC_ACQUIRE);
-    if (t->head - tail >= PS_SELF_FILL(t->rmask + 1) && ring_grow(t) == 0)
-        tail = __atomic_load_n(&t->tail, __ATOMIC_ACQUIRE);
     uint64_t size = t->rmask + 1;
     if (t->head - tail >= PS_SELF_FILL(size)) {
-        if (t->head - tail > size - PS_REC_MAX || ps_g.fatal) {
+        int hard = t->head - tail > size - PS_REC_MAX;
+        if (ps_g.fatal) {
             ps_flush_thr(t, 0);
-        } else if (pthread_mutex_trylock(&t->clock) == 0) {
-            flush_thr_locked(t, 0);
+        } else if (hard ? lock_c(&t->clock) == 0 : pthread_mutex_trylock(&t->clock) == 0) {
+            if (t->head - t->tail >= PS_SELF_FILL(size) && ring_grow_locked(t) != 0)
+                flush_thr_locked(t, 0);
             pthread_mutex_unlock(&t->clock);
         }
         tail = __atomic_load_n(&t->tail, __ATOMIC_ACQUIRE);
+        size = t->rmask + 1;
     }
     if (t->head - tail > size - PS_REC_MAX) {
         /* Cannot drain (the file does not take our writes): count it. */
