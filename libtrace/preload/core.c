@@ -148,6 +148,7 @@ void ps_recompute_on(void)
     /* ps_real_ready: the hooks' fast paths call the real functions on `on` alone */
     ps_g.on = ps_real_ready && ps_g.active && !ps_g.paused && !ps_g.closed && !ps_g.child_pending && !ps_g.stopping;
     ps_g.fast = ps_g.on && ps_real.glibc;
+    ps_g.fast_ns = ps_g.fast && ps_g.stacks == PST_STACKS_NONE;
 }
 
 static void add_lost(uint64_t n) { __atomic_add_fetch(&ps_g.cnt->lost_total, n, __ATOMIC_RELAXED); }

@@ -189,10 +189,11 @@ EXPORT void *malloc(size_t n)
     if (PS_UNLIKELY(!ps_g.fast)) return malloc_cold(n);
     void *r = ps_real.malloc(n);
     ps_thr_t *t = ps_tls.thr;
-    if (PS_UNLIKELY(!ps_g.on || ps_tls.busy || (uintptr_t)t <= 1)) return malloc_rec_enter(r, n);
+    /* fast_ns: still recording (as `on`), and no stack to capture; with
+     * stacks the general entry takes the guard and captures one */
+    if (PS_UNLIKELY(!ps_g.fast_ns || ps_tls.busy || (uintptr_t)t <= 1)) return malloc_rec_enter(r, n);
     ps_tls.busy = 1;
     PS_SIGFENCE();
-    if (PS_UNLIKELY(ps_g.stacks != PST_STACKS_NONE)) return malloc_rec(t, r, n);
     uint64_t h = t->head;
     if (PS_UNLIKELY(!ps_fast_begin(t, h))) return malloc_rec(t, r, n);
     uint8_t *p = t->ring + (h & t->rmask);

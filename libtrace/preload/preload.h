@@ -206,6 +206,7 @@ typedef struct ps_z {
 typedef struct ps_global {
     volatile int on;         /* hot flag: recording and file usable */
     volatile int fast;       /* on, and malloc/free may take their fast paths (ps_real.glibc) */
+    volatile int fast_ns;    /* fast, and no stacks: malloc records on its fast path (one flag to load) */
     volatile int active;     /* POOLSCOPE_OUT set and the file is open */
     volatile int inited;     /* constructor done */
     int init_state;          /* ps_init: 0 not started, 1 running, 2 done */
