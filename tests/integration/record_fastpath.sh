@@ -58,4 +58,70 @@ ring_wraps() { # $1 stacks
 }
 check ring_wraps_exact_none ring_wraps none
 check ring_wraps_exact_fp ring_wraps fp
+
+# A flusher that cannot drain: the program churns inside a dl_iterate_phdr
+# callback, which holds the loader lock that the flusher's module poll
+# (every 50 ms) waits for: 150 ms asleep there, then 400,000 malloc/free
+# pairs (about 2.2 MB of records, below what a 4 MiB ring holds at 7/8).
+# The thread's ring must grow rather than be
+# written uncompressed by the thread (core.c, ps_make_room): every event
+# recorded, and no uncompressed EVENTS chunk beyond a few small ones
+# (rings with less than 256 bytes at a flush round, the flusher's own
+# stream). Should the flusher be scheduled and drain all along, there is
+# nothing raw either; it fails when the thread writes its ring itself.
+cat >"$T/blocked.c" <<'C'
+#define _GNU_SOURCE
+#include <link.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+static unsigned long n_malloc, n_free;
+static char obuf[256];   /* stdout's buffer: printf allocates nothing */
+static void churn(unsigned long pairs)
+{
+    void *keep[8] = { 0 };
+    for (unsigned long i = 0; i < pairs; i++) {
+        void *p = malloc(16 + (i % 64) * 16);
+        if (!p) exit(1);
+        *(volatile char *)p = 1;
+        n_malloc++;
+        unsigned k = (unsigned)(i % 8);
+        if (keep[k]) { free(keep[k]); n_free++; }
+        keep[k] = p;
+    }
+    for (unsigned k = 0; k < 8; k++) if (keep[k]) { free(keep[k]); n_free++; }
+}
+static int cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    (void)info; (void)size;
+    /* long enough for the flusher's next module poll to wait for us */
+    struct timespec d = { 0, 150 * 1000 * 1000 };
+    nanosleep(&d, NULL);
+    churn(*(unsigned long *)arg);
+    return 1;   /* the first object only */
+}
+int main(int argc, char **argv)
+{
+    unsigned long pairs = argc > 1 ? strtoul(argv[1], 0, 10) : 400000;
+    setvbuf(stdout, obuf, _IOFBF, sizeof obuf);
+    churn(1000);
+    dl_iterate_phdr(cb, &pairs);
+    churn(1000);
+    printf("mallocs=%lu frees=%lu\n", n_malloc, n_free);
+    return 0;
+}
+C
+flusher_blocked() {
+    cc -std=c11 -O2 -o "$T/blocked" "$T/blocked.c" || return 1
+    LD_PRELOAD="$PRELOAD" POOLSCOPE_OUT="$T/bl.pst" POOLSCOPE_STACKS=none "$T/blocked" 400000 >"$T/bl.out" || return 1
+    "$DUMP" "$T/bl.pst" >"$T/bl.dump" || return 1
+    "$P/pstcols" "$T/bl.pst" >"$T/bl.cols" || return 1
+    m=$(sed -n 's/^mallocs=\([0-9]*\) .*/\1/p' "$T/bl.out")
+    f=$(sed -n 's/.* frees=\([0-9]*\)$/\1/p' "$T/bl.out")
+    [ "$(key "$T/bl.dump" malloc)" = "$m" ] && [ "$(key "$T/bl.dump" free)" = "$f" ] &&
+        [ "$(key "$T/bl.dump" complete)" = 1 ] && [ "$(key "$T/bl.dump" lost)" = 0 ] &&
+        [ "$(key "$T/bl.cols" raw_events_max)" -lt 4096 ] ||
+        { echo "  program: $(cat "$T/bl.out"); trace: $(grep -E '^(events|malloc|free|lost|complete)=' "$T/bl.dump" | tr '\n' ' ') $(tr '\n' ' ' <"$T/bl.cols")" >&2; return 1; }
+}
+check flusher_blocked_ring_grows_nothing_raw flusher_blocked
 exit $status

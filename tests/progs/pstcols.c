@@ -6,6 +6,7 @@
  *
  *   pstcols FILE      prints key=value lines:
  *     events_chunks column_chunks plain_zstd_chunks round_trip_bad flusher_bad
+ *     raw_events_max (payload bytes of the longest uncompressed EVENTS chunk)
  * Exit 0 when both bad counts are 0; 1 otherwise; 2 if the file is unusable.
  */
 #include <stdint.h>
@@ -30,7 +31,7 @@ int main(int argc, char **argv)
     if (sz < PST_FILE_HDR_FIXED || fread(d, 1, (size_t)sz, f) != (size_t)sz) { fprintf(stderr, "short file\n"); return 2; }
     fclose(f);
     size_t pos = PST_FILE_HDR_FIXED + (d[12] | d[13] << 8 | d[14] << 16 | (size_t)d[15] << 24);
-    uint64_t chunks = 0, cols = 0, plain = 0, rt_bad = 0, fl_bad = 0;
+    uint64_t chunks = 0, cols = 0, plain = 0, rt_bad = 0, fl_bad = 0, raw_max = 0;
     pst_inflate_t z = { 0 };
     uint8_t *s = malloc(PST_COLS_BOUND(PST_MAX_CHUNK)), *j = malloc(PST_MAX_CHUNK), *raw = malloc(PST_MAX_CHUNK);
     uint8_t *t = malloc(PST_COLS_TMP(PST_MAX_CHUNK));
@@ -47,7 +48,10 @@ int main(int argc, char **argv)
         chunks++;
         size_t cut, sl = pst_cols_split(p, n, s, PST_COLS_BOUND(n), t, PST_COLS_TMP(n), &cut), jl;
         if (sl && (pst_cols_join(s, sl, j, PST_MAX_CHUNK, &jl) || jl != n || memcmp(j, p, n))) rt_bad++;
-        if (!(h.flags & PST_CHUNK_ZSTD)) continue;
+        if (!(h.flags & PST_CHUNK_ZSTD)) {
+            if (h.len > raw_max) raw_max = h.len;
+            continue;
+        }
         uint64_t rl;
         const uint8_t *fr = pst_get_varint(pl, pl + h.len, &rl);
         size_t got = fr ? ZSTD_decompress(raw, PST_MAX_CHUNK, fr, (size_t)(pl + h.len - fr)) : 0;
@@ -57,9 +61,10 @@ int main(int argc, char **argv)
         if (sl != got || memcmp(s, raw, got)) fl_bad++;
     }
     pst_inflate_done(&z);
-    printf("events_chunks=%llu\ncolumn_chunks=%llu\nplain_zstd_chunks=%llu\nround_trip_bad=%llu\nflusher_bad=%llu\n",
+    printf("events_chunks=%llu\ncolumn_chunks=%llu\nplain_zstd_chunks=%llu\nround_trip_bad=%llu\nflusher_bad=%llu\n"
+           "raw_events_max=%llu\n",
            (unsigned long long)chunks, (unsigned long long)cols, (unsigned long long)plain,
-           (unsigned long long)rt_bad, (unsigned long long)fl_bad);
+           (unsigned long long)rt_bad, (unsigned long long)fl_bad, (unsigned long long)raw_max);
     free(s); free(t); free(j); free(raw); free(d);
     return rt_bad || fl_bad;
 }
