@@ -578,28 +578,35 @@ static int ring_grow_locked(ps_thr_t *t)
 }
 
 /* Slow part of ps_rec_begin: the ring is half full, or a LOST record is due. */
-/* The flusher drains a ring from PS_SOFT_FILL (compressed); at 7/8 of its
- * ring the thread doubles the ring (up to PS_RING_MAX), so the flusher,
- * once it runs again, still compresses everything. A ring that cannot grow
- * the thread drains itself (uncompressed: a hook never compresses). While
- * the flusher holds the ring (it is draining it) the thread goes on until
- * the next record would not fit, then waits for it, and looks again: the
- * flusher has usually made room by then, so nothing is written raw. */
+/* The flusher drains a ring from PS_SOFT_FILL (compressed). While the
+ * program has one thread, at 7/8 of its ring the thread doubles the ring
+ * (up to PS_RING_MAX), so the flusher, once it runs again, still compresses
+ * everything. Once it has a second thread (ps_g.multi), rings do not grow
+ * and every ring is used as PS_RING_SIZE bytes, whatever its size: a
+ * stream's chunk that comes late holds at most that much, as the reader's
+ * merge of several streams wants (a version wait scans what the other
+ * streams have queued: with 4 MiB late chunks of 8 threads, reading took
+ * minutes instead of seconds). A ring that cannot grow the thread drains
+ * itself at 7/8 (uncompressed: a hook never compresses). While the flusher
+ * holds the ring (it is draining it) the thread goes on until the next
+ * record would not fit, then waits for it and looks again: the flusher has
+ * usually made room by then, so nothing is written raw. */
 int ps_make_room(ps_thr_t *t)
 {
     uint64_t tail = __atomic_load_n(&t->tail, __ATOMIC_ACQUIRE);
-    uint64_t size = t->rmask + 1;
-    if (t->head - tail >= PS_SELF_FILL(size)) {
-        int hard = t->head - tail > size - PS_REC_MAX;
+    uint64_t size = t->rmask + 1, use = ps_g.multi ? PS_RING_SIZE : size;
+    if (t->head - tail >= PS_SELF_FILL(use)) {
+        int hard = t->head - tail > use - PS_REC_MAX;
         if (ps_g.fatal) {
             ps_flush_thr(t, 0);
         } else if (hard ? lock_c(&t->clock) == 0 : pthread_mutex_trylock(&t->clock) == 0) {
-            if (t->head - t->tail >= PS_SELF_FILL(size) && ring_grow_locked(t) != 0)
+            if (t->head - t->tail >= PS_SELF_FILL(use) && (ps_g.multi || ring_grow_locked(t) != 0))
                 flush_thr_locked(t, 0);
             pthread_mutex_unlock(&t->clock);
         }
         tail = __atomic_load_n(&t->tail, __ATOMIC_ACQUIRE);
         size = t->rmask + 1;
+        use = ps_g.multi ? PS_RING_SIZE : size;
     }
     if (t->head - tail > size - PS_REC_MAX) {
         /* Cannot drain (the file does not take our writes): count it. */
@@ -608,10 +615,10 @@ int ps_make_room(ps_thr_t *t)
         t->soft = t->head;
         return -1;
     }
-    if (t->head - tail < PS_SELF_FILL(size)) {
-        t->soft = tail + PS_SELF_FILL(size);
+    if (t->head - tail < PS_SELF_FILL(use)) {
+        t->soft = tail + PS_SELF_FILL(use);
     } else {   /* the flusher holds the ring: look again in a few records, in time to wait for it */
-        uint64_t lim = tail + size - PS_REC_MAX;
+        uint64_t lim = tail + (t->head - tail < use - PS_REC_MAX ? use : size) - PS_REC_MAX;
         t->soft = t->head + 1024 < lim ? t->head + 1024 : lim;
     }
     /* the hooks' fast paths write up to PS_FAST_MAX bytes without the wrap
