@@ -20,8 +20,9 @@
  * chunks compressed with zstd (version-2 chunks, PST_CHUNK_ZSTD), META too;
  * a thread whose ring reaches 7/8 (the flusher has not kept up: on a loaded
  * machine it goes unscheduled for tens of milliseconds) doubles its ring,
- * up to PS_RING_MAX, and only a ring at that size is drained by the thread
- * itself, uncompressed, so no hook ever compresses. A thread's exit leaves
+ * up to PS_RING_MAX, while the program has one thread; a ring at that size,
+ * or any ring of a program with several threads (ps_make_room says why), is
+ * drained by the thread itself, uncompressed, so no hook ever compresses. A thread's exit leaves
  * its ring to the flusher. Fatal signals write uncompressed; exit and exec
  * compress what is left. Every frame stands alone: the crash and recovery
  * guarantees do not change.

@@ -41,10 +41,12 @@
 #define PS_REC_MAX     (2 * PST_EVENT_MAX + 64 + PS_IDS_PER_REC * PST_VARINT_MAX)   /* LOST + TS + one event */
 _Static_assert(PS_REC_MAX <= PS_RING_SLACK, "a record must fit the ring's slack");
 #define PS_SOFT_FILL   (PS_RING_SIZE / 2)         /* the flusher drains (compressed) a ring above this */
-/* A ring starts at PS_RING_SIZE; a thread whose ring reaches 7/8 (the
- * flusher has not kept up) doubles it, up to PS_RING_MAX, so its events
- * still go out compressed. Only a ring at PS_RING_MAX is drained by its
- * own thread, uncompressed. */
+/* A ring starts at PS_RING_SIZE; while the program has one thread, a
+ * thread whose ring reaches 7/8 (the flusher has not kept up) doubles it,
+ * up to PS_RING_MAX, so its events still go out compressed. A ring at
+ * PS_RING_MAX, or any ring once the program has a second thread (used as
+ * PS_RING_SIZE bytes then: core.c, ps_make_room), is drained by its own
+ * thread at 7/8, uncompressed. */
 #define PS_RING_MAX    (4u << 20)
 #define PS_SELF_FILL(size) ((size) / 8 * 7)       /* the producer grows or drains its ring above this */
 #define PS_SCACHE      512                        /* per-thread stack cache slots */
