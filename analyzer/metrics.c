@@ -7,17 +7,19 @@
  *           probe per az_alloc finds the address or the slot it goes to;
  *   reuse   table addr -> time stamp of its last allocation (no deletion),
  *           a bitmap over stamps with a 1 at each address's latest stamp,
- *           a Fenwick tree over the popcounts of the bitmap's 64-bit words,
- *           and an array stamp -> table slot of its owner. Mattson's stack
+ *           and a Fenwick tree over the popcounts of the bitmap's 64-bit
+ *           words (about 22 bytes per distinct address in all). Mattson's stack
  *           distance of an allocation at a is the number of ones after a's
  *           previous stamp: a popcount of the few words in between when that
  *           stamp is among the latest NEAR_WORDS words (kept out of the
  *           tree, so such a reuse touches no tree node), else a Fenwick
  *           prefix over the words, O(log D).
  *           When the clock reaches the end of the bitmap the stamps are
- *           renumbered 1..D in order by one walk over the bitmap (no
- *           sort), and the bitmap is sized to 4 D, so everything stays within
- *           a constant times the distinct addresses;
+ *           renumbered 1..D in order by one walk over the table (a stamp's
+ *           new number is its rank among the ones of the bitmap: a prefix
+ *           count per word, no sort, no stamp -> owner array to keep), and
+ *           the bitmap is sized to 4 D, so everything stays within a
+ *           constant times the distinct addresses;
  *   lastfree table size key -> the address most recently freed with that key
  *           (same_address_reuse);
  *   sites   array indexed by stack id; the live bytes of each site at the
@@ -50,8 +52,7 @@ typedef struct live_obj {
 } live_obj_t;
 
 /* reuse: addr -> the stamp of its latest allocation (0 while being added);
- * grows beyond 3/4 full; never deleted from, so slot indices stay put
- * between growths (owner[] holds them) */
+ * grows beyond 3/4 full; never deleted from */
 /* lastfree: size key -> the address most recently freed with it; 3/4 */
 
 /* ---- the accumulator ---------------------------------------------------------- */
@@ -90,7 +91,6 @@ struct az_metrics {
 
     /* reuse */
     psc_map_t reuse;          /* addr -> uint32_t latest stamp */
-    uint32_t *owner;          /* stamp -> reuse slot, valid where the stamp's bit is set; stamp_cap entries */
     uint64_t *bits;           /* stamp_cap bits: 1 at each address's latest stamp */
     uint32_t *fw;             /* Fenwick tree over popcount(bits[w]), 1-based, stamp_cap/64 entries */
     uint64_t stamp_cap;       /* stamps are 1 .. stamp_cap - 1 */
@@ -145,10 +145,7 @@ static inline uint64_t sealed_for(uint64_t clock)
  * one). Contents are rebuilt by the caller. */
 static int stamps_resize(az_metrics_t *m, uint64_t cap)
 {
-    if (cap <= m->stamp_cap && m->owner) return 0;
-    uint32_t *owner = realloc(m->owner, cap * sizeof *owner);
-    if (!owner) return PSC_ENOMEM;
-    m->owner = owner;
+    if (cap <= m->stamp_cap && m->bits) return 0;
     uint64_t *bits = realloc(m->bits, cap / 64 * sizeof *bits);
     if (!bits) return PSC_ENOMEM;
     m->bits = bits;
@@ -222,7 +219,6 @@ void az_destroy(az_metrics_t *m)
     if (!m) return;
     psc_map_free(&m->live);
     psc_map_free(&m->reuse);
-    free(m->owner);
     free(m->bits);
     free(m->fw);
     psc_map_free(&m->lastfree);
@@ -328,19 +324,26 @@ static inline void fw_add(az_metrics_t *m, uint64_t w, uint32_t d)   /* word w, 
     for (uint64_t i = w + 1; i <= nw; i += i & (~i + 1)) m->fw[i] += d;
 }
 
-/* Renumber the stamps 1..D keeping their order (one walk over the set bits
- * of the bitmap, whose owners are current) and size the stamp structures
- * to 4 D (at least STAMP_MIN_CAP). Amortized O(1) per allocation: it runs
- * after at least 3 D stamps were handed out. */
+/* Renumber the stamps 1..D keeping their order and size the stamp
+ * structures to 4 D (at least STAMP_MIN_CAP). Every tracked address has a
+ * one at its latest stamp and no other, so its new stamp is the rank of that
+ * one: the ones in the words before its word (a prefix count, kept in fw[],
+ * which is rebuilt next anyway) plus those at or below it in its word. One
+ * walk over the table, amortized O(1) per allocation: it runs after at
+ * least 3 D stamps were handed out, and the table holds at most 8/3 D slots. */
 static int stamps_compact(az_metrics_t *m)
 {
-    uint64_t k = 0;
-    for (uint64_t w = 0; w <= m->clock >> 6; w++) {      /* stamps with their bit set are current */
-        for (uint64_t b = m->bits[w]; b; b &= b - 1) {
-            uint32_t o = m->owner[w * 64 + (uint64_t)__builtin_ctzll(b)];
-            m->owner[++k] = o;
-            *(uint32_t *)psc_map_at(&m->reuse, o) = (uint32_t)k;
-        }
+    uint64_t nw = (m->clock >> 6) + 1, k = 0;
+    for (uint64_t w = 0; w < nw; w++) {        /* fw[w] = ones in words 0..w-1 */
+        m->fw[w] = (uint32_t)k;
+        k += (uint64_t)__builtin_popcountll(m->bits[w]);
+    }
+    size_t it = 0;
+    void *v;
+    while (psc_map_next(&m->reuse, &it, NULL, &v)) {
+        uint32_t *e = v, s = *e;
+        uint64_t upto = ~0ull >> (63 - (s & 63));            /* stamps <= s in its word */
+        *e = m->fw[s >> 6] + (uint32_t)__builtin_popcountll(m->bits[s >> 6] & upto);
     }
     uint64_t want = (k * 4 + 63) & ~(uint64_t)63;
     if (want < STAMP_MIN_CAP) want = STAMP_MIN_CAP;
@@ -349,15 +352,6 @@ static int stamps_compact(az_metrics_t *m)
     m->clock = k;
     stamps_rebuild(m, k);
     return rc && k + 1 >= m->stamp_cap ? rc : 0;
-}
-
-/* The reuse table grew: its slot indices moved, re-aim owner[] at them. */
-static void reuse_reindex(az_metrics_t *m)
-{
-    size_t it = 0;
-    void *v;
-    while (psc_map_next(&m->reuse, &it, NULL, &v))
-        m->owner[*(uint32_t *)v] = (uint32_t)psc_map_index(&m->reuse, v);
 }
 
 /* Reuse bookkeeping for an allocation at addr. Compiled twice (with and
@@ -376,9 +370,7 @@ static inline __attribute__((always_inline)) void reuse_alloc_body(az_metrics_t 
         e = psc_map_get_sz(&m->reuse, addr, sizeof(uint32_t));            /* full: only known addresses */
         if (!e) m->r.reuse_capped = 1;
     } else {
-        size_t cap0 = psc_map_capacity(&m->reuse);
         e = psc_map_put_sz(&m->reuse, addr, &is_new, sizeof(uint32_t));   /* NULL: could not grow */
-        if (__builtin_expect(psc_map_capacity(&m->reuse) != cap0, 0)) reuse_reindex(m);
     }
     if (m->counting) {
         const uint64_t *lf = psc_map_get_sz(&m->lastfree, key, sizeof(uint64_t));
@@ -408,7 +400,7 @@ static inline __attribute__((always_inline)) void reuse_alloc_body(az_metrics_t 
             d = psc_map_count(&m->reuse) - c;
             fw_add(m, pw, (uint32_t)-1);
         }
-        m->bits[pw] &= ~(1ull << (prev & 63));        /* owner[prev] is stale from now on */
+        m->bits[pw] &= ~(1ull << (prev & 63));
         if (m->counting) dist_record(m, d);
         m->st.last_reuse_distance = (int64_t)d;
     }
@@ -419,7 +411,6 @@ static inline __attribute__((always_inline)) void reuse_alloc_body(az_metrics_t 
         m->sealed++;
     }
     m->bits[now >> 6] |= 1ull << (now & 63);
-    m->owner[now] = (uint32_t)psc_map_index_sz(&m->reuse, e, sizeof(uint32_t));
     *e = (uint32_t)now;
 }
 
