@@ -536,6 +536,14 @@ void az_alloc_calls(az_metrics_t *m, uint64_t n)
     m->r.alloc_calls += n;
 }
 
+void az_heap_call(az_metrics_t *m, uint64_t bytes, int is_alloc)
+{
+    if (!m->counting) return;
+    m->r.calls++;
+    m->r.call_bytes += bytes;
+    m->r.alloc_calls += is_alloc != 0;
+}
+
 void az_reserved(az_metrics_t *m, uint64_t t, uint64_t outstanding, uint64_t cached)
 {
     advance(m, t);

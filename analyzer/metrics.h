@@ -79,6 +79,9 @@ void az_calls(az_metrics_t *m, uint64_t n, uint64_t bytes);
 /* Of those, n calls to an allocating function (malloc, calloc, realloc,
  * the aligned ones; not free or mmap): allocs_per_decode_step, r.alloc_calls. */
 void az_alloc_calls(az_metrics_t *m, uint64_t n);
+/* One heap call of `bytes`: az_calls(m, 1, bytes), and az_alloc_calls(m, 1)
+ * when is_alloc (one call per event instead of two). */
+void az_heap_call(az_metrics_t *m, uint64_t bytes, int is_alloc);
 
 /* What the policy holds from its backing store, as of time t:
  * outstanding (handed out) + cached (kept for reuse). Pool: buffers out and

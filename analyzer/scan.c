@@ -24,6 +24,7 @@ typedef struct priv {
     int phase_scoped;            /* a scope of opts.phase was read (not only points) */
     int phase_seen;              /* a scope or point of opts.phase was read */
     int counting;
+    int plain;                   /* no --phase, no --from/--to: every event is counted */
     az_scan_opts_t opts;
     az_tl_bucket_t last;         /* gauges after the latest timeline update */
 } priv_t;
@@ -154,19 +155,22 @@ static void on_event(az_scan_t *s, const pst_event_t *ev)
     }
     if (t > s->t_last) s->t_last = t;
 
-    /* the window and the phase decide whether this event is counted */
+    /* the window and the phase decide whether this event is counted;
+     * without either (p->plain) every event is, and counting never moves */
     int on = 1;
-    if (p->opts.window) on = t >= p->opts.from && t <= p->opts.to;
-    if (p->opts.phase && (ev->type == PST_EV_MARK_BEGIN || ev->type == PST_EV_MARK_POINT) &&
-        ev->str && !strcmp(ev->str, p->opts.phase)) {
-        /* a point has no extent: only the step marker's points bound spans
-         * (a step runs to the next one) */
-        if (ev->type == PST_EV_MARK_BEGIN) { p->phase_open++; p->phase_scoped = 1; }
-        else if (!strcmp(p->opts.phase, "decode")) { p->phase_point = 1; p->phase_scoped = 1; }
-        p->phase_seen = 1;
+    if (!p->plain) {
+        if (p->opts.window) on = t >= p->opts.from && t <= p->opts.to;
+        if (p->opts.phase && (ev->type == PST_EV_MARK_BEGIN || ev->type == PST_EV_MARK_POINT) &&
+            ev->str && !strcmp(ev->str, p->opts.phase)) {
+            /* a point has no extent: only the step marker's points bound spans
+             * (a step runs to the next one) */
+            if (ev->type == PST_EV_MARK_BEGIN) { p->phase_open++; p->phase_scoped = 1; }
+            else if (!strcmp(p->opts.phase, "decode")) { p->phase_point = 1; p->phase_scoped = 1; }
+            p->phase_seen = 1;
+        }
+        if (p->opts.phase) on = on && (p->phase_open > 0 || p->phase_point);
+        set_counting(s, on, t);
     }
-    if (p->opts.phase) on = on && (p->phase_open > 0 || p->phase_point);
-    set_counting(s, on, t);
     if (on && !synthetic) s->events_counted++;
 
     pm_step_t st;
@@ -174,8 +178,7 @@ static void on_event(az_scan_t *s, const pst_event_t *ev)
     int gauge = 0;               /* 1: a gauge moved; 2: only the heap gauge */
     if (st.call >= 0) {          /* one hooked call: the JSON `calls` count (when counted) and the phases */
         if (on) s->calls[st.call]++;
-        az_calls(s->heap, 1, st.call_bytes);
-        if (st.call != PM_F_FREE && st.call < PM_F_MMAP) az_alloc_calls(s->heap, 1);
+        az_heap_call(s->heap, st.call_bytes, st.call != PM_F_FREE && st.call < PM_F_MMAP);
     }
     for (size_t i = 0; i < st.n_ops; i++) {
         const pm_op_t *o = &st.ops[i];
@@ -220,7 +223,7 @@ static void on_event(az_scan_t *s, const pst_event_t *ev)
         pm_rss(s->model, &s->rss, &s->peak_rss, &s->peak_rss_t, &s->rss_samples);
         gauge = 1;
     }
-    switch (ev->type) {
+    if (ev->type > PST_EV_FREE) switch (ev->type) {   /* the malloc family is none of these */
     case PST_EV_POOL_CREATE: case PST_EV_KVB_CREATE: copy_pools(s); break;
     case PST_EV_THREAD_START: s->threads++; break;
     case PST_EV_THREAD_NAME:   /* the interposer's stream for exiting threads is not a thread */
@@ -233,7 +236,7 @@ static void on_event(az_scan_t *s, const pst_event_t *ev)
     }
     /* the timeline covers --from/--to only (a --phase is not a time span:
      * the timeline is whole-run then, and the report says so) */
-    if (p->opts.window && (t < p->opts.from || t > p->opts.to)) gauge = 0;
+    if (!p->plain && p->opts.window && (t < p->opts.from || t > p->opts.to)) gauge = 0;
     if (gauge == 2) tl_heap(s, t);
     else if (gauge) tl_update(s, t);
     if (p->opts.hook && !synthetic) {
@@ -256,6 +259,7 @@ static int scan_any(const char *path, const void *mem, size_t mem_len, const az_
     s->path = path;
     if (opts) p->opts = *opts;
     p->counting = 1;
+    p->plain = !p->opts.window && !p->opts.phase;
     s->tl_n = p->opts.timeline_buckets ? p->opts.timeline_buckets : 64;
     s->tl_n = (s->tl_n + 1) & ~(size_t)1;
     s->tl = calloc(s->tl_n, sizeof *s->tl);
