@@ -625,14 +625,12 @@ static void heap_free(pm_model_t *m, uint64_t addr)
     if (addr) op(m, PM_HEAP_FREE)->key = addr;
 }
 
-int pm_event(pm_model_t *m, const pst_event_t *ev, pm_step_t *st)
+/* The malloc family (most of a long trace's events): a function of its
+ * own, so the common event does not pay for the register saves of the big
+ * switch below. 1 when ev was one of them. */
+static inline int heap_event(pm_model_t *m, const pst_event_t *ev, pm_step_t *st)
 {
     const uint64_t *f = ev->f;
-    int rc = 0;
-    m->n_ops = 0;
-    st->call = -1;
-    st->call_bytes = 0;
-    st->moved = 0;
     switch (ev->type) {
     case PST_EV_MALLOC: case PST_EV_VALLOC: case PST_EV_PVALLOC:
         st->call = ev->type == PST_EV_MALLOC ? PM_F_MALLOC : ev->type == PST_EV_VALLOC ? PM_F_VALLOC : PM_F_PVALLOC;
@@ -648,13 +646,6 @@ int pm_event(pm_model_t *m, const pst_event_t *ev, pm_step_t *st)
         st->moved = PM_MOVED_HEAP;
         break;
     }
-    case PST_EV_POSIX_MEMALIGN: case PST_EV_ALIGNED_ALLOC: case PST_EV_MEMALIGN:
-        st->call = ev->type == PST_EV_POSIX_MEMALIGN ? PM_F_POSIX_MEMALIGN :
-                   ev->type == PST_EV_ALIGNED_ALLOC ? PM_F_ALIGNED_ALLOC : PM_F_MEMALIGN;
-        st->call_bytes = f[2];
-        heap_alloc(m, ev, f[0], f[2]);
-        st->moved = PM_MOVED_HEAP;
-        break;
     case PST_EV_REALLOC: case PST_EV_REALLOCARRAY: {
         int arr = ev->type == PST_EV_REALLOCARRAY;
         uint64_t old = f[0], ret = f[1], size = f[2];
@@ -672,6 +663,25 @@ int pm_event(pm_model_t *m, const pst_event_t *ev, pm_step_t *st)
     case PST_EV_FREE:
         st->call = PM_F_FREE;
         heap_free(m, f[0]);
+        st->moved = PM_MOVED_HEAP;
+        break;
+    default:
+        return 0;
+    }
+    return 1;
+}
+
+/* Every other event. */
+static __attribute__((noinline)) int other_event(pm_model_t *m, const pst_event_t *ev, pm_step_t *st)
+{
+    const uint64_t *f = ev->f;
+    int rc = 0;
+    switch (ev->type) {
+    case PST_EV_POSIX_MEMALIGN: case PST_EV_ALIGNED_ALLOC: case PST_EV_MEMALIGN:
+        st->call = ev->type == PST_EV_POSIX_MEMALIGN ? PM_F_POSIX_MEMALIGN :
+                   ev->type == PST_EV_ALIGNED_ALLOC ? PM_F_ALIGNED_ALLOC : PM_F_MEMALIGN;
+        st->call_bytes = f[2];
+        heap_alloc(m, ev, f[0], f[2]);
         st->moved = PM_MOVED_HEAP;
         break;
     case PST_EV_MMAP: case PST_EV_MUNMAP: case PST_EV_MREMAP:
@@ -753,6 +763,17 @@ int pm_event(pm_model_t *m, const pst_event_t *ev, pm_step_t *st)
     default:
         break;
     }
+    return rc;
+}
+
+int pm_event(pm_model_t *m, const pst_event_t *ev, pm_step_t *st)
+{
+    int rc = 0;
+    m->n_ops = 0;
+    st->call = -1;
+    st->call_bytes = 0;
+    st->moved = 0;
+    if (!heap_event(m, ev, st)) rc = other_event(m, ev, st);
     st->n_ops = m->n_ops;
     st->ops = m->ops;
     return rc;
