@@ -55,6 +55,99 @@ typedef struct live_obj {
  * grows beyond 3/4 full; never deleted from */
 /* lastfree: size key -> the address most recently freed with it; 3/4 */
 
+/* The reuse table is its own small map rather than the common one: it holds
+ * every distinct address (up to reuse_cap), so its slot size is most of
+ * the tracker's memory, and the common map pads a u64 key + u32 value to 16
+ * bytes. Here a slot is 12 bytes, the key (read with memcpy, as slots are
+ * only 4-byte aligned) then the stamp: a quarter less memory and cache
+ * footprint. Same scheme as common/hashmap.h otherwise: Fibonacci hashing,
+ * linear probing, key 0 kept aside, doubling beyond 3/4 full; no deletion
+ * (the tracker never forgets an address), so no shifting either. */
+#define RT_STRIDE 12
+typedef struct rtab {
+    unsigned char *slots;     /* (mask + 1) slots of RT_STRIDE bytes; key 0 = empty */
+    size_t   mask, n, grow_at;
+    unsigned shift;           /* 64 - log2(mask + 1) */
+    int      has_zero;        /* key 0 is present, its stamp in zero_stamp */
+    uint32_t zero_stamp;
+} rtab_t;
+
+static inline uint64_t rt_key(const unsigned char *slot) { uint64_t k; memcpy(&k, slot, sizeof k); return k; }
+static inline size_t rt_home(const rtab_t *t, uint64_t key) { return (size_t)((key * PSC_MAP_HMUL) >> t->shift); }
+static inline size_t rt_count(const rtab_t *t) { return t->n + (size_t)(t->has_zero != 0); }
+
+static int rt_alloc(rtab_t *t, size_t cap)            /* cap: a power of two */
+{
+    unsigned char *sl = calloc(cap, RT_STRIDE);
+    if (!sl) return PSC_ENOMEM;
+    t->slots = sl;
+    t->mask = cap - 1;
+    t->grow_at = cap / 4 * 3;
+    t->shift = 64u - (unsigned)__builtin_ctzll((unsigned long long)cap);
+    return 0;
+}
+
+static int rt_init(rtab_t *t, size_t cap)
+{
+    memset(t, 0, sizeof *t);
+    return rt_alloc(t, cap);
+}
+
+static void rt_free(rtab_t *t) { free(t->slots); t->slots = NULL; }
+
+/* The slot of key (not 0), or the empty slot where it would go. */
+static inline unsigned char *rt_probe(const rtab_t *t, uint64_t key)
+{
+    for (size_t i = rt_home(t, key);; i = (i + 1) & t->mask) {
+        unsigned char *sl = t->slots + i * RT_STRIDE;
+        uint64_t k = rt_key(sl);
+        if (k == key || k == 0) return sl;
+    }
+}
+
+static inline uint32_t *rt_get(rtab_t *t, uint64_t key)
+{
+    if (__builtin_expect(key == 0, 0)) return t->has_zero ? &t->zero_stamp : NULL;
+    unsigned char *sl = rt_probe(t, key);
+    return rt_key(sl) ? (uint32_t *)(void *)(sl + 8) : NULL;
+}
+
+static int rt_grow(rtab_t *t)
+{
+    rtab_t nt = *t;
+    if (rt_alloc(&nt, (t->mask + 1) * 2)) return PSC_ENOMEM;
+    for (size_t i = 0; i <= t->mask; i++) {
+        const unsigned char *sl = t->slots + i * RT_STRIDE;
+        uint64_t k = rt_key(sl);
+        if (k) memcpy(rt_probe(&nt, k), sl, RT_STRIDE);
+    }
+    free(t->slots);
+    *t = nt;
+    return 0;
+}
+
+/* Find or add key; a new entry has stamp 0 and *is_new = 1. NULL when the
+ * table could not grow (unchanged). */
+static inline uint32_t *rt_put(rtab_t *t, uint64_t key, int *is_new)
+{
+    *is_new = 0;
+    if (__builtin_expect(key == 0, 0)) {
+        if (!t->has_zero) { t->has_zero = 1; t->zero_stamp = 0; *is_new = 1; }
+        return &t->zero_stamp;
+    }
+    unsigned char *sl = rt_probe(t, key);
+    if (rt_key(sl)) return (uint32_t *)(void *)(sl + 8);
+    if (__builtin_expect(t->n + 1 > t->grow_at, 0)) {
+        if (rt_grow(t)) return NULL;
+        sl = rt_probe(t, key);
+    }
+    memcpy(sl, &key, sizeof key);
+    memset(sl + 8, 0, 4);
+    t->n++;
+    *is_new = 1;
+    return (uint32_t *)(void *)(sl + 8);
+}
+
 /* ---- the accumulator ---------------------------------------------------------- */
 
 typedef struct site {
@@ -90,7 +183,7 @@ struct az_metrics {
     psc_map_t live;           /* addr -> live_obj_t */
 
     /* reuse */
-    psc_map_t reuse;          /* addr -> uint32_t latest stamp */
+    rtab_t   reuse;           /* addr -> latest stamp */
     uint64_t *bits;           /* stamp_cap bits: 1 at each address's latest stamp */
     uint32_t *fw;             /* Fenwick tree over popcount(bits[w]), 1-based, stamp_cap/64 entries */
     uint64_t stamp_cap;       /* stamps are 1 .. stamp_cap - 1 */
@@ -197,7 +290,7 @@ az_metrics_t *az_create(const az_cfg_t *cfg, int *err)
     /* 1024 slots each for live and reuse, 256 for lastfree, as before */
     if (psc_map_init(&m->live, sizeof(live_obj_t), 512, 50, NULL)) goto fail;
     if (!m->cfg.no_reuse) {
-        if (psc_map_init(&m->reuse, sizeof(uint32_t), 768, 75, NULL) ||
+        if (rt_init(&m->reuse, 1024) ||
             psc_map_init(&m->lastfree, sizeof(uint64_t), 192, 75, NULL)) goto fail;
         if (stamps_resize(m, STAMP_MIN_CAP)) goto fail;
         stamps_rebuild(m, 0);
@@ -218,7 +311,7 @@ void az_destroy(az_metrics_t *m)
 {
     if (!m) return;
     psc_map_free(&m->live);
-    psc_map_free(&m->reuse);
+    rt_free(&m->reuse);
     free(m->bits);
     free(m->fw);
     psc_map_free(&m->lastfree);
@@ -338,10 +431,18 @@ static int stamps_compact(az_metrics_t *m)
         m->fw[w] = (uint32_t)k;
         k += (uint64_t)__builtin_popcountll(m->bits[w]);
     }
-    size_t it = 0;
-    void *v;
-    while (psc_map_next(&m->reuse, &it, NULL, &v)) {
-        uint32_t *e = v, s = *e;
+    rtab_t *t = &m->reuse;
+    for (size_t i = 0; i <= t->mask + 1; i++) {           /* the slots, then key 0's stamp */
+        uint32_t *e;
+        if (i <= t->mask) {
+            unsigned char *sl = t->slots + i * RT_STRIDE;
+            if (!rt_key(sl)) continue;
+            e = (uint32_t *)(void *)(sl + 8);
+        } else {
+            if (!t->has_zero) break;
+            e = &t->zero_stamp;
+        }
+        uint32_t s = *e;
         uint64_t upto = ~0ull >> (63 - (s & 63));            /* stamps <= s in its word */
         *e = m->fw[s >> 6] + (uint32_t)__builtin_popcountll(m->bits[s >> 6] & upto);
     }
@@ -365,12 +466,12 @@ static inline __attribute__((always_inline)) void reuse_alloc_body(az_metrics_t 
         return;
     }
     uint32_t *e;
-    size_t tracked = psc_map_count(&m->reuse);
+    size_t tracked = rt_count(&m->reuse);
     if (__builtin_expect(tracked >= m->cfg.reuse_cap, 0)) {
-        e = psc_map_get_sz(&m->reuse, addr, sizeof(uint32_t));            /* full: only known addresses */
+        e = rt_get(&m->reuse, addr);                                      /* full: only known addresses */
         if (!e) m->r.reuse_capped = 1;
     } else {
-        e = psc_map_put_sz(&m->reuse, addr, &is_new, sizeof(uint32_t));   /* NULL: could not grow */
+        e = rt_put(&m->reuse, addr, &is_new);                             /* NULL: could not grow */
     }
     if (m->counting) {
         const uint64_t *lf = psc_map_get_sz(&m->lastfree, key, sizeof(uint64_t));
@@ -397,7 +498,7 @@ static inline __attribute__((always_inline)) void reuse_alloc_body(az_metrics_t 
             uint64_t c = 0;
             for (uint64_t i = pw; i > 0; i &= i - 1) c += m->fw[i];   /* words 0..pw-1 */
             c += (uint64_t)__builtin_popcountll(m->bits[pw] & upto);
-            d = psc_map_count(&m->reuse) - c;
+            d = rt_count(&m->reuse) - c;
             fw_add(m, pw, (uint32_t)-1);
         }
         m->bits[pw] &= ~(1ull << (prev & 63));
@@ -444,7 +545,7 @@ int az_alloc(az_metrics_t *m, uint64_t t, uint64_t addr, uint64_t req, uint64_t 
 {
     /* the reuse entry is looked up after the live table: start loading it
      * now so the two cache misses overlap */
-    if (!m->cfg.no_reuse) __builtin_prefetch(psc_map_prefetch_addr(&m->reuse, addr));
+    if (!m->cfg.no_reuse) __builtin_prefetch(m->reuse.slots + rt_home(&m->reuse, addr) * RT_STRIDE);
     advance(m, t);
     if (rnd < req) rnd = req;
     /* No address space holds more than 2^57 bytes (5-level paging): an
@@ -761,7 +862,7 @@ void az_result(const az_metrics_t *m, az_result_t *r)
     r->same_address_reuse = r->allocs ? (double)r->same_address_hits / (double)r->allocs : 0;
     r->distance_p50 = az_reuse_percentile(m, 0.5);
     r->distance_p90 = az_reuse_percentile(m, 0.9);
-    r->reuse_tracked = psc_map_count(&m->reuse);
+    r->reuse_tracked = rt_count(&m->reuse);
     if (r->has_kv) {
         r->kv_utilization = m->kv_w > 0 ? m->kv_int / m->kv_w : r->kv_utilization_at_peak;
         r->kv_waste_ratio = r->peak_kv_blocks ? 1.0 - r->kv_utilization : 0;
