@@ -1,14 +1,16 @@
 /* metrics.c — streaming accumulators for the metrics of DESIGN.md.
  *
  * State, all bounded by what is live or distinct, never by stream length:
- *   live    open-addressing table addr -> object (req, rnd, size key, time,
- *           stack), linear probing with backward-shift deletion (no
+ *   live    open-addressing table addr -> object (req, rnd, time, stack and
+ *           flags: 32 bytes, the size key being req or rnd nearly always,
+ *           else in a side table), linear probing with backward-shift deletion (no
  *           tombstones, so a churny stream never degrades the table); one
  *           probe per az_alloc finds the address or the slot it goes to;
  *   reuse   table addr -> time stamp of its last allocation (no deletion),
  *           a bitmap over stamps with a 1 at each address's latest stamp,
  *           and a Fenwick tree over the popcounts of the bitmap's 64-bit
- *           words (about 22 bytes per distinct address in all). Mattson's stack
+ *           words: 16 to 32 bytes per distinct address (12-byte slots, 3/8
+ *           to 3/4 full) and under a byte of bitmap and tree. Mattson's stack
  *           distance of an allocation at a is the number of ones after a's
  *           previous stamp: a popcount of the few words in between when that
  *           stamp is among the latest NEAR_WORDS words (kept out of the
@@ -30,8 +32,9 @@
  *   phases  one entry per marker name, with the cumulative call counters at
  *           the moment its phase opened.
  *
- * The three tables are the common hash map (common/hashmap.h: Fibonacci
- * hashing, linear probing, backward-shift deletion, inline lookups).
+ * live and lastfree are the common hash map (common/hashmap.h: Fibonacci
+ * hashing, linear probing, backward-shift deletion, inline lookups); the
+ * reuse table is the same scheme with smaller slots (rtab_t below).
  */
 #include "metrics.h"
 
@@ -44,12 +47,20 @@
 
 /* ---- tables ------------------------------------------------------------------ */
 
-/* live: addr -> the object; grows beyond 1/2 full (short probes, short shifts) */
+/* live: addr -> the object; grows beyond 1/2 full (short probes, short shifts).
+ * 32 bytes (a 40-byte slot): the size key is req (heap, most replay
+ * policies) or rnd (pools) in every stream poolscope makes, so which one
+ * is two bits of flags; any other key is kept apart in live_keys. */
 typedef struct live_obj {
-    uint64_t req, rnd, key, t;
+    uint64_t req, rnd, t;
     uint32_t stack;
-    uint32_t counted;   /* allocated while counting: a leak of the window if never freed */
+    uint32_t flags;     /* LIVE_COUNTED, and the size key's LIVE_KEY_* */
 } live_obj_t;
+#define LIVE_COUNTED  1u   /* allocated while counting: a leak of the window if never freed */
+#define LIVE_KEY_REQ  0u   /* size key = req */
+#define LIVE_KEY_RND  2u   /* size key = rnd */
+#define LIVE_KEY_MAP  4u   /* size key in live_keys */
+#define LIVE_KEY_MASK 6u
 
 /* reuse: addr -> the stamp of its latest allocation (0 while being added);
  * grows beyond 3/4 full; never deleted from */
@@ -181,6 +192,7 @@ struct az_metrics {
     az_result_t r;
 
     psc_map_t live;           /* addr -> live_obj_t */
+    psc_map_t live_keys;      /* addr -> size key, of the live objects with LIVE_KEY_MAP */
 
     /* reuse */
     rtab_t   reuse;           /* addr -> latest stamp */
@@ -288,7 +300,8 @@ az_metrics_t *az_create(const az_cfg_t *cfg, int *err)
     m->counting = 1;
     m->st.last_reuse_distance = -2;
     /* 1024 slots each for live and reuse, 256 for lastfree, as before */
-    if (psc_map_init(&m->live, sizeof(live_obj_t), 512, 50, NULL)) goto fail;
+    if (psc_map_init(&m->live, sizeof(live_obj_t), 512, 50, NULL) ||
+        psc_map_init(&m->live_keys, sizeof(uint64_t), 8, 75, NULL)) goto fail;
     if (!m->cfg.no_reuse) {
         if (rt_init(&m->reuse, 1024) ||
             psc_map_init(&m->lastfree, sizeof(uint64_t), 192, 75, NULL)) goto fail;
@@ -311,6 +324,7 @@ void az_destroy(az_metrics_t *m)
 {
     if (!m) return;
     psc_map_free(&m->live);
+    psc_map_free(&m->live_keys);
     rt_free(&m->reuse);
     free(m->bits);
     free(m->fw);
@@ -561,8 +575,14 @@ int az_alloc(az_metrics_t *m, uint64_t t, uint64_t addr, uint64_t req, uint64_t 
         o = psc_map_put_sz(&m->live, addr, NULL, sizeof(live_obj_t));
     }
     if (!o) return PSC_ENOMEM;
-    o->req = req; o->rnd = rnd; o->key = size_key; o->t = m->st.t; o->stack = stack;
-    o->counted = (uint32_t)m->counting;
+    uint32_t kmode = size_key == req ? LIVE_KEY_REQ : size_key == rnd ? LIVE_KEY_RND : LIVE_KEY_MAP;
+    if (__builtin_expect(kmode == LIVE_KEY_MAP, 0)) {
+        uint64_t *k = psc_map_put_sz(&m->live_keys, addr, NULL, sizeof(uint64_t));
+        if (!k) { psc_map_erase_sz(&m->live, o, sizeof(live_obj_t)); return PSC_ENOMEM; }
+        *k = size_key;
+    }
+    o->req = req; o->rnd = rnd; o->t = m->st.t; o->stack = stack;
+    o->flags = kmode | (m->counting ? LIVE_COUNTED : 0u);
     m->st.live_bytes += req;
     m->st.live_rnd_bytes += rnd;
     m->st.live_count++;
@@ -594,10 +614,15 @@ int az_free(az_metrics_t *m, uint64_t t, uint64_t addr)
         m->r.unmatched_frees++;
         return PSC_ENOENT;
     }
-    uint64_t req = o->req, rnd = o->rnd, key = o->key, t0 = o->t;
-    uint32_t stack = o->stack, counted = o->counted;
+    uint64_t req = o->req, rnd = o->rnd, t0 = o->t;
+    uint32_t stack = o->stack, counted = o->flags & LIVE_COUNTED, kmode = o->flags & LIVE_KEY_MASK;
     if (counted) { m->wlive_bytes -= req; m->wlive_count--; }
     psc_map_erase_sz(&m->live, o, sizeof(live_obj_t));
+    uint64_t key = kmode == LIVE_KEY_RND ? rnd : req;
+    if (__builtin_expect(kmode == LIVE_KEY_MAP, 0)) {
+        uint64_t *k = psc_map_get_sz(&m->live_keys, addr, sizeof(uint64_t));
+        if (k) { key = *k; psc_map_erase_sz(&m->live_keys, k, sizeof(uint64_t)); }
+    }
     m->st.live_bytes -= req;
     m->st.live_rnd_bytes -= rnd;
     m->st.live_count--;

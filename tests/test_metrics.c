@@ -273,6 +273,35 @@ static void test_same_address_reuse_by_size_key(void **st)
     az_destroy(m);
 }
 
+/* A size key that is neither the requested nor the granted size (kept
+ * apart from the live entry) still decides same_address_reuse, and is
+ * forgotten with its object. */
+static void test_same_address_reuse_by_a_key_of_its_own(void **st)
+{
+    (void)st;
+    az_metrics_t *m = mk();
+    az_alloc(m, 1, 0x100, 10, 16, 99, 0);
+    az_alloc(m, 2, 0x200, 10, 16, 16, 0);      /* key = rnd */
+    az_free(m, 3, 0x100);                      /* the latest freed of key 99 */
+    az_free(m, 4, 0x200);                      /* ... and of key 16 */
+    az_alloc(m, 5, 0x100, 10, 16, 99, 0);      /* hit */
+    az_alloc(m, 6, 0x200, 10, 16, 98, 0);      /* no freed address of key 98: no */
+    az_free(m, 7, 0x200);
+    az_alloc(m, 8, 0x200, 10, 16, 98, 0);      /* hit: its key came back with the free */
+    az_alloc(m, 9, 0x300, 10, 16, 99, 0);
+    az_free(m, 10, 0x300);                     /* the latest freed of key 99 is 0x300 ... */
+    az_alloc(m, 11, 0x100, 10, 16, 10, 0);     /* ... until this double alloc frees the key-99 object at 0x100 */
+    az_free(m, 12, 0x100);
+    az_alloc(m, 13, 0x100, 10, 16, 99, 0);     /* hit, only if that free knew its key was 99 */
+    az_finish(m, 14);
+    az_result_t r;
+    az_result(m, &r);
+    assert_int_equal(r.same_address_hits, 3);
+    assert_int_equal(r.double_allocs, 1);
+    assert_int_equal(r.allocs, 8);
+    az_destroy(m);
+}
+
 static void test_phases_and_allocs_per_decode_step(void **st)
 {
     (void)st;
@@ -575,6 +604,7 @@ int main(void)
         cmocka_unit_test(test_reuse_distance_abcbdda),
         cmocka_unit_test(test_reuse_distance_matches_brute_force),
         cmocka_unit_test(test_reuse_cap_is_reported),
+        cmocka_unit_test(test_same_address_reuse_by_a_key_of_its_own),
         cmocka_unit_test(test_reuse_distance_every_event_many_addresses),
         cmocka_unit_test(test_reuse_cap_distances_over_tracked_addresses),
         cmocka_unit_test(test_peak_live_and_internal_frag),
