@@ -804,7 +804,18 @@ static int rd_emit(pst_reader_t *r, rd_stream_t *s, pst_event_t *ev)
     ev->n_ver = e->n_ver;
     ev->ver[0] = e->ver[0];
     ev->ver[1] = e->ver[1];
-    for (unsigned i = 0; i < r->nf[t]; i++) ev->f[i] = e->f[i];
+    /* the layout's fields only (the rest of ev->f is left as it was); up
+     * to 4, as many as any heap record has, without a loop */
+    switch (r->nf[t]) {
+    default:
+        for (unsigned i = 4; i < r->nf[t]; i++) ev->f[i] = e->f[i];
+        /* fall through */
+    case 4: ev->f[3] = e->f[3]; /* fall through */
+    case 3: ev->f[2] = e->f[2]; /* fall through */
+    case 2: ev->f[1] = e->f[1]; /* fall through */
+    case 1: ev->f[0] = e->f[0]; /* fall through */
+    case 0: break;
+    }
     ev->ids = NULL;
     ev->n_ids = 0;
     ev->n_payload = 0;
