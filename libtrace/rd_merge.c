@@ -1075,8 +1075,11 @@ int pst_next(pst_reader_t *r, pst_event_t *ev)
             if (!r->causal_times || !rd_top_tied(r)) {
                 if (rd_constraint(r, s, &s->head, &t, &tseq, &why) == RD_C_NONE) return rd_emit(r, s, ev);
             } else if ((t = rd_tie_scan(r, 0, s->head.ts, NULL))) {
-                if (t != s && rd_constraint(r, s, &s->head, &t, &tseq, &why) != RD_C_NONE) r->st.causal_reordered++;
-                return rd_emit(r, rd_tie_scan(r, 0, s->head.ts, NULL), ev);
+                /* s's constraint only counts the reordering: it changes
+                 * nothing the tie scan's choice depends on */
+                rd_stream_t *u;
+                if (t != s && rd_constraint(r, s, &s->head, &u, &tseq, &why) != RD_C_NONE) r->st.causal_reordered++;
+                return rd_emit(r, t, ev);
             }
         }
     }
