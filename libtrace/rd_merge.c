@@ -500,7 +500,7 @@ static inline int rd_vahead(uint16_t v, uint16_t x)
  * previous version was its own thread's, so it is the one after that
  * (vlast); if another stream's came out since (only when an event went
  * ahead), the slot's expected one. */
-static unsigned rd_ver_of_(const pst_reader_t *r, const rd_stream_t *s, const rd_hev_t *e, rd_vinfo_t *o)
+static __attribute__((noinline)) unsigned rd_ver_of_(const pst_reader_t *r, const rd_stream_t *s, const rd_hev_t *e, rd_vinfo_t *o)
 {
     unsigned n = rd_ver_addrs(e, o->a);
     o->n = 0;
@@ -528,14 +528,27 @@ static unsigned rd_ver_of_(const pst_reader_t *r, const rd_stream_t *s, const rd
  * (vexp, vlast), so it is kept until the head changes (seq) or a counter
  * is written (r->vgen). Other events (e not the head) are computed into
  * tmp. The answer holds until the next rd_ver_of of s. */
-static inline const rd_vinfo_t *rd_ver_of(pst_reader_t *r, rd_stream_t *s, const rd_hev_t *e, rd_vinfo_t *tmp)
+static inline __attribute__((always_inline)) const rd_vinfo_t *rd_ver_of(pst_reader_t *r, rd_stream_t *s, const rd_hev_t *e, rd_vinfo_t *tmp)
 {
     if (e != &s->head) {
         rd_ver_of_(r, s, e, tmp);
         return tmp;
     }
     if (!(s->vc_valid && s->vc_gen == r->vgen && s->vc_seq == e->seq)) {
-        rd_ver_of_(r, s, e, &s->vc);
+        unsigned t = e->type;
+        if ((t == PST_EV_MALLOC || t == PST_EV_FREE || t == PST_EV_CALLOC) && !e->n_ver && s->vers && r->vexp && e->f[0]) {
+            /* rd_ver_of_'s answer for the common heads, inline: one ordered
+             * address (f[0]) with an implicit version */
+            rd_vinfo_t *o = &s->vc;
+            uint32_t sl = pst_vslot(e->f[0]);
+            uint64_t l = r->vlast[sl];
+            o->a[0] = e->f[0];
+            o->sl[0] = sl;
+            o->v[0] = (l >> 16) == (uint64_t)s->idx + 1 ? pst_vnext((uint16_t)l) : r->vexp[sl];
+            o->n = 1;
+        } else {
+            rd_ver_of_(r, s, e, &s->vc);
+        }
         s->vc_gen = r->vgen;
         s->vc_seq = e->seq;
         s->vc_valid = 1;
@@ -547,7 +560,7 @@ static inline const rd_vinfo_t *rd_ver_of(pst_reader_t *r, rd_stream_t *s, const
  * count that does not match its addresses); 0: its versions (rd_ver_of,
  * into *vip) are next in their slots; otherwise the addresses it must wait
  * for, bit i for a[i]. */
-static inline int rd_ver_state(pst_reader_t *r, rd_stream_t *s, const rd_hev_t *e, const rd_vinfo_t **vip,
+static inline __attribute__((always_inline)) int rd_ver_state(pst_reader_t *r, rd_stream_t *s, const rd_hev_t *e, const rd_vinfo_t **vip,
                                rd_vinfo_t *tmp)
 {
     const rd_vinfo_t *vi = *vip = rd_ver_of(r, s, e, tmp);
