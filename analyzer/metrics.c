@@ -41,6 +41,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "hashmap.h"
 #include "poolscope/error.h"
@@ -87,24 +88,53 @@ static inline uint64_t rt_key(const unsigned char *slot) { uint64_t k; memcpy(&k
 static inline size_t rt_home(const rtab_t *t, uint64_t key) { return (size_t)((key * PSC_MAP_HMUL) >> t->shift); }
 static inline size_t rt_count(const rtab_t *t) { return t->n + (size_t)(t->has_zero != 0); }
 
-static int rt_alloc(rtab_t *t, size_t cap)            /* cap: a power of two */
+/* The slots live in their own mapping so that doubling can extend it in
+ * place (mremap moves pages, it copies nothing): old and new tables never
+ * coexist, and at the 1 M-address cap that transient was 12 MiB on top of
+ * the 24 MiB table. Elsewhere realloc does the same job, or copies. */
+#if defined(__linux__) && defined(MREMAP_MAYMOVE)
+#define RT_MMAP 1
+#endif
+
+static unsigned char *rt_map(unsigned char *old, size_t old_bytes, size_t bytes)
 {
-    unsigned char *sl = calloc(cap, RT_STRIDE);
-    if (!sl) return PSC_ENOMEM;
-    t->slots = sl;
+#ifdef RT_MMAP
+    void *p = old ? mremap(old, old_bytes, bytes, MREMAP_MAYMOVE)
+                  : mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? NULL : p;                    /* new pages read as zero */
+#else
+    unsigned char *p = realloc(old, bytes);
+    if (p) memset(p + old_bytes, 0, bytes - old_bytes);
+    return p;
+#endif
+}
+
+static void rt_set_cap(rtab_t *t, size_t cap)         /* cap: a power of two */
+{
     t->mask = cap - 1;
     t->grow_at = cap / 4 * 3;
     t->shift = 64u - (unsigned)__builtin_ctzll((unsigned long long)cap);
-    return 0;
 }
 
 static int rt_init(rtab_t *t, size_t cap)
 {
     memset(t, 0, sizeof *t);
-    return rt_alloc(t, cap);
+    t->slots = rt_map(NULL, 0, cap * RT_STRIDE);
+    if (!t->slots) return PSC_ENOMEM;
+    rt_set_cap(t, cap);
+    return 0;
 }
 
-static void rt_free(rtab_t *t) { free(t->slots); t->slots = NULL; }
+static void rt_free(rtab_t *t)
+{
+    if (!t->slots) return;
+#ifdef RT_MMAP
+    munmap(t->slots, (t->mask + 1) * RT_STRIDE);
+#else
+    free(t->slots);
+#endif
+    t->slots = NULL;
+}
 
 /* The slot of key (not 0), or the empty slot where it would go. */
 static inline unsigned char *rt_probe(const rtab_t *t, uint64_t key)
@@ -123,17 +153,40 @@ static inline uint32_t *rt_get(rtab_t *t, uint64_t key)
     return rt_key(sl) ? (uint32_t *)(void *)(sl + 8) : NULL;
 }
 
+/* Double the table in place: the mapping is extended (the new half empty),
+ * then every entry of the old half is put where the new hash sends it. An
+ * entry is "placed" once it sits where a lookup in the new table finds it;
+ * placed entries never move again, so an entry goes to the first slot from
+ * its new home that is empty or still holds an unplaced entry: the slots
+ * before it are all placed, hence occupied for good, which is what linear
+ * probing needs. When that slot holds an unplaced entry the two are swapped
+ * and the one brought back is handled next; each step places one entry,
+ * O(n) steps in all. The placed marks are a bitmap of a bit per slot. */
 static int rt_grow(rtab_t *t)
 {
-    rtab_t nt = *t;
-    if (rt_alloc(&nt, (t->mask + 1) * 2)) return PSC_ENOMEM;
-    for (size_t i = 0; i <= t->mask; i++) {
-        const unsigned char *sl = t->slots + i * RT_STRIDE;
-        uint64_t k = rt_key(sl);
-        if (k) memcpy(rt_probe(&nt, k), sl, RT_STRIDE);
+    size_t cap = t->mask + 1, ncap = cap * 2;
+    uint64_t *placed = calloc(ncap / 64, sizeof *placed);
+    if (!placed) return PSC_ENOMEM;
+    unsigned char *sl = rt_map(t->slots, cap * RT_STRIDE, ncap * RT_STRIDE);
+    if (!sl) { free(placed); return PSC_ENOMEM; }        /* the old table is untouched */
+    t->slots = sl;
+    rt_set_cap(t, ncap);
+#define RT_PLACED(j) ((placed[(j) >> 6] >> ((j) & 63)) & 1)
+    for (size_t i = 0; i < cap; i++) {
+        unsigned char *si = sl + i * RT_STRIDE;
+        while (rt_key(si) && !RT_PLACED(i)) {
+            size_t j = rt_home(t, rt_key(si));
+            while (rt_key(sl + j * RT_STRIDE) && RT_PLACED(j)) j = (j + 1) & t->mask;
+            placed[j >> 6] |= 1ull << (j & 63);
+            if (j == i) break;
+            unsigned char *sj = sl + j * RT_STRIDE, tmp[RT_STRIDE];
+            memcpy(tmp, sj, RT_STRIDE);                    /* empty, or an unplaced entry to do next */
+            memcpy(sj, si, RT_STRIDE);
+            memcpy(si, tmp, RT_STRIDE);
+        }
     }
-    free(t->slots);
-    *t = nt;
+#undef RT_PLACED
+    free(placed);
     return 0;
 }
 

@@ -147,6 +147,41 @@ static void test_reuse_distance_every_event_many_addresses(void **st)
     az_destroy(m);
 }
 
+/* The reuse table doubles in place (entries moved within one mapping):
+ * after many doublings every address must still be found. A addresses
+ * (address 0, a run 16 apart, then random ones) allocated once, then again
+ * in the same order: each second allocation is a reuse at distance A - 1;
+ * an entry lost or misplaced by a doubling would be fresh (-1). */
+static void test_reuse_table_keeps_every_address_across_doublings(void **st)
+{
+    (void)st;
+    az_metrics_t *m = mk();
+    enum { A = 150000 };
+    uint64_t *addr = malloc(A * sizeof *addr), x = 88172645463325252ull;
+    assert_non_null(addr);
+    for (int i = 0; i < A; i++) {
+        if (i < A / 2) addr[i] = (uint64_t)i * 16;          /* includes address 0 */
+        else { x ^= x << 13; x ^= x >> 7; x ^= x << 17; addr[i] = x | 1; }
+    }
+    for (int i = 0; i < A; i++) {
+        assert_int_equal(az_alloc(m, (uint64_t)i, addr[i], 8, 8, 8, 0), 0);
+        assert_int_equal(az_state(m)->last_reuse_distance, -1);
+        az_free(m, (uint64_t)i, addr[i]);
+    }
+    for (int i = 0; i < A; i++) {
+        assert_int_equal(az_alloc(m, (uint64_t)(A + i), addr[i], 8, 8, 8, 0), 0);
+        assert_int_equal(az_state(m)->last_reuse_distance, A - 1);
+        az_free(m, (uint64_t)(A + i), addr[i]);
+    }
+    az_finish(m, 2 * A);
+    az_result_t r;
+    az_result(m, &r);
+    assert_int_equal(r.reuse_tracked, A);
+    assert_int_equal(r.reuse_samples, A);
+    free(addr);
+    az_destroy(m);
+}
+
 /* With a cap, only the first reuse_cap addresses are tracked: their
  * distances count tracked addresses only, the others report -2, and this
  * holds across renumberings. */
@@ -603,6 +638,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reuse_distance_abcbdda),
         cmocka_unit_test(test_reuse_distance_matches_brute_force),
+        cmocka_unit_test(test_reuse_table_keeps_every_address_across_doublings),
         cmocka_unit_test(test_reuse_cap_is_reported),
         cmocka_unit_test(test_same_address_reuse_by_a_key_of_its_own),
         cmocka_unit_test(test_reuse_distance_every_event_many_addresses),
