@@ -40,7 +40,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -477,86 +476,6 @@ static int pols_run(rp_pass_t *ps, rp_pol_t *const *pol, const rp_req_t *buf, si
     return 0;
 }
 
-/* The policies' side of the pass, on a thread of its own: while it runs
- * the policies over one batch, the pass decodes the trace into the next
- * (two buffers), so reading and simulating overlap on two cores. Batches
- * reach the policies whole and in order, as without it, so every figure is
- * the same; only who waits for whom changes. Not used with --pool-sites
- * (the pool then reads stacks from the reader while it runs). */
-typedef struct rp_worker {
-    pthread_t th;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int started;
-    int busy;                   /* a batch handed over, not yet done */
-    int quit;
-    const rp_req_t *buf;
-    size_t n;
-    int rc;                     /* the first failure; msg says what */
-    char msg[512];
-    rp_pass_t *ps;
-    rp_pol_t *const *pol;
-} rp_worker_t;
-
-static void *worker_main(void *arg)
-{
-    rp_worker_t *w = arg;
-    pthread_mutex_lock(&w->mu);
-    for (;;) {
-        while (!w->busy && !w->quit) pthread_cond_wait(&w->cv, &w->mu);
-        if (!w->busy) break;
-        const rp_req_t *buf = w->buf;
-        size_t n = w->n;
-        int failed = w->rc != 0;
-        pthread_mutex_unlock(&w->mu);
-        int rc = failed ? 0 : pols_run(w->ps, w->pol, buf, n, w->msg, sizeof w->msg);
-        pthread_mutex_lock(&w->mu);
-        if (rc && !w->rc) w->rc = rc;
-        w->busy = 0;
-        pthread_cond_broadcast(&w->cv);
-    }
-    pthread_mutex_unlock(&w->mu);
-    return NULL;
-}
-
-/* Wait until the worker has finished its batch; its failure, if any. */
-static int worker_wait(rp_worker_t *w, char *msg, size_t cap)
-{
-    pthread_mutex_lock(&w->mu);
-    while (w->busy) pthread_cond_wait(&w->cv, &w->mu);
-    int rc = w->rc;
-    pthread_mutex_unlock(&w->mu);
-    if (rc) snprintf(msg, cap, "%s", w->msg);
-    return rc;
-}
-
-/* The batch to the worker (after the previous one is done). */
-static int worker_hand(rp_worker_t *w, const rp_req_t *buf, size_t n, char *msg, size_t cap)
-{
-    int rc = worker_wait(w, msg, cap);
-    if (rc) return rc;
-    pthread_mutex_lock(&w->mu);
-    w->buf = buf;
-    w->n = n;
-    w->busy = 1;
-    pthread_cond_broadcast(&w->cv);
-    pthread_mutex_unlock(&w->mu);
-    return 0;
-}
-
-static void worker_stop(rp_worker_t *w)
-{
-    if (!w->started) return;
-    pthread_mutex_lock(&w->mu);
-    w->quit = 1;
-    pthread_cond_broadcast(&w->cv);
-    pthread_mutex_unlock(&w->mu);
-    pthread_join(w->th, NULL);
-    pthread_mutex_destroy(&w->mu);
-    pthread_cond_destroy(&w->cv);
-    w->started = 0;
-}
-
 static int pass(rp_pass_t *ps, pst_reader_t *r, rp_pol_t *const *pol, char *msg, size_t cap)
 {
     const rp_config_t *cfg = ps->cfg;
@@ -578,25 +497,7 @@ static int pass(rp_pass_t *ps, pst_reader_t *r, rp_pol_t *const *pol, char *msg,
     }
     /* room past a full batch: one event's requests, an RQ_SCOPE, and the
      * requests of its --phase-frame scopes (a reset and a scope each) */
-    const size_t buf_len = batch + RP_STREAM_MAX_OUT + 1 + 4 * AZ_PF_MAX;
-    rp_req_t *bufs[2] = { malloc(buf_len * sizeof(rp_req_t)), NULL };
-    rp_req_t *buf = bufs[0];
-    int cur = 0;
-    /* the worker thread, unless the pool reads stacks as it runs */
-    rp_worker_t w;
-    memset(&w, 0, sizeof w);
-    w.ps = ps;
-    w.pol = pol;
-    int threaded = !(pol[RP_POOL] && cfg->n_pool_sites) && (bufs[1] = malloc(buf_len * sizeof(rp_req_t)));
-    if (threaded && bufs[0]) {
-        pthread_mutex_init(&w.mu, NULL);
-        pthread_cond_init(&w.cv, NULL);
-        if (pthread_create(&w.th, NULL, worker_main, &w) == 0) w.started = 1;
-        else {
-            pthread_mutex_destroy(&w.mu);
-            pthread_cond_destroy(&w.cv);
-        }
-    }
+    rp_req_t *buf = malloc((batch + RP_STREAM_MAX_OUT + 1 + 4 * AZ_PF_MAX) * sizeof *buf);
     /* the reset marker's open scopes, counted by a model of its own */
     pm_model_t *mk = (ps->mask & (1u << RP_ARENA)) ? pm_create(&err) : NULL;
     rp_markers_t *markers = &ps->markers;
@@ -654,11 +555,7 @@ static int pass(rp_pass_t *ps, pst_reader_t *r, rp_pol_t *const *pol, char *msg,
         }
         if (rc) break;
         if (n >= batch || (!more && n > 0)) {
-            if (w.started) {
-                if ((rc = worker_hand(&w, buf, n, msg, cap))) break;
-                cur ^= 1;
-                buf = bufs[cur];
-            } else if ((rc = pols_run(ps, pol, buf, n, msg, cap))) break;
+            if ((rc = pols_run(ps, pol, buf, n, msg, cap))) break;
             ps->requests += n;
             n = 0;
         }
@@ -669,18 +566,6 @@ static int pass(rp_pass_t *ps, pst_reader_t *r, rp_pol_t *const *pol, char *msg,
                 cfg->progress(cfg->progress_ctx, events, pst_status(r)->bytes, file_bytes);
             }
         }
-    }
-    if (w.started) {
-        /* a failure of the worker's was on a batch made before anything
-         * the pass ran into since: it is the one to report, as it was
-         * without the worker */
-        char wmsg[512];
-        int wrc = worker_wait(&w, wmsg, sizeof wmsg);
-        if (wrc) {
-            rc = wrc;
-            snprintf(msg, cap, "%s", wmsg);
-        }
-        worker_stop(&w);
     }
     if (!rc && !ps->restart) rc = damaged(pst_status(r), msg, cap);
     for (size_t i = 0; !rc && !ps->restart && i < az_pf_count(pf); i++) {
@@ -693,8 +578,7 @@ static int pass(rp_pass_t *ps, pst_reader_t *r, rp_pol_t *const *pol, char *msg,
     ps->events = events;
     ps->t_last = t_last;
     if (st) rp_stream_counts(st, &ps->allocs, &ps->frees, &ps->unmatched, &ps->kv_pools);
-    free(bufs[0]);
-    free(bufs[1]);
+    free(buf);
     rp_stream_destroy(st);
     az_pf_destroy(pf);
     pm_destroy(mk);
