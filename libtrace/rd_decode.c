@@ -234,32 +234,27 @@ int rd_process_events(pst_reader_t *r, const pst_chunk_hdr_t *h, const uint8_t *
     uint32_t bcnt = s->vblk;
     int had_ver = 0, dvers = s->dvers, has_l = 0;
     while (p < end) {
-        /* the common records first: no stack, no string, no pool */
+        /* the common records first (malloc with or without a stack id, free,
+         * VER, TS): no string, no pool */
         uint64_t a, v;
-        const uint8_t *n;
+        const uint8_t *n, *q = p + 1;
         switch (*p) {
-        case PST_EV_MALLOC:
-            if (!(n = rd_addr(&dec, p + 1, end, &a)) || !(n = rd_varint(n, end, &v))) break;
-            dec.since_ts++;
-            dec.nver = 0;
-            p = n;
-            k++;
-            bcnt++;
-            continue;
         case PST_EV_MALLOC | PST_EV_HAS_STACK: {
             /* the stack id is checked before the address is decoded, so an
              * undefined one leaves dec as it was for the general path below */
             uint64_t sid;
-            if (!(n = rd_varint(p + 1, end, &sid)) || sid > UINT32_MAX || (sid && !rd_stack_defined(r, (uint32_t)sid)) ||
-                !(n = rd_addr(&dec, n, end, &a)) || !(n = rd_varint(n, end, &v)))
+            if (!(q = rd_varint(q, end, &sid)) || sid > UINT32_MAX || (sid && !rd_stack_defined(r, (uint32_t)sid)))
                 break;
+        }   /* the rest is a malloc's */
+            /* fall through */
+        case PST_EV_MALLOC:
+            if (!(n = rd_addr(&dec, q, end, &a)) || !(n = rd_varint(n, end, &v))) break;
             dec.since_ts++;
             dec.nver = 0;
             p = n;
             k++;
             bcnt++;
             continue;
-        }
         case PST_EV_FREE:
             if (!(n = rd_addr(&dec, p + 1, end, &a))) break;
             dec.since_ts++;

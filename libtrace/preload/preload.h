@@ -35,7 +35,6 @@
  * bytes after the ring so an event is always encoded contiguously and the
  * part past the end is copied to the start (rare). */
 #define PS_RING_SIZE   (256u << 10)
-#define PS_RING_MASK   (PS_RING_SIZE - 1)
 #define PS_RING_SLACK  4096u
 #define PS_IDS_PER_REC 256u                       /* block ids in one record: API lists are split */
 #define PS_REC_MAX     (2 * PST_EVENT_MAX + 64 + PS_IDS_PER_REC * PST_VARINT_MAX)   /* LOST + TS + one event */
