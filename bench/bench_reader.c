@@ -23,6 +23,18 @@
  *   bench_reader [--quick] [--events N] [--runs R] [--no-10x] [--keep]
  * Prints a markdown `## reader` section. --keep leaves the trace files in
  * $TMPDIR (or /tmp) and names them on stderr.
+ *
+ *   bench_reader --read FILE [--window NS]
+ *   bench_reader --hash FILE [--window NS]
+ *   bench_reader --write FILE --events N [--streams S] [--minor M]
+ * Tools for changing the reader. --read: pst_next over every event of one
+ * trace and nothing else (what callgrind measures per event). --hash: the
+ * order hash, one line: events, a 64-bit hash over every field of every
+ * event in the order pst_next hands them out (type, stream, tid, seq, ts,
+ * stack, the layout's fields, ids, payload, string, versions), and the
+ * merge's counts (unordered, late, unknown_frees, ...): a reader change that
+ * must keep the order prints the same line before and after. --write: the
+ * synthetic trace of the benchmark, alone.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -264,6 +276,59 @@ static row_t run(const char *name, const char *path, uint64_t window_ns, int run
     return row;
 }
 
+/* ---- order hash --------------------------------------------------------------- */
+
+/* FNV-1a over 64-bit words: order-sensitive, every bit of every word counts. */
+static uint64_t h64(uint64_t h, uint64_t v)
+{
+    for (int i = 0; i < 8; i++) { h ^= (v >> (8 * i)) & 0xff; h *= 0x100000001b3ull; }
+    return h;
+}
+
+static int read_one(const char *path, uint64_t window_ns, int hash)
+{
+    int err = 0;
+    pst_reader_t *r = pst_open(path, &err);
+    if (!r) { fprintf(stderr, "bench_reader: cannot open %s (%d)\n", path, err); return 1; }
+    if (window_ns) pst_reader_set_window(r, window_ns);
+    pst_event_t ev;
+    uint64_t n = 0, h = 0xcbf29ce484222325ull, sink = 0;
+    int rc;
+    while ((rc = pst_next(r, &ev)) > 0) {
+        n++;
+        if (!hash) { sink += ev.f[0]; continue; }
+        h = h64(h, ev.type);
+        h = h64(h, (uint64_t)ev.stream << 32 | ev.tid);
+        h = h64(h, ev.seq);
+        h = h64(h, ev.ts);
+        h = h64(h, ev.stack);
+        const char *lay = pst_event_layout(ev.type);
+        size_t nf = lay ? strlen(lay) : 0;
+        for (size_t i = 0; i < nf; i++) h = h64(h, ev.f[i]);
+        h = h64(h, ev.n_ids);
+        for (uint32_t i = 0; i < ev.n_ids; i++) h = h64(h, ev.ids[i]);
+        h = h64(h, ev.n_payload);
+        for (uint32_t i = 0; i < ev.n_payload; i++) h = h64(h, (uint64_t)ev.payload[i]);
+        if (ev.str) for (const char *c = ev.str; *c; c++) h = h64(h, (uint8_t)*c);
+        h = h64(h, ev.str != NULL);
+        h = h64(h, ev.n_ver);
+        for (uint32_t i = 0; i < ev.n_ver && i < 2; i++) h = h64(h, ev.ver[i]);
+    }
+    const pst_status_t *st = pst_status(r);
+    if (hash)
+        printf("events %llu hash %016llx rc %d unordered %llu late %llu unknown_frees %llu causal_reordered %llu "
+               "pool_reordered %llu pool_unordered %llu ver_gaps %llu peak_queued %llu lost %llu corrupt %d truncated %d\n",
+               (unsigned long long)n, (unsigned long long)h, rc, (unsigned long long)st->unordered,
+               (unsigned long long)st->late, (unsigned long long)st->unknown_frees,
+               (unsigned long long)st->causal_reordered, (unsigned long long)st->pool_reordered,
+               (unsigned long long)st->pool_unordered, (unsigned long long)st->ver_gaps,
+               (unsigned long long)st->peak_queued, (unsigned long long)st->lost, st->corrupt, st->truncated);
+    else
+        printf("events %llu rc %d (%llu)\n", (unsigned long long)n, rc, (unsigned long long)(sink & 1));
+    pst_close(r);
+    return rc < 0;
+}
+
 static long self_rss_kib(void)
 {
     struct rusage ru;
@@ -274,17 +339,34 @@ static long self_rss_kib(void)
 int main(int argc, char **argv)
 {
     uint64_t n = 10000000;
-    int runs = 5, ten = 1, keep = 0;
+    int runs = 5, ten = 1, keep = 0, mode = 0;
+    unsigned streams = 4, minor = 0;
+    const char *file = NULL;
+    uint64_t window = 0;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--quick")) n = 1000000;
+        if ((!strcmp(argv[i], "--read") || !strcmp(argv[i], "--hash") || !strcmp(argv[i], "--write")) && i + 1 < argc) {
+            mode = argv[i][2];
+            file = argv[++i];
+        }
+        else if (!strcmp(argv[i], "--window") && i + 1 < argc) window = strtoull(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--streams") && i + 1 < argc) streams = (unsigned)atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--minor") && i + 1 < argc) minor = (unsigned)atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--quick")) n = 1000000;
         else if (!strcmp(argv[i], "--events") && i + 1 < argc) n = strtoull(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--runs") && i + 1 < argc) runs = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--no-10x")) ten = 0;
         else if (!strcmp(argv[i], "--keep")) keep = 1;
         else {
-            fprintf(stderr, "usage: bench_reader [--quick] [--events N] [--runs R] [--no-10x] [--keep]\n");
+            fprintf(stderr, "usage: bench_reader [--quick] [--events N] [--runs R] [--no-10x] [--keep]\n"
+                            "       bench_reader --read|--hash FILE [--window NS]\n"
+                            "       bench_reader --write FILE --events N [--streams S] [--minor M]\n");
             return 2;
         }
+    }
+    if (mode == 'r' || mode == 'h') return read_one(file, window, mode == 'h');
+    if (mode == 'w') {
+        if (streams < 1 || streams > MAXT) return 2;
+        return write_trace(file, n, streams, minor) ? 1 : 0;
     }
     if (runs < 1) runs = 1;
     if (runs > 15) runs = 15;
