@@ -233,12 +233,22 @@ int rd_process_events(pst_reader_t *r, const pst_chunk_hdr_t *h, const uint8_t *
     r->n_bclose = 0;
     uint32_t bcnt = s->vblk;
     int had_ver = 0, dvers = s->dvers, has_l = 0;
+    /* Once a stream has had a VER record its frees are ordered by versions,
+     * never indexed here, and no other event's A value is looked at here
+     * either (pool, LOST and THREAD_START fields are plain varints): from
+     * then on this pass only checks the A codes of the common records
+     * (rd_askip5) instead of resolving them, and the validating state's
+     * A base and recent list (s->dec) go stale, read by nothing. The head
+     * decoder keeps its own state (s->hdec). Minor-5 coding only. */
+    const int recent = dec.coding == PST_CODING_RECENT;
     while (p < end) {
         /* the common records first (malloc with or without a stack id, free,
-         * VER, TS): no string, no pool */
+         * VER, TS; calloc and realloc of a versioned stream): no string, no
+         * pool */
         uint64_t a, v;
         const uint8_t *n, *q = p + 1;
-        switch (*p) {
+        unsigned tb = *p;
+        switch (tb) {
         case PST_EV_MALLOC | PST_EV_HAS_STACK: {
             /* the stack id is checked before the address is decoded, so an
              * undefined one leaves dec as it was for the general path below */
@@ -248,14 +258,43 @@ int rd_process_events(pst_reader_t *r, const pst_chunk_hdr_t *h, const uint8_t *
         }   /* the rest is a malloc's */
             /* fall through */
         case PST_EV_MALLOC:
-            if (!(n = rd_addr(&dec, q, end, &a)) || !(n = rd_varint(n, end, &v))) break;
+            if (dvers && recent) n = rd_askip5(q, end);
+            else n = rd_addr(&dec, q, end, &a);
+            if (!n || !(n = rd_varint(n, end, &v))) break;
             dec.since_ts++;
             dec.nver = 0;
             p = n;
             k++;
             bcnt++;
             continue;
+        case PST_EV_CALLOC | PST_EV_HAS_STACK: case PST_EV_REALLOC | PST_EV_HAS_STACK:
+        case PST_EV_CALLOC: case PST_EV_REALLOC: {
+            if (!(dvers && recent)) break;   /* a realloc's free may need indexing: the general path */
+            uint64_t sid;
+            if ((tb & PST_EV_HAS_STACK) &&
+                (!(q = rd_varint(q, end, &sid)) || sid > UINT32_MAX || (sid && !rd_stack_defined(r, (uint32_t)sid))))
+                break;
+            if (!(n = rd_askip5(q, end))) break;
+            if ((tb & PST_EV_TYPE_MASK) == PST_EV_REALLOC) n = rd_askip5(n, end);   /* old, ret, size */
+            else n = rd_varint(n, end, &v);                                          /* ptr, nmemb, size */
+            if (!n || !(n = rd_varint(n, end, &v))) break;
+            dec.since_ts++;
+            dec.nver = 0;
+            p = n;
+            k++;
+            bcnt++;
+            continue;
+        }
         case PST_EV_FREE:
+            if (dvers && recent) {
+                if (!(n = rd_askip5(p + 1, end))) break;
+                dec.since_ts++;
+                dec.nver = 0;
+                p = n;
+                k++;
+                bcnt++;
+                continue;
+            }
             if (!(n = rd_addr(&dec, p + 1, end, &a))) break;
             dec.since_ts++;
             p = n;

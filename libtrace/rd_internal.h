@@ -469,6 +469,19 @@ static inline __attribute__((always_inline)) const uint8_t *rd_addr(pst_enc_t *d
     return p + n;
 }
 
+/* The end of an A field in the minor-5 coding, checked as pst_get_addr5
+ * checks it (the same failures) but not resolved: for the validating pass
+ * of a stream whose addresses it no longer needs (rd_process_events). */
+static inline __attribute__((always_inline)) const uint8_t *rd_askip5(const uint8_t *p, const uint8_t *end)
+{
+    uint64_t code;
+    if (!(p = rd_varint(p, end, &code))) return NULL;
+    if (code & 1) return p;
+    if (code & 2) return (code >> 2) < PST_RECENT ? p : NULL;
+    if (code) return NULL;
+    return rd_varint(p, end, &code);   /* code 0: the delta follows */
+}
+
 #define RD_GETV(v) do { if (!(p = rd_varint(p, end, &(v)))) return NULL; } while (0)
 #define RD_GETA(v) do { if (!(p = rd_addr(d, p, end, &(v)))) return NULL; } while (0)
 /* a stack id: a varint of at most 32 bits (pst_decode_event's rule) */
