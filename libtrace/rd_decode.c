@@ -143,10 +143,13 @@ static int rd_squeue_append(rd_stream_t *s, const uint8_t *p, size_t n)
         } else {
             size_t cap = 2 * (live + n);
             if (cap < s->bcap + s->bcap / 2) cap = s->bcap + s->bcap / 2;
-            cap = (cap + 4095) & ~(size_t)4095;
-            uint8_t *nb = malloc(cap);
+            cap = ((cap + RD_QPAD + 4095) & ~(size_t)4095) - RD_QPAD;
+            /* RD_QPAD bytes after the last one the head decoder may load
+             * (rd_vshort_), zeroed like the rest: never uninitialised */
+            uint8_t *nb = malloc(cap + RD_QPAD);
             if (!nb) return PSC_ENOMEM;
             if (live) memcpy(nb, s->b + s->bhead, live);
+            memset(nb + live, 0, cap + RD_QPAD - live);
             free(s->b);
             s->b = nb;
             s->bcap = cap;

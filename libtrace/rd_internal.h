@@ -411,10 +411,14 @@ const uint8_t *rd_dec_generic(const pst_reader_t *r, pst_enc_t *d, const uint8_t
  * and without branches on their length (one 8-byte load when 8 bytes are
  * readable); longer codes, and the last bytes of a buffer, go to them. The
  * same values and the same failures either way. */
+/* `q` (a constant at every call): p is inside a stream's byte queue, which
+ * has RD_QPAD readable bytes after its end (rd_squeue_append) and holds
+ * only validated records, so the 8-byte load needs no check of the end. */
+#define RD_QPAD 8
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-static inline __attribute__((always_inline)) unsigned rd_vshort(const uint8_t *p, const uint8_t *end, uint64_t *v)
+static inline __attribute__((always_inline)) unsigned rd_vshort_(const uint8_t *p, const uint8_t *end, uint64_t *v, const int q)
 {
-    if (end - p < 8) return 0;
+    if (!q && end - p < 8) return 0;
     uint64_t x;
     memcpy(&x, p, sizeof x);
     if (!(x & 0x80)) { *v = x & 0x7f; return 1; }
@@ -426,26 +430,31 @@ static inline __attribute__((always_inline)) unsigned rd_vshort(const uint8_t *p
     return len;
 }
 #else
-static inline unsigned rd_vshort(const uint8_t *p, const uint8_t *end, uint64_t *v)
+static inline unsigned rd_vshort_(const uint8_t *p, const uint8_t *end, uint64_t *v, const int q)
 {
-    (void)p; (void)end; (void)v;
+    (void)p; (void)end; (void)v; (void)q;
     return 0;
 }
 #endif
 
+static inline __attribute__((always_inline)) const uint8_t *rd_varint_(const uint8_t *p, const uint8_t *end, uint64_t *v, const int q)
+{
+    unsigned n = rd_vshort_(p, end, v, q);
+    return n ? p + n : pst_get_varint(p, end, v);
+}
 static inline __attribute__((always_inline)) const uint8_t *rd_varint(const uint8_t *p, const uint8_t *end, uint64_t *v)
 {
-    unsigned n = rd_vshort(p, end, v);
-    return n ? p + n : pst_get_varint(p, end, v);
+    return rd_varint_(p, end, v, 0);
 }
 
 /* An A field in the stream's coding (pst_get_addr, or pst_get_addr5 for
  * minor 5: a hit in the recent list or an aligned delta in up to 3 bytes
  * inline, the rest through format.h). */
-static inline __attribute__((always_inline)) const uint8_t *rd_addr(pst_enc_t *dc, const uint8_t *p, const uint8_t *end, uint64_t *addr)
+static inline __attribute__((always_inline)) const uint8_t *rd_addr_(pst_enc_t *dc, const uint8_t *p, const uint8_t *end, uint64_t *addr,
+                                                                     const int q)
 {
     uint64_t code;
-    unsigned n = rd_vshort(p, end, &code);
+    unsigned n = rd_vshort_(p, end, &code, q);
     if (dc->coding == PST_CODING_RECENT) {
         if (!n || !(code & 3)) return pst_get_addr5(dc, p, end, addr);
         uint32_t k = dc->nrec;
@@ -453,7 +462,7 @@ static inline __attribute__((always_inline)) const uint8_t *rd_addr(pst_enc_t *d
         if (code & 1) {
             a = dc->last_addr + ((uint64_t)pst_unzigzag(code >> 1) << 4);
         } else {
-            if ((code >> 2) >= PST_RECENT) return NULL;
+            if (!q && (code >> 2) >= PST_RECENT) return NULL;   /* queued: checked when read */
             a = dc->recent[(k - 1 - (uint32_t)(code >> 2)) & (PST_RECENT - 1)];
         }
         dc->recent[k & (PST_RECENT - 1)] = a;
@@ -467,6 +476,10 @@ static inline __attribute__((always_inline)) const uint8_t *rd_addr(pst_enc_t *d
     *addr = dc->last_addr + ((code & 1) ? (uint64_t)d << 4 : (uint64_t)d);
     dc->last_addr = *addr;
     return p + n;
+}
+static inline __attribute__((always_inline)) const uint8_t *rd_addr(pst_enc_t *dc, const uint8_t *p, const uint8_t *end, uint64_t *addr)
+{
+    return rd_addr_(dc, p, end, addr, 0);
 }
 
 /* The end of an A field in the minor-5 coding, checked as pst_get_addr5
@@ -482,8 +495,8 @@ static inline __attribute__((always_inline)) const uint8_t *rd_askip5(const uint
     return rd_varint(p, end, &code);   /* code 0: the delta follows */
 }
 
-#define RD_GETV(v) do { if (!(p = rd_varint(p, end, &(v)))) return NULL; } while (0)
-#define RD_GETA(v) do { if (!(p = rd_addr(d, p, end, &(v)))) return NULL; } while (0)
+#define RD_GETV(v) do { if (!(p = rd_varint_(p, end, &(v), q))) return NULL; } while (0)
+#define RD_GETA(v) do { if (!(p = rd_addr_(d, p, end, &(v), q))) return NULL; } while (0)
 /* a stack id: a varint of at most 32 bits (pst_decode_event's rule) */
 #define RD_GETSTK(v)                                              \
     do {                                                          \
@@ -497,11 +510,12 @@ static inline __attribute__((always_inline)) const uint8_t *rd_askip5(const uint
  * values and the same failures as pst_decode_event, with the common heap
  * records and TS decoded inline. L ids go to idbuf (PST_MAX_IDS entries;
  * may be NULL when the record is not an L event). Returns the position
- * after the record, or NULL on corrupt input. */
-static inline __attribute__((always_inline)) const uint8_t *rd_dec_rec(const pst_reader_t *r, pst_enc_t *d, const uint8_t *p,
-                                        const uint8_t *end, rd_hev_t *e, uint32_t *idbuf)
+ * after the record, or NULL on corrupt input. q: p is in a byte queue
+ * (rd_vshort_), before its end. */
+static inline __attribute__((always_inline)) const uint8_t *rd_dec_rec_(const pst_reader_t *r, pst_enc_t *d, const uint8_t *p,
+                                        const uint8_t *end, rd_hev_t *e, uint32_t *idbuf, const int q)
 {
-    if (p >= end) return NULL;
+    if (!q && p >= end) return NULL;
     unsigned tb = *p;
     uint32_t stk = 0;
     switch (tb) {
@@ -563,6 +577,11 @@ static inline __attribute__((always_inline)) const uint8_t *rd_dec_rec(const pst
     d->since_ts++;
     return p;
 }
+static inline __attribute__((always_inline)) const uint8_t *rd_dec_rec(const pst_reader_t *r, pst_enc_t *d, const uint8_t *p,
+                                        const uint8_t *end, rd_hev_t *e, uint32_t *idbuf)
+{
+    return rd_dec_rec_(r, d, p, end, e, idbuf, 0);
+}
 
 /* Decode s's next queued event (after any TS records) into s->head. The
  * bytes were validated when their chunk was read, with the same decoder
@@ -572,7 +591,7 @@ static inline int rd_head_next(pst_reader_t *r, rd_stream_t *s)
     const uint8_t *p = s->b + s->bhead, *end = s->b + s->btail;
     for (;;) {
         /* s->ids exists once an L event has been queued (rd_process_events) */
-        p = rd_dec_rec(r, &s->hdec, p, end, &s->head, s->ids);
+        p = rd_dec_rec_(r, &s->hdec, p, end, &s->head, s->ids, 1);
         if (!p) return PSC_ECORRUPT;   /* not reached: validated when read */
         if (s->head.type != PST_EV_TS && s->head.type != PST_EV_VER) break;
     }
