@@ -135,6 +135,17 @@ static inline uint32_t rd_aset_owner(const rd_aset_t *s, uint64_t k)
     }
 }
 
+/* Where k is (1), or the empty slot where looking for it stopped (0), in
+ * *at. The table exists (s->k). For the fast path of pst_next, which looks
+ * once and then changes that slot in place (rd_fast_heap). */
+static inline int rd_aset_slot(const rd_aset_t *s, uint64_t k, uint32_t *at)
+{
+    for (uint32_t i = RD_AHASH(k, s->shift);; i = (i + 1) & s->mask) {
+        uint64_t x = s->k[i];
+        if (x == k || !x) { *at = i; return x == k; }
+    }
+}
+
 /* The address maps (pending-free heads, a stream's runs per address) are
  * the project's map with u64 values, through its inline _sz paths (see
  * rd_internal.h for the measurements). The value of k, or NULL; the pointer
@@ -780,6 +791,8 @@ static inline int rd_apply_effects(pst_reader_t *r, rd_stream_t *s, const rd_hev
     return 0;
 }
 
+static inline __attribute__((always_inline)) int rd_emit_out(pst_reader_t *r, rd_stream_t *s, pst_event_t *ev, int rc);
+
 /* Hand out the head of s into ev, then decode the next one. */
 static int rd_emit(pst_reader_t *r, rd_stream_t *s, pst_event_t *ev)
 {
@@ -807,7 +820,16 @@ static int rd_emit(pst_reader_t *r, rd_stream_t *s, pst_event_t *ev)
         rc = rd_apply_effects(r, s, e);
         break;
     }
+    return rd_emit_out(r, s, ev, rc);
+}
 
+/* The head of s has gone out of its queue (emit_seq, qlen) and had its
+ * effects on the merge's tables: the event into ev, the counts, the next
+ * head, the heap. rc: the effects' answer. */
+static inline __attribute__((always_inline)) int rd_emit_out(pst_reader_t *r, rd_stream_t *s, pst_event_t *ev, int rc)
+{
+    rd_hev_t *e = &s->head;
+    unsigned t = e->type;
     ev->type = e->type;
     ev->stream = s->id;
     ev->tid = s->tid;
@@ -864,6 +886,73 @@ static int rd_emit(pst_reader_t *r, rd_stream_t *s, pst_event_t *ev)
         if (s->bhead == s->btail) s->bhead = s->btail = 0;
     }
     return rc ? rc : 1;
+}
+
+/* The usual head, decided and handed out in one go: a malloc, calloc or
+ * free of an address (not 0) without VER records, whose implicit version,
+ * if its stream has versions, is exactly the one its slot expects. What
+ * rd_constraint would answer for it needs only the live set, so one probe
+ * decides, and the same slot then takes the effect that rd_emit would
+ * give it: a free of a live address, or with one stream any free; an
+ * allocation of an address not live, when the table need not be rebuilt
+ * for it. Everything else (a version ahead or behind, an address to look
+ * for in other streams, an unknown free among several streams) returns 0
+ * before anything has changed, for rd_constraint and rd_emit to decide.
+ * Otherwise rd_emit_out's answer. */
+static inline __attribute__((always_inline)) int rd_fast_heap(pst_reader_t *r, rd_stream_t *s, pst_event_t *ev)
+{
+    rd_hev_t *e = &s->head;
+    unsigned t = e->type;
+    uint64_t a = e->f[0];
+    rd_aset_t *ls = &r->live[RD_SP_HEAP];
+    if ((t != PST_EV_MALLOC && t != PST_EV_CALLOC && t != PST_EV_FREE) || !a || e->n_ver || !ls->k) return 0;
+    uint32_t sl = 0, i;
+    uint16_t v = 0;
+    if (s->vers) {                  /* rd_ver_of's implicit version (its inline case) */
+        if (!r->vexp) return 0;
+        sl = pst_vslot(a);
+        uint64_t l = r->vlast[sl];
+        v = (l >> 16) == (uint64_t)s->idx + 1 ? pst_vnext((uint16_t)l) : r->vexp[sl];
+        if (v != r->vexp[sl]) return 0;
+    }
+    int found = rd_aset_slot(ls, a, &i), live = found && ls->live[i];
+    if (t == PST_EV_FREE) {
+        if (!live && r->n_sv > 1) return 0;     /* rule 3, or rd_ver_live_check's scan */
+    } else if (live || (!found && (ls->n + ls->dead + 1) * 2 > ls->mask + 1)) {
+        return 0;                               /* rule 4 / its scans; or rd_aset_add rebuilds */
+    }
+    if (s->vers) {                  /* rd_ver_apply of a version that is next */
+        r->vlast[sl] = (uint64_t)(s->idx + 1) << 16 | v;
+        r->vgen++;
+        v = pst_vnext(v);
+        uint64_t *p;
+        while (psc_map_count(&r->ahead) && (p = psc_map_get_sz(&r->ahead, rd_ahead_key(sl, v), sizeof(uint64_t)))) {
+            psc_map_erase_sz(&r->ahead, p, sizeof(uint64_t));
+            v = pst_vnext(v);
+        }
+        r->vexp[sl] = v;
+    }
+    s->emit_seq++;
+    s->qlen--;
+    r->st.queued--;
+    if (t == PST_EV_FREE) {         /* rd_aset_del at slot i */
+        if (s->pq[RD_SP_HEAP].n) rd_pend_del(&r->pend[RD_SP_HEAP], a, s, RD_SP_HEAP, e->seq);
+        if (live) {
+            ls->live[i] = 0; ls->n--; ls->dead++;
+            ls->own[i] = s->idx;
+        } else {
+            r->st.unknown_frees++;
+        }
+    } else if (found) {             /* rd_aset_add at slot i: a dead slot comes back */
+        ls->live[i] = 1; ls->dead--; ls->n++;
+        ls->own[i] = s->idx;
+    } else {                        /* or an empty one is taken */
+        ls->k[i] = a;
+        ls->live[i] = 1;
+        ls->own[i] = s->idx;
+        ls->n++;
+    }
+    return rd_emit_out(r, s, ev, 0);
 }
 
 /* Ties. Events of one time (one tick of the writer's time base) carry no
@@ -1086,6 +1175,8 @@ int pst_next(pst_reader_t *r, pst_event_t *ev)
         int why;
         if (rd_safe(r, &s->head)) {
             if (!r->causal_times || !rd_top_tied(r)) {
+                int fr = rd_fast_heap(r, s, ev);
+                if (fr) return fr;
                 if (rd_constraint(r, s, &s->head, &t, &tseq, &why) == RD_C_NONE) return rd_emit(r, s, ev);
             } else if ((t = rd_tie_scan(r, 0, s->head.ts, NULL))) {
                 /* s's constraint only counts the reordering: it changes
