@@ -144,12 +144,11 @@ static int rd_squeue_append(rd_stream_t *s, const uint8_t *p, size_t n)
             size_t cap = 2 * (live + n);
             if (cap < s->bcap + s->bcap / 2) cap = s->bcap + s->bcap / 2;
             cap = ((cap + RD_QPAD + 4095) & ~(size_t)4095) - RD_QPAD;
-            /* RD_QPAD bytes after the last one the head decoder may load
-             * (rd_vshort_), zeroed like the rest: never uninitialised */
+            /* RD_QPAD bytes after the end for the head decoder's loads
+             * (rd_vshort_) */
             uint8_t *nb = malloc(cap + RD_QPAD);
             if (!nb) return PSC_ENOMEM;
             if (live) memcpy(nb, s->b + s->bhead, live);
-            memset(nb + live, 0, cap + RD_QPAD - live);
             free(s->b);
             s->b = nb;
             s->bcap = cap;
@@ -159,6 +158,7 @@ static int rd_squeue_append(rd_stream_t *s, const uint8_t *p, size_t n)
     }
     memcpy(s->b + s->btail, p, n);
     s->btail += n;
+    memset(s->b + s->btail, 0, RD_QPAD);   /* what a load past the end reads: never uninitialised */
     return 0;
 }
 
