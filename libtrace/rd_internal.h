@@ -586,7 +586,7 @@ static inline __attribute__((always_inline)) const uint8_t *rd_dec_rec(const pst
 /* Decode s's next queued event (after any TS records) into s->head. The
  * bytes were validated when their chunk was read, with the same decoder
  * state, so this does not fail. */
-static inline int rd_head_next(pst_reader_t *r, rd_stream_t *s)
+static inline __attribute__((always_inline)) int rd_head_next(pst_reader_t *r, rd_stream_t *s)
 {
     const uint8_t *p = s->b + s->bhead, *end = s->b + s->btail;
     for (;;) {
