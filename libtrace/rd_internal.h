@@ -316,7 +316,6 @@ struct pst_reader {
     uint64_t wait_seq, wait_sync0;
     uint64_t decoded;          /* events decoded (TS records not counted) */
     uint32_t max_stream;       /* highest stream id seen (ids are 1..streams) */
-    int      out_any;
 
     uint8_t  nf[PST_EV_MAX];
     int8_t   s_idx[PST_EV_MAX], ext_idx[PST_EV_MAX];

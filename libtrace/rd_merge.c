@@ -868,9 +868,9 @@ static inline __attribute__((always_inline)) int rd_emit_out(pst_reader_t *r, rd
         memcpy(ev->payload, e->payload, e->n_payload * sizeof(int64_t));
         ev->n_payload = e->n_payload;
     }
-    if (r->out_any && e->ts < r->last_out_ts) r->st.late++;
-    if (!r->out_any || e->ts > r->last_out_ts) r->last_out_ts = e->ts;
-    r->out_any = 1;
+    /* last_out_ts starts at 0, below every time: the first event is never late */
+    if (e->ts < r->last_out_ts) r->st.late++;
+    else r->last_out_ts = e->ts;
     r->st.events++;
     r->st.live = (uint64_t)r->live[0].n + r->live[1].n;
 
