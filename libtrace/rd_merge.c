@@ -594,10 +594,8 @@ static inline uint64_t rd_ahead_key(uint32_t sl, uint16_t v) { return (uint64_t)
  * that went ahead. An event ahead of its slot that is not in the ahead set
  * jumps the slot's count (an event of that slot was lost) and is counted
  * in ver_gaps. */
-static void rd_ver_apply(pst_reader_t *r, rd_stream_t *s, const rd_hev_t *e)
+static inline __attribute__((always_inline)) void rd_ver_apply_vi(pst_reader_t *r, const rd_stream_t *s, const rd_vinfo_t *vi)
 {
-    rd_vinfo_t tmp;
-    const rd_vinfo_t *vi = rd_ver_of(r, s, e, &tmp);
     for (unsigned i = 0; i < vi->n; i++) {
         uint32_t sl = vi->sl[i];
         uint16_t x = r->vexp[sl], v = vi->v[i];
@@ -617,6 +615,12 @@ static void rd_ver_apply(pst_reader_t *r, rd_stream_t *s, const rd_hev_t *e)
         }
         r->vexp[sl] = v;
     }
+}
+
+static void rd_ver_apply(pst_reader_t *r, rd_stream_t *s, const rd_hev_t *e)
+{
+    rd_vinfo_t tmp;
+    rd_ver_apply_vi(r, s, rd_ver_of(r, s, e, &tmp));
 }
 
 /* ---- merge ------------------------------------------------------------------ */
@@ -793,8 +797,9 @@ static inline int rd_apply_effects(pst_reader_t *r, rd_stream_t *s, const rd_hev
 
 static inline __attribute__((always_inline)) int rd_emit_out(pst_reader_t *r, rd_stream_t *s, pst_event_t *ev, int rc);
 
-/* Hand out the head of s into ev, then decode the next one. */
-static int rd_emit(pst_reader_t *r, rd_stream_t *s, pst_event_t *ev)
+/* Hand out the head of s into ev, then decode the next one: any head
+ * (rd_emit tries rd_fast_heap first). */
+static __attribute__((noinline)) int rd_emit_any(pst_reader_t *r, rd_stream_t *s, pst_event_t *ev)
 {
     rd_hev_t *e = &s->head;
     unsigned t = e->type;
@@ -888,23 +893,84 @@ static inline __attribute__((always_inline)) int rd_emit_out(pst_reader_t *r, rd
     return rc ? rc : 1;
 }
 
-/* The usual head, decided and handed out in one go: a malloc, calloc or
- * free of an address (not 0) without VER records, whose implicit version,
- * if its stream has versions, is exactly the one its slot expects. What
- * rd_constraint would answer for it needs only the live set, so one probe
- * decides, and the same slot then takes the effect that rd_emit would
- * give it: a free of a live address, or with one stream any free; an
- * allocation of an address not live, when the table need not be rebuilt
- * for it. Everything else (a version ahead or behind, an address to look
- * for in other streams, an unknown free among several streams) returns 0
- * before anything has changed, for rd_constraint and rd_emit to decide.
- * Otherwise rd_emit_out's answer. */
+/* rd_fast_heap's realloc (old, ret, size), a call of its own (it is
+ * rarer, and has two addresses): old and ret not 0, old live, and ret
+ * either old (in place: only the versions change) or not live (old is
+ * freed, ret allocated). Versions as rd_ver_of_ gives them (one slot per
+ * ordered address, the second one's version after the first's when both
+ * share a slot), each exactly the one its slot expects, then applied as
+ * rd_ver_apply does. */
+static __attribute__((noinline)) int rd_fast_realloc(pst_reader_t *r, rd_stream_t *s, pst_event_t *ev)
+{
+    rd_hev_t *e = &s->head;
+    uint64_t a0 = e->f[0], a1 = e->f[1];
+    rd_aset_t *ls = &r->live[RD_SP_HEAP];
+    if (!a0 || !a1 || e->n_ver || !ls->k) return 0;
+    rd_vinfo_t vi;
+    vi.n = 0;
+    if (s->vers) {
+        if (!r->vexp) return 0;
+        vi.n = a1 != a0 ? 2 : 1;
+        for (unsigned j = 0; j < vi.n; j++) {
+            uint32_t sl = vi.sl[j] = pst_vslot(j ? a1 : a0);
+            uint64_t l = r->vlast[sl];
+            vi.v[j] = (l >> 16) == (uint64_t)s->idx + 1 ? pst_vnext((uint16_t)l) : r->vexp[sl];
+        }
+        if (vi.v[0] != r->vexp[vi.sl[0]]) return 0;
+        if (vi.n == 2) {
+            if (vi.sl[1] == vi.sl[0]) vi.v[1] = pst_vnext(vi.v[0]);
+            else if (vi.v[1] != r->vexp[vi.sl[1]]) return 0;
+        }
+    }
+    uint32_t i0, i1 = 0;
+    if (!rd_aset_slot(ls, a0, &i0) || !ls->live[i0]) return 0;        /* old not live: rule 3 / its scan */
+    int found1 = 0;
+    if (a1 != a0) {
+        found1 = rd_aset_slot(ls, a1, &i1);
+        if (found1 && ls->live[i1]) return 0;                           /* ret live: rule 4 / its scans */
+        if (!found1 && (ls->n + ls->dead + 1) * 2 > ls->mask + 1) return 0;   /* rd_aset_add rebuilds */
+    }
+    if (vi.n) rd_ver_apply_vi(r, s, &vi);
+    s->emit_seq++;
+    s->qlen--;
+    r->st.queued--;
+    if (a1 != a0) {                 /* rd_apply_effects: old freed (it is live), ret allocated */
+        if (s->pq[RD_SP_HEAP].n) rd_pend_del(&r->pend[RD_SP_HEAP], a0, s, RD_SP_HEAP, e->seq);
+        ls->live[i0] = 0; ls->n--; ls->dead++;
+        ls->own[i0] = s->idx;
+        if (found1) {
+            ls->live[i1] = 1; ls->dead--; ls->n++;
+        } else {
+            ls->k[i1] = a1;
+            ls->live[i1] = 1;
+            ls->n++;
+        }
+        ls->own[i1] = s->idx;
+    }
+    return rd_emit_out(r, s, ev, 0);
+}
+
+/* The usual head, decided and handed out in one go: a malloc, calloc,
+ * free or realloc of addresses (not 0) without VER records, whose implicit
+ * versions, if its stream has versions, are exactly the ones their slots
+ * expect. What rd_constraint would answer for it needs only the live set,
+ * so one probe per address decides, and the same slots then take the
+ * effects that rd_emit_any would give them: a free of a live address, or
+ * with one stream any free; an allocation of an address not live, when
+ * the table need not be rebuilt for it; a realloc that keeps a live block
+ * in place, or moves one to an address not live. Everything else (a
+ * version ahead or behind, an address to look for in other streams, an
+ * unknown free among several streams, a failed realloc) returns 0 before
+ * anything has changed, for rd_constraint and rd_emit_any to decide; so a
+ * caller that has decided that the head goes may call it first too (the
+ * effects it gives are rd_emit_any's). Otherwise rd_emit_out's answer. */
 static inline __attribute__((always_inline)) int rd_fast_heap(pst_reader_t *r, rd_stream_t *s, pst_event_t *ev)
 {
     rd_hev_t *e = &s->head;
     unsigned t = e->type;
     uint64_t a = e->f[0];
     rd_aset_t *ls = &r->live[RD_SP_HEAP];
+    if (t == PST_EV_REALLOC) return rd_fast_realloc(r, s, ev);
     if ((t != PST_EV_MALLOC && t != PST_EV_CALLOC && t != PST_EV_FREE) || !a || e->n_ver || !ls->k) return 0;
     uint32_t sl = 0, i;
     uint16_t v = 0;
@@ -953,6 +1019,13 @@ static inline __attribute__((always_inline)) int rd_fast_heap(pst_reader_t *r, r
         ls->n++;
     }
     return rd_emit_out(r, s, ev, 0);
+}
+
+/* Any head: rd_fast_heap when it takes it, else the general effects. */
+static inline __attribute__((always_inline)) int rd_emit(pst_reader_t *r, rd_stream_t *s, pst_event_t *ev)
+{
+    int fr = rd_fast_heap(r, s, ev);
+    return fr ? fr : rd_emit_any(r, s, ev);
 }
 
 /* Ties. Events of one time (one tick of the writer's time base) carry no
@@ -1177,7 +1250,7 @@ int pst_next(pst_reader_t *r, pst_event_t *ev)
             if (!r->causal_times || !rd_top_tied(r)) {
                 int fr = rd_fast_heap(r, s, ev);
                 if (fr) return fr;
-                if (rd_constraint(r, s, &s->head, &t, &tseq, &why) == RD_C_NONE) return rd_emit(r, s, ev);
+                if (rd_constraint(r, s, &s->head, &t, &tseq, &why) == RD_C_NONE) return rd_emit_any(r, s, ev);
             } else if ((t = rd_tie_scan(r, 0, s->head.ts, NULL))) {
                 /* s's constraint only counts the reordering: it changes
                  * nothing the tie scan's choice depends on */
