@@ -1614,6 +1614,168 @@ static void test_golden_trace_decodes_to_expected_listing_and_writer_reproduces_
  * hold every event of a busy one in the reader's queue until the window
  * passes. SYNC chunks (pst_writer_flush) release them: with a window longer
  * than the whole trace, only SYNC can keep the queue short. */
+/* ---- versioned heap churn: the head decoder and the merge's fast path ---- */
+
+/* What the generator wrote for one event of one stream. */
+typedef struct wev { uint8_t type; uint32_t stack; uint64_t f[3]; } wev_t;
+typedef struct wstream { wev_t *e; size_t n, cap; } wstream_t;
+
+/* Versioned heap churn as an interposer writes it, at today's minor
+ * (recent-address coding): 3 streams, each allocating in a region of its
+ * own; ~3% of the blocks freed by another stream (that free and the
+ * owner's next event on that counter carry VER records; every other event
+ * has implicit versions, exactly as a writer omits them); reallocs in place
+ * and moved, calloc, stacks on the allocations; sizes and addresses whose
+ * varints take 1 to 10 bytes (far addresses: the long A form) so records
+ * end at every position of a chunk and of a stream's byte queue; a few
+ * frees of addresses never allocated. Small chunks, a SYNC every 300 events
+ * (the queues drain and refill: their buffers are compacted and grown).
+ * Returns what was written per stream and the unknown frees. */
+static wstream_t *build_versioned_churn(membuf_t *m, uint32_t chunk_bytes, int zstd_level, uint64_t n,
+                                        uint64_t *unknown)
+{
+    enum { NS = 3, NA = 24 };
+    pst_writer_cfg_t cfg = ver_cfg;
+    cfg.chunk_bytes = chunk_bytes;
+    cfg.zstd_level = zstd_level;
+    pst_writer_t *w = mem_writer(m, &cfg);
+    const uint64_t fr[2] = { 0x401000, 0x402000 };
+    uint32_t stk = pst_writer_stack(w, fr, 2);
+    static uint16_t vc[1u << PST_VSLOT_BITS];
+    static uint32_t vby[1u << PST_VSLOT_BITS];
+    memset(vc, 0, sizeof vc);
+    memset(vby, 0, sizeof vby);
+    wstream_t *ws = calloc(NS + 1, sizeof *ws);
+    uint64_t live[NS + 1][NA];
+    uint32_t nlive[NS + 1] = { 0 };
+    uint64_t x = 0x9E3779B97F4A7C15ull, t = 1000, next_addr[NS + 1];
+    for (uint32_t s = 1; s <= NS; s++) next_addr[s] = 0x7f0000000000ull + (uint64_t)s * 0x10000000ull;
+    *unknown = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+        uint32_t s = 1 + (uint32_t)(x % NS), o = s;
+        unsigned r = (unsigned)(x >> 8) % 100;
+        uint64_t size = (x >> 20) % 200 + 1;
+        if (r < 3) size = (uint64_t)1 << (7 * ((x >> 40) % 10));          /* 1..10-byte varints */
+        pst_event_t ev = { .stack = (x >> 33) % 4 ? stk : 0 };
+        uint64_t a[2] = { 0, 0 };
+        unsigned na = 0;
+        if (r < 2) {                                                      /* a free nobody allocated */
+            ev.type = PST_EV_FREE;
+            ev.stack = 0;
+            ev.f[0] = a[na++] = 0x10000000ull + (x >> 36) * 16;
+            (*unknown)++;
+        } else if (nlive[s] < 4 || (nlive[s] < NA && r < 45)) {          /* malloc or calloc */
+            uint64_t ad = next_addr[s];
+            /* far (long varints), near, or 8 bytes off the 16-byte grid (the long A form) */
+            next_addr[s] += (r % 7 == 0) ? ((x >> 24) | 1) << 16 : 16 * (1 + (x >> 50) % 8) + (r % 11 == 0 ? 8 : 0);
+            ev.type = r % 5 == 0 ? PST_EV_CALLOC : PST_EV_MALLOC;
+            ev.f[0] = a[na++] = ad;
+            if (ev.type == PST_EV_CALLOC) { ev.f[1] = 1 + r % 3; ev.f[2] = size; } else ev.f[1] = size;
+            live[s][nlive[s]++] = ad;
+        } else {
+            uint32_t k = (uint32_t)((x >> 12) % nlive[s]);
+            uint64_t ad = live[s][k];
+            if (r < 65) {                                                 /* realloc: in place or moved */
+                uint64_t na2 = r % 2 ? ad : next_addr[s];
+                if (na2 != ad) next_addr[s] += 16 * (1 + (x >> 52) % 8);
+                ev.type = PST_EV_REALLOC;
+                ev.f[0] = a[na++] = ad;
+                ev.f[1] = na2;
+                ev.f[2] = size;
+                if (na2 != ad) a[na++] = na2;
+                live[s][k] = na2;
+            } else {                                                      /* free, maybe by another stream */
+                if (r >= 97) o = 1 + (s + (uint32_t)(x >> 44) % (NS - 1)) % NS;
+                ev.type = PST_EV_FREE;
+                ev.stack = 0;
+                ev.f[0] = a[na++] = ad;
+                live[s][k] = live[s][--nlive[s]];
+            }
+        }
+        /* versions as the interposer numbers them: VER records when a
+         * counter was last bumped by another stream, else implicit */
+        int expl = 0;
+        for (unsigned j = 0; j < na; j++) {
+            uint32_t sl = pst_vslot(a[j]);
+            if (vby[sl] && vby[sl] != o) expl = 1;
+            vc[sl] = (uint16_t)(vc[sl] == 65535 ? 1 : vc[sl] + 1);
+            vby[sl] = o;
+            ev.ver[j] = vc[sl];
+        }
+        if (i < NS) expl = 1;                  /* each stream's first event: its stream has versions */
+        ev.n_ver = expl ? na : 0;
+        pst_writer_time(w, t += 200);
+        assert_int_equal(pst_writer_event(w, o, &ev), 0);
+        wstream_t *q = &ws[o];
+        if (q->n == q->cap) q->e = realloc(q->e, (q->cap = q->cap ? q->cap * 2 : 256) * sizeof *q->e);
+        q->e[q->n++] = (wev_t){ ev.type, ev.stack, { ev.f[0], ev.f[1], ev.f[2] } };
+        if (i % 300 == 299) assert_int_equal(pst_writer_flush(w), 0);
+    }
+    assert_int_equal(pst_writer_close(w), 0);
+    mem_done(m);
+    return ws;
+}
+
+/* Every event of the versioned churn, by plain and by compressed (column
+ * form) chunks, read back with the fields that were written, each stream in
+ * its order; no event unordered or ahead of its version; the unknown frees
+ * counted. */
+static void test_versioned_churn_reads_back_the_fields_written(void **state)
+{
+    (void)state;
+    const struct { uint32_t chunk; int zstd; } cases[] = { { 97, 0 }, { 301, 0 }, { 4096, 3 }, { 65536, 3 } };
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        membuf_t m;
+        uint64_t unknown, n = 20000;
+        wstream_t *ws = build_versioned_churn(&m, cases[c].chunk, cases[c].zstd, n, &unknown);
+        int err = 0;
+        pst_reader_t *r = pst_open_mem(m.p, m.len, &err);
+        assert_non_null(r);
+        size_t next[4] = { 0, 0, 0, 0 };
+        pst_event_t ev;
+        uint64_t k = 0;
+        int rc;
+        while ((rc = pst_next(r, &ev)) > 0) {
+            if (ev.type == PST_EV_THREAD_START) continue;
+            assert_true(ev.stream >= 1 && ev.stream <= 3);
+            wstream_t *q = &ws[ev.stream];
+            assert_true(next[ev.stream] < q->n);
+            const wev_t *d = &q->e[next[ev.stream]++];
+            assert_int_equal(ev.seq, next[ev.stream]);      /* seq 0: the stream's THREAD_START */
+            assert_int_equal(ev.type, d->type);
+            assert_int_equal(ev.stack, d->stack);
+            const char *lay = pst_event_layout(ev.type);
+            for (unsigned i = 0; lay[i]; i++) assert_int_equal(ev.f[i], d->f[i]);
+            k++;
+        }
+        assert_int_equal(rc, 0);
+        assert_int_equal(k, n);
+        for (int i = 1; i <= 3; i++) assert_int_equal(next[i], ws[i].n);
+        const pst_status_t *st = pst_status(r);
+        assert_true(st->complete);
+        assert_int_equal(st->unknown_frees, unknown);
+        assert_int_equal(st->unordered, 0);
+        assert_int_equal(st->ver_gaps, 0);
+        if (cases[c].zstd) {   /* compressed EVENTS chunks were read */
+            const uint8_t *b = (const uint8_t *)m.p;
+            uint32_t tlv = (uint32_t)b[12] | (uint32_t)b[13] << 8 | (uint32_t)b[14] << 16 | (uint32_t)b[15] << 24;
+            size_t p = PST_FILE_HDR_FIXED + tlv, nz = 0;
+            while (p + PST_CHUNK_HDR <= m.len) {
+                pst_chunk_hdr_t h;
+                pst_get_chunk_hdr(b + p, &h);
+                nz += h.kind == PST_CHUNK_EVENTS && (h.flags & PST_CHUNK_ZSTD);
+                p += PST_CHUNK_HDR + h.len;
+            }
+            assert_true(nz > 10);
+        }
+        pst_close(r);
+        for (int i = 0; i <= 3; i++) free(ws[i].e);
+        free(ws);
+        free(m.p);
+    }
+}
+
 static size_t quiet_thread_peak_queue(int with_sync)
 {
     membuf_t m;
@@ -1698,6 +1860,7 @@ int main(void)
         cmocka_unit_test(test_ts_records_at_chunk_ends_and_chunks_of_only_ts),
         cmocka_unit_test(test_ids_stay_valid_until_the_next_call_across_streams),
         cmocka_unit_test(test_long_file_trace_recycles_queue_bytes_and_matches_memory),
+        cmocka_unit_test(test_versioned_churn_reads_back_the_fields_written),
         cmocka_unit_test(test_sync_chunks_bound_the_queue_behind_a_quiet_thread),
         cmocka_unit_test(test_golden_trace_decodes_to_expected_listing_and_writer_reproduces_it),
     };
