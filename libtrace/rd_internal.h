@@ -30,10 +30,16 @@
  *
  * Fast paths: the common records (malloc, free, calloc, realloc, with or
  * without a stack id, and TS) are decoded inline with short varints (one
- * byte first, two or three without branches); when nothing is forced and
- * the top head is safe and unconstrained, pst_next hands it out straight
- * away, and the stream stays on top of the heap without sifting while its
- * next head is below both children (a run). With a single stream there is
+ * byte first, two or three without branches; the head decoder without end
+ * checks, each byte queue having RD_QPAD zeroed bytes after its end); the
+ * validating pass of a stream that has had versions checks its A codes
+ * without resolving them (nothing it decides needs them any more); when
+ * nothing is forced and the top head is safe and alone at its time,
+ * pst_next hands out a malloc, calloc, free or realloc whose implicit
+ * versions are next with one live-set probe per address, decision and
+ * effect in one (rd_fast_heap, rd_merge.c), and the stream stays on top of
+ * the heap without sifting while its next head is below both children (a
+ * run). With a single stream there is
  * no other stream whose free could be waited for, so frees are not indexed
  * until a second stream appears (then the first one's queued frees are
  * indexed in order, which gives the chains the order they would have had).
