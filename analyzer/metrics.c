@@ -6,6 +6,9 @@
  *           else in a side table), linear probing with backward-shift deletion (no
  *           tombstones, so a churny stream never degrades the table); one
  *           probe per az_alloc finds the address or the slot it goes to;
+ *           az_alloc_obj (callers that number their objects densely, as
+ *           replay's policies) keeps the same entries in an array indexed by
+ *           that number instead, the address beside each: no hash at all;
  *   reuse   table addr -> time stamp of its last allocation (no deletion),
  *           a bitmap over stamps with a 1 at each address's latest stamp,
  *           and a Fenwick tree over the popcounts of the bitmap's 64-bit
@@ -290,6 +293,10 @@ struct az_metrics {
     int      steady_open;
     double   kv_step_sum;     /* tokens / capacity at each decode step's start */
     uint64_t kv_step_n;
+
+    /* az_alloc_obj's live set, indexed by object number */
+    struct obj_ent *objs;
+    size_t n_objs;
 };
 
 /* The tree covers the words below the clock's word minus NEAR_WORDS. */
@@ -378,6 +385,7 @@ void az_destroy(az_metrics_t *m)
     if (!m) return;
     psc_map_free(&m->live);
     psc_map_free(&m->live_keys);
+    free(m->objs);
     rt_free(&m->reuse);
     free(m->bits);
     free(m->fw);
@@ -607,33 +615,12 @@ static inline void reuse_alloc(az_metrics_t *m, uint64_t addr, uint64_t key)
  * wrapping: only a crafted trace gets there (16 EiB). */
 static inline uint64_t sat_add(uint64_t a, uint64_t b) { uint64_t r; return __builtin_add_overflow(a, b, &r) ? UINT64_MAX : r; }
 
-int az_alloc(az_metrics_t *m, uint64_t t, uint64_t addr, uint64_t req, uint64_t rnd,
-             uint64_t size_key, uint32_t stack)
+/* The accounting of one allocation, once its live entry o is in place
+ * (az_alloc: in the address table; az_alloc_obj: in the caller's slot). */
+static inline __attribute__((always_inline)) void alloc_account(az_metrics_t *m, live_obj_t *o, uint64_t addr,
+                                                                uint64_t req, uint64_t rnd, uint64_t size_key,
+                                                                uint32_t stack, uint32_t kmode)
 {
-    /* the reuse entry is looked up after the live table: start loading it
-     * now so the two cache misses overlap */
-    if (!m->cfg.no_reuse) __builtin_prefetch(m->reuse.slots + rt_home(&m->reuse, addr) * RT_STRIDE);
-    advance(m, t);
-    if (rnd < req) rnd = req;
-    /* No address space holds more than 2^57 bytes (5-level paging): an
-     * allocation that would take the live set past it is a damaged or
-     * crafted trace, not memory, and is left out (counted) rather than
-     * wrapping every sum. */
-    if (rnd > AZ_MAX_LIVE_BYTES - m->st.live_rnd_bytes) { m->r.implausible_allocs++; return 0; }
-    int is_new;
-    live_obj_t *o = psc_map_put_sz(&m->live, addr, &is_new, sizeof(live_obj_t));
-    if (__builtin_expect(o && !is_new, 0)) {
-        m->r.double_allocs++;
-        az_free(m, t, addr);
-        o = psc_map_put_sz(&m->live, addr, NULL, sizeof(live_obj_t));
-    }
-    if (!o) return PSC_ENOMEM;
-    uint32_t kmode = size_key == req ? LIVE_KEY_REQ : size_key == rnd ? LIVE_KEY_RND : LIVE_KEY_MAP;
-    if (__builtin_expect(kmode == LIVE_KEY_MAP, 0)) {
-        uint64_t *k = psc_map_put_sz(&m->live_keys, addr, NULL, sizeof(uint64_t));
-        if (!k) { psc_map_erase_sz(&m->live, o, sizeof(live_obj_t)); return PSC_ENOMEM; }
-        *k = size_key;
-    }
     o->req = req; o->rnd = rnd; o->t = m->st.t; o->stack = stack;
     o->flags = kmode | (m->counting ? LIVE_COUNTED : 0u);
     m->st.live_bytes += req;
@@ -656,26 +643,16 @@ int az_alloc(az_metrics_t *m, uint64_t t, uint64_t addr, uint64_t req, uint64_t 
     m->last_alloc_addr = addr;
     m->last_alloc_valid = 1;
     check_live_peak(m);
-    return 0;
 }
 
-int az_free(az_metrics_t *m, uint64_t t, uint64_t addr)
+/* The accounting of one free, from a copy of the entry taken before it
+ * was removed; key is the size key (live_keys already looked up). */
+static inline __attribute__((always_inline)) void free_account(az_metrics_t *m, const live_obj_t *o, uint64_t addr,
+                                                               uint64_t key)
 {
-    advance(m, t);
-    live_obj_t *o = psc_map_get_sz(&m->live, addr, sizeof(live_obj_t));
-    if (!o) {
-        m->r.unmatched_frees++;
-        return PSC_ENOENT;
-    }
     uint64_t req = o->req, rnd = o->rnd, t0 = o->t;
-    uint32_t stack = o->stack, counted = o->flags & LIVE_COUNTED, kmode = o->flags & LIVE_KEY_MASK;
+    uint32_t stack = o->stack, counted = o->flags & LIVE_COUNTED;
     if (counted) { m->wlive_bytes -= req; m->wlive_count--; }
-    psc_map_erase_sz(&m->live, o, sizeof(live_obj_t));
-    uint64_t key = kmode == LIVE_KEY_RND ? rnd : req;
-    if (__builtin_expect(kmode == LIVE_KEY_MAP, 0)) {
-        uint64_t *k = psc_map_get_sz(&m->live_keys, addr, sizeof(uint64_t));
-        if (k) { key = *k; psc_map_erase_sz(&m->live_keys, k, sizeof(uint64_t)); }
-    }
     m->st.live_bytes -= req;
     m->st.live_rnd_bytes -= rnd;
     m->st.live_count--;
@@ -699,6 +676,131 @@ int az_free(az_metrics_t *m, uint64_t t, uint64_t addr)
         if (counted) { s->wlive_bytes -= req; s->wlive_count--; }
         if (temp && m->counting) s->s.temporary++;
     }
+}
+
+/* The size key mode of an allocation: two bits, or LIVE_KEY_MAP with the
+ * key put in live_keys (PSC_ENOMEM when it cannot be). */
+static inline int key_mode(az_metrics_t *m, uint64_t addr, uint64_t req, uint64_t rnd, uint64_t size_key,
+                           uint32_t *kmode)
+{
+    *kmode = size_key == req ? LIVE_KEY_REQ : size_key == rnd ? LIVE_KEY_RND : LIVE_KEY_MAP;
+    if (__builtin_expect(*kmode == LIVE_KEY_MAP, 0)) {
+        uint64_t *k = psc_map_put_sz(&m->live_keys, addr, NULL, sizeof(uint64_t));
+        if (!k) return PSC_ENOMEM;
+        *k = size_key;
+    }
+    return 0;
+}
+
+/* The size key of a live entry being freed (its live_keys entry removed). */
+static inline uint64_t key_take(az_metrics_t *m, const live_obj_t *o, uint64_t addr)
+{
+    uint32_t kmode = o->flags & LIVE_KEY_MASK;
+    uint64_t key = kmode == LIVE_KEY_RND ? o->rnd : o->req;
+    if (__builtin_expect(kmode == LIVE_KEY_MAP, 0)) {
+        uint64_t *k = psc_map_get_sz(&m->live_keys, addr, sizeof(uint64_t));
+        if (k) { key = *k; psc_map_erase_sz(&m->live_keys, k, sizeof(uint64_t)); }
+    }
+    return key;
+}
+
+int az_alloc(az_metrics_t *m, uint64_t t, uint64_t addr, uint64_t req, uint64_t rnd,
+             uint64_t size_key, uint32_t stack)
+{
+    /* the reuse entry is looked up after the live table: start loading it
+     * now so the two cache misses overlap */
+    if (!m->cfg.no_reuse) __builtin_prefetch(m->reuse.slots + rt_home(&m->reuse, addr) * RT_STRIDE);
+    advance(m, t);
+    if (rnd < req) rnd = req;
+    /* No address space holds more than 2^57 bytes (5-level paging): an
+     * allocation that would take the live set past it is a damaged or
+     * crafted trace, not memory, and is left out (counted) rather than
+     * wrapping every sum. */
+    if (rnd > AZ_MAX_LIVE_BYTES - m->st.live_rnd_bytes) { m->r.implausible_allocs++; return 0; }
+    int is_new;
+    live_obj_t *o = psc_map_put_sz(&m->live, addr, &is_new, sizeof(live_obj_t));
+    if (__builtin_expect(o && !is_new, 0)) {
+        m->r.double_allocs++;
+        az_free(m, t, addr);
+        o = psc_map_put_sz(&m->live, addr, NULL, sizeof(live_obj_t));
+    }
+    if (!o) return PSC_ENOMEM;
+    uint32_t kmode;
+    if (key_mode(m, addr, req, rnd, size_key, &kmode)) { psc_map_erase_sz(&m->live, o, sizeof(live_obj_t)); return PSC_ENOMEM; }
+    alloc_account(m, o, addr, req, rnd, size_key, stack, kmode);
+    return 0;
+}
+
+int az_free(az_metrics_t *m, uint64_t t, uint64_t addr)
+{
+    advance(m, t);
+    live_obj_t *o = psc_map_get_sz(&m->live, addr, sizeof(live_obj_t));
+    if (!o) {
+        m->r.unmatched_frees++;
+        return PSC_ENOENT;
+    }
+    live_obj_t copy = *o;
+    psc_map_erase_sz(&m->live, o, sizeof(live_obj_t));
+    free_account(m, &copy, addr, key_take(m, &copy, addr));
+    return 0;
+}
+
+/* ---- objects named by the caller (az_alloc_obj) ------------------------------ */
+
+/* The live set as an array indexed by the caller's object number instead
+ * of the address table: replay's policies each fed the address table of
+ * their own accumulator (a hash, a probe and a backward-shift deletion per
+ * object and policy) for objects the pass had already numbered densely. An
+ * entry is the table's object plus its address (a free must name it). */
+typedef struct obj_ent {
+    live_obj_t o;            /* flags: LIVE_ON while live */
+    uint64_t addr;
+} obj_ent_t;
+#define LIVE_ON 8u
+
+static int objs_grow(az_metrics_t *m, uint32_t obj)
+{
+    size_t n = m->n_objs ? m->n_objs : 1024;
+    while (n <= obj) n *= 2;
+    obj_ent_t *e = realloc(m->objs, n * sizeof *e);
+    if (!e) return PSC_ENOMEM;
+    memset(e + m->n_objs, 0, (n - m->n_objs) * sizeof *e);
+    m->objs = e;
+    m->n_objs = n;
+    return 0;
+}
+
+int az_alloc_obj(az_metrics_t *m, uint32_t obj, uint64_t t, uint64_t addr, uint64_t req, uint64_t rnd,
+                 uint64_t size_key, uint32_t stack)
+{
+    if (!m->cfg.no_reuse) __builtin_prefetch(m->reuse.slots + rt_home(&m->reuse, addr) * RT_STRIDE);
+    advance(m, t);
+    if (rnd < req) rnd = req;
+    if (rnd > AZ_MAX_LIVE_BYTES - m->st.live_rnd_bytes) { m->r.implausible_allocs++; return 0; }
+    if (__builtin_expect(obj >= m->n_objs, 0) && objs_grow(m, obj)) return PSC_ENOMEM;
+    obj_ent_t *e = &m->objs[obj];
+    if (__builtin_expect(e->o.flags & LIVE_ON, 0)) {      /* the number is live: as a double alloc */
+        m->r.double_allocs++;
+        az_free_obj(m, obj, t, e->addr);
+    }
+    uint32_t kmode;
+    if (key_mode(m, addr, req, rnd, size_key, &kmode)) return PSC_ENOMEM;
+    alloc_account(m, &e->o, addr, req, rnd, size_key, stack, kmode);
+    e->o.flags |= LIVE_ON;
+    e->addr = addr;
+    return 0;
+}
+
+int az_free_obj(az_metrics_t *m, uint32_t obj, uint64_t t, uint64_t addr)
+{
+    advance(m, t);
+    obj_ent_t *e = obj < m->n_objs ? &m->objs[obj] : NULL;
+    if (!e || !(e->o.flags & LIVE_ON) || e->addr != addr) {
+        m->r.unmatched_frees++;
+        return PSC_ENOENT;
+    }
+    e->o.flags &= ~LIVE_ON;
+    free_account(m, &e->o, addr, key_take(m, &e->o, addr));
     return 0;
 }
 

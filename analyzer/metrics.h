@@ -73,6 +73,20 @@ int az_alloc(az_metrics_t *m, uint64_t t, uint64_t addr, uint64_t req, uint64_t 
 /* Free of a live object. Returns 0, or PSC_ENOENT for an address not live
  * (counted in r.unmatched_frees, otherwise ignored). */
 int az_free(az_metrics_t *m, uint64_t t, uint64_t addr);
+
+/* The same for a caller that numbers its live objects densely (replay's
+ * stream slots): `obj` names the object (a small integer, unique among the
+ * live objects, reused once freed), and the live set is an array indexed by
+ * it instead of the address table, so no hashing per allocation and free.
+ * addr still names the place, for the reuse metrics. Every result is what
+ * az_alloc / az_free give for the same stream, provided no two live
+ * objects share an address (not checked here: az_alloc's double_allocs
+ * counts an allocation at a live number instead). az_free_obj of a number
+ * not live, or live at another address: PSC_ENOENT, an unmatched free. Use
+ * one pair or the other on an accumulator, not both. */
+int az_alloc_obj(az_metrics_t *m, uint32_t obj, uint64_t t, uint64_t addr, uint64_t req, uint64_t rnd,
+                 uint64_t size_key, uint32_t stack);
+int az_free_obj(az_metrics_t *m, uint32_t obj, uint64_t t, uint64_t addr);
 /* Heap calls for phases and heap_calls_per_decode_step: n calls that
  * requested `bytes` (0 for frees). Also counted in r.calls / r.call_bytes. */
 void az_calls(az_metrics_t *m, uint64_t n, uint64_t bytes);

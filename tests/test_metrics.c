@@ -540,6 +540,99 @@ static void test_unmatched_free_and_double_alloc(void **st)
     az_destroy(m);
 }
 
+/* az_alloc_obj / az_free_obj (objects numbered by the caller, as replay's
+ * stream slots) against az_alloc / az_free on the same stream: a live set of
+ * up to 600 objects with numbers recycled most recently freed first, fresh
+ * and reused addresses, three size keys (req, rnd, one of its own), sites
+ * and reserved updates: every result the same, to the bit. */
+static void test_alloc_obj_same_results_as_by_address(void **st)
+{
+    (void)st;
+    int err = 0;
+    az_cfg_t cfg = { .reuse_cap = 0 };
+    az_metrics_t *a = az_create(&cfg, &err), *b = az_create(&cfg, &err);
+    assert_non_null(a);
+    assert_non_null(b);
+    enum { N = 600 };
+    uint64_t addr[N], req[N], rnd[N], key[N];
+    uint32_t free_nums[N], n_free = 0, next = 0, live[N], n_live = 0;
+    uint64_t x = 99, t = 0, next_addr = 0x10000;
+    for (int i = 0; i < 40000; i++) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        t += (x >> 60) & 3;                       /* times repeat sometimes */
+        if (n_live < N && (n_live == 0 || (x >> 33) % 5 < 3)) {
+            int fresh = !n_free;
+            uint32_t o = n_free ? free_nums[--n_free] : next++;
+            /* a third of the time the address the number had before (each
+             * address belongs to one number: no two live objects share one) */
+            /* ... with the size it had there (as a pool's buffer comes back),
+             * so that same_address_reuse hangs on each kind of size key */
+            if (fresh || (x >> 20) % 3 != 0) {
+                addr[o] = next_addr += 64 * (1 + (x >> 50) % 9);
+                req[o] = 1 + (x >> 40) % 3000;
+                rnd[o] = req[o] + (x >> 36) % 3 * 16;
+                key[o] = (x >> 30) % 3 == 0 ? req[o] : (x >> 30) % 3 == 1 ? rnd[o] : req[o] | 1ull << 40;
+            }
+            uint32_t stack = (uint32_t)((x >> 44) % 7);
+            assert_int_equal(az_alloc(a, t, addr[o], req[o], rnd[o], key[o], stack), 0);
+            assert_int_equal(az_alloc_obj(b, o, t, addr[o], req[o], rnd[o], key[o], stack), 0);
+            live[n_live++] = o;
+        } else {
+            uint32_t k = (uint32_t)((x >> 24) % n_live), o = live[k];
+            live[k] = live[--n_live];
+            assert_int_equal(az_free(a, t, addr[o]), 0);
+            assert_int_equal(az_free_obj(b, o, t, addr[o]), 0);
+            free_nums[n_free++] = o;
+        }
+        if (i % 97 == 0) {
+            az_reserved(a, t, az_state(a)->live_rnd_bytes + 4096, (x >> 52) % 8192);
+            az_reserved(b, t, az_state(b)->live_rnd_bytes + 4096, (x >> 52) % 8192);
+        }
+        assert_int_equal(az_state(a)->last_reuse_distance, az_state(b)->last_reuse_distance);
+    }
+    az_finish(a, t + 10);
+    az_finish(b, t + 10);
+    az_result_t ra, rb;
+    az_result(a, &ra);
+    az_result(b, &rb);
+    assert_true(ra.reuse_samples > 1000 && ra.same_address_hits > 0 && ra.fresh_addresses > 0);
+    assert_true(ra.leaked_count > 0);
+    ra.phases = rb.phases = NULL;
+    assert_int_equal(ra.n_phases, rb.n_phases);
+    assert_memory_equal(&ra, &rb, sizeof ra);
+    az_destroy(a);
+    az_destroy(b);
+}
+
+/* A free that names a number not live, or live at another address, is an
+ * unmatched free; an allocation at a live number frees the object first,
+ * counted as a double allocation. */
+static void test_alloc_obj_unmatched_and_double(void **st)
+{
+    (void)st;
+    az_metrics_t *m = mk();
+    assert_int_equal(az_alloc_obj(m, 3, 10, 0x1000, 100, 112, 100, 0), 0);
+    assert_int_equal(az_free_obj(m, 3, 20, 0x2000), PSC_ENOENT);      /* another address */
+    assert_int_equal(az_free_obj(m, 5000, 20, 0x1000), PSC_ENOENT);   /* never used */
+    assert_int_equal(az_free_obj(m, 4, 20, 0x1000), PSC_ENOENT);      /* not live */
+    assert_int_equal(az_alloc_obj(m, 3, 30, 0x3000, 50, 64, 50, 0), 0);   /* 3 still live */
+    assert_int_equal(az_state(m)->live_bytes, 50);
+    assert_int_equal(az_state(m)->live_count, 1);
+    assert_int_equal(az_free_obj(m, 3, 40, 0x1000), PSC_ENOENT);      /* the old place is gone */
+    assert_int_equal(az_free_obj(m, 3, 40, 0x3000), 0);
+    assert_int_equal(az_free_obj(m, 3, 50, 0x3000), PSC_ENOENT);      /* twice */
+    az_finish(m, 60);
+    az_result_t r;
+    az_result(m, &r);
+    assert_int_equal(r.unmatched_frees, 5);
+    assert_int_equal(r.double_allocs, 1);
+    assert_int_equal(r.allocs, 2);
+    assert_int_equal(r.frees, 2);
+    assert_int_equal(r.peak_live_bytes, 100);
+    assert_int_equal(r.leaked_bytes, 0);
+    az_destroy(m);
+}
+
 static void test_glibc_usable(void **st)
 {
     (void)st;
@@ -654,6 +747,8 @@ int main(void)
         cmocka_unit_test(test_pool_counters_and_reserved),
         cmocka_unit_test(test_counting_window),
         cmocka_unit_test(test_unmatched_free_and_double_alloc),
+        cmocka_unit_test(test_alloc_obj_same_results_as_by_address),
+        cmocka_unit_test(test_alloc_obj_unmatched_and_double),
         cmocka_unit_test(test_glibc_usable),
         cmocka_unit_test(test_json_roundtrip_and_paths),
         cmocka_unit_test(test_units),
