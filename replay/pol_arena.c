@@ -173,7 +173,7 @@ static int ar_alloc_ll(pol_arena_t *a, const rp_req_t *r, uint64_t need)
     a->ll_bytes += r->bytes;
     ar_peaks(a);
     az_reserved(a->base.m, r->t, a->capacity, 0);
-    return az_alloc(a->base.m, r->t, o->addr, r->bytes, need, r->bytes, r->stack);
+    return az_alloc_obj(a->base.m, r->slot, r->t, o->addr, r->bytes, need, r->bytes, r->stack);
 }
 
 static int ar_alloc(pol_arena_t *a, const rp_req_t *r)
@@ -213,7 +213,7 @@ static int ar_alloc(pol_arena_t *a, const rp_req_t *r)
     c->live++;
     a->held++;
     ar_peaks(a);
-    return az_alloc(a->base.m, r->t, o->addr, r->bytes, need, r->bytes, r->stack);
+    return az_alloc_obj(a->base.m, r->slot, r->t, o->addr, r->bytes, need, r->bytes, r->stack);
 }
 
 static void ar_free(pol_arena_t *a, const rp_req_t *r)
@@ -222,7 +222,7 @@ static void ar_free(pol_arena_t *a, const rp_req_t *r)
     ar_obj_t *o = &a->obj[r->slot];
     o->live = 0;
     if (o->ll) {
-        az_free(a->base.m, r->t, o->addr);
+        az_free_obj(a->base.m, r->slot, r->t, o->addr);
         ar_chunk_t *c = &a->ch[o->chunk];
         if (--c->live == 0 && o->chunk != a->ll_cur) {   /* an older long-lived chunk, all dead */
             ar_drop_chunk(a, o->chunk);
@@ -233,7 +233,7 @@ static void ar_free(pol_arena_t *a, const rp_req_t *r)
     uint32_t last = a->live[--a->n_live];      /* swap-remove from the live list */
     a->live[o->live_idx] = last;
     a->obj[last].live_idx = o->live_idx;
-    az_free(a->base.m, r->t, o->addr);
+    az_free_obj(a->base.m, r->slot, r->t, o->addr);
     ar_chunk_t *c = &a->ch[o->chunk];
     c->live--;
     if (c->pinned) {

@@ -384,7 +384,7 @@ static int ca_alloc(pol_caching_t *c, const rp_req_t *r)
     c->allocated += c->b[x].size;
     c->obj[r->slot] = x + 1;
     note(c, r->t);
-    return az_alloc(c->base.m, r->t, c->b[x].addr, r->bytes, c->b[x].size, c->b[x].size, r->stack);
+    return az_alloc_obj(c->base.m, r->slot, r->t, c->b[x].addr, r->bytes, c->b[x].size, c->b[x].size, r->stack);
 }
 
 static int ca_free(pol_caching_t *c, const rp_req_t *r)
@@ -393,7 +393,7 @@ static int ca_free(pol_caching_t *c, const rp_req_t *r)
     uint32_t x = c->obj[r->slot] - 1;
     c->obj[r->slot] = 0;
     ca_block_t *B = c->b;
-    az_free(c->base.m, r->t, B[x].addr);
+    az_free_obj(c->base.m, r->slot, r->t, B[x].addr);
     B[x].used = 0;
     c->allocated -= B[x].size;
     int rc;

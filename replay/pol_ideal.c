@@ -21,10 +21,10 @@ static int ideal_run(rp_pol_t *pp, const rp_req_t *rq, size_t n)
         const rp_req_t *r = &rq[i];
         if (r->flags & RQ_F_KV) continue;
         if (r->op == RQ_ALLOC) {
-            int rc = az_alloc(pp->m, r->t, r->slot, r->bytes, r->bytes, r->bytes, r->stack);
+            int rc = az_alloc_obj(pp->m, r->slot, r->t, r->slot, r->bytes, r->bytes, r->bytes, r->stack);
             if (rc) return rc;
         } else if (r->op == RQ_FREE) {
-            az_free(pp->m, r->t, r->slot);
+            az_free_obj(pp->m, r->slot, r->t, r->slot);
         }
     }
     return 0;

@@ -299,12 +299,12 @@ static int malloc_run(rp_pol_t *pp, const rp_req_t *rq, size_t n)
         const rp_mres_t *o = &p->res[i];
         if ((r->flags & RQ_F_KV) || !o->addr) continue;
         if (r->op == RQ_ALLOC) {
-            if ((rc = az_alloc(pp->m, r->t, o->addr, r->bytes, o->usable, r->bytes, r->stack)))
+            if ((rc = az_alloc_obj(pp->m, r->slot, r->t, o->addr, r->bytes, o->usable, r->bytes, r->stack)))
                 return rc;
             az_backing(pp->m, 1, 0);
             if (o->held != UINT64_MAX) az_reserved(pp->m, r->t, o->held, 0);
         } else if (r->op == RQ_FREE) {
-            az_free(pp->m, r->t, o->addr);
+            az_free_obj(pp->m, r->slot, r->t, o->addr);
             az_backing(pp->m, 0, 1);
         }
     }

@@ -223,7 +223,7 @@ static int pool_run(rp_pol_t *pp, const rp_req_t *rq, size_t n)
                 if (p->small_held > p->peak_small_held) p->peak_small_held = p->small_held;
                 p->small_calls++;
                 p->small_bytes += r->bytes;
-                rc = az_alloc(pp->m, r->t, RP_SMALL_BASE + ((uint64_t)r->slot << 16), r->bytes,
+                rc = az_alloc_obj(pp->m, r->slot, r->t, RP_SMALL_BASE + ((uint64_t)r->slot << 16), r->bytes,
                               chunk - (r->bytes >= 128 * 1024 ? 16 : 8), r->bytes, r->stack);
                 if (rc) return rc;
                 reserved(p);
@@ -242,21 +242,21 @@ static int pool_run(rp_pol_t *pp, const rp_req_t *rq, size_t n)
                 p->site_calls++;
                 p->site_bytes += r->bytes;
             }
-            rc = az_alloc(pp->m, r->t, (uint64_t)(uintptr_t)bp_data(b), r->bytes, bp_bytes(b),
+            rc = az_alloc_obj(pp->m, r->slot, r->t, (uint64_t)(uintptr_t)bp_data(b), r->bytes, bp_bytes(b),
                           (uint64_t)bp_len(b) << 1 | (uint64_t)bp_arm(b), r->stack);
             if (rc) return rc;
         } else if (r->op == RQ_FREE) {
             if (r->slot < p->small_cap && p->small[r->slot]) {
                 p->small_held -= p->small[r->slot];
                 p->small[r->slot] = 0;
-                az_free(pp->m, r->t, RP_SMALL_BASE + ((uint64_t)r->slot << 16));
+                az_free_obj(pp->m, r->slot, r->t, RP_SMALL_BASE + ((uint64_t)r->slot << 16));
                 reserved(p);
                 continue;
             }
             if (r->slot >= p->cap || !p->buf[r->slot]) continue;
             bp_buf_t *b = p->buf[r->slot];
             p->buf[r->slot] = NULL;
-            az_free(pp->m, r->t, (uint64_t)(uintptr_t)bp_data(b));
+            az_free_obj(pp->m, r->slot, r->t, (uint64_t)(uintptr_t)bp_data(b));
             if (bp_release(b) < 0) return PSC_ECORRUPT;
         }
     }
