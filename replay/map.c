@@ -44,6 +44,15 @@ int rp_map_put(rp_map_t *m, uint64_t key, uint32_t val)
     return 0;
 }
 
+uint32_t *rp_map_slot(rp_map_t *m, uint64_t key, int *is_new)
+{
+    uint32_t *v = psc_map_put_sz(&m->m, key, is_new, sizeof(uint32_t));
+    if (!v) return NULL;
+    if (*is_new) *v = UINT32_MAX;
+    m->cap = psc_map_capacity(&m->m);
+    return v;
+}
+
 uint32_t rp_map_del(rp_map_t *m, uint64_t key)
 {
     uint32_t *v = psc_map_get_sz(&m->m, key, sizeof(uint32_t));
@@ -88,7 +97,7 @@ void rp_slots_free(rp_slots_t *s)
     memset(s, 0, sizeof *s);
 }
 
-int rp_grow(void **arr, size_t *cap, size_t need, size_t elem)
+int rp_grow_slow(void **arr, size_t *cap, size_t need, size_t elem)
 {
     if (need < *cap) return 0;
     size_t n = *cap ? *cap : 256;

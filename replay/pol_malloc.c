@@ -294,6 +294,9 @@ static int malloc_run(rp_pol_t *pp, const rp_req_t *rq, size_t n)
     if (p->last.err) return p->last.err;
     if (p->last.n != n || (rc = psc_read_all(p->from_child, p->res, n * sizeof *p->res)))
         return rc ? rc : PSC_EIO;
+    /* backing calls counted per batch: two counters, the same sums (replay
+     * never turns counting off), without two calls per request */
+    uint64_t n_allocs = 0, n_frees = 0;
     for (size_t i = 0; i < n; i++) {
         const rp_req_t *r = &rq[i];
         const rp_mres_t *o = &p->res[i];
@@ -301,13 +304,14 @@ static int malloc_run(rp_pol_t *pp, const rp_req_t *rq, size_t n)
         if (r->op == RQ_ALLOC) {
             if ((rc = az_alloc_obj(pp->m, r->slot, r->t, o->addr, r->bytes, o->usable, r->bytes, r->stack)))
                 return rc;
-            az_backing(pp->m, 1, 0);
+            n_allocs++;
             if (o->held != UINT64_MAX) az_reserved(pp->m, r->t, o->held, 0);
         } else if (r->op == RQ_FREE) {
             az_free_obj(pp->m, r->slot, r->t, o->addr);
-            az_backing(pp->m, 0, 1);
+            n_frees++;
         }
     }
+    az_backing(pp->m, n_allocs, n_frees);
     if (n) az_reserved(pp->m, rq[n - 1].t, p->last.held_end, 0);
     return 0;
 }

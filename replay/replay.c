@@ -439,8 +439,8 @@ static int pass_facts(rp_pass_t *ps, const pst_event_t *ev)
  * so their calls overlap the runs of the policies in this process; theirs
  * are finished last. Every policy runs (the helpers must be answered), and
  * a failure is reported for the first policy in the usual order. */
-static int pols_run(rp_pass_t *ps, rp_pol_t *const *pol, const rp_req_t *buf, size_t n, char *msg,
-                    size_t cap)
+static int pols_run(rp_pass_t *ps, rp_pol_t *const *pol, const rp_req_t *buf, size_t n, int has_kv,
+                    char *msg, size_t cap)
 {
     static const int order[RP_POLICY_COUNT] = { RP_ARENA, RP_POOL, RP_CACHING, RP_IDEAL,
         RP_KV_CONTIGUOUS, RP_KV_RESERVE, RP_KV_STEP, RP_KV_PAGED, RP_MALLOC, RP_MALLOC_JEMALLOC,
@@ -457,6 +457,12 @@ static int pols_run(rp_pass_t *ps, rp_pol_t *const *pol, const rp_req_t *buf, si
     for (int k = 0; k < RP_POLICY_COUNT; k++) {
         int i = order[k];
         if (!pol[i] || rcs[i]) continue;
+        /* a KV policy acts on RQ_KV and RQ_KV_CONFIG only: without any in
+         * the batch its run would only walk it (the batch still counts) */
+        if (!has_kv && ((1u << i) & RP_KV_MASK)) {
+            pol[i]->requests += n;
+            continue;
+        }
         double t0 = now_s();
         rcs[i] = pol[i]->ops->run(pol[i], buf, n);
         double dt = now_s() - t0;
@@ -510,6 +516,7 @@ static int pass(rp_pass_t *ps, pst_reader_t *r, rp_pol_t *const *pol, char *msg,
     }
     double next_progress = now_s() + 0.5;
     uint64_t events = 0, t_last = 0;
+    uint64_t kv_mark = 0;       /* rp_stream_kv_out at the start of the batch */
     size_t n = 0;
     pst_event_t ev;
     int more = 1;
@@ -528,12 +535,16 @@ static int pass(rp_pass_t *ps, pst_reader_t *r, rp_pol_t *const *pol, char *msg,
         /* the --phase-frame scopes before the event that opens or closes
          * them (at the end: every scope still open), then the event */
         size_t ns = 0;
+        const pst_event_t *evs = syn;
         if (pf && more && az_pf_wants(&ev)) ns = az_pf_before(pf, &ev, syn);
         else if (pf && !more) ns = az_pf_finish(pf, t_last, syn);
-        if (more) { syn[ns++] = ev; events++; }
+        /* without --phase-frame the event alone, read where it is (the
+         * copy into syn[] was some 30 instructions an event) */
+        if (more && !pf) { evs = &ev; ns = 1; events++; }
+        else if (more) { syn[ns++] = ev; events++; }
         if (!more && ns) more = 1;           /* more scopes to end: go round again */
         for (size_t e = 0; e < ns && !rc; e++) {
-            const pst_event_t *x = &syn[e];
+            const pst_event_t *x = &evs[e];
             if (x->ts > t_last) t_last = x->ts;
             if ((rc = rp_stream_event(st, x, buf, &n))) break;
             if (x->type == PST_EV_MARK_BEGIN || x->type == PST_EV_MARK_END || x->type == PST_EV_MARK_POINT) {
@@ -555,7 +566,9 @@ static int pass(rp_pass_t *ps, pst_reader_t *r, rp_pol_t *const *pol, char *msg,
         }
         if (rc) break;
         if (n >= batch || (!more && n > 0)) {
-            if ((rc = pols_run(ps, pol, buf, n, msg, cap))) break;
+            uint64_t kv_now = rp_stream_kv_out(st);
+            if ((rc = pols_run(ps, pol, buf, n, kv_now != kv_mark, msg, cap))) break;
+            kv_mark = kv_now;
             ps->requests += n;
             n = 0;
         }

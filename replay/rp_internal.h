@@ -32,6 +32,9 @@ void rp_map_free(rp_map_t *m);
 uint32_t rp_map_get(const rp_map_t *m, uint64_t key);
 /* Insert or overwrite. 0 or PSC_ENOMEM. */
 int rp_map_put(rp_map_t *m, uint64_t key, uint32_t val);
+/* The value of key, added (*is_new = 1, value UINT32_MAX) when absent:
+ * one probe where a get then a put took two. NULL on PSC_ENOMEM. */
+uint32_t *rp_map_slot(rp_map_t *m, uint64_t key, int *is_new);
 /* Remove; returns the value or UINT32_MAX if absent. */
 uint32_t rp_map_del(rp_map_t *m, uint64_t key);
 
@@ -45,8 +48,14 @@ int  rp_slots_get(rp_slots_t *s, uint32_t *slot);
 int  rp_slots_put(rp_slots_t *s, uint32_t slot);
 void rp_slots_free(rp_slots_t *s);
 
-/* Grow a per-slot array to hold index `need` (zero-filling new entries). */
-int rp_grow(void **arr, size_t *cap, size_t need, size_t elem);
+/* Grow a per-slot array to hold index `need` (zero-filling new entries).
+ * Inline for the common case (it holds it already): the policies call it
+ * once or twice per request. */
+int rp_grow_slow(void **arr, size_t *cap, size_t need, size_t elem);
+static inline int rp_grow(void **arr, size_t *cap, size_t need, size_t elem)
+{
+    return need < *cap ? 0 : rp_grow_slow(arr, cap, need, elem);
+}
 
 /* ---- requests ------------------------------------------------------------ */
 enum rp_op {
@@ -94,6 +103,9 @@ void rp_stream_counts(const rp_rstream_t *s, uint64_t *allocs, uint64_t *frees,
                       uint64_t *unmatched, uint64_t *kv_pools);
 /* Highest object slot + 1 handed out so far. */
 uint32_t rp_stream_slots(const rp_rstream_t *s);
+/* RQ_KV and RQ_KV_CONFIG requests emitted so far: a batch without any
+ * leaves the KV policies nothing to do (replay.c skips their runs). */
+uint64_t rp_stream_kv_out(const rp_rstream_t *s);
 
 /* ---- policies ------------------------------------------------------------ */
 typedef struct rp_pol rp_pol_t;

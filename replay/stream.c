@@ -35,6 +35,7 @@ struct rp_rstream {
     rp_slots_t obj_slots;
     /* counts */
     uint64_t allocs, frees, unmatched, kv_pools_seen;
+    uint64_t kv_out;          /* RQ_KV and RQ_KV_CONFIG emitted */
 };
 
 rp_rstream_t *rp_stream_create(const rp_stream_cfg_t *cfg, int *err)
@@ -72,6 +73,8 @@ void rp_stream_counts(const rp_rstream_t *s, uint64_t *allocs, uint64_t *frees,
 
 uint32_t rp_stream_slots(const rp_rstream_t *s) { return s->obj_slots.next; }
 
+uint64_t rp_stream_kv_out(const rp_rstream_t *s) { return s->kv_out; }
+
 /* ---- objects -------------------------------------------------------------- */
 
 static int obj_free(rp_rstream_t *s, uint64_t key, uint64_t t, uint8_t flags, rp_req_t *out,
@@ -96,16 +99,19 @@ static int obj_alloc(rp_rstream_t *s, uint64_t key, uint64_t bytes, uint64_t n_e
                      unsigned arm, unsigned dtype, uint32_t stack, uint64_t t, uint8_t flags,
                      rp_req_t *out, size_t *n)
 {
-    int rc;
-    if (rp_map_get(&s->objs, key) != UINT32_MAX) {   /* a free we never saw */
+    int rc, is_new;
+    uint32_t *v = rp_map_slot(&s->objs, key, &is_new);   /* one probe: found or added */
+    if (!v) return PSC_ENOMEM;
+    if (!is_new) {                                    /* a free we never saw */
         if ((rc = obj_free(s, key, t, flags, out, n))) return rc;
+        if (!(v = rp_map_slot(&s->objs, key, &is_new))) return PSC_ENOMEM;
     }
     uint32_t slot;
-    if ((rc = rp_slots_get(&s->obj_slots, &slot))) return rc;
-    if ((rc = rp_map_put(&s->objs, key, slot))) {
-        rp_slots_put(&s->obj_slots, slot);
+    if ((rc = rp_slots_get(&s->obj_slots, &slot))) {
+        rp_map_del(&s->objs, key);
         return rc;
     }
+    *v = slot;
     rp_req_t *r = &out[(*n)++];
     r->op = RQ_ALLOC;
     r->arm = (uint8_t)arm;
@@ -165,6 +171,7 @@ int rp_stream_event(rp_rstream_t *s, const pst_event_t *ev, rp_req_t *out, size_
             break;
         case PM_KV_CONFIG:
             r = req(out, n, RQ_KV_CONFIG, t);
+            s->kv_out++;
             r->n = o->n;
             r->bytes = o->bytes;
             break;
@@ -179,6 +186,7 @@ int rp_stream_event(rp_rstream_t *s, const pst_event_t *ev, rp_req_t *out, size_
         case PM_KV_REQUEST:
             if (!s->cfg.kv_requests) break;
             r = req(out, n, RQ_KV, t);
+            s->kv_out++;
             r->flags = (o->flags & PM_F_RESIDENT) ? RQ_F_RESIDENT : 0;
             r->slot = o->owner;
             r->n = o->n;

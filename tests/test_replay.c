@@ -724,6 +724,89 @@ static void test_kv_policies_exact(void **st)
     unlink(b.path);
 }
 
+/* The KV policies' runs are skipped for batches without KV requests
+ * (replay.c): with one request per batch nearly every batch is such, and
+ * the KV events sit between runs of tensor traffic. The figures must be
+ * those of test_kv_policies_exact whatever the batch size, and every
+ * policy must still count every request. */
+static void test_kv_policies_same_with_batches_of_one(void **st)
+{
+    (void)st;
+    tb_t b;
+    tb_open(&b);
+    for (uint64_t id = 1; id <= 40; id++) { acq(&b, id, 8); rel(&b, id); }
+    pst_event_t ev;
+    memset(&ev, 0, sizeof ev);
+    ev.type = PST_EV_KVB_CREATE;
+    ev.str = "kv";
+    ev.f[0] = 1; ev.f[2] = 16; ev.f[3] = 64; ev.f[7] = 16 * 100;
+    assert_int_equal(pst_writer_event(b.w, 1, &ev), 0);
+    const uint32_t id0[1] = { 0 }, id1[1] = { 1 }, both[2] = { 0, 1 };
+    pst_writer_time(b.w, 1000);
+    kvb_ids(&b, PST_EV_KVB_ALLOC, 1, 1, 7, 10, id0, 1);
+    mark(&b, 1, "request", 7, 10, 30);
+    b.t = 1000;
+    for (uint64_t id = 100; id < 110; id++) { acq(&b, id, 8); rel(&b, id); }   /* to 1200 */
+    pst_writer_time(b.w, 1300);
+    kvb_ids(&b, PST_EV_KVB_ALLOC, 1, 3, 7, 1, id1, 1);
+    b.t = 1300;
+    for (uint64_t id = 200; id < 210; id++) { acq(&b, id, 8); rel(&b, id); }   /* to 1500 */
+    pst_writer_time(b.w, 1600);
+    kvb_ids(&b, PST_EV_KVB_FREE, 1, 4, 0, 0, both, 2);
+    mark(&b, 0, "request", 7, 0, 0);
+    b.t = 1600;
+    for (uint64_t id = 300; id < 310; id++) { acq(&b, id, 8); rel(&b, id); }
+    tb_close(&b);
+    for (int k = 0; k < 2; k++) {
+        rp_config_t cfg = rp_config_default();
+        cfg.kv_context = 128;
+        cfg.batch = k ? 1 : 0;
+        rp_report_t *r = replay(b.path, "kv,ideal", &cfg);
+        const rp_result_t *c = get(r, RP_KV_CONTIGUOUS), *rs = get(r, RP_KV_RESERVE),
+                          *pg = get(r, RP_KV_PAGED), *id = get(r, RP_IDEAL);
+        /* 10 tokens on [1000,1300), 11 on [1300,1600); paged: 16 slots */
+        assert_int_equal(c->peak_kv_tokens, 11);
+        assert_int_equal(c->kv_requests, 1);
+        assert_double_equal(c->m.kv_utilization, (10.0 * 300 + 11 * 300) / 600 / 128, 1e-9);
+        assert_int_equal(rs->peak_kv_reserved_tokens, 40);
+        assert_int_equal(pg->peak_kv_reserved_tokens, 16);
+        assert_double_equal(pg->m.kv_utilization, (10.0 / 16 * 300 + 11.0 / 16 * 300) / 600, 1e-9);
+        assert_int_equal(id->m.allocs, 70);
+        assert_int_equal(c->requests, id->requests);
+        assert_int_equal(pg->requests, id->requests);
+        assert_int_equal(rp_report_info(r)->requests, id->requests);
+        rp_report_free(r);
+    }
+    unlink(b.path);
+}
+
+/* A tensor acquired again while live (its release never recorded): the
+ * stream frees the old object first, so its slot comes back at once. */
+static void test_acquire_again_frees_the_old_object(void **st)
+{
+    (void)st;
+    tb_t b;
+    tb_open(&b);
+    acq(&b, 1, 10);     /* 40 bytes */
+    acq(&b, 2, 5);      /* 20 */
+    acq(&b, 1, 30);     /* 120: the 40 are freed first */
+    rel(&b, 1);
+    tb_close(&b);
+    rp_report_t *r = replay(b.path, "ideal,arena,caching", NULL);
+    for (int p = 0; p < 3; p++) {
+        const rp_result_t *x = get(r, p == 0 ? RP_IDEAL : p == 1 ? RP_ARENA : RP_CACHING);
+        assert_int_equal(x->m.allocs, 3);
+        assert_int_equal(x->m.frees, 2);
+        assert_int_equal(x->m.unmatched_frees, 0);
+        assert_int_equal(x->m.peak_live_bytes, 140);
+        assert_int_equal(x->m.leaked_bytes, 20);
+    }
+    assert_int_equal(rp_report_info(r)->allocs, 3);
+    assert_int_equal(rp_report_info(r)->frees, 2);
+    rp_report_free(r);
+    unlink(b.path);
+}
+
 /* ---- heap stream, ideal against the analyzer's report ---------------------- */
 
 static void test_heap_stream_and_ideal_matches_report(void **st)
@@ -1627,6 +1710,8 @@ int main(void)
         cmocka_unit_test(test_caching_segment_sizes),
         cmocka_unit_test(test_seed_chain_pool_two_arena_sixteen),
         cmocka_unit_test(test_kv_policies_exact),
+        cmocka_unit_test(test_kv_policies_same_with_batches_of_one),
+        cmocka_unit_test(test_acquire_again_frees_the_old_object),
         cmocka_unit_test(test_heap_stream_and_ideal_matches_report),
         cmocka_unit_test(test_same_trace_same_numbers),
         cmocka_unit_test(test_stream_slots_follow_live_set),
