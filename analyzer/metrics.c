@@ -24,7 +24,10 @@
  *           new number is its rank among the ones of the bitmap: a prefix
  *           count per word, no sort, no stamp -> owner array to keep), and
  *           the bitmap is sized to 4 D, so everything stays within a
- *           constant times the distinct addresses;
+ *           constant times the distinct addresses; at most reuse_cap of
+ *           them (default 3/4 of 2^20: a 12 MiB table at the cap, where
+ *           1 << 20 doubled it to 24 MiB), and all of it is freed by
+ *           az_finish, before whatever the caller does next;
  *   lastfree table size key -> the address most recently freed with that key
  *           (same_address_reuse);
  *   sites   array indexed by stack id; the live bytes of each site at the
@@ -351,7 +354,7 @@ az_metrics_t *az_create(const az_cfg_t *cfg, int *err)
     az_metrics_t *m = calloc(1, sizeof *m);
     if (!m) goto fail;
     if (cfg) m->cfg = *cfg;
-    if (!m->cfg.reuse_cap) m->cfg.reuse_cap = 1u << 20;
+    if (!m->cfg.reuse_cap) m->cfg.reuse_cap = AZ_REUSE_CAP_DEFAULT;
     if (m->cfg.reuse_cap > REUSE_MAX_CAP) m->cfg.reuse_cap = REUSE_MAX_CAP;
     if (!m->cfg.steady_after) m->cfg.steady_after = 4;
     m->step_marker = strdup(m->cfg.step_marker ? m->cfg.step_marker : "decode");
@@ -588,6 +591,32 @@ static inline __attribute__((always_inline)) void reuse_alloc_body(az_metrics_t 
     }
     m->bits[now >> 6] |= 1ull << (now & 63);
     *e = (uint32_t)now;
+}
+
+/* After the stream: the table, the stamps and the last-freed map go. The
+ * counters az_result reads stay (the distance histograms, the table's
+ * count of addresses: rt_free keeps n and has_zero), and no_reuse keeps
+ * any later update away from the freed tables. A tracker capped at the
+ * default holds 12 MiB of table, replay six of them: freed here, that
+ * memory is not under whatever the caller does next. */
+static void reuse_release(az_metrics_t *m)
+{
+    if (m->cfg.no_reuse) return;
+    rt_free(&m->reuse);
+    free(m->bits); m->bits = NULL;
+    free(m->fw); m->fw = NULL;
+    m->stamp_cap = 0;
+    psc_map_free(&m->lastfree);
+    m->cfg.no_reuse = 1;
+}
+
+size_t az_reuse_bytes(const az_metrics_t *m)
+{
+    size_t b = 0;
+    if (m->reuse.slots) b += (m->reuse.mask + 1) * RT_STRIDE;
+    if (m->bits) b += m->stamp_cap / 64 * sizeof *m->bits + (m->stamp_cap / 64 + 1) * sizeof *m->fw;
+    if (m->lastfree.slots) b += (m->lastfree.mask + 2) * m->lastfree.stride;
+    return b;
 }
 
 static void reuse_alloc_plain(az_metrics_t *m, uint64_t addr, uint64_t key)
@@ -1000,6 +1029,7 @@ void az_finish(az_metrics_t *m, uint64_t t)
      * window: the whole live set) */
     m->r.leaked_bytes = m->wlive_bytes;
     m->r.leaked_count = m->wlive_count;
+    reuse_release(m);
     m->finished = 1;
 }
 

@@ -27,9 +27,9 @@
  * Memory is bounded by the live set, the distinct stack ids, the distinct
  * marker names, and the reuse tracker (at most cfg.reuse_cap distinct
  * addresses and size keys; beyond that reuse metrics cover the first
- * reuse_cap addresses only and r.reuse_capped says so). Never by the length
- * of the stream. All updates are O(1) except the reuse distance, O(log D)
- * with D the distinct addresses tracked.
+ * reuse_cap addresses only and r.reuse_capped says so; az_finish frees it).
+ * Never by the length of the stream. All updates are O(1) except the reuse
+ * distance, O(log D) with D the distinct addresses tracked.
  *
  * Errors follow include/poolscope/error.h: az_alloc returns PSC_ENOMEM when a table
  * cannot grow (the accumulator stays usable; that allocation is not
@@ -46,8 +46,15 @@
 
 typedef struct az_metrics az_metrics_t;
 
+/* The default reuse_cap: 3/4 of 2^20, the most addresses a table of 2^20
+ * 12-byte slots holds (it doubles beyond 3/4 full). At 1 << 20, the cap
+ * before, the last quarter-million addresses doubled the table to 24 MiB;
+ * now a capped accumulator holds 12 MiB of table, and any stream with at
+ * most this many distinct addresses gets the same figures as before. */
+#define AZ_REUSE_CAP_DEFAULT (3u << 18)
+
 typedef struct az_cfg {
-    uint32_t reuse_cap;      /* distinct addresses tracked for reuse metrics; 0: 1 << 20 */
+    uint32_t reuse_cap;      /* distinct addresses tracked for reuse metrics; 0: AZ_REUSE_CAP_DEFAULT */
     int      no_reuse;       /* 1: skip reuse distance / fresh / same-address tracking */
     int      no_sites;       /* 1: skip per-stack-id accounting */
     uint32_t steady_after;   /* decode steps skipped before steady state; 0: 4 */
@@ -132,8 +139,15 @@ void az_set_counting(az_metrics_t *m, int on);
 void az_set_counting_at(az_metrics_t *m, uint64_t t, int on);
 
 /* End of the stream at time t: closes time integrals and open phases,
- * takes the live set as leaked. Call once, before az_result. */
+ * takes the live set as leaked, and frees the reuse tracker (its figures
+ * are kept; what a caller does after the scan, symbolizing, writing a
+ * report, need not sit on top of a table of every address). Call once,
+ * before az_result; updates after it count no reuse. */
 void az_finish(az_metrics_t *m, uint64_t t);
+
+/* Bytes the reuse tracker holds now (table, stamp bitmap and tree, the
+ * last-freed map): what the tracker costs, for tests and benchmarks. */
+size_t az_reuse_bytes(const az_metrics_t *m);
 
 /* ---- what it knows now (cheap; for plots and exports) -------------------- */
 typedef struct az_state {

@@ -237,6 +237,60 @@ static void test_reuse_cap_is_reported(void **st)
     az_destroy(m);
 }
 
+/* The default cap is the most addresses a 2^20-slot table holds: up to it
+ * nothing is capped and the table stays at 12 MiB (at 1 << 20 the last
+ * addresses doubled it to 24 MiB); one more address is capped. az_finish
+ * frees the tracker and keeps its figures; an update after it counts no
+ * reuse and touches no freed table. */
+static void test_reuse_default_cap_fits_2p20_slots_and_finish_frees_it(void **st)
+{
+    (void)st;
+    az_metrics_t *m = mk();
+    const uint64_t cap = AZ_REUSE_CAP_DEFAULT;
+    assert_true(az_reuse_bytes(m) > 0);
+    for (uint64_t i = 0; i < cap; i++) {
+        assert_int_equal(az_alloc(m, i, (i + 1) * 16, 8, 8, 8, 0), 0);
+        assert_int_equal(az_state(m)->last_reuse_distance, -1);
+        az_free(m, i, (i + 1) * 16);
+    }
+    az_result_t r;
+    az_result(m, &r);
+    assert_int_equal(r.reuse_capped, 0);
+    assert_int_equal(r.reuse_tracked, cap);
+    size_t table = ((size_t)1 << 20) * 12;
+    assert_true(az_reuse_bytes(m) >= table);
+    assert_true(az_reuse_bytes(m) < table + table / 4);    /* + bitmap, tree, last-freed map */
+    /* the first address again: every other one came since */
+    assert_int_equal(az_alloc(m, cap, 16, 8, 8, 8, 0), 0);
+    assert_int_equal(az_state(m)->last_reuse_distance, (int64_t)cap - 1);
+    az_free(m, cap, 16);
+    /* one address more than the cap: untracked, and said so */
+    assert_int_equal(az_alloc(m, cap + 1, (cap + 1) * 16, 8, 8, 8, 0), 0);
+    assert_int_equal(az_state(m)->last_reuse_distance, -2);
+    az_free(m, cap + 1, (cap + 1) * 16);
+    assert_true(az_reuse_bytes(m) < table + table / 4);
+    az_finish(m, cap + 2);
+    assert_int_equal(az_reuse_bytes(m), 0);
+    az_result(m, &r);
+    assert_int_equal(r.reuse_capped, 1);
+    assert_int_equal(r.reuse_tracked, cap);
+    assert_int_equal(r.reuse_samples, 1);
+    assert_int_equal(r.distance_max, cap - 1);
+    assert_int_equal(r.fresh_addresses, cap + 1);
+    assert_int_equal(r.same_address_hits, 0);            /* never at the address freed just before */
+    assert_int_equal(r.allocs, cap + 2);
+    /* after az_finish: counted as an allocation, no reuse figure moves */
+    assert_int_equal(az_alloc(m, cap + 3, (cap + 1) * 16, 8, 8, 8, 0), 0);   /* the last freed */
+    assert_int_equal(az_free(m, cap + 3, (cap + 1) * 16), 0);
+    az_result(m, &r);
+    assert_int_equal(r.allocs, cap + 3);
+    assert_int_equal(r.reuse_samples, 1);
+    assert_int_equal(r.fresh_addresses, cap + 1);
+    assert_int_equal(r.same_address_hits, 0);
+    assert_int_equal(az_reuse_bytes(m), 0);
+    az_destroy(m);
+}
+
 static void test_peak_live_and_internal_frag(void **st)
 {
     (void)st;
@@ -733,6 +787,7 @@ int main(void)
         cmocka_unit_test(test_reuse_distance_matches_brute_force),
         cmocka_unit_test(test_reuse_table_keeps_every_address_across_doublings),
         cmocka_unit_test(test_reuse_cap_is_reported),
+        cmocka_unit_test(test_reuse_default_cap_fits_2p20_slots_and_finish_frees_it),
         cmocka_unit_test(test_same_address_reuse_by_a_key_of_its_own),
         cmocka_unit_test(test_reuse_distance_every_event_many_addresses),
         cmocka_unit_test(test_reuse_cap_distances_over_tracked_addresses),
