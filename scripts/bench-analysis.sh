@@ -4,6 +4,7 @@
 #
 #   BUILD=build sh scripts/bench-analysis.sh > section.md      (make bench runs it)
 #   SIZES=1 ROUNDS=3 sh scripts/bench-analysis.sh               a quick run
+#   ROUNDS_BIG=3 sh scripts/bench-analysis.sh                   medians at 200 M too
 #
 # The program: tests/progs/stress with 4 threads (`-t 4 -n N`: N operations
 # per thread, about one heap call each, so 4N events plus ~1,300 of cleanup
@@ -14,7 +15,10 @@
 # `poolscope record --stacks fp` (the program has frame pointers) and once
 # by heaptrack (its own libunwind unwinder). Then ROUNDS rounds (default 3)
 # each run, in an order rotated by one every round so that a loaded machine
-# weighs on all alike: `heaptrack_print` on heaptrack's file (its default
+# weighs on all alike (the largest of two or more SIZES gets ROUNDS_BIG
+# rounds, default 1: at 200 M one round of every tool takes 12 minutes or
+# more on a 2-core machine; a size measured once says "1 run" in its wall
+# cell and in the text, never "median"): `heaptrack_print` on heaptrack's file (its default
 # output: peaks, allocators, temporary allocations; to /dev/null), and on
 # our trace `poolscope report`, `poolscope replay` (no --policy: every
 # default policy), `poolscope sql -o DB` and `poolscope export --format
@@ -41,6 +45,13 @@ if [ -z "${SIZES:-}" ]; then
     SIZES="10 50 200"; [ "${BENCH_QUICK:-0}" = 1 ] && SIZES=1
 fi
 ROUNDS=${ROUNDS:-3}
+ROUNDS_BIG=${ROUNDS_BIG:-1}
+# the largest size, when there are several: measured ROUNDS_BIG times
+BIG=$(echo $SIZES | awk 'NF > 1 { m = $1; for (i = 2; i <= NF; i++) if ($i + 0 > m + 0) m = $i; print m }')
+rounds_for() { if [ "$1" = "$BIG" ]; then echo "$ROUNDS_BIG"; else echo "$ROUNDS"; fi; }
+for v in "$ROUNDS" "$ROUNDS_BIG"; do
+    [ "$v" -ge 1 ] 2>/dev/null || { echo "bench-analysis: ROUNDS and ROUNDS_BIG must be >= 1" >&2; exit 2; }
+done
 THREADS=4
 for f in "$PS" "$STRESS"; do
     [ -x "$f" ] || { echo "bench-analysis: $f missing: run make first" >&2; exit 2; }
@@ -114,13 +125,14 @@ for M in $SIZES; do
     fi
     tools=$TOOLS
     [ -n "$HT" ] || tools=$(echo "$TOOLS" | sed 's/heaptrack_print //')
+    rounds=$(rounds_for "$M")
     r=0
-    while [ $r -lt "$ROUNDS" ]; do
+    while [ $r -lt "$rounds" ]; do
         # rotate the order by r
         order=$(echo $tools | awk -v r=$r '{ for (i = 0; i < NF; i++) printf "%s ", $((i + r) % NF + 1) }')
         for tool in $order; do one_run "$tool"; done
         r=$((r + 1))
-        progress "$M M events: round $r/$ROUNDS ($(($(date +%s) - t_start)) s so far)"
+        progress "$M M events: round $r/$rounds ($(($(date +%s) - t_start)) s so far)"
     done
     for tool in $tools; do
         case $tool in
@@ -128,11 +140,13 @@ for M in $SIZES; do
         export) label="poolscope export folded" ;;
         *) label="poolscope $tool" ;;
         esac
-        stats "$W/$tool.time" | awk -v l="$label" -v m="$M" -v ev="$ev" '{
+        stats "$W/$tool.time" | awk -v l="$label" -v m="$M" -v ev="$ev" -v n="$rounds" '{
             if ($1 == "-") { printf "| %s | %s M | failed | | | | |\n", l, m; next }
             fail = $6 != 0 ? sprintf(" (a run exited %d)", $6) : ""
-            printf "| %s | %s M | %.2f (%.2f-%.2f)%s | %.2f | %.2f | %.2f | %.1f |\n",
-                   l, m, $1, $2, $3, fail, ev / $1 / 1e6, $4, ev / $4 / 1e6, $5 / 1024 }' >>"$W/rows"
+            # one run has no median and no spread: say so in the cell
+            w = n == 1 ? sprintf("%.2f (1 run)", $1) : sprintf("%.2f (%.2f-%.2f)", $1, $2, $3)
+            printf "| %s | %s M | %s%s | %.2f | %.2f | %.2f | %.1f |\n",
+                   l, m, w, fail, ev / $1 / 1e6, $4, ev / $4 / 1e6, $5 / 1024 }' >>"$W/rows"
     done
     rec_ps=$(awk '{ printf "%.1f", $1 }' "$W/rec_ps.time")
     db=$(cat "$W/db.bytes" 2>/dev/null || echo 0)
@@ -150,12 +164,19 @@ for M in $SIZES; do
 done
 total=$(($(date +%s) - t_start))
 
+if [ -n "$BIG" ] && [ "$ROUNDS_BIG" != "$ROUNDS" ]; then
+    [ "$ROUNDS_BIG" = 1 ] && rb="1 run" || rb="$ROUNDS_BIG rounds"
+    rounds_text="$ROUNDS rounds ($rb at $BIG M)"
+else
+    rounds_text="$ROUNDS rounds"
+fi
+[ "$rounds_text" = "1 rounds" ] && rounds_text="1 run"
 htv=$(heaptrack --version 2>/dev/null | awk '{ print $2 }')
 echo "## analysis"
 echo
-echo "Reading a trace back, against heaptrack_print on the same program: tests/progs/stress, $THREADS threads (\`-t $THREADS -n N\`, ~4N events: malloc/calloc/realloc/free over 512 slots per thread, a fifth of the frees handed off through shared slots, so many blocks are freed by another thread), $(echo $SIZES | sed 's/ / \/ /g') M events. Recorded once each by \`poolscope record --stacks fp\` (the program keeps frame pointers) and by heaptrack ${htv:-(missing)} (its own unwinder). Then $ROUNDS rounds, each running every tool once in an order rotated every round: \`heaptrack_print -f FILE\` (its default output: peaks, allocators, temporary), and on our trace \`poolscope report\`, \`poolscope replay\` (no --policy: every default policy), \`poolscope sql -o DB\`, \`poolscope export --format folded\`; outputs discarded. Wall-clock seconds are medians over the rounds with (min-max); M events/s divide our trace's event count by the median wall time; CPU s is user+sys of the tool and the processes it waited for (median); peak RSS is the largest over the rounds (wait4, bench/timerss.c). This script took ${total} s."
+echo "Reading a trace back, against heaptrack_print on the same program: tests/progs/stress, $THREADS threads (\`-t $THREADS -n N\`, ~4N events: malloc/calloc/realloc/free over 512 slots per thread, a fifth of the frees handed off through shared slots, so many blocks are freed by another thread), $(echo $SIZES | sed 's/ / \/ /g') M events. Recorded once each by \`poolscope record --stacks fp\` (the program keeps frame pointers) and by heaptrack ${htv:-(missing)} (its own unwinder). Then $rounds_text, each running every tool once in an order rotated every round: \`heaptrack_print -f FILE\` (its default output: peaks, allocators, temporary), and on our trace \`poolscope report\`, \`poolscope replay\` (no --policy: every default policy), \`poolscope sql -o DB\`, \`poolscope export --format folded\`; outputs discarded. Wall-clock seconds are medians over the rounds with (min-max), or the one run's where a size had 1 run; M events/s divide our trace's event count by that wall time; CPU s is user+sys of the tool and the processes it waited for (median, or the one run's); peak RSS is the largest over the rounds (wait4, bench/timerss.c). This script took ${total} s."
 echo
-echo "| tool | events | wall s, median (min-max) | M events/s | CPU s | M events/CPU s | peak RSS MiB |"
+echo "| tool | events | wall s, median (min-max) or 1 run | M events/s | CPU s | M events/CPU s | peak RSS MiB |"
 echo "|---|---:|---:|---:|---:|---:|---:|"
 cat "$W/rows"
 [ $HAVE_HT = 1 ] || echo "| heaptrack_print | (heaptrack not installed: apt-get install heaptrack) | | | | | |"
