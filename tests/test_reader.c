@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <malloc.h>
 #include <cmocka.h>
 
 #include "poolscope/format.h"
@@ -784,6 +785,59 @@ static void test_long_trace_with_few_live_objects_keeps_the_queue_small(void **s
                   (unsigned long long)peak_live);
     assert_true(st->peak_queued < 20000);
     assert_true(peak_live <= 64);
+    pst_close(r);
+    free(m.p);
+}
+
+/* The heap bytes in use (glibc's count: arena blocks plus mmapped ones). */
+static size_t heap_in_use(void)
+{
+    struct mallinfo2 mi = mallinfo2();
+    return mi.uordblks + mi.hblkhd;
+}
+
+/* Once the last event is out, the streams' byte queues are given back
+ * (rd_drop_queues) rather than held until pst_close: the tools' peak comes
+ * after the scan. Two streams whose events all fall in one window stay
+ * queued until the input ends, about 3 bytes each; glibc's count of the
+ * heap in use must drop by at least the queued bytes at the end. */
+static void test_queues_are_given_back_when_the_last_event_is_out(void **state)
+{
+    (void)state;
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    skip();   /* the sanitizers' allocators keep no mallinfo2 count */
+#endif
+    membuf_t m;
+    pst_writer_cfg_t cfg = base_cfg;
+    cfg.chunk_bytes = 65536;
+    pst_writer_t *w = mem_writer(&m, &cfg);
+    const uint64_t n = 600000;
+    for (uint64_t i = 0; i < n; i++) {
+        pst_writer_time(w, i * 1000);            /* 1 us apart: 0.6 s, within the 1 s window */
+        uint32_t s = 1 + (uint32_t)(i & 1);
+        uint64_t a = 0x7f0000000000 + (i / 2) * 48;   /* all distinct: never a free to wait for */
+        PST_EMIT(w, s, PST_EV_MALLOC, a, 40);
+    }
+    pst_writer_close(w);
+    mem_done(&m);
+    int err = 0;
+    pst_reader_t *r = pst_open_mem(m.p, m.len, &err);
+    assert_non_null(r);
+    pst_event_t ev;
+    uint64_t k = 0;
+    size_t before = 0;
+    for (;;) {
+        int rc = pst_next(r, &ev);
+        if (rc <= 0) { assert_int_equal(rc, 0); break; }
+        k++;
+        before = heap_in_use();                   /* after the newest event out */
+    }
+    size_t after = heap_in_use();
+    const pst_status_t *st = pst_status(r);
+    assert_int_equal(k, n + 2);                  /* and the two thread starts */
+    assert_true(st->peak_queued >= n);           /* everything was queued at once */
+    print_message("heap in use %zu -> %zu bytes after the end\n", before, after);
+    assert_true(before > after && before - after >= 2 * n);
     pst_close(r);
     free(m.p);
 }
@@ -1852,6 +1906,7 @@ int main(void)
         cmocka_unit_test(test_causality_drains_the_freeing_stream_up_to_the_free),
         cmocka_unit_test(test_pool_events_come_out_in_pool_seq_order_across_streams),
         cmocka_unit_test(test_long_trace_with_few_live_objects_keeps_the_queue_small),
+        cmocka_unit_test(test_queues_are_given_back_when_the_last_event_is_out),
         cmocka_unit_test(test_single_stream_fast_path_hands_out_every_event_in_order),
         cmocka_unit_test(test_single_stream_counts_reuse_of_a_live_address),
         cmocka_unit_test(test_second_stream_after_a_long_single_stream_still_orders_frees),
