@@ -16,15 +16,16 @@
  *   markers, blocks, rss: details; scopes, threads: made by the hook.
  *
  * The analyst reads views over them (`allocations`, `events`, `sites`):
- * the storage is packed (call type, how the object was freed, the
- * selection flags and the freeing thread when it is another one in one
- * integer; the free as a gap in event ids and a lifetime; addresses as
- * offsets from a few bases; the time from the first row of its block of
- * 256 ids, heap_ts; the stack and stream pair as one small number,
- * heap_kinds), which keeps the database near 3.5x the (compressed) trace
- * instead of 75 bytes per event. SQLite stores an
- * integer in 0 to 8 bytes by its value, so every packed field is placed
- * where its usual value is 0 or small.
+ * the storage is packed (the stack, the stream, the call type, how the
+ * object was freed, the selection flags and the freeing thread when it is
+ * another one as one small number, heap_kinds; the free as a gap in event
+ * ids; addresses as offsets from a few bases; the allocation's and the
+ * free's times each from the first heap event of its block of 256 ids,
+ * heap_ts), which keeps the database near 3.2x the (compressed) trace
+ * instead of 75 bytes per event. SQLite stores an integer in 0 to 8 bytes
+ * by its value and every column costs a byte of the row's header, so
+ * every packed field is placed where its usual value is 0 or small, and
+ * what repeats from row to row is in heap_kinds.
  *
  * A heap row is complete when its object is freed, but rows go in in id
  * order (appends: full pages, no b-tree seeks), so rows wait in a ring of
@@ -67,15 +68,19 @@
 
 /* ---- schema ------------------------------------------------------------------- */
 
-/* heap_rows.bits: the allocating call (PST_EV_* 1..10), how the object was
- * freed, and the selection flags inverted (0 = in the window) so that the
- * common value stays one byte. */
+/* heap_kinds.bits: the allocating call (PST_EV_* 1..10), how the object was
+ * freed, the selection flags inverted (0 = in the window) and the freeing
+ * thread. A row names its (stack, stream, bits) by one small number,
+ * heap_rows.kind: a program has few such triples, so one column of one
+ * byte takes the place of three (and of the per-row bits SQLite would
+ * store: a bits column cost 1.7 bytes a row). */
 #define HB_TYPE      0x0fu
 #define HB_FK_SHIFT  4
 #define HB_ALLOC_OUT 0x80u       /* the allocation is outside the selection */
 #define HB_FREE_OUT  0x100u      /* the free is outside the selection */
-#define HB_RAW       0x200u      /* addr_off and extra are the addresses themselves (one
-                                  * would not come back from offset + base in 64 bits) */
+/* 0x200 is free: "addresses stored as they are" is the sign of heap_rows.kind
+ * (a kind < 0), which the address expression of the views and of the
+ * --indexes index reads from the row itself (an index takes no subquery) */
 #define HB_ALLOC_EV  0x400u      /* the allocating event has its own event_rows row (a
                                   * reallocarray: old address and nmemb do not both fit) */
 #define HB_XSHIFT    11          /* above: the freeing stream + 1 when it is not the
@@ -92,10 +97,10 @@ enum {
 static const char *const schema =
     "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT);\n"
     "CREATE TABLE event_types(type INTEGER PRIMARY KEY, name TEXT);\n"
-    "CREATE TABLE heap_rows(id INTEGER PRIMARY KEY, ts INTEGER, life INTEGER, size INTEGER, addr_off INTEGER,\n"
-    "  kind INTEGER, gap INTEGER, bits INTEGER, extra INTEGER);\n"
+    "CREATE TABLE heap_rows(id INTEGER PRIMARY KEY, ts INTEGER, fts INTEGER, size INTEGER, addr_off INTEGER,\n"
+    "  kind INTEGER, gap INTEGER, extra INTEGER);\n"
     "CREATE TABLE heap_ts(blk INTEGER PRIMARY KEY, ts INTEGER);\n"
-    "CREATE TABLE heap_kinds(kind INTEGER PRIMARY KEY, stack INTEGER, stream INTEGER);\n"
+    "CREATE TABLE heap_kinds(kind INTEGER PRIMARY KEY, stack INTEGER, stream INTEGER, bits INTEGER);\n"
     "CREATE TABLE event_rows(id INTEGER PRIMARY KEY, ts INTEGER, stream INTEGER, type INTEGER, stack INTEGER,\n"
     "  addr INTEGER, old_addr INTEGER, size INTEGER, arg INTEGER, in_window INTEGER);\n"
     "CREATE TABLE threads(stream INTEGER PRIMARY KEY, tid INTEGER, name TEXT, parent_stream INTEGER,\n"
@@ -125,52 +130,58 @@ static const char *const schema =
  * region, see choose_bases and addr_encode), written in by exec_based.
  * A row's time, stack and stream are in small tables (heap_ts by block of
  * ids, heap_kinds by kind): looked up only when a query uses them. */
-#define ADDR_OF(h) "(CASE WHEN " h "bits & 512 THEN " h "addr_off ELSE @A END)"
+#define BITS   "(SELECT k.bits FROM heap_kinds k WHERE k.kind = h.kind)"
+#define ADDR_OF(h) "(CASE WHEN " h "kind < 0 THEN " h "addr_off ELSE @A END)"
 #define ADDR ADDR_OF("h.")
-#define OLD  "(CASE WHEN h.bits & 15 NOT IN (3, 4) THEN NULL WHEN h.bits & 512 THEN h.extra\n" \
+#define OLD  "(CASE WHEN " BITS " & 15 NOT IN (3, 4) THEN NULL WHEN h.kind < 0 THEN h.extra\n" \
              "    ELSE @A + h.extra END)"
-#define ARG  "(CASE WHEN h.bits & 15 IN (2, 6, 7, 8) THEN h.extra END)"
+#define ARG  "(CASE WHEN " BITS " & 15 IN (2, 6, 7, 8) THEN h.extra END)"
 #define TS     "((SELECT b.ts FROM heap_ts b WHERE b.blk = h.id >> 8) + h.ts)"
+/* the free's time, from the base of its own block: an offset from a base
+ * near it takes 1.2 bytes where the lifetime took 2.4 */
+#define FTS    "((SELECT b.ts FROM heap_ts b WHERE b.blk = (h.id + h.gap) >> 8) + h.fts)"
+/* within one block (most short-lived objects) no lookup */
+#define LIFE   "(CASE WHEN h.gap IS NULL THEN NULL WHEN (h.id + h.gap) >> 8 = h.id >> 8 THEN h.fts - h.ts\n" \
+               "    ELSE " FTS " - " TS " END)"
 #define STACK  "(SELECT k.stack FROM heap_kinds k WHERE k.kind = h.kind)"
 #define STREAM "(SELECT k.stream FROM heap_kinds k WHERE k.kind = h.kind)"
-#define FREE_STREAM "(CASE WHEN h.bits >> 11 THEN (h.bits >> 11) - 1 ELSE " STREAM " END)"
+#define FREE_STREAM "(CASE WHEN " BITS " >> 11 THEN (" BITS " >> 11) - 1 ELSE " STREAM " END)"
 #define POOL_TYPE "(CASE p.kind WHEN 'create' THEN 24 WHEN 'acquire' THEN 25 WHEN 'reclaim' THEN 26\n" \
                   "    WHEN 'backing_alloc' THEN 27 WHEN 'backing_free' THEN 28 ELSE 29 END)"
 #define TID(stream) "(SELECT t.tid FROM threads t WHERE t.stream = " stream ")"
 static const char *const views =
     "CREATE VIEW allocations AS SELECT\n"
-    "  h.id AS id, h.bits & 15 AS type,\n"
-    "  CASE h.bits & 15 WHEN 1 THEN 'malloc' WHEN 2 THEN 'calloc' WHEN 3 THEN 'realloc'\n"
+    "  h.id AS id, " BITS " & 15 AS type,\n"
+    "  CASE " BITS " & 15 WHEN 1 THEN 'malloc' WHEN 2 THEN 'calloc' WHEN 3 THEN 'realloc'\n"
     "    WHEN 4 THEN 'reallocarray' WHEN 6 THEN 'posix_memalign' WHEN 7 THEN 'aligned_alloc'\n"
     "    WHEN 8 THEN 'memalign' WHEN 9 THEN 'valloc' WHEN 10 THEN 'pvalloc' END AS call,\n"
-    "  " TS " AS ts_ns, " TS " + h.life AS free_ts_ns, h.life AS lifetime_ns,\n"
+    "  " TS " AS ts_ns, " FTS " AS free_ts_ns, " LIFE " AS lifetime_ns,\n"
     "  h.size AS size_bytes,\n"
     "  CASE WHEN h.size >= 131072 THEN ((h.size + 4111) & ~4095) - 16\n"
     "    ELSE max((h.size + 23) & ~15, 32) - 8 END AS granted_bytes,\n"
     "  " ADDR " AS addr, " STACK " AS stack, (SELECT s.site FROM stacks s WHERE s.id = " STACK ") AS site,\n"
     "  " STREAM " AS stream, " TID(STREAM) " AS tid,\n"
     "  h.id + h.gap AS free_id,\n"
-    "  CASE WHEN h.gap IS NULL THEN NULL WHEN (h.bits >> 4) & 7 <= 1 THEN 'free'\n"
-    "    WHEN (h.bits >> 4) & 7 = 2 THEN 'realloc' WHEN (h.bits >> 4) & 7 = 3 THEN 'reallocarray'\n"
-    "    ELSE 'reused' END AS freed_by,\n"
+    "  CASE WHEN h.gap IS NULL THEN NULL ELSE CASE (" BITS " >> 4) & 7 WHEN 0 THEN 'free' WHEN 1 THEN 'free'\n"
+    "    WHEN 2 THEN 'realloc' WHEN 3 THEN 'reallocarray' ELSE 'reused' END END AS freed_by,\n"
     "  CASE WHEN h.gap IS NOT NULL THEN " FREE_STREAM " END AS free_stream,\n"
     "  CASE WHEN h.gap IS NOT NULL THEN " TID(FREE_STREAM) " END AS free_tid,\n"
-    "  CASE WHEN h.gap IS NOT NULL THEN h.bits >> 11 != 0 END AS cross_thread,\n"
-    "  1 - ((h.bits >> 7) & 1) AS in_window,\n"
-    "  CASE WHEN h.gap IS NOT NULL THEN 1 - ((h.bits >> 8) & 1) END AS free_in_window,\n"
+    "  CASE WHEN h.gap IS NOT NULL THEN " BITS " >> 11 != 0 END AS cross_thread,\n"
+    "  1 - ((" BITS " >> 7) & 1) AS in_window,\n"
+    "  CASE WHEN h.gap IS NOT NULL THEN 1 - ((" BITS " >> 8) & 1) END AS free_in_window,\n"
     "  " OLD " AS old_addr\n"
     "FROM heap_rows h;\n"
     "CREATE VIEW events AS\n"
     "SELECT h.id AS id, " TS " AS ts_ns, " STREAM " AS stream, " TID(STREAM) " AS tid,\n"
-    "  h.bits & 15 AS type, (SELECT n.name FROM event_types n WHERE n.type = h.bits & 15) AS type_name,\n"
+    "  " BITS " & 15 AS type, (SELECT n.name FROM event_types n WHERE n.type = " BITS " & 15) AS type_name,\n"
     "  " STACK " AS stack, " ADDR " AS addr, " OLD " AS old_addr, h.size AS size_bytes, " ARG " AS arg,\n"
-    "  1 - ((h.bits >> 7) & 1) AS in_window\n"
-    "FROM heap_rows h WHERE h.bits & 1024 = 0\n"
+    "  1 - ((" BITS " >> 7) & 1) AS in_window\n"
+    "FROM heap_rows h WHERE " BITS " & 1024 = 0\n"
     "UNION ALL\n"
-    "SELECT h.id + h.gap, " TS " + h.life, " FREE_STREAM ",\n"
+    "SELECT h.id + h.gap, " FTS ", " FREE_STREAM ",\n"
     "  " TID(FREE_STREAM) ", 5, 'free',\n"
-    "  NULL, " ADDR ", NULL, NULL, NULL, 1 - ((h.bits >> 8) & 1)\n"
-    "FROM heap_rows h WHERE h.gap IS NOT NULL AND h.bits & 112 = 0\n"
+    "  NULL, " ADDR ", NULL, NULL, NULL, 1 - ((" BITS " >> 8) & 1)\n"
+    "FROM heap_rows h WHERE h.gap IS NOT NULL AND " BITS " & 112 = 0\n"
     "UNION ALL\n"
     "SELECT e.id, e.ts, e.stream, " TID("e.stream") ", e.type,\n"
     "  (SELECT n.name FROM event_types n WHERE n.type = e.type),\n"
@@ -190,10 +201,10 @@ static const char *const views =
     "  sum(h.xfree) AS cross_thread_frees\n"
     "FROM (SELECT k.stack AS stack, sum(g.n) AS n, sum(g.bytes) AS bytes, max(g.max_size) AS max_size,\n"
     "        sum(g.leaked) AS leaked, total(g.leaked_bytes) AS leaked_bytes, sum(g.life) AS life,\n"
-    "        sum(g.freed) AS freed, max(g.max_life) AS max_life, sum(g.xfree) AS xfree\n"
+    "        sum(g.freed) AS freed, max(g.max_life) AS max_life, sum(CASE WHEN k.bits >= 2048 THEN g.n ELSE 0 END) AS xfree\n"
     "      FROM (SELECT kind, count(*) AS n, sum(size) AS bytes, max(size) AS max_size, sum(gap IS NULL) AS leaked,\n"
     "              total(CASE WHEN gap IS NULL THEN size END) AS leaked_bytes, sum(life) AS life, count(life) AS freed,\n"
-    "              max(life) AS max_life, sum(bits >= 2048) AS xfree FROM heap_rows GROUP BY kind) g\n"
+    "              max(life) AS max_life FROM (SELECT kind, size, gap, " LIFE " AS life FROM heap_rows h) GROUP BY kind) g\n"
     "      JOIN heap_kinds k ON k.kind = g.kind GROUP BY k.stack) h\n"
     "LEFT JOIN stacks s ON s.id = h.stack GROUP BY 1;\n";
 
@@ -222,9 +233,9 @@ static const char *const stmt_sql[ST_N] = {
     "INSERT INTO blocks VALUES(?,?,?,?,?,?,?,?,?)",
     "INSERT INTO rss VALUES(?,?,?,?,?)",
     "INSERT INTO scopes VALUES(?,?,?,?,?,?,?,?,?,?,?)",
-    "UPDATE heap_rows SET life = ?1, gap = ?2, bits = (bits & 512) | ?3 WHERE id = ?4",   /* HB_RAW kept */
+    "UPDATE heap_rows SET fts = ?1, gap = ?2, kind = ?3 WHERE id = ?4",
     "INSERT INTO heap_ts VALUES(?,?)",
-    "INSERT INTO heap_kinds VALUES(?,?,?)",
+    "INSERT INTO heap_kinds VALUES(?,?,?,?)",
 };
 
 /* ---- batched inserts ------------------------------------------------------------ */
@@ -309,8 +320,9 @@ static int batch_flush(batch_t *b)
 
 /* A heap object waiting in the ring for its row to be written. */
 typedef struct hrow {
-    uint64_t id, ts, size, addr, old, arg;
-    int64_t  life;               /* free ts - ts (negative only if the clocks of two threads disagree) */
+    uint64_t id, size, addr, old, arg;
+    int64_t  ts, fts;            /* the allocation's and the free's time, each from the base of its
+                                  * block of ids (heap_ts; negative only if two threads' clocks disagree) */
     uint64_t gap;                /* free event id - id */
     uint64_t bits;               /* heap_rows.bits */
     uint32_t stack, stream;
@@ -320,10 +332,15 @@ typedef struct hrow {
 /* A live heap object, by address. */
 typedef struct live {
     uint64_t seq;                /* its allocation's place in the ring's order */
-    uint64_t id, ts, size;
+    uint64_t id, size;
     uint32_t stream;
-    uint32_t bits;               /* the allocation's part of heap_rows.bits */
+    uint32_t bits;               /* the allocation's part of heap_kinds.bits, and LV_RAW_OLD */
+    uint32_t stack;
 } live_t;
+
+/* live_t.bits: a realloc whose source address does not come back from
+ * addr + (old - addr) in 64 bits: its row stores the addresses as they are */
+#define LV_RAW_OLD 0x80000000u
 
 typedef struct thread {
     uint64_t tid, parent, start_ts, end_ts;
@@ -356,10 +373,15 @@ typedef struct loader {
     hrow_t *ring;
     int64_t base[MAX_BASES];     /* heap_rows.addr_off = (addr - base[r]) | r (see choose_bases) */
     int n_base, base_set;
+    int last_base;               /* the base the latest address was nearest to */
     int base_shift;              /* bits of the base's index in addr_off (0 with one base) */
-    uint64_t ts_blk, ts_base;    /* the latest heap_ts row */
+    uint64_t ts_blk, ts_base;    /* the latest heap_ts row: block, time */
     int ts_have;
-    psc_map_t kinds;             /* stack << 32 | stream -> heap_kinds.kind (uint64_t) */
+    psc_map_t pairs;             /* stack << 32 | stream -> its index, from 0 (uint64_t) */
+    psc_map_t kinds;             /* pair << 40 | bits << 1 | raw -> heap_kinds.kind (int64_t) */
+    int64_t n_kinds, n_raw_kinds;        /* kinds handed out: 0, 1, ... and -1, -2, ... */
+    struct far_kind { uint64_t pair, bits; int raw; int64_t kind; } *far;  /* keys too wide for */
+    size_t n_far;                        /*   the map (crafted streams, millions of stacks) */
     uint64_t head, tail;         /* ring rows [head, tail) wait; ring[seq % RING] */
     psc_map_t live;              /* address -> live_t */
     psc_map_t threads;           /* stream -> thread_t */
@@ -398,27 +420,28 @@ static int cmp_i64(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* The address bases, chosen when the first row is written: the objects
- * waiting then (the first RING, or all of a shorter trace), grouped by 4 GiB region (the main heap, each thread's
- * arena, the mmap area), the median address of each of the most used
- * MAX_BASES regions. An address is stored as its offset from the nearest
- * base with the base's index in the low 4 bits (heap addresses are
- * 16-byte aligned), so that most take 2 to 4 bytes (SQLite stores an
- * integer in 1, 2, 3, 4, 6 or 8) instead of six. */
-static void choose_bases(loader_t *L)
+/* Bytes SQLite takes for integer v (serial types 8/9 hold 0 and 1 in none). */
+static int int_bytes(int64_t v)
 {
-    L->base_set = 1;
-    size_t n = (size_t)(L->tail - L->head);
-    int64_t *a = n ? malloc(n * sizeof *a) : NULL;
-    if (!a) return;              /* no base: addresses stored as they are */
-    for (size_t i = 0; i < n; i++) a[i] = (int64_t)L->ring[(L->head + i) & (RING - 1)].addr;
-    qsort(a, n, sizeof *a, cmp_i64);
+    if (v == 0 || v == 1) return 0;
+    if (v >= -128 && v < 128) return 1;
+    if (v >= -32768 && v < 32768) return 2;
+    if (v >= -8388608 && v < 8388608) return 3;
+    if (v >= -2147483648LL && v < 2147483648LL) return 4;
+    if (v >= -(1LL << 47) && v < (1LL << 47)) return 6;
+    return 8;
+}
+
+/* The bases of sorted addresses a[n] grouped by regions of 2^shift bytes:
+ * the median address of each of the most used MAX_BASES regions. */
+static int bases_by_region(const int64_t *a, size_t n, int shift, int64_t *base)
+{
     /* runs of one region, the largest first */
     struct { size_t at, len; } run[MAX_BASES];
-    int nr = 0;
+    int nr = 0, nb = 0;
     for (size_t i = 0; i < n;) {
         size_t k = i;
-        while (k < n && a[k] >> 32 == a[i] >> 32) k++;
+        while (k < n && a[k] >> shift == a[i] >> shift) k++;
         int slot = nr < MAX_BASES ? nr++ : -1;
         if (slot < 0)            /* full: replace the smallest if this one is larger */
             for (int r = 0; r < nr; r++)
@@ -428,9 +451,54 @@ static void choose_bases(loader_t *L)
     }
     for (int r = 0; r < nr; r++) {
         int64_t b = a[run[r].at + run[r].len / 2] & ~(int64_t)15;
-        if (b > 0 && b < INT64_MAX / 2) L->base[L->n_base++] = b;
+        if (b > 0 && b < INT64_MAX / 2) base[nb++] = b;
     }
-    while ((1 << L->base_shift) < L->n_base) L->base_shift++;
+    return nb;
+}
+
+static int addr_encode(const loader_t *L, uint64_t addr, int64_t *off);
+
+/* The address bases, chosen when the first row is written from the
+ * objects waiting then (the first RING, or all of a shorter trace). An
+ * address is stored as its offset from the nearest base in 16-byte units
+ * (heap addresses are 16-byte aligned) with the base's index in the low
+ * bits, so that most take 2 to 4 bytes (SQLite stores an integer in 1, 2,
+ * 3, 4, 6 or 8) instead of six. The regions: 4 GiB (the main heap, the
+ * area of the threads' arenas and mmap'd chunks) or finer, 512 or 64 MiB
+ * (glibc gives each thread arena its own 64 MiB-aligned heap, so with a
+ * base each their offsets stay within 3 bytes: 2.9 bytes an address on
+ * the 4-thread stress trace instead of 3.5), whichever stores the waiting
+ * objects' addresses in the fewest bytes. */
+static void choose_bases(loader_t *L)
+{
+    L->base_set = 1;
+    size_t n = (size_t)(L->tail - L->head);
+    int64_t *a = n ? malloc(n * sizeof *a) : NULL;
+    if (!a) return;              /* no base: addresses stored as they are */
+    for (size_t i = 0; i < n; i++) a[i] = (int64_t)L->ring[(L->head + i) & (RING - 1)].addr;
+    qsort(a, n, sizeof *a, cmp_i64);
+    static const int shifts[] = { 32, 29, 26 };
+    uint64_t best = UINT64_MAX;
+    int64_t base[MAX_BASES];
+    for (size_t s = 0; s < sizeof shifts / sizeof *shifts; s++) {
+        int nb = bases_by_region(a, n, shifts[s], base);
+        qsort(base, (size_t)nb, sizeof *base, cmp_i64);     /* addr_encode steps through them in order */
+        int shift = 0;
+        while ((1 << shift) < nb) shift++;
+        loader_t t = { .n_base = nb, .base_shift = shift };
+        memcpy(t.base, base, (size_t)nb * sizeof *base);
+        uint64_t cost = 0;
+        for (size_t i = 0; i < n; i++) {
+            int64_t off;
+            cost += addr_encode(&t, (uint64_t)a[i], &off) ? 8u : (uint64_t)int_bytes(off);
+        }
+        if (cost < best) {
+            best = cost;
+            L->n_base = nb;
+            L->base_shift = shift;
+            memcpy(L->base, base, (size_t)nb * sizeof *base);
+        }
+    }
     free(a);
 }
 
@@ -439,36 +507,87 @@ static void choose_bases(loader_t *L)
  * one base, the offset alone); 0, or -1 when it is stored as it is. */
 static int addr_encode(const loader_t *L, uint64_t addr, int64_t *off)
 {
-    int64_t a = (int64_t)addr, best = 0;
-    int r = -1;
-    if (addr & 15) return -1;
-    for (int i = 0; i < L->n_base; i++) {
-        int64_t d;
-        if (__builtin_sub_overflow(a, L->base[i], &d)) continue;
-        if (r < 0 || (d < 0 ? -d : d) < (best < 0 ? -best : best)) { r = i; best = d; }
-    }
-    if (r < 0) return -1;
-    *off = (int64_t)((uint64_t)(best >> 4) << L->base_shift) | r;
+    /* the bases are sorted: the nearest is found from the latest one by a
+     * step or two (a row's address is usually in the region of the last
+     * row's), not by a scan of all of them */
+    int64_t a = (int64_t)addr, d;
+    int r = L->last_base, n = L->n_base;
+    if ((addr & 15) || n == 0) return -1;
+    if (r >= n) r = 0;
+    while (r > 0 && a < L->base[r - 1] + (L->base[r] - L->base[r - 1]) / 2) r--;
+    while (r + 1 < n && a >= L->base[r] + (L->base[r + 1] - L->base[r]) / 2) r++;
+    ((loader_t *)L)->last_base = r;
+    if (__builtin_sub_overflow(a, L->base[r], &d)) return -1;
+    uint64_t hi = (uint64_t)(d >> 4);
+    /* the view computes ((off >> S) << 4) + base: it must not overflow */
+    if ((int64_t)(hi << L->base_shift) >> L->base_shift != d >> 4) return -1;
+    *off = (int64_t)(hi << L->base_shift) | r;
     return 0;
 }
 
-/* The (stack, stream) pair of a row as one small integer, heap_kinds.kind:
- * a program has few of them, and one column of one or two bytes takes
- * the place of two. */
-static uint64_t kind_of(loader_t *L, uint32_t stack, uint32_t stream)
+/* A row's (stack, stream, bits) as one small integer, heap_kinds.kind:
+ * a program has few such triples, and one column of one byte takes the
+ * place of three (SQLite stores 0 and 1 in no byte at all, and the first
+ * kinds are the common ones). raw: the row stores its addresses as they
+ * are, told by a negative kind (-1, -2, ...), so that the views' address
+ * expression reads the row alone. */
+static int64_t kind_of(loader_t *L, uint32_t stack, uint32_t stream, uint64_t bits, int raw)
 {
     int is_new;
-    uint64_t *k = psc_map_put_sz(&L->kinds, (uint64_t)stack << 32 | stream, &is_new, sizeof(uint64_t));
-    if (!k) { fail(L, SQLITE_NOMEM); return 0; }
-    if (is_new) {
-        *k = psc_map_count(&L->kinds);
-        sqlite3_stmt *s = L->st[ST_KIND];
-        sqlite3_bind_int64(s, 1, (sqlite3_int64)*k);
-        if (stack) sqlite3_bind_int64(s, 2, stack); else sqlite3_bind_null(s, 2);
-        sqlite3_bind_int64(s, 3, stream);
-        fail(L, step_reset(s));
+    uint64_t *pp = psc_map_put_sz(&L->pairs, (uint64_t)stack << 32 | stream, &is_new, sizeof(uint64_t));
+    if (!pp) { fail(L, SQLITE_NOMEM); return 0; }
+    if (is_new) *pp = psc_map_count(&L->pairs) - 1;
+    uint64_t pair = *pp;
+    int64_t *k = NULL, kv = 0;
+    if (pair < (1u << 23) && bits < ((uint64_t)1 << 39)) {
+        k = psc_map_put_sz(&L->kinds, pair << 40 | bits << 1 | (uint64_t)raw, &is_new, sizeof(int64_t));
+        if (!k) { fail(L, SQLITE_NOMEM); return 0; }
+        if (!is_new) return *k;
+    } else {
+        for (size_t i = 0; i < L->n_far; i++)
+            if (L->far[i].pair == pair && L->far[i].bits == bits && L->far[i].raw == raw) return L->far[i].kind;
+        struct far_kind *f = realloc(L->far, (L->n_far + 1) * sizeof *f);
+        if (!f) { fail(L, SQLITE_NOMEM); return 0; }
+        L->far = f;
     }
-    return *k;
+    kv = raw ? -++L->n_raw_kinds : L->n_kinds++;
+    if (k) *k = kv;
+    else L->far[L->n_far++] = (struct far_kind){ pair, bits, raw, kv };
+    sqlite3_stmt *s = L->st[ST_KIND];
+    sqlite3_bind_int64(s, 1, kv);
+    if (stack) sqlite3_bind_int64(s, 2, stack); else sqlite3_bind_null(s, 2);
+    sqlite3_bind_int64(s, 3, stream);
+    sqlite3_bind_int64(s, 4, (sqlite3_int64)bits);
+    fail(L, step_reset(s));
+    return kv;
+}
+
+/* A realloc's source as heap_rows.extra, old - addr: 1 when that would not
+ * come back from addr + extra in SQLite's 64-bit integers (the row then
+ * stores both addresses as they are). */
+static int old_overflows(uint64_t addr, uint64_t old)
+{
+    int64_t d, back;
+    return __builtin_sub_overflow((int64_t)old, (int64_t)addr, &d) || __builtin_add_overflow((int64_t)addr, d, &back);
+}
+
+/* The time ts of heap event id (an allocation or a free) as an offset
+ * from the base of its block of 256 ids, a few bytes instead of six:
+ * heap_ts has one row per block with a heap event, the time of its first
+ * one (the hook sees ids in order, so the rows go in as appends). */
+static int64_t ts_off(loader_t *L, uint64_t id, uint64_t ts)
+{
+    uint64_t blk = id >> TS_SHIFT;
+    if (!L->ts_have || blk != L->ts_blk) {
+        sqlite3_stmt *s = L->st[ST_TS];
+        sqlite3_bind_int64(s, 1, (sqlite3_int64)blk);
+        sqlite3_bind_int64(s, 2, (sqlite3_int64)ts);
+        fail(L, step_reset(s));
+        L->ts_have = 1;
+        L->ts_blk = blk;
+        L->ts_base = ts;
+    }
+    return (int64_t)(ts - L->ts_base);
 }
 
 static void heap_emit(loader_t *L, const hrow_t *h)
@@ -476,40 +595,26 @@ static void heap_emit(loader_t *L, const hrow_t *h)
     if (!L->base_set) choose_bases(L);
     batch_t *b = &L->heap;
     int64_t *v = b->v[b->n];
-    int64_t addr = (int64_t)h->addr, off, old = (int64_t)h->old, old_off = 0, back;
-    uint64_t bits = h->bits;
+    /* old - addr in unsigned arithmetic: it may wrap, and then the row is
+     * raw and old_off unused */
+    int64_t addr = (int64_t)h->addr, off, old = (int64_t)h->old, old_off = (int64_t)(h->old - h->addr);
     /* the views add the base back in SQLite's 64-bit integers: a sum that
      * would overflow there (addresses above 2^63, crafted traces) is
      * stored as is */
-    if (addr_encode(L, h->addr, &off) ||
-        (h->has_old && (__builtin_sub_overflow(old, addr, &old_off) ||
-                        __builtin_add_overflow(addr, old_off, &back)))) {
-        bits |= HB_RAW;
+    int raw = addr_encode(L, h->addr, &off) || (h->has_old && old_overflows(h->addr, h->old));
+    if (raw) {
         off = addr;
         old_off = old;
     }
-    /* the time from the first row of its block of ids (a few bytes instead
-     * of six): heap_ts has one row per block */
-    uint64_t blk = h->id >> TS_SHIFT;
-    if (!L->ts_have || blk != L->ts_blk) {
-        sqlite3_stmt *s = L->st[ST_TS];
-        sqlite3_bind_int64(s, 1, (sqlite3_int64)blk);
-        sqlite3_bind_int64(s, 2, (sqlite3_int64)h->ts);
-        fail(L, step_reset(s));
-        L->ts_have = 1;
-        L->ts_blk = blk;
-        L->ts_base = h->ts;
-    }
     v[0] = (int64_t)h->id;
-    v[1] = (int64_t)(h->ts - L->ts_base);
-    v[2] = h->life;
+    v[1] = h->ts;
+    v[2] = h->fts;
     v[3] = (int64_t)h->size;
     v[4] = off;
-    v[5] = (int64_t)kind_of(L, h->stack, h->stream);
+    v[5] = kind_of(L, h->stack, h->stream, h->bits, raw);
     v[6] = (int64_t)h->gap;
-    v[7] = (int64_t)bits;
-    v[8] = h->has_old ? old_off : (int64_t)h->arg;      /* extra: old address or arg */
-    b->null[b->n] = (h->freed ? 0u : 1u << 2 | 1u << 6) | (h->has_old || h->has_arg ? 0u : 1u << 8);
+    v[7] = h->has_old ? old_off : (int64_t)h->arg;      /* extra: old address or arg */
+    b->null[b->n] = (h->freed ? 0u : 1u << 2 | 1u << 6) | (h->has_old || h->has_arg ? 0u : 1u << 7);
     if (++b->n == BATCH) fail(L, batch_flush(b));
     L->stats->allocations++;
 }
@@ -530,31 +635,36 @@ static void heap_drain(loader_t *L)
 
 /* The object o (erased from the live map by the caller) is freed by event
  * id (ev) with kind fk. */
-static void heap_close(loader_t *L, const live_t *o, const pst_event_t *ev, uint64_t id, unsigned fk, int counted)
+static void heap_close(loader_t *L, const live_t *o, uint64_t addr, const pst_event_t *ev, uint64_t id,
+                       unsigned fk, int counted)
 {
-    int64_t life = (int64_t)(ev->ts - o->ts);
+    int64_t fts = ts_off(L, id, ev->ts);
     uint64_t gap = id - o->id;
     int xfree = ev->stream != o->stream;
-    uint64_t bits = o->bits | fk << HB_FK_SHIFT | (counted ? 0u : HB_FREE_OUT) |
+    uint64_t bits = (o->bits & ~LV_RAW_OLD) | fk << HB_FK_SHIFT | (counted ? 0u : HB_FREE_OUT) |
                     (xfree ? ((uint64_t)ev->stream + 1) << HB_XSHIFT : 0);
     thread_t *t = thread_of(L, ev->stream);
     if (t) { t->frees++; t->xfrees += (uint64_t)xfree; }
     if (o->seq >= L->head) {
         hrow_t *h = &L->ring[o->seq & (RING - 1)];
-        h->life = life;
+        h->fts = fts;
         h->gap = gap;
         h->bits = bits;
         h->freed = 1;
         if (o->seq == L->head) heap_drain(L);
         return;
     }
-    /* written open (it outlived the ring): complete it in place; the row
-     * may still be in the batch */
+    /* written open (it outlived the ring): complete it in place, its kind
+     * now with how it was freed (raw as heap_emit found it); the row may
+     * still be in the batch */
+    int64_t off;
+    int raw = addr_encode(L, addr, &off) || (o->bits & LV_RAW_OLD);
+    int64_t kind = kind_of(L, o->stack, o->stream, bits, raw);
     if (L->heap.n) fail(L, batch_flush(&L->heap));
     sqlite3_stmt *s = L->st[ST_HUPD];
-    sqlite3_bind_int64(s, 1, life);
+    sqlite3_bind_int64(s, 1, fts);
     sqlite3_bind_int64(s, 2, (sqlite3_int64)gap);
-    sqlite3_bind_int64(s, 3, (sqlite3_int64)bits);
+    sqlite3_bind_int64(s, 3, kind);
     sqlite3_bind_int64(s, 4, (sqlite3_int64)o->id);
     fail(L, step_reset(s));
     L->stats->heap_updates++;
@@ -566,7 +676,7 @@ static void heap_free(loader_t *L, const pst_event_t *ev, uint64_t id, uint64_t 
     if (!p) return;              /* not live: an unmatched free, as report counts it */
     live_t o = *p;
     psc_map_erase_sz(&L->live, p, sizeof(live_t));
-    heap_close(L, &o, ev, id, fk, counted);
+    heap_close(L, &o, addr, ev, id, fk, counted);
 }
 
 /* A new object. 1 when the event also needs its own event_rows row. */
@@ -577,7 +687,7 @@ static int heap_alloc(loader_t *L, const pst_event_t *ev, uint64_t id, const pm_
     if (p) {                     /* allocated again without a free: the old object ends here */
         live_t o = *p;
         psc_map_erase_sz(&L->live, p, sizeof(live_t));
-        heap_close(L, &o, ev, id, FK_REUSED, counted);
+        heap_close(L, &o, op->key, ev, id, FK_REUSED, counted);
     }
     if (L->tail - L->head == RING) {
         /* the oldest waiting object outlived RING allocations: write it
@@ -589,7 +699,7 @@ static int heap_alloc(loader_t *L, const pst_event_t *ev, uint64_t id, const pm_
     hrow_t *h = &L->ring[L->tail & (RING - 1)];
     memset(h, 0, sizeof *h);
     h->id = id;
-    h->ts = ev->ts;
+    h->ts = ts_off(L, id, ev->ts);
     h->size = op->bytes;
     h->addr = op->key;
     h->stack = ev->stack;
@@ -605,8 +715,9 @@ static int heap_alloc(loader_t *L, const pst_event_t *ev, uint64_t id, const pm_
     int is_new;
     live_t *o = psc_map_put_sz(&L->live, op->key, &is_new, sizeof(live_t));
     if (!o) { fail(L, SQLITE_NOMEM); return 0; }
-    *o = (live_t){ .seq = L->tail, .id = id, .ts = ev->ts, .size = op->bytes, .stream = ev->stream,
-                   .bits = h->bits };
+    *o = (live_t){ .seq = L->tail, .id = id, .size = op->bytes, .stream = ev->stream,
+                   .stack = ev->stack,
+                   .bits = (uint32_t)h->bits | (h->has_old && old_overflows(h->addr, h->old) ? LV_RAW_OLD : 0) };
     L->tail++;
     thread_t *t = thread_of(L, ev->stream);
     if (t) { t->allocs++; t->bytes += op->bytes; }
@@ -1063,10 +1174,10 @@ int az_sql_write_opts(const char *trace, const char *dbpath, const az_sql_opts_t
     }
     if (!L || !L->ring || !L->open || psc_map_init(&L->live, sizeof(live_t), 4096, 0, NULL) ||
         psc_map_init(&L->threads, sizeof(thread_t), 16, 0, NULL) ||
-        psc_map_init(&L->kinds, sizeof(uint64_t), 64, 0, NULL)) {
+        psc_map_init(&L->kinds, sizeof(int64_t), 64, 0, NULL) || psc_map_init(&L->pairs, sizeof(uint64_t), 64, 0, NULL)) {
         if (L) {
             free(L->ring); free(L->open);
-            psc_map_free(&L->live); psc_map_free(&L->threads); psc_map_free(&L->kinds);
+            psc_map_free(&L->live); psc_map_free(&L->threads); psc_map_free(&L->kinds); psc_map_free(&L->pairs);
         }
         free(L);
         psc_out_abort(dbo);
@@ -1083,8 +1194,13 @@ int az_sql_write_opts(const char *trace, const char *dbpath, const az_sql_opts_t
     }
     /* temp_store stays FILE: with MEMORY, SQLite's sorter (CREATE INDEX)
      * mallocs every record and never spills; with FILE it packs records
-     * into one arena and spills sorted runs only beyond cache_size */
-    if (exec(L->db, "PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF; PRAGMA cache_size=-8192;"
+     * into one arena and spills sorted runs only beyond cache_size.
+     * 16 KiB pages: each heap row's insert seeks its place from the root
+     * (SQLite's rowid check), and with 4 KiB pages the tree of a few
+     * million rows is one level deeper: 2.8% fewer instructions for the
+     * load of the 1.6 M-event stress trace, the same bytes at 10 M events
+     * (a small database grows by its few small tables' larger pages) */
+    if (exec(L->db, "PRAGMA page_size=16384; PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF; PRAGMA cache_size=-8192;"
                     "PRAGMA temp_store=FILE; PRAGMA locking_mode=EXCLUSIVE;", msg, msglen) ||
         exec(L->db, schema, msg, msglen) || exec(L->db, "BEGIN", msg, msglen))
         goto out;
@@ -1093,7 +1209,7 @@ int az_sql_write_opts(const char *trace, const char *dbpath, const az_sql_opts_t
             snprintf(msg, msglen, "sqlite: %s", sqlite3_errmsg(L->db));
             goto out;
         }
-    if (batch_prepare(L->db, &L->heap, "heap_rows", 9) != SQLITE_OK ||
+    if (batch_prepare(L->db, &L->heap, "heap_rows", 8) != SQLITE_OK ||
         batch_prepare(L->db, &L->other, "event_rows", 10) != SQLITE_OK) {
         snprintf(msg, msglen, "sqlite: %s", sqlite3_errmsg(L->db));
         goto out;
@@ -1250,6 +1366,8 @@ out:
     psc_map_free(&L->live);
     psc_map_free(&L->threads);
     psc_map_free(&L->kinds);
+    psc_map_free(&L->pairs);
+    free(L->far);
     free(L->ring);
     free(L->open);
     free(L);
