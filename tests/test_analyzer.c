@@ -636,6 +636,116 @@ static void test_sqlite_allocations_pair_each_object(void **st)
     az_scan_free(s);
 }
 
+/* One object of the raw-address test below, by its allocating event's
+ * time: its columns as one string. */
+static void expect_raw(sqlite3 *db, uint64_t t, const char *want)
+{
+    char sql[900], got[400] = "";
+    snprintf(sql, sizeof sql,
+             "SELECT call || ' ' || size_bytes || ' ' || tid || ' ' || printf('%%x', addr) || ' ' || "
+             "ifnull(lifetime_ns, 'NULL') || ' ' || ifnull(freed_by, 'NULL') || ' ' || ifnull(free_tid, 'NULL') || ' ' || "
+             "ifnull(cross_thread, 'NULL') || ' ' || CASE WHEN old_addr IS NULL THEN 'NULL' ELSE printf('%%x', old_addr) END"
+             " || ' ' || in_window || ' ' || ifnull(free_in_window, 'NULL') || ' ' || "
+             "(free_id IS NULL OR (SELECT e.ts_ns FROM events e WHERE e.id = free_id) = free_ts_ns) "
+             "FROM allocations WHERE ts_ns = %llu", (unsigned long long)t);
+    sqlite3_stmt *q;
+    assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &q, NULL), SQLITE_OK);
+    int rows = 0;
+    while (sqlite3_step(q) == SQLITE_ROW) {
+        snprintf(got, sizeof got, "%s", (const char *)sqlite3_column_text(q, 0));
+        rows++;
+    }
+    sqlite3_finalize(q);
+    if (rows != 1 || strcmp(got, want) != 0)
+        fprintf(stderr, "object @%llu: %d rows, got '%s', want '%s'\n", (unsigned long long)t, rows, got, want);
+    assert_int_equal(rows, 1);
+    assert_string_equal(got, want);
+}
+
+/* Addresses the packed rows cannot store as offsets (not 16-byte aligned,
+ * a realloc whose source is more than 2^63 away) are stored as they are,
+ * told by the row's kind (heap_rows.kind < 0): each reads back through
+ * `allocations` and `events` with the call, threads, how it was freed and
+ * the selection flags (all kept in heap_kinds) as the trace below says,
+ * also one written open (it outlives the loader's ring) and completed by
+ * a free on the other thread, whose kind is then replaced; and the
+ * address index of `sql --indexes` finds them. */
+static void test_sqlite_raw_addresses_and_kinds_read_back(void **st)
+{
+    (void)st;
+    char p[512], db[512], dbi[512], msg[256];
+    path_in(p, sizeof p, "raw.pst");
+    path_in(db, sizeof db, "raw.db");
+    path_in(dbi, sizeof dbi, "raw_idx.db");
+    int err = 0;
+    pst_writer_cfg_t cfg = { .pid = 7, .exe = "/raw" };
+    pst_writer_t *w = pst_writer_open(p, &cfg, &err);
+    assert_non_null(w);
+    assert_int_equal(pst_writer_thread(w, 1, 101, 0), 0);
+    assert_int_equal(pst_writer_thread(w, 2, 202, 1), 0);
+    enum { CHURN = 70000 };     /* more than the loader's ring of waiting objects */
+    at(w, 10); PST_EMIT(w, 1, PST_EV_MALLOC, 0x2005, 5);                   /* raw, long-lived */
+    at(w, 20); PST_EMIT(w, 1, PST_EV_MALLOC, 0x10000000, 32);
+    at(w, 30); PST_EMIT(w, 1, PST_EV_FREE, 0x10000000);
+    at(w, 40); PST_EMIT(w, 1, PST_EV_MALLOC, 0x1003, 7);                   /* raw */
+    at(w, 50); PST_EMIT(w, 2, PST_EV_FREE, 0x1003);                        /* by the other thread */
+    at(w, 60); PST_EMIT(w, 1, PST_EV_MALLOC, 0x7ff0000000000000ull, 8);
+    at(w, 70); PST_EMIT(w, 1, PST_EV_REALLOC, 0x7ff0000000000000ull, 0x8000000000001000ull, 24); /* source 2^63 away */
+    at(w, 80); PST_EMIT(w, 2, PST_EV_FREE, 0x8000000000001000ull);
+    for (int i = 0; i < CHURN; i++) {
+        at(w, 1000 + 2 * (uint64_t)i); PST_EMIT(w, 1, PST_EV_MALLOC, 0x10000000 + 16 * (uint64_t)(i % 7), 16);
+        at(w, 1001 + 2 * (uint64_t)i); PST_EMIT(w, 1, PST_EV_FREE, 0x10000000 + 16 * (uint64_t)(i % 7));
+    }
+    at(w, 300000); PST_EMIT(w, 2, PST_EV_FREE, 0x2005);
+    assert_int_equal(pst_writer_close(w), 0);
+
+    /* the selection: 25 <= ts <= 60 */
+    az_sql_opts_t o = { .window = 1, .from = 25, .to = 60 };
+    az_sql_stats_t ss;
+    int warn;
+    assert_int_equal(az_sql_write_opts(p, db, &o, &ss, &warn, msg, sizeof msg), 0);
+    assert_true(ss.heap_updates >= 1);                                     /* the long-lived one */
+    o.indexes = 1;
+    assert_int_equal(az_sql_write_opts(p, dbi, &o, &ss, &warn, msg, sizeof msg), 0);
+    const char *dbs[] = { db, dbi };
+    for (int k = 0; k < 2; k++) {
+        sqlite3 *d;
+        assert_int_equal(sqlite3_open(dbs[k], &d), SQLITE_OK);
+        /* call size tid addr lifetime freed_by free_tid cross old in_window free_in_window, free event's time */
+        expect_raw(d, 10, "malloc 5 101 2005 299990 free 202 1 NULL 0 0 1");
+        expect_raw(d, 20, "malloc 32 101 10000000 10 free 101 0 NULL 0 1 1");
+        expect_raw(d, 40, "malloc 7 101 1003 10 free 202 1 NULL 1 1 1");
+        expect_raw(d, 60, "malloc 8 101 7ff0000000000000 10 realloc 101 0 NULL 1 0 1");
+        expect_raw(d, 70, "realloc 24 101 8000000000001000 10 free 202 1 7ff0000000000000 0 0 1");
+        /* the rows stored as they are: their kinds are negative, and every
+         * row's kind is in heap_kinds */
+        assert_int_equal(q64(d, "SELECT count(*) FROM heap_rows WHERE kind < 0"), 3);
+        assert_int_equal(q64(d, "SELECT count(*) FROM heap_rows h LEFT JOIN heap_kinds k USING (kind) WHERE k.kind IS NULL"), 0);
+        /* the frees as events, by address and thread */
+        assert_int_equal(q64(d, "SELECT count(*) FROM events WHERE type = 5 AND addr = 8197 AND tid = 202 AND ts_ns = 300000"), 1);
+        assert_int_equal(q64(d, "SELECT count(*) FROM events WHERE type = 5 AND addr = 4099 AND tid = 202 AND in_window = 1"), 1);
+        assert_int_equal(q64(d, "SELECT count(*) FROM events WHERE type = 3 AND old_addr = 9218868437227405312"
+                                " AND addr = -9223372036854771712 AND in_window = 0"), 1);
+        assert_int_equal(q64(d, "SELECT count(*) FROM allocations WHERE in_window"), 2);
+        assert_int_equal(q64(d, "SELECT count(*) FROM events WHERE in_window"),
+                         q64(d, "SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'events_in_window'"));
+        assert_int_equal(q64(d, "SELECT cross_thread_frees FROM sites"), 3);
+        assert_int_equal(q64(d, "SELECT cross_thread_frees FROM threads WHERE tid = 202"), 3);
+        assert_int_equal(q64(d, "SELECT count(*) FROM allocations WHERE addr = 8197"), 1);
+        assert_int_equal(q64(d, "SELECT count(*) FROM allocations WHERE addr = 268435456"), 1 + CHURN / 7 + (CHURN % 7 > 0));
+        if (k == 1) {            /* the index of the address expression answers the lookup */
+            sqlite3_stmt *q;
+            assert_int_equal(sqlite3_prepare_v2(d, "EXPLAIN QUERY PLAN SELECT * FROM allocations WHERE addr = 8197",
+                                                -1, &q, NULL), SQLITE_OK);
+            int used = 0;
+            while (sqlite3_step(q) == SQLITE_ROW) used |= strstr((const char *)sqlite3_column_text(q, 3), "heap_rows_addr") != NULL;
+            sqlite3_finalize(q);
+            assert_true(used);
+        }
+        sqlite3_close(d);
+    }
+}
+
 static void test_exports_parse(void **st)
 {
     (void)st;
@@ -906,6 +1016,7 @@ int main(void)
         cmocka_unit_test(test_sqlite_rows_equal_events_and_schema),
         cmocka_unit_test(test_sqlite_batched_rows_match_events),
         cmocka_unit_test(test_sqlite_allocations_pair_each_object),
+        cmocka_unit_test(test_sqlite_raw_addresses_and_kinds_read_back),
         cmocka_unit_test(test_exports_parse),
         cmocka_unit_test(test_gate_tolerance_edges),
         cmocka_unit_test(test_diff_of_a_trace_with_itself_is_empty),
