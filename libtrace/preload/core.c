@@ -31,6 +31,7 @@
  * wlock (file) < table locks (stacks.c) < mlock (META buffer).
  */
 #include "preload.h"
+#include "enc_inline.h"
 #include "columns.h"   /* EVENTS in column form before zstd (z_compress) */
 
 #include <dlfcn.h>
@@ -150,6 +151,9 @@ void ps_recompute_on(void)
     ps_g.on = ps_real_ready && ps_g.active && !ps_g.paused && !ps_g.closed && !ps_g.child_pending && !ps_g.stopping;
     ps_g.fast = ps_g.on && ps_real.glibc;
     ps_g.fast_ns = ps_g.fast && ps_g.stacks == PST_STACKS_NONE;
+    /* fast1 also says no block came from the bootstrap arena (dlsym's
+     * allocations, none on today's glibc): free's fast path then skips in_boot */
+    ps_g.fast1 = ps_g.fast_ns && !ps_g.multi && !ps_g.boot.used;
 }
 
 static void add_lost(uint64_t n) { __atomic_add_fetch(&ps_g.cnt->lost_total, n, __ATOMIC_RELAXED); }
@@ -969,6 +973,9 @@ int ps_emit_generic(ps_thr_t *t, const pst_event_t *ev)
 {
     uint8_t *p = ps_rec_begin(t);
     if (!p) { t->inflight = 0; return 0; }   /* dropped (ps_call_begin may have set it) */
+    /* the inline encoders leave enc.last_addr alone (enc_inline.h: the base
+     * of a delta is the recent list's newest entry); the table encoder reads it */
+    t->enc.last_addr = ps_enc_last(&t->enc);
     /* versions taken now (a free-like event is emitted before its call);
      * realloc-like calls take theirs around the call themselves */
     pst_event_t vev;
@@ -1068,6 +1075,7 @@ void ps_emit_toggle(ps_thr_t *t)
     uint64_t ts = ps_g.toggle_ts > t->enc.last_ts ? ps_g.toggle_ts : t->enc.last_ts;
     p = pst_put_ts(&t->enc, p, ts);
     pst_event_t ev = { .type = ps_g.paused ? PST_EV_TRACE_OFF : PST_EV_TRACE_ON };
+    t->enc.last_addr = ps_enc_last(&t->enc);   /* as ps_emit_generic (no A field here, though) */
     p = pst_encode_event(&t->enc, p, &ev);
     ps_rec_end(t, p);
 }

@@ -28,19 +28,33 @@ static inline __attribute__((always_inline)) uint8_t *ps_put_varint(uint8_t *p, 
 }
 
 /* pst_put_addr5 (format 1.5, the interposer's coding) with the short
- * varints unrolled: one hash probe of the stream's index, one load of its
- * recent list, three stores. */
-static inline __attribute__((always_inline)) uint8_t *ps_put_addr(pst_enc_t *e, uint8_t *p, uint64_t addr)
+ * varints unrolled: one hash probe of the stream's index ix (e->index, or
+ * the same array at a known place), one load of its recent list, three
+ * stores. The bytes are pst_put_addr5's; the state differs in one field:
+ * e->last_addr is left alone, the base of a delta being the recent list's
+ * newest entry (the previous A value, which pst_put_addr5 keeps in
+ * last_addr too), so a hit stores nothing it does not need. Before the
+ * table encoder runs on the same state, last_addr must be set from
+ * ps_enc_last (the interposer does it in ps_rec_begin). */
+static inline uint64_t ps_enc_last(const pst_enc_t *e)
+{
+    return e->recent[(e->nrec - 1) & (PST_RECENT - 1)];
+}
+
+static inline __attribute__((always_inline)) uint8_t *ps_put_addr_ix(pst_enc_t *e, uint16_t *ix, uint8_t *p,
+                                                                    uint64_t addr)
 {
     uint32_t n = e->nrec, h = pst_recent_hash(addr);
-    uint32_t pos = e->index[h], back = (uint16_t)(n - 1 - pos);
-    uint64_t base = e->last_addr;
-    int hit = back < PST_RECENT && e->recent[pos & (PST_RECENT - 1)] == addr;
-    e->recent[n & (PST_RECENT - 1)] = addr;
-    e->index[h] = (uint16_t)n;
+    uint32_t pos = ix[h], back = (uint16_t)(n - 1 - pos);
+    ix[h] = (uint16_t)n;
     e->nrec = n + 1;
-    e->last_addr = addr;
-    if (hit) return ps_put_varint(p, (uint64_t)back << 2 | 2);
+    /* compared before the store below: back 255 names the slot it overwrites */
+    if (__builtin_expect(back < PST_RECENT && e->recent[pos & (PST_RECENT - 1)] == addr, 1)) {
+        e->recent[n & (PST_RECENT - 1)] = addr;   /* repeating programs: the common case */
+        return ps_put_varint(p, (uint64_t)back << 2 | 2);
+    }
+    uint64_t base = e->recent[(n - 1) & (PST_RECENT - 1)];
+    e->recent[n & (PST_RECENT - 1)] = addr;
     if (__builtin_expect(((addr | base) & 15) == 0, 1)) {
         int64_t q = (int64_t)(addr - base) >> 4;         /* exact: a multiple of 16 */
         uint64_t zz = ((uint64_t)q << 1) ^ (uint64_t)(q >> 63);
@@ -48,6 +62,11 @@ static inline __attribute__((always_inline)) uint8_t *ps_put_addr(pst_enc_t *e, 
     }
     *p++ = 0;
     return pst_put_varint(p, pst_zigzag((int64_t)(addr - base)));
+}
+
+static inline __attribute__((always_inline)) uint8_t *ps_put_addr(pst_enc_t *e, uint8_t *p, uint64_t addr)
+{
+    return ps_put_addr_ix(e, e->index, p, addr);
 }
 
 static inline __attribute__((always_inline)) uint8_t *ps_enc_type(pst_enc_t *e, uint8_t *p, unsigned type, uint32_t stack)

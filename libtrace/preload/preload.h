@@ -79,6 +79,8 @@ typedef struct ps_thr {
     /* producer */
     uint64_t head;          /* stream bytes published (release store) */
     uint64_t soft;          /* head at which the producer looks at tail again */
+    uint32_t fast_left;     /* events the fast paths may still record before a general one
+                               (ps_fast_refill): already counted in enc.since_ts */
     uint64_t lost;          /* events dropped, not yet reported by a LOST record */
     uintptr_t stk_lo;       /* fp walk: the stack pointer must lie above this */
     uintptr_t stk_hi;       /* fp walk: frames must lie below this (0: unknown) */
@@ -208,6 +210,7 @@ typedef struct ps_global {
     volatile int on;         /* hot flag: recording and file usable */
     volatile int fast;       /* on, and malloc/free may take their fast paths (ps_real.glibc) */
     volatile int fast_ns;    /* fast, and no stacks: malloc records on its fast path (one flag to load) */
+    volatile int fast1;      /* fast_ns, one program thread (!multi: no versions to take), no bootstrap block */
     volatile int active;     /* POOLSCOPE_OUT set and the file is open */
     volatile int inited;     /* constructor done */
     int init_state;          /* ps_init: 0 not started, 1 running, 2 done */
@@ -368,6 +371,26 @@ static inline void ps_leave_inline(void)
 uint64_t ps_stale_tick(ps_thr_t *t, uint64_t tick);   /* core.c: the clock check */
 void ps_tick_now(void);                 /* core.c: move the tick to the clock's time */
 
+/* The fast paths' budget while ps_g.fast1 (one program thread, no stacks).
+ * A fast record needs none of the checks of ps_rec_begin but the tick's:
+ * t->fast_left events may go before
+ * the ring's soft mark or the next clock check is due, so one counter
+ * stands for both (and for the since_ts count, added in advance).
+ * ps_fast_refill sets it after a general record; ps_fast_sync takes back
+ * what was not used before anything else reads since_ts, head or soft
+ * (ps_rec_begin, so every general record). A record made on the budget is
+ * at most PS_FAST_MAX bytes (a VER record, type, address, size) and needs
+ * no wrap copy: ps_make_room keeps soft at least PS_FAST_MAX before the
+ * ring's end, and fast_left * PS_FAST_MAX bytes fit before soft. */
+#define PS_FAST_MAX 32u
+static inline void ps_fast_sync(ps_thr_t *t)
+{
+    if (PS_UNLIKELY(t->fast_left)) {
+        t->enc.since_ts -= t->fast_left;
+        t->fast_left = 0;
+    }
+}
+
 /* Begin/end of one record in the calling thread's ring.
  *
  * Time: the event is stamped with the global tick, read once here, after
@@ -380,6 +403,7 @@ void ps_tick_now(void);                 /* core.c: move the tick to the clock's 
  * watermark (core.c) waits for a thread caught in between. */
 static inline uint8_t *ps_rec_begin(ps_thr_t *t)
 {
+    ps_fast_sync(t);
     if (PS_UNLIKELY(t->head >= t->soft) && ps_make_room(t) != 0)
         return NULL;
     uint8_t *p = t->ring + (t->head & t->rmask);
@@ -404,14 +428,53 @@ static inline void ps_call_begin(ps_thr_t *t)
     PS_SIGFENCE();
 }
 
-/* The malloc and free fast paths' ps_rec_begin, the guard held, h being
- * t->head: 1 when the record may start at t->ring + (h & t->rmask),
- * 0 when anything but the plain case is due (the ring's soft mark, a clock
- * check, a TS record); the caller then records with ps_rec_begin. A record
- * made here is at most PS_FAST_MAX bytes (a VER record, type, address,
- * size) and needs no wrap copy: ps_make_room keeps soft at least
- * PS_FAST_MAX before the ring's end. */
-#define PS_FAST_MAX 32u
+/* After a general record of the owner thread (the guard held). */
+static inline void ps_fast_refill(ps_thr_t *t)
+{
+    uint32_t s = t->enc.since_ts;
+    uint64_t room = t->soft > t->head ? (t->soft - t->head) / PS_FAST_MAX : 0;
+    uint32_t b = s < PST_TS_EVERY ? PST_TS_EVERY - s : 0;
+    if (b > room) b = (uint32_t)room;
+    t->fast_left = b;
+    t->enc.since_ts = s + b;
+}
+
+/* fast1's budget and tick check, the guard held: 1 when the record may go
+ * (one event of the budget taken; the thread is in flight until
+ * ps_fast_end), 0 when the budget is spent or the tick moved (the general
+ * record refills it or writes the TS record). The count is taken first,
+ * in one read-modify-write, and given back on the way out. g is &ps_g
+ * (hooks_alloc.c: malloc makes it after its call). */
+static inline int ps_fast1_begin(ps_global_t *g, ps_thr_t *t)
+{
+    int spent;   /* the carry of the subtraction: fast_left was 0 (compilers load, test and store) */
+#if defined(__x86_64__)
+    __asm__("subl $1, %0" : "+m"(t->fast_left), "=@ccc"(spent));
+#else
+    spent = __builtin_sub_overflow(t->fast_left, 1u, &t->fast_left);
+#endif
+    if (PS_UNLIKELY(spent)) {
+        t->fast_left = 0;
+        return 0;
+    }
+    t->inflight = 1;
+    PS_SIGFENCE();
+    if (PS_UNLIKELY(g->tick > t->enc.last_ts)) {
+        t->inflight = 0;   /* ps_rec_begin sets it again and reads the tick anew */
+        t->fast_left++;
+        return 0;
+    }
+    return 1;
+}
+
+/* The other fast paths' ps_rec_begin (more than one program thread, or
+ * stacks: malloc_mt, free_mt), the guard held, h being t->head: 1 when the
+ * record may start at t->ring + (h & t->rmask), 0 when anything but the
+ * plain case is due (the ring's soft mark, a clock check, a TS record);
+ * the caller then records with ps_rec_begin. Their encoders count the
+ * event in since_ts. A fast1 budget still out (the program's second thread
+ * just started) has been counted in since_ts already: this sends the next
+ * event to ps_rec_begin, which takes it back. */
 static inline int ps_fast_begin(ps_thr_t *t, uint64_t h)
 {
     if (PS_UNLIKELY(h >= t->soft)) return 0;

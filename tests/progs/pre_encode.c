@@ -144,7 +144,7 @@ int main(int argc, char **argv)
         }
         uint8_t *er_end = pst_encode_event(&er, br, &ev);
         size_t li = (size_t)(ei_end - bi), lr = er_end ? (size_t)(er_end - br) : 0;
-        if (!er_end || li != lr || memcmp(bi, br, lr) || ei.last_addr != er.last_addr
+        if (!er_end || li != lr || memcmp(bi, br, lr) || ps_enc_last(&ei) != er.last_addr
             || ei.since_ts != er.since_ts || li > PST_EVENT_MAX) {
             fprintf(stderr, "pre_encode: mismatch at event %lu: type %u stack %u f = %#llx %#llx %#llx\n",
                     k, ev.type, ev.stack, (unsigned long long)ev.f[0], (unsigned long long)ev.f[1],
@@ -152,7 +152,7 @@ int main(int argc, char **argv)
             dump("inline", bi, li);
             dump("pst_encode_event", br, lr);
             fprintf(stderr, "  last_addr %#llx vs %#llx, since_ts %u vs %u\n",
-                    (unsigned long long)ei.last_addr, (unsigned long long)er.last_addr,
+                    (unsigned long long)ps_enc_last(&ei), (unsigned long long)er.last_addr,
                     ei.since_ts, er.since_ts);
             return 1;
         }
