@@ -124,4 +124,73 @@ flusher_blocked() {
         { echo "  program: $(cat "$T/bl.out"); trace: $(grep -E '^(events|malloc|free|lost|complete)=' "$T/bl.dump" | tr '\n' ' ') $(tr '\n' ' ' <"$T/bl.cols")" >&2; return 1; }
 }
 check flusher_blocked_ring_grows_nothing_raw flusher_blocked
+
+# The one-thread fast path (hooks_alloc.c, fast1) records on a budget
+# counted ahead into the stream's since_ts (preload.h, ps_fast_refill).
+# A second thread started while the main thread holds a budget: from then
+# on both take versions on the other fast path, the main thread's budget
+# must be given back at its next general record, and blocks the main
+# thread allocated on the budget are freed by the new thread (cross-thread
+# frees: versions). Each round of 5000 pairs (about 78 budgets) is cut at
+# an odd count, so the second thread starts in the middle of one. Every
+# call recorded, no block unknown to the reader, nothing leaked but the
+# new thread's TLS block (glibc's calloc in pthread_create, kept to the
+# end), under both the fast path (none) and the stacks one (fp).
+cat >"$T/handover.c" <<'C'
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+static unsigned long n_malloc, n_free;   /* main thread only, before and after the join */
+static void *handed[64];
+static unsigned long t_malloc, t_free;
+static char obuf[256];   /* stdout's buffer: printf allocates nothing */
+static void churn(unsigned long pairs, unsigned long *nm, unsigned long *nf)
+{
+    for (unsigned long i = 0; i < pairs; i++) {
+        void *p = malloc(16 + (i % 37) * 16);
+        if (!p) exit(1);
+        *(volatile char *)p = 1;
+        ++*nm;
+        free(p);
+        ++*nf;
+    }
+}
+static void *thread_main(void *arg)
+{
+    (void)arg;
+    for (int k = 0; k < 64; k++) { free(handed[k]); t_free++; }   /* the main thread's blocks */
+    churn(5003, &t_malloc, &t_free);
+    return NULL;
+}
+int main(void)
+{
+    setvbuf(stdout, obuf, _IOFBF, sizeof obuf);
+    churn(4999, &n_malloc, &n_free);
+    for (int k = 0; k < 64; k++) { if (!(handed[k] = malloc(100 + k))) return 1; n_malloc++; }
+    churn(7, &n_malloc, &n_free);   /* a budget half used */
+    pthread_t th;
+    if (pthread_create(&th, NULL, thread_main, NULL)) return 1;
+    churn(5001, &n_malloc, &n_free);
+    pthread_join(th, NULL);
+    churn(4997, &n_malloc, &n_free);
+    printf("mallocs=%lu frees=%lu\n", n_malloc + t_malloc, n_free + t_free);
+    return 0;
+}
+C
+handover() { # $1 stacks
+    [ -x "$T/handover" ] || cc -std=c11 -O2 -pthread -o "$T/handover" "$T/handover.c" || return 1
+    rm -f "$T/ho$1.pst"
+    "$PS" record --stacks "$1" -o "$T/ho$1.pst" -- "$T/handover" >"$T/ho$1.out" 2>"$T/ho$1.err" || return 1
+    "$DUMP" "$T/ho$1.pst" >"$T/ho$1.dump" || return 1
+    "$PS" report --json "$T/ho$1.pst" >"$T/ho$1.json" || return 1
+    m=$(sed -n 's/^mallocs=\([0-9]*\) .*/\1/p' "$T/ho$1.out")
+    f=$(sed -n 's/.* frees=\([0-9]*\)$/\1/p' "$T/ho$1.out")
+    [ "$(key "$T/ho$1.dump" malloc)" = "$m" ] && [ "$(key "$T/ho$1.dump" free)" = "$f" ] &&
+        [ "$(key "$T/ho$1.dump" complete)" = 1 ] && [ "$(key "$T/ho$1.dump" lost)" = 0 ] &&
+        grep -q '"unknown_frees": 0,' "$T/ho$1.json" && grep -Eq '"leaked_objects": [01],' "$T/ho$1.json" &&
+        grep -q '"threads": 2,' "$T/ho$1.json" ||
+        { echo "  program: $(cat "$T/ho$1.out"); trace: $(grep -E '^(events|malloc|free|lost|complete)=' "$T/ho$1.dump" | tr '\n' ' ') $(grep -E 'unknown_frees|leaked_objects|"threads"' "$T/ho$1.json" | tr -d '\n ')" >&2; return 1; }
+}
+check budget_handed_over_to_second_thread_none handover none
+check budget_handed_over_to_second_thread_fp handover fp
 exit $status
