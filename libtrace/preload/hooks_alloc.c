@@ -247,7 +247,8 @@ EXPORT PS_FAST_FN void *malloc(size_t n)
     __asm__("lea ps_g(%%rip), %0" : "=r"(g));
 #endif
     ps_thr_t *t = ps_tls.thr;
-    if (PS_UNLIKELY(!g->fast1 || ps_tls.busy || (uintptr_t)t <= 1)) return malloc_mt(r, n);
+    if (PS_UNLIKELY(!g->fast1 || ps_tls.busy || (uintptr_t)t <= 1))   /* stacks: straight to the general entry */
+        return g->fast_ns ? malloc_mt(r, n) : malloc_rec_enter(r, n);
     ps_tls.busy = 1;
     PS_SIGFENCE();
     if (PS_UNLIKELY(!ps_fast1_begin(g, t))) return malloc_rec(t, r, n);
