@@ -154,6 +154,11 @@ void ps_recompute_on(void)
     /* fast1 also says no block came from the bootstrap arena (dlsym's
      * allocations, none on today's glibc): free's fast path then skips in_boot */
     ps_g.fast1 = ps_g.fast_ns && !ps_g.multi && !ps_g.boot.used;
+    /* against a pthread_create in another thread (multi = 1, fence,
+     * fast1 = 0) between our read of multi and our store: one of the two
+     * sees the other's store */
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    if (ps_g.multi) ps_g.fast1 = 0;
 }
 
 static void add_lost(uint64_t n) { __atomic_add_fetch(&ps_g.cnt->lost_total, n, __ATOMIC_RELAXED); }

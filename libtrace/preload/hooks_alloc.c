@@ -217,16 +217,18 @@ static __attribute__((noinline, cold)) void *malloc_rec_enter(void *r, size_t n)
     return t ? malloc_rec(t, r, n) : r;
 }
 
-/* malloc's fast path once the program has more than one thread (the
- * address's version taken), or the general entry. */
-static __attribute__((noinline)) PS_FAST_FN void *malloc_mt(void *r, size_t n)
+/* malloc's other path, the guard taken by malloc (t registered): more
+ * than one program thread (the fast path with the address's version), or
+ * stacks (malloc_rec captures one: with malloc and this function frameless
+ * and both exits tail calls, its frame is the one the caller's call made),
+ * or recording stopped during the call (the general entry counts it). */
+static __attribute__((noinline)) PS_FAST_FN void *malloc_mt(ps_thr_t *t, void *r, size_t n)
 {
-    ps_thr_t *t = ps_tls.thr;
-    /* fast_ns: still recording (as `on`), and no stack to capture; with
-     * stacks the general entry takes the guard and captures one */
-    if (PS_UNLIKELY(!ps_g.fast_ns || ps_tls.busy || (uintptr_t)t <= 1)) return malloc_rec_enter(r, n);
-    ps_tls.busy = 1;
-    PS_SIGFENCE();
+    if (PS_UNLIKELY(!ps_g.fast_ns)) {
+        if (PS_LIKELY(ps_g.fast)) return malloc_rec(t, r, n);
+        ps_leave_fast();
+        return malloc_rec_enter(r, n);
+    }
     uint64_t h = t->head;
     if (PS_UNLIKELY(!ps_fast_begin(t, h))) return malloc_rec(t, r, n);
     uint8_t *p = t->ring + (h & t->rmask);
@@ -247,10 +249,10 @@ EXPORT PS_FAST_FN void *malloc(size_t n)
     __asm__("lea ps_g(%%rip), %0" : "=r"(g));
 #endif
     ps_thr_t *t = ps_tls.thr;
-    if (PS_UNLIKELY(!g->fast1 || ps_tls.busy || (uintptr_t)t <= 1))   /* stacks: straight to the general entry */
-        return g->fast_ns ? malloc_mt(r, n) : malloc_rec_enter(r, n);
+    if (PS_UNLIKELY(ps_tls.busy || (uintptr_t)t <= 1)) return malloc_rec_enter(r, n);
     ps_tls.busy = 1;
     PS_SIGFENCE();
+    if (PS_UNLIKELY(!g->fast1)) return malloc_mt(t, r, n);
     if (PS_UNLIKELY(!ps_fast1_begin(g, t))) return malloc_rec(t, r, n);
     uint64_t h = t->head;
     uint8_t *p = t->ring + (h & t->rmask);
@@ -283,13 +285,15 @@ static __attribute__((noinline)) void free_rec(ps_thr_t *t, void *ptr)
     ps_leave_inline();
 }
 
-/* free's fast path once the program has more than one thread, or the
- * general hook. */
-static __attribute__((noinline)) PS_FAST_FN void free_mt(void *ptr)
+/* free's other path (t registered, the guard not taken): the fast path
+ * with the address's version once the program has more than one thread,
+ * or with stacks (frees carry none); the general hook for a block of the
+ * bootstrap arena or when not recording. Inlined into free (it needs no
+ * register free's own path does not; malloc's counterpart is a function:
+ * inlined, it would cost malloc's fast path a push and a pop). */
+static inline __attribute__((always_inline)) void free_mt(ps_thr_t *t, void *ptr)
 {
-    if (PS_UNLIKELY(!ps_g.fast)) { free_cold(ptr); return; }
-    ps_thr_t *t = ps_tls.thr;
-    if (PS_UNLIKELY(ps_tls.busy || (uintptr_t)t <= 1 || in_boot(ptr))) { free_cold(ptr); return; }
+    if (PS_UNLIKELY(!ps_g.fast || in_boot(ptr))) { free_cold(ptr); return; }
     ps_tls.busy = 1;
     PS_SIGFENCE();
     uint64_t h = t->head;
@@ -304,8 +308,9 @@ EXPORT PS_FAST_FN void free(void *ptr)
 {
     if (PS_UNLIKELY(!ptr)) return;
     ps_thr_t *t = ps_tls.thr;
+    if (PS_UNLIKELY(ps_tls.busy || (uintptr_t)t <= 1)) { free_cold(ptr); return; }
     /* fast1: no block is the bootstrap arena's (in_boot is free_mt's) */
-    if (PS_UNLIKELY(!ps_g.fast1 || ps_tls.busy || (uintptr_t)t <= 1)) { free_mt(ptr); return; }
+    if (PS_UNLIKELY(!ps_g.fast1)) { free_mt(t, ptr); return; }
     ps_tls.busy = 1;
     PS_SIGFENCE();
     if (PS_UNLIKELY(!ps_fast1_begin(&ps_g, t))) { free_rec(t, ptr); return; }

@@ -422,6 +422,7 @@ EXPORT int pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)
      * carries a version (format.h), set before the thread can touch one. */
     if (fn != ps_flusher_main) {
         ps_g.multi = 1;
+        __atomic_thread_fence(__ATOMIC_SEQ_CST);   /* see ps_recompute_on */
         ps_g.fast1 = 0;   /* malloc and free take versions from now on */
         ps_tick_now();
     }
