@@ -160,7 +160,7 @@ _Static_assert(3 + 1 + 1 + 2 * PST_VARINT_MAX <= PS_FAST_MAX, "a fast record fit
  * exit but the plain return is a tail call, so the general functions'
  * frames (which fp stack walks follow) sit where they did, and malloc keeps
  * one register across its call (callgrind, churn 440000, --stacks none:
- * 181 -> 139 instructions per malloc+free pair with the budget and the
+ * 185 -> 141 instructions per malloc+free pair with the budget and the
  * address coding's hit first). */
 #define PS_FAST_FN __attribute__((optimize("omit-frame-pointer")))
 
