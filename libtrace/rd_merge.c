@@ -590,6 +590,19 @@ static inline __attribute__((always_inline)) int rd_ver_state(pst_reader_t *r, r
  * version) -> 1 until the slot's count reaches them. */
 static inline uint64_t rd_ahead_key(uint32_t sl, uint16_t v) { return (uint64_t)sl << 16 | v; }
 
+/* The version slot sl expects next what follows v, past the versions that
+ * already went ahead (each taken off `ahead` as the count reaches it). */
+static inline uint16_t rd_vexp_after(pst_reader_t *r, uint32_t sl, uint16_t v)
+{
+    v = pst_vnext(v);
+    uint64_t *p;
+    while (psc_map_count(&r->ahead) && (p = psc_map_get_sz(&r->ahead, rd_ahead_key(sl, v), sizeof(uint64_t)))) {
+        psc_map_erase_sz(&r->ahead, p, sizeof(uint64_t));
+        v = pst_vnext(v);
+    }
+    return v;
+}
+
 /* e goes out: its slots expect the versions after its own, and after any
  * that went ahead. An event ahead of its slot that is not in the ahead set
  * jumps the slot's count (an event of that slot was lost) and is counted
@@ -607,13 +620,7 @@ static inline __attribute__((always_inline)) void rd_ver_apply_vi(pst_reader_t *
                 continue;                                   /* went ahead: the count reaches it later */
             r->st.ver_gaps++;
         }
-        v = pst_vnext(v);
-        uint64_t *p;
-        while (psc_map_count(&r->ahead) && (p = psc_map_get_sz(&r->ahead, rd_ahead_key(sl, v), sizeof(uint64_t)))) {
-            psc_map_erase_sz(&r->ahead, p, sizeof(uint64_t));
-            v = pst_vnext(v);
-        }
-        r->vexp[sl] = v;
+        r->vexp[sl] = rd_vexp_after(r, sl, v);
     }
 }
 
@@ -990,13 +997,7 @@ static inline __attribute__((always_inline)) int rd_fast_heap(pst_reader_t *r, r
     if (s->vers) {                  /* rd_ver_apply of a version that is next */
         r->vlast[sl] = (uint64_t)(s->idx + 1) << 16 | v;
         r->vgen++;
-        v = pst_vnext(v);
-        uint64_t *p;
-        while (psc_map_count(&r->ahead) && (p = psc_map_get_sz(&r->ahead, rd_ahead_key(sl, v), sizeof(uint64_t)))) {
-            psc_map_erase_sz(&r->ahead, p, sizeof(uint64_t));
-            v = pst_vnext(v);
-        }
-        r->vexp[sl] = v;
+        r->vexp[sl] = rd_vexp_after(r, sl, v);
     }
     s->emit_seq++;
     s->qlen--;
