@@ -244,6 +244,9 @@ int rd_process_events(pst_reader_t *r, const pst_chunk_hdr_t *h, const uint8_t *
      * A base and recent list (s->dec) go stale, read by nothing. The head
      * decoder keeps its own state (s->hdec). Minor-5 coding only. */
     const int recent = dec.coding == PST_CODING_RECENT;
+    /* a short record checked (it ends at n): counted in its tick and block,
+     * and it clears the VER records before it */
+#define SHORT_DONE() { dec.since_ts++; dec.nver = 0; p = n; k++; bcnt++; continue; }
     while (p < end) {
         /* the common records first (malloc with or without a stack id, free,
          * VER, TS; calloc and realloc of a versioned stream): no string, no
@@ -264,12 +267,7 @@ int rd_process_events(pst_reader_t *r, const pst_chunk_hdr_t *h, const uint8_t *
             if (dvers && recent) n = rd_askip5(q, end);
             else n = rd_addr(&dec, q, end, &a);
             if (!n || !(n = rd_varint(n, end, &v))) break;
-            dec.since_ts++;
-            dec.nver = 0;
-            p = n;
-            k++;
-            bcnt++;
-            continue;
+            SHORT_DONE();
         case PST_EV_CALLOC | PST_EV_HAS_STACK: case PST_EV_REALLOC | PST_EV_HAS_STACK:
         case PST_EV_CALLOC: case PST_EV_REALLOC: {
             if (!(dvers && recent)) break;   /* a realloc's free may need indexing: the general path */
@@ -281,22 +279,12 @@ int rd_process_events(pst_reader_t *r, const pst_chunk_hdr_t *h, const uint8_t *
             if ((tb & PST_EV_TYPE_MASK) == PST_EV_REALLOC) n = rd_askip5(n, end);   /* old, ret, size */
             else n = rd_varint(n, end, &v);                                          /* ptr, nmemb, size */
             if (!n || !(n = rd_varint(n, end, &v))) break;
-            dec.since_ts++;
-            dec.nver = 0;
-            p = n;
-            k++;
-            bcnt++;
-            continue;
+            SHORT_DONE();
         }
         case PST_EV_FREE:
             if (dvers && recent) {
                 if (!(n = rd_askip5(p + 1, end))) break;
-                dec.since_ts++;
-                dec.nver = 0;
-                p = n;
-                k++;
-                bcnt++;
-                continue;
+                SHORT_DONE();
             }
             if (!(n = rd_addr(&dec, p + 1, end, &a))) break;
             dec.since_ts++;
@@ -417,4 +405,5 @@ int rd_process_events(pst_reader_t *r, const pst_chunk_hdr_t *h, const uint8_t *
     }
     return 0;
 }
+#undef SHORT_DONE
 
