@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "escape.h"
 #include "poolscope/error.h"
 
 /* ---- writer ------------------------------------------------------------------ */
@@ -24,22 +25,12 @@ void az_json_init(az_json_t *j, FILE *out, int pretty)
     j->pretty = pretty;
 }
 
+/* Every JSON string of the analyzer (report, replay, diff, gate, chrome
+ * export) goes through here, so the one escaper (common/escape.h) makes
+ * them valid for any bytes a trace holds. */
 void az_json_write_string(FILE *out, const char *s)
 {
-    fputc('"', out);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        switch (*p) {
-        case '"':  fputs("\\\"", out); break;
-        case '\\': fputs("\\\\", out); break;
-        case '\n': fputs("\\n", out); break;
-        case '\r': fputs("\\r", out); break;
-        case '\t': fputs("\\t", out); break;
-        default:
-            if (*p < 0x20) fprintf(out, "\\u%04x", *p);
-            else fputc(*p, out);
-        }
-    }
-    fputc('"', out);
+    psc_esc_json(out, s, 0);
 }
 
 static void indent(az_json_t *j)

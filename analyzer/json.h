@@ -42,7 +42,8 @@ void az_json_f64(az_json_t *j, const char *key, double v);
 void az_json_str(az_json_t *j, const char *key, const char *s);   /* NULL: null */
 void az_json_bool(az_json_t *j, const char *key, int v);
 void az_json_null(az_json_t *j, const char *key);
-/* Write a string with JSON escapes, quotes included. */
+/* Write a string with JSON escapes, quotes included (common/escape.h
+ * psc_esc_json: valid JSON whatever the bytes; NULL: null). */
 void az_json_write_string(FILE *out, const char *s);
 
 /* ---- reader ----------------------------------------------------------------- */
