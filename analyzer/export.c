@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "escape.h"
 #include "hashmap.h"
 #include "json.h"
 #include "outfile.h"
@@ -420,9 +421,13 @@ static void folded_stack(az_sv_t *v, uint32_t id, int lines, char *buf, size_t l
         if (f->function && !lines) snprintf(b, sizeof b, "%s", f->function);
         else az_sym_format(f, f->pc, b, sizeof b);
         if (f->inlined) strncat(b, "_[i]", sizeof b - strlen(b) - 1);
-        for (char *p = b; *p; p++) if (*p == ';' || *p == '\n') *p = ':';
+        /* a name is the trace's: control bytes (a newline would end the
+         * line) as text escapes, and ';' (the frame separator) as ':' */
+        char e[1400];
+        psc_esc_text(b, e, sizeof e);
+        for (char *p = e; *p; p++) if (*p == ';') *p = ':';
         /* folded format: spaces are fine inside a frame, the weight follows the last space */
-        int w = snprintf(buf + o, len - o, "%s%s", b, k > inner ? ";" : "");
+        int w = snprintf(buf + o, len - o, "%s%s", e, k > inner ? ";" : "");
         if (w > 0) o += (size_t)w;
         if (o >= len) o = len - 1;
     }

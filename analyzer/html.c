@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "escape.h"
 #include "hashmap.h"
 #include "json.h"
 #include "outfile.h"
@@ -352,30 +353,11 @@ static void hb_free(hb_t *h)
 /* ---- JSON into the page --------------------------------------------------------- */
 
 /* A JSON string that cannot end the <script> element it is in, nor be
- * read as markup: '<', '>', '&' and the two JS line separators escaped. */
+ * read as markup: '<', '>', '&' and the two JS line separators escaped,
+ * and valid for any bytes (common/escape.h, PSC_ESC_HTML). */
 static void jstr(FILE *f, const char *s)
 {
-    if (!s) { fputs("null", f); return; }
-    fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        switch (*p) {
-        case '"': fputs("\\\"", f); break;
-        case '\\': fputs("\\\\", f); break;
-        case '\n': fputs("\\n", f); break;
-        case '\r': fputs("\\r", f); break;
-        case '\t': fputs("\\t", f); break;
-        case '<': fputs("\\u003c", f); break;
-        case '>': fputs("\\u003e", f); break;
-        case '&': fputs("\\u0026", f); break;
-        default:
-            if (*p < 0x20 || *p == 0x7f) fprintf(f, "\\u%04x", *p);
-            else if (*p == 0xe2 && p[1] == 0x80 && (p[2] == 0xa8 || p[2] == 0xa9)) {
-                fprintf(f, "\\u%04x", p[2] == 0xa8 ? 0x2028 : 0x2029);
-                p += 2;
-            } else fputc(*p, f);
-        }
-    }
-    fputc('"', f);
+    psc_esc_json(f, s, PSC_ESC_HTML);
 }
 
 static void jkey(FILE *f, int *first, const char *k)
@@ -939,15 +921,19 @@ static void write_pools(FILE *f, const az_scan_t *s, const hb_t *h)
     fputc(']', f);
 }
 
-/* Text of an HTML element (the title). */
+/* Text of an HTML element (the title): control bytes and bytes that are
+ * not UTF-8 as the text escapes of common/escape.h (the page says UTF-8),
+ * then the markup characters as entities. */
 static void html_text(FILE *f, const char *s)
 {
-    for (; *s; s++) {
-        if (*s == '<') fputs("&lt;", f);
-        else if (*s == '>') fputs("&gt;", f);
-        else if (*s == '&') fputs("&amp;", f);
-        else if ((unsigned char)*s >= 0x20) fputc(*s, f);
+    char *e = psc_esc_text_dup(s);
+    for (const char *p = e ? e : ""; *p; p++) {
+        if (*p == '<') fputs("&lt;", f);
+        else if (*p == '>') fputs("&gt;", f);
+        else if (*p == '&') fputs("&amp;", f);
+        else fputc(*p, f);
     }
+    free(e);
 }
 
 static const char *const csp =

@@ -14,19 +14,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "escape.h"
 #include "json.h"
 #include "poolscope/error.h"
 #include "report.h"
 
-/* label value: backslash, double quote and newline escaped */
+/* label value: the exposition format's escapes (backslash, double quote,
+ * newline), valid UTF-8 whatever the trace holds (common/escape.h) */
 static void label(FILE *out, const char *v)
 {
-    for (; v && *v; v++) {
-        if (*v == '\\') fputs("\\\\", out);
-        else if (*v == '"') fputs("\\\"", out);
-        else if (*v == '\n') fputs("\\n", out);
-        else fputc(*v, out);
-    }
+    psc_esc_om_label(out, v);
 }
 
 /* Returns the factor the value takes: nanoseconds become seconds, as the

@@ -22,6 +22,7 @@
 #include <string.h>
 #include <zlib.h>
 
+#include "escape.h"
 #include "export.h"
 #include "hashmap.h"
 #include "poolscope/error.h"
@@ -88,7 +89,17 @@ static uint64_t str_id(strtab_t *t, const char *s)
             e->text = strdup(s);
             if (!e->text) { t->out.oom = 1; psc_map_del(&t->ids, h); return 0; }
             e->id = ++t->n;
-            field_bytes(&t->out, 6, s, strlen(s));
+            /* profile.proto strings are UTF-8 and pprof prints them on a
+             * terminal: a name from the trace goes in as text
+             * (common/escape.h), control bytes and non-UTF-8 as \xNN */
+            if (psc_esc_text_needed(s)) {
+                char *x = psc_esc_text_dup(s);
+                if (!x) { t->out.oom = 1; return 0; }
+                field_bytes(&t->out, 6, x, strlen(x));
+                free(x);
+            } else {
+                field_bytes(&t->out, 6, s, strlen(s));
+            }
             return e->id;
         }
         if (!strcmp(e->text, s)) return e->id;
