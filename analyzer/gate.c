@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "escape.h"
 #include "poolscope/error.h"
 #include "report.h"
 #include "scan.h"
@@ -216,7 +217,10 @@ int az_doc_other_program(const az_jv_t *cur, const az_jv_t *base, char *msg, siz
     sa = sa ? sa + 1 : a->str;
     sb = sb ? sb + 1 : b->str;
     if (!strcmp(sa, sb)) return 0;             /* same program, perhaps another build directory */
-    snprintf(msg, msglen, "the baseline was recorded from %s, the trace from %s", b->str, a->str);
+    /* the paths are the traces': a message for a terminal (common/escape.h) */
+    char eb[600], ea[600];
+    snprintf(msg, msglen, "the baseline was recorded from %s, the trace from %s", psc_esc_text(b->str, eb, sizeof eb),
+             psc_esc_text(a->str, ea, sizeof ea));
     return 1;
 }
 
@@ -274,6 +278,7 @@ int az_gate_check_named(const az_jv_t *cur, const az_jv_t *base, const char *bas
         n_rules = k;
     }
     int failed = 0;
+    char em[sizeof rules[0].metric * 4];   /* the metric as text: it may name a trace's phase */
     for (size_t i = 0; i < n_rules; i++) {
         const az_gate_rule_t *r = &rules[i];
         double cv = 0, bv = 0;
@@ -281,7 +286,7 @@ int az_gate_check_named(const az_jv_t *cur, const az_jv_t *base, const char *bas
         int bk = r->kind == AZ_RULE_TOL ? value_at(base, r->metric, &bv) : V_NUM;
         if (r->kind == AZ_RULE_TOL && ck == V_NULL && bk == V_NULL) {
             /* does not apply to either run (no KV cache, no decode step) */
-            fprintf(out, "%-9s %s: does not apply (null in both)\n", "n/a", r->metric);
+            fprintf(out, "%-9s %s: does not apply (null in both)\n", "n/a", psc_esc_text(r->metric, em, sizeof em));
             continue;
         }
         if (ck != V_NUM || bk != V_NUM) {
@@ -295,7 +300,7 @@ int az_gate_check_named(const az_jv_t *cur, const az_jv_t *base, const char *bas
         if (r->kind == AZ_RULE_MAX || r->kind == AZ_RULE_MIN) {
             int bad = r->kind == AZ_RULE_MAX ? cv > r->value : cv < r->value;
             fmt_val(r->metric, r->value, lb, sizeof lb);
-            fprintf(out, "%-9s %s = %s (limit %s %s)\n", bad ? "REGRESSED" : "ok", r->metric, cb,
+            fprintf(out, "%-9s %s = %s (limit %s %s)\n", bad ? "REGRESSED" : "ok", psc_esc_text(r->metric, em, sizeof em), cb,
                     r->kind == AZ_RULE_MAX ? "<=" : ">=", lb);
             failed |= bad;
             continue;
@@ -311,7 +316,7 @@ int az_gate_check_named(const az_jv_t *cur, const az_jv_t *base, const char *bas
         if (bv != 0) snprintf(lb, sizeof lb, "%g%%", r->value);
         else fmt_val(r->metric, r->value, lb, sizeof lb);
         fprintf(out, "%-9s %s: %s -> %s (%s; %s allowed, %s is better)\n", bad ? "REGRESSED" : "ok",
-                r->metric, bb, cb, delta, lb, higher ? "higher" : "lower");
+                psc_esc_text(r->metric, em, sizeof em), bb, cb, delta, lb, higher ? "higher" : "lower");
         failed |= bad;
     }
     free(dflt);
@@ -382,7 +387,9 @@ size_t az_diff_docs(const az_jv_t *a, const az_jv_t *b, int flags, FILE *out)
                 char pc[32] = "";
                 if (!isnan(va) && !isnan(vb) && va != 0) snprintf(pc, sizeof pc, "%+.1f%%", 100 * (vb - va) / fabs(va));
                 if (!header++) fprintf(out, "  %-40s %14s    %-14s %9s\n", "metric", "A", "B", "change");
-                fprintf(out, "  %-40s %14s -> %-14s %9s  %s\n", p, sa, sb, pc, verdict);
+                /* p holds the traces' phase names: text (common/escape.h) */
+                char ep[sizeof x->a[i].path * 4];
+                fprintf(out, "  %-40s %14s -> %-14s %9s  %s\n", psc_esc_text(p, ep, sizeof ep), sa, sb, pc, verdict);
             }
         }
     }
@@ -427,8 +434,10 @@ size_t az_diff_docs(const az_jv_t *a, const az_jv_t *b, int flags, FILE *out)
             az_json_end(&j);
         } else {
             char x1[32], x2[32];
-            fprintf(out, "  %12s -> %-12s calls %.0f -> %.0f  %s\n", psc_fmt_bytes((uint64_t)sd[i].a, x1, sizeof x1),
-                    psc_fmt_bytes((uint64_t)sd[i].b, x2, sizeof x2), sd[i].ca, sd[i].cb, sd[i].name);
+            fprintf(out, "  %12s -> %-12s calls %.0f -> %.0f  ", psc_fmt_bytes((uint64_t)sd[i].a, x1, sizeof x1),
+                    psc_fmt_bytes((uint64_t)sd[i].b, x2, sizeof x2), sd[i].ca, sd[i].cb);
+            psc_esc_text_put(out, sd[i].name);   /* a site of the trace: text (common/escape.h) */
+            fputc('\n', out);
         }
     }
     free(sd);

@@ -11,6 +11,24 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "escape.h"
+
+/* Every name in the text comes from the trace (program, files, markers,
+ * pools, symbols): written through psc_esc_text (common/escape.h), so a
+ * terminal sees control bytes as \xNN, never acts on them. ESC(s, buf)
+ * for a printf argument. */
+#define ESC(s, b) psc_esc_text((s), (b), sizeof (b))
+
+/* The time base's longest gap is the trace's resolution, but only a gap a
+ * run can have: a SYNC record claiming more than 2^60 ns (36 years) is
+ * damaged, and neither stated as a resolution nor used to fold the
+ * lifetime histogram (plot.c's lifetime title follows the same rule). */
+#define RESOLUTION_MAX_NS (1ull << 60)
+static uint64_t resolution(const az_scan_t *s)
+{
+    return s->resolution_ns <= RESOLUTION_MAX_NS ? s->resolution_ns : 0;
+}
+
 const char *az_site_name(const az_scan_t *s, az_sym_t *sym, uint32_t stack, char *buf, size_t len)
 {
     az_sv_t *v = az_sv_create(s, sym, NULL);
@@ -58,7 +76,10 @@ static void hist_text(FILE *out, const char *title, const uint64_t *h, int bytes
     int lo = -1, hi = -1;
     uint64_t mx = 0, total = 0, under = 0;
     int fb = 0;   /* buckets [0, fb) end at or below floor */
-    while (floor && fb < AZ_HIST_BUCKETS && (fb ? 1ull << fb : 1) <= floor) fb++;
+    /* bucket i ends at 2^i (bucket 0 at 1); the last, 64, holds values up
+     * to 2^64 - 1 and never ends at or below a u64 floor. fb < 64 keeps
+     * every shift below 64. */
+    while (floor && fb < AZ_HIST_BUCKETS - 1 && (fb ? 1ull << fb : 1) <= floor) fb++;
     for (int i = 0; i < AZ_HIST_BUCKETS; i++) {
         if (i < fb) { under += h[i]; continue; }
         if (h[i]) { if (lo < 0) lo = i; hi = i; if (h[i] > mx) mx = h[i]; total += h[i]; }
@@ -95,7 +116,9 @@ static void full_stack(FILE *out, az_sv_t *v, uint32_t stack)
     size_t n = az_sv_frames(v, stack, fr, sizeof fr / sizeof fr[0]);
     for (size_t i = 0; i < n; i++) {
         char b[1200];
-        fprintf(out, "  %50s#%-3u %s%s%s\n", "", fr[i].level, az_sym_format(&fr[i], fr[i].pc, b, sizeof b),
+        fprintf(out, "  %50s#%-3u ", "", fr[i].level);
+        psc_esc_text_put(out, az_sym_format(&fr[i], fr[i].pc, b, sizeof b));
+        fprintf(out, "%s%s\n",
                 fr[i].inlined ? " [inlined]" : "", az_sv_skipped(v, &fr[i]) ? "  (skipped)" : "");
     }
 }
@@ -143,9 +166,10 @@ static void stacks_note(FILE *out, const az_scan_t *s, az_sv_t *v)
     if (!all || cut * 20 < all) return;   /* under 5%: not worth a line */
     size_t b = 0;
     for (size_t t = 1; t < nt; t++) if (top[t].calls > top[b].calls) b = t;
+    char mb[600];
     fprintf(out, "\nnote: %.1f%% of the allocations' frame-pointer stacks stop before main or a thread's start,\n"
             "      most in %s (code without frame pointers): record with --stacks dwarf for whole stacks\n",
-            100.0 * (double)cut / (double)all, nt ? top[b].mod : "?");
+            100.0 * (double)cut / (double)all, ESC(nt ? top[b].mod : "?", mb));
 }
 
 static void sites_text(FILE *out, const az_scan_t *s, az_sv_t *v, int full, const char *title,
@@ -170,9 +194,11 @@ static void sites_text(FILE *out, const az_scan_t *s, az_sv_t *v, int full, cons
             psc_fmt_count(x->live_count, b3, sizeof b3);
         else
             psc_fmt_bytes(x->calls ? x->bytes / x->calls : 0, b3, sizeof b3);
-        fprintf(out, "  %12s %12s %12s  %s%s%s\n", psc_fmt_bytes(val, b1, sizeof b1),
-                what == 3 ? b3 : psc_fmt_count(x->calls, b2, sizeof b2),
-                what == 3 ? "" : b3, x->label, x->via ? "  via " : "", x->via ? x->via : "");
+        fprintf(out, "  %12s %12s %12s  ", psc_fmt_bytes(val, b1, sizeof b1),
+                what == 3 ? b3 : psc_fmt_count(x->calls, b2, sizeof b2), what == 3 ? "" : b3);
+        psc_esc_text_put(out, x->label);
+        if (x->via) { fputs("  via ", out); psc_esc_text_put(out, x->via); }
+        fputc('\n', out);
         if (full) full_stack(out, v, x->stack);
         shown++;
     }
@@ -195,8 +221,9 @@ void az_report_text(const az_scan_t *s, const az_report_opts_t *o, FILE *out)
         sym = az_sym_create(mods, nm);
     }
 
-    fprintf(out, "poolscope report: %s\n", s->path);
-    fprintf(out, "  program     %s (pid %" PRIu64 ")%s\n", hd->exe && hd->exe[0] ? hd->exe : "?", hd->pid,
+    char nb[1200];
+    fprintf(out, "poolscope report: %s\n", ESC(s->path, nb));
+    fprintf(out, "  program     %s (pid %" PRIu64 ")%s\n", ESC(hd->exe && hd->exe[0] ? hd->exe : "?", nb), hd->pid,
             hd->parent_pid ? " — fork child" : "");
     fprintf(out, "  duration    %s, %" PRIu64 " thread%s, %" PRIu64 " fork%s, %" PRIu64 " exec%s\n",
             psc_fmt_ns(s->t_last - s->t_first, a, sizeof a), s->threads, s->threads == 1 ? "" : "s",
@@ -206,9 +233,13 @@ void az_report_text(const az_scan_t *s, const az_report_opts_t *o, FILE *out)
     fprintf(out, ", lost %s%s\n", psc_fmt_count(s->lost, c, sizeof c),
             s->status && s->status->end_killed ? "  <-- the process was killed (SIGKILL or OOM): that many were in its rings"
             : s->lost ? "  <-- the tracer dropped events" : "");
-    if (s->resolution_ns)
+    if (resolution(s))
         fprintf(out, "  time        every event within %s of when it happened (the trace's resolution)\n",
-                psc_fmt_ns(s->resolution_ns, a, sizeof a));
+                psc_fmt_ns(resolution(s), a, sizeof a));
+    else if (s->resolution_ns)
+        fprintf(out, "  time        resolution unknown: the trace's SYNC records claim a tick gap of %" PRIu64 " ns,\n"
+                     "              more than any run lasts (a damaged trace); lifetimes are shown as recorded\n",
+                s->resolution_ns);
     /* events by kind, in rows of four */
     int col = 0;
     for (unsigned t = 0; t < PST_EV_MAX; t++) {
@@ -227,7 +258,7 @@ void az_report_text(const az_scan_t *s, const az_report_opts_t *o, FILE *out)
                      s->to == UINT64_MAX ? "the end" : psc_fmt_ns(s->to, f2, sizeof f2));
         }
         fprintf(out, "  selected    %s%s%s%s%s: every figure below counts only that, unless it says whole run\n",
-                s->phase ? "phase '" : "", s->phase ? s->phase : "", s->phase ? "'" : "",
+                s->phase ? "phase '" : "", s->phase ? ESC(s->phase, nb) : "", s->phase ? "'" : "",
                 s->phase && s->window ? ", " : "", w);
     }
 
@@ -260,7 +291,7 @@ void az_report_text(const az_scan_t *s, const az_report_opts_t *o, FILE *out)
         size_t nf = pm_file_maps(s->model, fm, 5);
         for (size_t i = 0; i < nf; i++)
             fprintf(out, "    file            %12s  at its peak: %s\n", psc_fmt_bytes(fm[i].peak, a, sizeof a),
-                    az_scan_string(s, fm[i].name));
+                    ESC(az_scan_string(s, fm[i].name), nb));
     }
     fprintf(out, "  total allocated   %12s  in %s allocations (%s calls)\n",
             psc_fmt_bytes(h->total_allocated_bytes, a, sizeof a), psc_fmt_count(h->allocs, b, sizeof b),
@@ -313,7 +344,7 @@ void az_report_text(const az_scan_t *s, const az_report_opts_t *o, FILE *out)
     }
 
     hist_text(out, "Allocation sizes (requested)", h->size_hist, 1, 0);
-    hist_text(out, "Lifetimes (allocation to free)", h->lifetime_hist, 0, s->resolution_ns);
+    hist_text(out, "Lifetimes (allocation to free)", h->lifetime_hist, 0, resolution(s));
 
     fputs("\nPools\n", out);
     if (!p->acquires && !s->n_pools) {
@@ -346,10 +377,10 @@ void az_report_text(const az_scan_t *s, const az_report_opts_t *o, FILE *out)
         for (size_t i = 0; i < s->n_pools; i++) {
             const az_pool_info_t *x = &s->pools[i];
             if (x->kv) {
-                fprintf(out, "  %-16s %6s %12s %12s %12s %12s  block %" PRIu64 " tokens\n", x->name, "kv", "-", "-", "-", "-", x->block_size);
+                fprintf(out, "  %-16s %6s %12s %12s %12s %12s  block %" PRIu64 " tokens\n", ESC(x->name, nb), "kv", "-", "-", "-", "-", x->block_size);
                 continue;
             }
-            fprintf(out, "  %-16s %6s %12s %11s%% %12s %12s\n", x->name, "buffer", psc_fmt_count(x->acquires, a, sizeof a),
+            fprintf(out, "  %-16s %6s %12s %11s%% %12s %12s\n", ESC(x->name, nb), "buffer", psc_fmt_count(x->acquires, a, sizeof a),
                     psc_fmt_share(x->hits, x->acquires, 100, 1, d, sizeof d), psc_fmt_bytes(x->peak_out, b, sizeof b),
                     psc_fmt_bytes(x->peak_cached, c, sizeof c));
         }
@@ -391,11 +422,11 @@ void az_report_text(const az_scan_t *s, const az_report_opts_t *o, FILE *out)
     for (size_t i = 0; i < h->n_phases; i++) {
         const az_phase_t *x = &h->phases[i];
         if (!x->spans) {                 /* point markers: instants, no extent */
-            fprintf(out, "  %-16s %10s %12s %12s %12s %10s  (points)\n", x->name, psc_fmt_count(x->count, a, sizeof a),
+            fprintf(out, "  %-16s %10s %12s %12s %12s %10s  (points)\n", ESC(x->name, nb), psc_fmt_count(x->count, a, sizeof a),
                     "-", "-", "-", "-");
             continue;
         }
-        fprintf(out, "  %-16s %10s %12s %12s %12.1f %10s\n", x->name, psc_fmt_count(x->count, a, sizeof a),
+        fprintf(out, "  %-16s %10s %12s %12s %12.1f %10s\n", ESC(x->name, nb), psc_fmt_count(x->count, a, sizeof a),
                 psc_fmt_count(x->heap_calls, b, sizeof b), psc_fmt_bytes(x->heap_bytes, c, sizeof c),
                 x->count ? (double)x->heap_calls / (double)x->count : 0.0, psc_fmt_ns(x->time_ns, d, sizeof d));
     }

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "escape.h"
 #include "gate.h"
 #include "scan.h"
 
@@ -49,21 +50,21 @@ int cmd_diff(int argc, char **argv)
     if (rc != CLI_CONTINUE) return rc;
     if (args.n_files != 2) { cli_cmd_err("diff", "usage: poolscope diff A B [--json]"); return CLI_USAGE; }
     az_jdoc_t *d[2] = { NULL, NULL };
-    char msg[512];
+    char msg[512], em[sizeof msg * 4];   /* em: msg as text, it may quote a trace (common/escape.h) */
     int err;
     for (int k = 0; k < 2; k++) {
         az_scan_opts_t so = { .phase_frames = frames.specs, .n_phase_frames = frames.n };
         d[k] = az_metrics_doc_opts(f[k], &so, &err, msg, sizeof msg);
         if (!d[k]) {
             az_json_free(d[0]);
-            return cli_file_err("diff", f[k], msg);
+            return cli_file_err("diff", f[k], psc_esc_text(msg, em, sizeof em));
         }
         char why[200];
         if (!allow_incomplete && az_doc_incomplete(az_json_root(d[k]), why, sizeof why)) {
             snprintf(msg, sizeof msg, "%s; not comparing it (--allow-incomplete to compare anyway)", why);
             az_json_free(d[0]);
             if (k) az_json_free(d[1]);
-            return cli_file_err("diff", f[k], msg);
+            return cli_file_err("diff", f[k], psc_esc_text(msg, em, sizeof em));
         }
     }
     if (!json) printf("diff %s -> %s\n", f[0], f[1]);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "escape.h"
 #include "poolscope/error.h"
 #include "report.h"
 #include "scan.h"
@@ -100,10 +101,12 @@ int cmd_report(int argc, char **argv)
     if (cli_progress_wanted()) { so.progress = cli_progress; so.progress_ctx = &pg; }
     int scan_rc = az_scan_file(file, &so, &s, msg, sizeof msg);
     cli_progress_done(&pg);
-    if (scan_rc) return cli_file_err("report", file, msg);
+    /* a message may quote the trace (its phase names): text (common/escape.h) */
+    char em[sizeof msg * 4];
+    if (scan_rc) return cli_file_err("report", file, psc_esc_text(msg, em, sizeof em));
     char wb[256];
     const char *w = az_scan_warning(s, wb, sizeof wb);
-    if (w) fprintf(stderr, "poolscope report: %s: warning: %s\n", file, w);
+    if (w) fprintf(stderr, "poolscope report: %s: warning: %s\n", file, psc_esc_text(w, em, sizeof em));
     if (om && az_report_openmetrics(s, &ro, stdout)) { az_scan_free(s); return cli_file_err("report", file, "out of memory"); }
     else if (om) {}
     else if (json) az_report_json(s, &ro, stdout);
