@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "escape.h"
 #include "plot.h"
 #include "units.h"
 
@@ -80,7 +81,9 @@ int cmd_plot(int argc, char **argv)
     pa.po.trace = file;
     az_plot_out_t out;
     char msg[512];
-    if (az_plot(&pa.po, &out, msg, sizeof msg)) return cli_file_err("plot", file ? file : pa.po.replay_json, msg);
+    char em[sizeof msg * 4];   /* msg as text: it may quote the trace (its phase names; common/escape.h) */
+    if (az_plot(&pa.po, &out, msg, sizeof msg))
+        return cli_file_err("plot", file ? file : pa.po.replay_json, psc_esc_text(msg, em, sizeof em));
     if (out.warning) cli_warn_damaged("plot", file, "plotted");
     if (!quiet) {
         for (char *l = out.notes, *nl; *l && (nl = strchr(l, '\n')); l = nl + 1)
