@@ -376,6 +376,9 @@ int rd_read_chunk(pst_reader_t *r)
         if (!q) { rd_set_corrupt(r, at, "malformed sync chunk"); return 0; }
         if (w > r->sync_ts) r->sync_ts = w;
         r->n_sync++;
+        /* minor 2 on: the watermark is exact (FORMAT.md "The watermark is
+         * exact"), so the merge waits for it rather than the window */
+        if (r->causal_times) r->sync_exact = 1;
         /* minor 2: the tick's longest interval, the tracer's memory and stream */
         if ((q = pst_get_varint(q, end, &gap)) && (q = pst_get_varint(q, end, &tb)) &&
             pst_get_varint(q, end, &ts)) {

@@ -254,6 +254,17 @@ typedef struct rd_pendtab {
     uint32_t rn, rcap, rfree;
 } rd_pendtab_t;
 
+/* The merge's scans of other streams' queues (rd_merge.c): records they
+ * may decode in all, RD_SCAN_BASE + RD_SCAN_PER_EVENT per event read.
+ * Ordinary traces need a few per event (1-2.3 on 64-thread stress traces
+ * read whole); the base covers a long queue scanned early in a trace. */
+#define RD_SCAN_BASE      (1ull << 22)
+#define RD_SCAN_PER_EVENT 64u
+/* Queued events past which the window makes events safe again in a trace
+ * with exact SYNC watermarks (rd_safe): memory stays bounded if a writer's
+ * flush rounds stop. About 8 bytes per queued event on stress traces. */
+#define RD_SYNC_GUARD     (1ull << 23)
+
 #define RD_PEND_SCAN_MAX 256      /* nodes of a chain looked at when looking for another stream's free */
 
 /* ---- pools (code in rd_merge.c) -------------------------------------------- */
@@ -321,6 +332,26 @@ struct pst_reader {
     const rd_stream_t *wait_s;
     uint64_t wait_seq, wait_sync0;
     uint64_t decoded;          /* events decoded (TS records not counted) */
+    /* The merge's look-ups in other streams' queues (rd_merge.c,
+     * rd_vwait_scan and rd_addr_scan): scans made and queued records they
+     * decoded. Each scan walks what the other streams have queued, so
+     * without a bound a trace with a long queue and many waits reads in
+     * time quadratic in the queue (a 64-thread trace of a busy machine:
+     * 865 s). The records decoded by all scans together stay within
+     * scan_base + scan_per_event * decoded; a scan cut short by that
+     * budget finds nothing, and is counted in scans_cut (and, the order it
+     * would have established being unknown, in st.unordered).
+     * Deterministic (they depend on the trace alone), so tests bound the
+     * merge's work with them instead of timing it. */
+    uint64_t scans, scan_steps, scans_cut;
+    uint64_t scan_base, scan_per_event;   /* RD_SCAN_BASE, RD_SCAN_PER_EVENT; tests lower them */
+    /* A trace with exact watermarks (minor >= 2 with a SYNC chunk read):
+     * the window no longer makes an event safe (rd_safe) until sync_guard
+     * events are queued; guard_early counts the heads it then let out
+     * before the watermark. */
+    int      sync_exact;
+    uint64_t sync_guard;       /* RD_SYNC_GUARD; tests lower it */
+    uint64_t guard_early;
     uint32_t max_stream;       /* highest stream id seen (ids are 1..streams) */
 
     uint8_t  nf[PST_EV_MAX];

@@ -644,6 +644,25 @@ static inline int rd_acquires_inside(unsigned t)
     return t == PST_EV_REALLOC || t == PST_EV_REALLOCARRAY || t == PST_EV_MREMAP;
 }
 
+/* The scans below look through other streams' queued bytes. Together they
+ * decode at most RD_SCAN_BASE + scan_per_event records per event read
+ * (rd_internal.h): the records one scan may still decode end at this
+ * count of scan_steps. */
+static inline uint64_t rd_scan_budget(const pst_reader_t *r)
+{
+    return r->scan_base + r->scan_per_event * r->decoded;
+}
+
+/* A scan has used up the budget: it answers "nothing found", so the event
+ * goes without the order the scan would have found; that is counted
+ * (scans_cut, and st.unordered, which pst_status shows). */
+static __attribute__((noinline, cold)) int rd_scan_cut(pst_reader_t *r)
+{
+    r->scans_cut++;
+    r->st.unordered++;
+    return 0;
+}
+
 /* The queued event of another stream than s, stamped up to lim, that frees
  * (want_free) or allocates address a of space sp, the earliest stamped of
  * the first one in each stream: 1 with its stream and seq. */
@@ -651,10 +670,12 @@ static int rd_addr_scan(pst_reader_t *r, const rd_stream_t *s, int sp, uint64_t 
                         rd_stream_t **t, uint64_t *tseq)
 {
     int found = 0;
-    uint64_t best_ts = 0;
+    uint64_t best_ts = 0, budget = rd_scan_budget(r);
+    r->scans++;
     for (uint32_t i = 0; i < r->n_sv; i++) {
         rd_stream_t *o = r->sv[i];
         if (o == s || !o->qlen || o->head.ts > lim || (found && o->head.ts >= best_ts)) continue;
+        if (r->scan_steps >= budget) return rd_scan_cut(r);
         pst_enc_t d = o->hdec;
         const uint8_t *p = o->b + o->bhead, *end = o->b + o->btail;
         rd_hev_t x = o->head;
@@ -670,6 +691,7 @@ static int rd_addr_scan(pst_reader_t *r, const rd_stream_t *s, int sp, uint64_t 
                 seq++;
             }
             if (p >= end || !(p = rd_dec_rec(r, &d, p, end, &x, r->idbuf))) break;
+            if (++r->scan_steps >= budget) return rd_scan_cut(r);
             ts = d.last_ts;
             if (ts > lim || (found && ts >= best_ts)) break;
         }
@@ -772,10 +794,26 @@ static inline int rd_window_passed(const pst_reader_t *r, const rd_hev_t *e)
  * announced: a thread's first chunk may appear in the file long after its
  * first event, so any stream — quiet, or not seen yet — may still deliver
  * an earlier event until the writer's SYNC watermark has passed it, or the
- * window has (for writers without SYNC chunks), or the input has ended. */
-static inline int rd_safe(const pst_reader_t *r, const rd_hev_t *e)
+ * window has (for writers without SYNC chunks), or the input has ended.
+ *
+ * Once a trace has shown exact watermarks (minor >= 2), the window is only
+ * a memory guard: a writer whose flush rounds were starved (64 threads on
+ * a loaded machine: six SYNC chunks in 2.5 s, a thread's events left in
+ * its ring for over a second while busy threads drained theirs) writes
+ * chunks that come later than the window, and an event let out by the
+ * window went ahead of its address's earlier events still unread: a free
+ * came out before its allocation (unknown free, and a leak when the
+ * allocation came), and each such event scanned every queue for what it
+ * waited for. So the window applies there only when sync_guard events are
+ * queued (each counted in guard_early). */
+static inline int rd_safe(pst_reader_t *r, const rd_hev_t *e)
 {
-    return r->eof || e->ts < r->sync_ts || rd_window_passed(r, e);
+    if (r->eof || e->ts < r->sync_ts) return 1;
+    if (!rd_window_passed(r, e)) return 0;
+    if (!r->sync_exact) return 1;
+    if (r->st.queued < r->sync_guard) return 0;
+    r->guard_early++;
+    return 1;
 }
 
 static inline int rd_apply_effects(pst_reader_t *r, rd_stream_t *s, const rd_hev_t *e)
@@ -1137,9 +1175,12 @@ static int rd_vwait_scan(pst_reader_t *r, rd_stream_t *s, unsigned n, int vs, co
                          const uint16_t *v, const uint16_t *lo, uint64_t lim, rd_stream_t **t, uint64_t *tseq)
 {
     uint32_t sl[2] = { pst_vslot(a[0]), n > 1 ? pst_vslot(a[1]) : UINT32_MAX };
+    uint64_t budget = rd_scan_budget(r);
+    r->scans++;
     for (uint32_t i = 0; i < r->n_sv; i++) {
         rd_stream_t *o = r->sv[i];
         if (o == s || !o->qlen || o->head.ts > lim) continue;
+        if (r->scan_steps >= budget) return rd_scan_cut(r);
         pst_enc_t d = o->hdec;
         const uint8_t *p = o->b + o->bhead, *end = o->b + o->btail;
         rd_hev_t x = o->head;
@@ -1176,6 +1217,7 @@ static int rd_vwait_scan(pst_reader_t *r, rd_stream_t *s, unsigned n, int vs, co
                 seq++;
             }
             if (p >= end || !(p = rd_dec_rec(r, &d, p, end, &x, r->idbuf)) || d.last_ts > lim) break;
+            if (++r->scan_steps >= budget) return rd_scan_cut(r);
         }
     }
     return 0;
@@ -1198,6 +1240,10 @@ static int rd_vwait_resolve(pst_reader_t *r, rd_stream_t *s, const rd_hev_t *e, 
     }
     int live_alloc = rd_allocs_addr(e, &sp, &la) && rd_aset_has(&r->live[sp], la);
     if (rd_vwait_scan(r, s, n, vs, a, v, lo, live_alloc ? UINT64_MAX : e->ts, t, tseq)) return RD_C_FORCE;
+    /* Nothing queued to wait for, but a trace with exact watermarks can
+     * still deliver it: e was let out before the watermark passed it (the
+     * memory guard, rd_safe). Going ahead may be wrong: counted. */
+    if (r->guard_early && !r->eof && e->ts >= r->sync_ts) r->st.unordered++;
     for (unsigned j = 0; j < n; j++) {
         if (!(vs >> j & 1)) continue;
         uint32_t sl = pst_vslot(a[j]);

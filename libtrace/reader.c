@@ -25,6 +25,9 @@ static pst_reader_t *rd_reader_new(void)
     if (!r) return NULL;
     r->fd = -1;
     r->window = PST_DEFAULT_WINDOW_NS;
+    r->scan_base = RD_SCAN_BASE;
+    r->scan_per_event = RD_SCAN_PER_EVENT;
+    r->sync_guard = RD_SYNC_GUARD;
     r->idbuf = malloc(PST_MAX_IDS * sizeof *r->idbuf);
     r->out_ids = malloc(PST_MAX_IDS * sizeof *r->out_ids);
     if (!r->idbuf || !r->out_ids || rd_map_init(&r->string_ids) || rd_map_init(&r->stack_ids) ||
