@@ -138,7 +138,9 @@ static inline uint32_t rd_aset_owner(const rd_aset_t *s, uint64_t k)
 /* Where k is (1), or the empty slot where looking for it stopped (0), in
  * *at. The table exists (s->k). For the fast path of pst_next, which looks
  * once and then changes that slot in place (rd_fast_heap). */
-static inline int rd_aset_slot(const rd_aset_t *s, uint64_t k, uint32_t *at)
+/* (always_inline: the scan budget's few lines made GCC call it out of line
+ * from rd_fast_heap, +0.7% instructions per event on bench_reader --read) */
+static inline __attribute__((always_inline)) int rd_aset_slot(const rd_aset_t *s, uint64_t k, uint32_t *at)
 {
     for (uint32_t i = RD_AHASH(k, s->shift);; i = (i + 1) & s->mask) {
         uint64_t x = s->k[i];
@@ -666,7 +668,7 @@ static __attribute__((noinline, cold)) int rd_scan_cut(pst_reader_t *r)
 /* The queued event of another stream than s, stamped up to lim, that frees
  * (want_free) or allocates address a of space sp, the earliest stamped of
  * the first one in each stream: 1 with its stream and seq. */
-static int rd_addr_scan(pst_reader_t *r, const rd_stream_t *s, int sp, uint64_t a, int want_free, uint64_t lim,
+static __attribute__((noinline)) int rd_addr_scan(pst_reader_t *r, const rd_stream_t *s, int sp, uint64_t a, int want_free, uint64_t lim,
                         rd_stream_t **t, uint64_t *tseq)
 {
     int found = 0;
