@@ -61,7 +61,9 @@ void cmd_record_help(FILE *out)
           "  --follow-exec PATTERN which exec'd programs to trace (see the preload\n"
           "                        README: matched against the program path)\n"
           "  --signal SIG          the signal that toggles recording on and off\n"
-          "                        (name like USR2 or a number)\n"
+          "                        (USR2, a number, RTMIN+N; HUP INT QUIT USR1 USR2\n"
+          "                        TERM PROF WINCH URG ALRM VTALRM or a real-time\n"
+          "                        signal: never a fatal one such as SEGV or ABRT)\n"
           "  --paused              start with recording off (resume with --signal's\n"
           "                        signal or ps_trace_enable(1))\n"
           "  --scope-function FUNC[=NAME]\n"
@@ -87,6 +89,21 @@ void cmd_record_help(FILE *out)
 
 /* ---- argument parsing --------------------------------------------------- */
 
+/* The toggle signal: one of the asynchronous signals below or a real-time
+ * one, by name (with or without SIG) or by number, and by the same rule
+ * either way. The fatal and synchronous signals (SEGV, BUS, FPE, ILL, ABRT,
+ * TRAP, SYS, KILL, STOP, ...) are never usable: the tracer's handler
+ * returns to the faulting instruction, so a real SIGSEGV taken as a toggle
+ * faults again for ever, and a program's abort() would no longer end it. */
+static int usable_signal(long n)
+{
+    static const int ok[] = { SIGHUP, SIGINT, SIGQUIT, SIGUSR1, SIGUSR2, SIGTERM, SIGPROF, SIGWINCH,
+                              SIGURG, SIGALRM, SIGVTALRM };
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++)
+        if (n == ok[i]) return 1;
+    return n >= SIGRTMIN && n <= SIGRTMAX;
+}
+
 static int parse_signal(const char *s)
 {
     static const struct { const char *name; int no; } sigs[] = {
@@ -96,7 +113,7 @@ static int parse_signal(const char *s)
     };
     char *end;
     long n = strtol(s, &end, 10);
-    if (*s && !*end) return (n > 0 && n < NSIG && n != SIGKILL && n != SIGSTOP) ? (int)n : -1;
+    if (*s && !*end) return usable_signal(n) ? (int)n : -1;
     if (!strncmp(s, "SIG", 3)) s += 3;
     if (!strncmp(s, "RTMIN+", 6)) {
         n = strtol(s + 6, &end, 10);
