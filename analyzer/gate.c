@@ -7,37 +7,43 @@
 #include "gate.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdint.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "escape.h"
+#include "input.h"
+#include "poolscope/format.h"
 #include "poolscope/error.h"
 #include "report.h"
 #include "scan.h"
 #include "units.h"
 
-/* All of f into a malloc'ed buffer (a pipe); NULL on failure. */
-static char *slurp(FILE *f, size_t *len)
+/* The first bytes of a stream: a report JSON ('{' after blanks) or a
+ * trace (PST_MAGIC). Checked as soon as they are in, so /dev/zero or a
+ * pipe of garbage is refused at once instead of after being read whole
+ * (issue 25, item 6). *(int *)ctx is set to 1 for JSON. */
+static int stream_kind(const char *b, size_t n, void *ctx)
 {
-    size_t cap = 1 << 16, n = 0;
-    char *b = malloc(cap);
-    while (b) {
-        size_t k = fread(b + n, 1, cap - n, f);
-        n += k;
-        if (k == 0) break;
-        if (n == cap) {
-            char *nb = cap > SIZE_MAX / 2 ? NULL : realloc(b, cap * 2);
-            if (!nb) { free(b); return NULL; }
-            b = nb;
-            cap *= 2;
-        }
-    }
-    if (b && ferror(f)) { free(b); return NULL; }
-    *len = n;
-    return b;
+    size_t i = 0;
+    while (i < n && (b[i] == ' ' || b[i] == '\n' || b[i] == '\t' || b[i] == '\r')) i++;
+    if (i < n && b[i] == '{') { *(int *)ctx = 1; return 0; }
+    if (i == n && n < 4096) return 0;            /* blanks only, so far: the parser says what is wrong */
+    size_t m = n < sizeof PST_MAGIC ? n : sizeof PST_MAGIC;
+    return memcmp(b, PST_MAGIC, m) ? PSC_ECORRUPT : 0;
+}
+
+/* The bound on a trace held in memory (a pipe): half the machine's memory. */
+static uint64_t stream_max(void)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+    if (pages <= 0 || psz <= 0) return (uint64_t)1 << 32;
+    return (uint64_t)pages * (uint64_t)psz / 2;
 }
 
 /* The report JSON of a scanned trace, as a parsed document. */
@@ -64,19 +70,36 @@ az_jdoc_t *az_metrics_doc(const char *path, int *err, char *msg, size_t msglen)
 
 az_jdoc_t *az_metrics_doc_opts(const char *path, const az_scan_opts_t *so, int *err, char *msg, size_t msglen)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) { *err = PSC_EIO; snprintf(msg, msglen, "cannot open: %s", strerror(errno)); return NULL; }
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0) { *err = PSC_EIO; snprintf(msg, msglen, "cannot open: %s", strerror(errno)); return NULL; }
     struct stat st;
-    if (fstat(fileno(f), &st) == 0 && !S_ISREG(st.st_mode)) {
-        /* a pipe can be read once: take it all, then look at it */
+    if (fstat(fd, &st) != 0) { close(fd); *err = PSC_EIO; snprintf(msg, msglen, "cannot read: %s", strerror(errno)); return NULL; }
+    if (S_ISDIR(st.st_mode) || S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)) {
+        close(fd);
+        *err = PSC_EINVAL;
+        snprintf(msg, msglen, "%s", S_ISDIR(st.st_mode) ? "is a directory" : "is a device, not a regular file or a pipe");
+        return NULL;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        /* a pipe can be read once: take it all (within bounds), then look at it */
         size_t len = 0;
-        char *b = slurp(f, &len);
-        fclose(f);
-        if (!b) { *err = PSC_EIO; snprintf(msg, msglen, "read failed"); return NULL; }
-        size_t i = 0;
-        while (i < len && (b[i] == ' ' || b[i] == '\n' || b[i] == '\t' || b[i] == '\r')) i++;
+        int json = 0;
+        uint64_t max = stream_max();
+        char *b = psc_read_capped(fd, max, &len, err, stream_kind, 4096, &json);
+        close(fd);
+        if (!b) {
+            if (*err == PSC_ECORRUPT) snprintf(msg, msglen, "neither a poolscope trace nor a report --json document");
+            else if (*err == PSC_EINVAL) snprintf(msg, msglen, "more than %llu MiB from a pipe", (unsigned long long)(max >> 20));
+            else if (*err == PSC_ENOMEM) snprintf(msg, msglen, "out of memory");
+            else snprintf(msg, msglen, "read failed");
+            return NULL;
+        }
         az_jdoc_t *d = NULL;
-        if (i < len && b[i] == '{') {
+        if (json && len > PSC_JSON_MAX) {
+            *err = PSC_EINVAL;
+            snprintf(msg, msglen, "more than %llu MiB of JSON: not a report --json document",
+                     (unsigned long long)(PSC_JSON_MAX >> 20));
+        } else if (json) {
             char eb[200];
             d = az_json_parse(b, len, err, eb, sizeof eb);
             if (!d) snprintf(msg, msglen, "not valid JSON: %s", eb);
@@ -89,9 +112,21 @@ az_jdoc_t *az_metrics_doc_opts(const char *path, const az_scan_opts_t *so, int *
         free(b);
         return d;
     }
-    int c;
-    while ((c = fgetc(f)) == ' ' || c == '\n' || c == '\t' || c == '\r') {}
-    fclose(f);
+    /* a regular file: look at its first bytes; JSON is read whole, so
+     * bounded by size first, a trace is streamed */
+    char head[4096];
+    ssize_t got;
+    while ((got = pread(fd, head, sizeof head, 0)) < 0 && errno == EINTR) {}
+    close(fd);
+    size_t i = 0;
+    while (got > 0 && i < (size_t)got && (head[i] == ' ' || head[i] == '\n' || head[i] == '\t' || head[i] == '\r')) i++;
+    int c = got > 0 && i < (size_t)got ? (unsigned char)head[i] : EOF;
+    if (c == '{' && (uint64_t)st.st_size > PSC_JSON_MAX) {
+        *err = PSC_EINVAL;
+        snprintf(msg, msglen, "%llu bytes: too large for a report --json document (at most %llu MiB)",
+                 (unsigned long long)st.st_size, (unsigned long long)(PSC_JSON_MAX >> 20));
+        return NULL;
+    }
     if (c == '{') {
         char eb[200];
         az_jdoc_t *d = az_json_parse_file(path, err, eb, sizeof eb);

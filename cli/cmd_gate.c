@@ -2,12 +2,19 @@
  * [--max M=VALUE]... [--min M=VALUE]...`: argument parsing; the work is
  * analyzer/gate.c. Exit 0 all hold, 1 a regression, 2 bad input.
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "gate.h"
+#include "input.h"
+#include "json.h"
+#include "poolscope/error.h"
 #include "scan.h"
 #include "units.h"
 
@@ -44,6 +51,33 @@ void cmd_gate_help(FILE *out)
           "--max/--min, missing, not a number or not finite is exit 2 naming it.\n\n"
           "Exit: 0 every check holds, 1 a regression (listed as REGRESSED lines),\n"
           "2 bad usage or input. --baseline is optional when only --max/--min are given.\n", out);
+}
+
+/* The baseline document. A regular file was checked for size before
+ * (cli_parse_args); a pipe (--baseline /dev/stdin) is read here within the
+ * same bound, so a stream of bytes without end cannot fill the memory. */
+static az_jdoc_t *read_baseline(const char *base, char *eb, size_t eblen)
+{
+    int err;
+    int fd = open(base, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0 || S_ISREG(st.st_mode)) {
+        if (fd >= 0) close(fd);
+        return az_json_parse_file(base, &err, eb, eblen);
+    }
+    size_t len = 0;
+    char *b = psc_read_capped(fd, PSC_JSON_MAX, &len, &err, NULL, 0, NULL);
+    int e = errno;
+    close(fd);
+    if (!b) {
+        if (err == PSC_EINVAL)
+            snprintf(eb, eblen, "more than %llu MiB: not a report --json document", (unsigned long long)(PSC_JSON_MAX >> 20));
+        else snprintf(eb, eblen, "%s", err == PSC_EIO ? strerror(e) : "out of memory");
+        return NULL;
+    }
+    az_jdoc_t *d = az_json_parse(b, len, &err, eb, eblen);
+    free(b);
+    return d;
 }
 
 /* The rules as the options give them (at most one per argument). */
@@ -97,7 +131,7 @@ int cmd_gate(int argc, char **argv)
     int err;
     if (base) {
         char eb[200];
-        db = az_json_parse_file(base, &err, eb, sizeof eb);
+        db = read_baseline(base, eb, sizeof eb);
         if (!db) { cli_file_err("gate", base, eb); goto out; }
         if (az_json_root(db)->type != AZ_JV_OBJ) { cli_file_err("gate", base, "not a report --json object"); goto out; }
     }

@@ -1,6 +1,7 @@
 /* common_args.c — what the trace-reading subcommands of `poolscope` share:
  * one argument loop (flags, options with a value, help, positional files)
- * driven by a table of options, and the messages for bad usage, a file that
+ * driven by a table of options, the check of every input file before it is
+ * read (common/input.h), and the messages for bad usage, a file that
  * cannot be read and a trace that is damaged (see cli.h).
  */
 #include <errno.h>
@@ -9,6 +10,8 @@
 #include <string.h>
 
 #include "cli.h"
+#include "input.h"
+#include "poolscope/format.h"
 #include "units.h"
 
 void cli_cmd_err(const char *cmd, const char *fmt, ...)
@@ -53,6 +56,34 @@ static int spelled(const char *names, const char *arg)
     return 0;
 }
 
+/* ---- inputs ------------------------------------------------------------------
+ * Every file a reading command is given goes through psc_input_check here,
+ * before the command opens it: the one place where a device, a directory,
+ * a FIFO nobody writes to, bytes of the wrong kind or a JSON file too large
+ * to read whole are refused (issue 25, item 6). What each command reads: */
+static const psc_input_kind_t k_trace = { PST_MAGIC, sizeof PST_MAGIC, 0, 0, "a poolscope trace" };
+static const psc_input_kind_t k_report = { "{", 1, 1, PSC_JSON_MAX, "a report --json document" };
+static const psc_input_kind_t k_replay = { "{", 1, 1, PSC_JSON_MAX, "a replay --json document" };
+
+/* "poolscope CMD: FILE: what is wrong" and CLI_USAGE, or 0. */
+static int check_input(const char *cmd, const char *opt, const char *file)
+{
+    psc_input_kind_t k[2];
+    size_t n = 0;
+    unsigned flags = 0;
+    if (opt && !strcmp(opt, "--baseline")) k[n++] = k_report;       /* gate */
+    else if (opt) k[n++] = k_replay;                                 /* plot, html --replay */
+    else {
+        k[n++] = k_trace;
+        if (!strcmp(cmd, "diff") || !strcmp(cmd, "gate")) k[n++] = k_report;
+        /* replay opens a named FIFO without waiting for ever (replay/replay.c) */
+        if (!strcmp(cmd, "replay")) flags |= PSC_IN_FIFO;
+    }
+    char msg[256];
+    if (!psc_input_check(file, k, n, flags, msg, sizeof msg)) return 0;
+    return cli_file_err(cmd, file, msg);
+}
+
 static const cli_opt_t *find_opt(const cli_opt_t *o, const char *arg)
 {
     for (; o->names; o++)
@@ -84,9 +115,13 @@ int cli_parse_args(cli_args_t *a, int argc, char **argv)
         if (o->flag) { *o->flag = 1; continue; }
         if (i + 1 >= argc) { cli_cmd_err(a->cmd, "%s needs a value", arg); return CLI_USAGE; }
         const char *v = argv[++i];
+        /* the options that name a JSON file to read */
+        if ((!strcmp(arg, "--baseline") || !strcmp(arg, "--replay")) && check_input(a->cmd, arg, v)) return CLI_USAGE;
         if (o->value) *o->value = v;
         else if (o->take(a->ctx, arg, v)) return CLI_USAGE;
     }
+    for (int k = 0; k < a->n_files; k++)
+        if (check_input(a->cmd, NULL, a->files[k])) return CLI_USAGE;
     return CLI_CONTINUE;
 }
 

@@ -47,6 +47,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "input.h"
 #include "model.h"
 #include "phase_frame.h"
 #include "poolscope/bufpool.h"
@@ -839,29 +840,23 @@ static int run(const rp_src_t *src, const rp_config_t *ucfg, rp_report_t **out, 
     return 0;
 }
 
-/* All of fd into a malloc'ed buffer: a pipe can be read once, and replay
- * may read its input more than once (a restarted pass, kv-contiguous's
- * own pass, --pool-sites' module maps). NULL with *err set. */
-static char *slurp_fd(int fd, size_t *len, int *err)
+/* A stream is checked as soon as its first bytes are in: a trace starts
+ * with PST_MAGIC. /dev/zero, `yes |` or a JSON file piped in are refused
+ * then, instead of after they have been read whole (issue 25, item 6). */
+static int stream_is_trace(const char *b, size_t n, void *ctx)
 {
-    size_t cap = 1 << 16, n = 0;
-    char *b = malloc(cap);
-    if (!b) { *err = PSC_ENOMEM; return NULL; }
-    for (;;) {
-        if (n == cap) {
-            char *nb = cap > SIZE_MAX / 2 ? NULL : realloc(b, cap * 2);
-            if (!nb) { free(b); *err = PSC_ENOMEM; return NULL; }
-            b = nb;
-            cap *= 2;
-        }
-        ssize_t k = read(fd, b + n, cap - n);
-        if (k < 0 && errno == EINTR) continue;
-        if (k < 0) { free(b); *err = PSC_EIO; return NULL; }
-        if (k == 0) break;
-        n += (size_t)k;
-    }
-    *len = n;
-    return b;
+    (void)ctx;
+    size_t m = n < sizeof PST_MAGIC ? n : sizeof PST_MAGIC;
+    return memcmp(b, PST_MAGIC, m) ? PSC_ECORRUPT : 0;
+}
+
+/* The bound on a stream held in memory: half the machine's memory. A
+ * trace that large is read from a file (opened once per pass) instead. */
+static uint64_t stream_max(void)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+    if (pages <= 0 || psz <= 0) return (uint64_t)1 << 32;
+    return (uint64_t)pages * (uint64_t)psz / 2;
 }
 
 int rp_run(const char *path, const rp_config_t *cfg, rp_report_t **out, char *msg, size_t cap)
@@ -869,11 +864,14 @@ int rp_run(const char *path, const rp_config_t *cfg, rp_report_t **out, char *ms
     rp_src_t s = { .path = path };
     if (!path || !out) return PSC_EINVAL;
     /* A regular file is opened once per pass; anything else (a pipe,
-     * /dev/stdin, a FIFO) is read into memory first. */
+     * /dev/stdin, a FIFO) is read into memory first, within a bound and
+     * with its first bytes checked. A named FIFO is opened without
+     * waiting for ever for a writer (common/input.h). */
     struct stat sb;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    char om[200];
+    int fd = psc_input_fifo_open(path, om, sizeof om);
     if (fd < 0) {
-        if (msg && cap) snprintf(msg, cap, "cannot read: %s", strerror(errno));
+        if (msg && cap) snprintf(msg, cap, "%s", om);
         *out = NULL;
         return PSC_EIO;
     }
@@ -881,14 +879,26 @@ int rp_run(const char *path, const rp_config_t *cfg, rp_report_t **out, char *ms
         close(fd);
         return run(&s, cfg, out, msg, cap);
     }
+    if (fstat(fd, &sb) == 0 && (S_ISDIR(sb.st_mode) || S_ISCHR(sb.st_mode) || S_ISBLK(sb.st_mode))) {
+        close(fd);
+        if (msg && cap) snprintf(msg, cap, "%s", S_ISDIR(sb.st_mode) ? "is a directory"
+                                                 : "is a device, not a regular file or a pipe");
+        *out = NULL;
+        return PSC_EINVAL;
+    }
     int err = 0;
     size_t len = 0;
-    char *buf = slurp_fd(fd, &len, &err);
+    uint64_t max = stream_max();
+    char *buf = psc_read_capped(fd, max, &len, &err, stream_is_trace, sizeof PST_MAGIC, NULL);
     int e = errno;
     close(fd);
     if (!buf) {
         if (msg && cap) {
             if (err == PSC_EIO) snprintf(msg, cap, "cannot read: %s", strerror(e));
+            else if (err == PSC_ECORRUPT) snprintf(msg, cap, "not a poolscope trace (bad header)");
+            else if (err == PSC_EINVAL)
+                snprintf(msg, cap, "more than %llu MiB from a pipe: write it to a file and replay that",
+                         (unsigned long long)(max >> 20));
             else snprintf(msg, cap, "out of memory reading the input into memory");
         }
         *out = NULL;
