@@ -206,10 +206,13 @@ demo: deps
 	@$(MAKE) --no-print-directory all
 	@BUILD=$(BUILD) sh scripts/demo.sh
 
-# libFuzzer harnesses (clang): the reader, report, replay (each policy but
-# malloc), sql and export; FUZZ_SECONDS each (default 600), FUZZ_JOBS at
-# once, FUZZ_TARGETS to pick (tests/fuzz/run.sh). The build gives the seeds
-# a small refengine trace.
+# libFuzzer harnesses (clang): the reader and every reading command —
+# report, replay (each policy but malloc), sql, export (each format), html,
+# plot, diff, gate; FUZZ_SECONDS each (default 600), FUZZ_JOBS at once,
+# FUZZ_TARGETS to pick (tests/fuzz/run.sh). The harnesses link the
+# libraries as built by this Makefile (with clang and the fuzzer's coverage,
+# in $(BUILD)/fuzz/lib), so no source file can be left out of one. The
+# build gives the seeds a small refengine trace.
 fuzz: deps
 	@$(MAKE) --no-print-directory all
 	@BUILD=$(BUILD) sh tests/fuzz/run.sh
