@@ -61,5 +61,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     (void)az_plot(&o, out, msg, sizeof msg);
     free(out);
     empty_dir(dir);
+    rmdir(dir);   /* the next input makes it anew (a new directory is committed by rename) */
     return 0;
 }
