@@ -795,12 +795,6 @@ static ps_thr_t *rec_alloc(void)
     return t;
 }
 
-static void rec_unmap(ps_thr_t *t)
-{
-    ps_sys_munmap(t->ring, t->rmask + 1 + PS_RING_SLACK);
-    ps_sys_munmap(t, t->map_len);
-}
-
 static ps_thr_t *thr_register(void)
 {
     pthread_mutex_lock(&ps_g.tlock);
@@ -829,7 +823,7 @@ static ps_thr_t *thr_register(void)
 void ps_thread_exit(ps_thr_t *t)
 {
     if (!t || t == PS_THR_DEAD || ps_tls.thr != t) return;
-    ps_tls.busy++;
+    ps_tls.busy += PS_BUSY_OWN;
     PS_SIGFENCE();
     if (!ps_g.closed) {
         pst_event_t ev = { .type = PST_EV_THREAD_END };
@@ -838,7 +832,7 @@ void ps_thread_exit(ps_thr_t *t)
     ps_tls.thr = PS_THR_DEAD;
     __atomic_store_n(&t->dead, 1, __ATOMIC_RELEASE);
     PS_SIGFENCE();
-    ps_tls.busy--;
+    ps_tls.busy -= PS_BUSY_OWN;
 }
 
 static void key_dtor(void *v) { ps_thread_exit(v); }
@@ -891,9 +885,22 @@ ps_thr_t *ps_enter_slow(void)
     return t;
 }
 
+/* A hook that finds the guard taken by a hook of its own thread (busy
+ * exactly 1: no PS_BUSY_OWN part, so not the tracer's own call) runs in a
+ * signal handler that interrupted that hook: with glibc's allocator a hook
+ * calls nothing interposable while it holds the guard (the mmap family
+ * lets it go across the system call). The interrupted hook may be halfway
+ * through a record in the thread's ring, so this call cannot be recorded:
+ * it is counted, and END says so. (With another allocator a nested call is
+ * usually that allocator's own mmap, not a program's call: not counted.) */
+static void nested_lost(void)
+{
+    if (ps_tls.busy == 1 && ps_g.on && ps_real.glibc) add_lost(1);
+}
+
 static ps_thr_t *enter_slow(void)
 {
-    if (ps_tls.busy) return NULL;
+    if (ps_tls.busy) { nested_lost(); return NULL; }
     if (PS_UNLIKELY(!ps_g.inited)) {
         /* A hook ran before our constructor: another preloaded library's
          * constructor (libstdc++'s emergency pool is the usual one) or the
@@ -914,26 +921,23 @@ static ps_thr_t *enter_slow(void)
     }
     if (!ps_g.on) return NULL;
     ps_thr_t *t = ps_tls.thr;
-    ps_tls.busy = 1;
-    PS_SIGFENCE();
-    if (t == PS_THR_DEAD) {   /* after the thread's THREAD_END */
-        if (!(t = late_enter())) {
-            add_lost(1);
-            PS_SIGFENCE();
-            ps_tls.busy = 0;
-        }
+    if (PS_LIKELY((uintptr_t)t > 1)) {
+        ps_tls.busy = 1;
+        PS_SIGFENCE();
         return t;
     }
-    if (!t) {
-        t = thr_register();
-        if (!t) {
-            ps_tls.nobuf++;
-            add_lost(1);
-            PS_SIGFENCE();
-            ps_tls.busy = 0;
-            return NULL;
-        }
+    /* Registering calls functions that may allocate (pthread_getattr_np,
+     * pthread_setspecific): the tracer's own calls, passed through. */
+    ps_tls.busy = 1 + PS_BUSY_OWN;
+    PS_SIGFENCE();
+    if (t == PS_THR_DEAD) {   /* after the thread's THREAD_END */
+        if (!(t = late_enter())) add_lost(1);
+    } else if (!(t = thr_register())) {
+        ps_tls.nobuf++;
+        add_lost(1);
     }
+    PS_SIGFENCE();
+    ps_tls.busy = t ? 1 : 0;
     return t;
 }
 
@@ -953,9 +957,11 @@ ps_thr_t *ps_enter_paused(void)
     PS_SIGFENCE();
     if (!t) {
         int saved_errno = errno;
+        ps_tls.busy = 1 + PS_BUSY_OWN;   /* as enter_slow */
         t = thr_register();
         errno = saved_errno;
-        if (!t) { PS_SIGFENCE(); ps_tls.busy = 0; }
+        PS_SIGFENCE();
+        ps_tls.busy = t ? 1 : 0;
     }
     return t;
 }
@@ -1091,7 +1097,7 @@ void ps_final(void)
 {
     if (ps_g.child_pending) ps_ensure_child();
     if (!ps_g.active || ps_g.closed) return;
-    ps_tls.busy++;
+    ps_tls.busy += PS_BUSY_OWN;
     PS_SIGFENCE();
     ps_quiesce();
     int have_tlock = lock_c(&ps_g.tlock) == 0;   /* fails only from a signal */
@@ -1112,7 +1118,7 @@ void ps_final(void)
     ctl_done();   /* the process is ending on its own: nothing for a SIGKILL recovery to do */
     if (have_tlock) pthread_mutex_unlock(&ps_g.tlock);
     PS_SIGFENCE();
-    ps_tls.busy--;
+    ps_tls.busy -= PS_BUSY_OWN;
 }
 
 /* A fatal signal's handler (hooks_signal.c): ps_final with every lock
@@ -1248,7 +1254,7 @@ static void drain_half_full(void)
 void *ps_flusher_main(void *arg)
 {
     (void)arg;
-    ps_tls.busy = 1;             /* everything this thread does is the tracer's own */
+    ps_tls.busy = PS_BUSY_OWN;   /* everything this thread does is the tracer's own */
     ps_thr_t *self = thr_register();
     if (self) self->is_flusher = 1;
     uint64_t last_tick = 0, next_rss = 0, next_flush = 0;
@@ -1279,9 +1285,9 @@ void ps_start_flusher(void)
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
-    ps_tls.busy++;
+    ps_tls.busy += PS_BUSY_OWN;
     if (pthread_create(&ps_g.flusher, NULL, ps_flusher_main, NULL) == 0) ps_g.flusher_on = 1;
-    ps_tls.busy--;
+    ps_tls.busy -= PS_BUSY_OWN;
     pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
@@ -1497,7 +1503,7 @@ static void ps_init(void)
     int expect = 0;
     if (!__atomic_compare_exchange_n(&ps_g.init_state, &expect, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
         return;
-    ps_tls.busy++;
+    ps_tls.busy += PS_BUSY_OWN;
     ps_resolve_real();
     ps_g.page_size = sysconf(_SC_PAGESIZE);
     ps_g.pid = getpid();
@@ -1563,7 +1569,7 @@ static void ps_init(void)
 done:
     ps_g.inited = 1;
     __atomic_store_n(&ps_g.init_state, 2, __ATOMIC_RELEASE);
-    ps_tls.busy--;
+    ps_tls.busy -= PS_BUSY_OWN;
 }
 
 __attribute__((constructor)) static void ps_ctor(void)
@@ -1581,9 +1587,9 @@ __attribute__((constructor)) static void ps_ctor(void)
  * it empty and falls back as when the pool is used up. */
 static void cxx_freeres(void)
 {
-    ps_tls.busy++;   /* dlsym's own allocations (its error buffer) are the tracer's */
+    ps_tls.busy += PS_BUSY_OWN;   /* dlsym's own allocations (its error buffer) are the tracer's */
     void (*fr)(void) = (void (*)(void))dlsym(RTLD_DEFAULT, "_ZN9__gnu_cxx9__freeresEv");
-    ps_tls.busy--;
+    ps_tls.busy -= PS_BUSY_OWN;
     if (fr) fr();
 }
 
@@ -1610,7 +1616,7 @@ void ps_exec_begin(const char *path)
         ps_emit_generic(t, &ev);
         ps_leave();
     }
-    ps_tls.busy++;
+    ps_tls.busy += PS_BUSY_OWN;
     ps_quiesce();
     pthread_mutex_lock(&ps_g.tlock);
     ps_g.retry_after = 0;
@@ -1651,7 +1657,7 @@ void ps_exec_failed(void)
             __atomic_add_fetch(&ps_g.cnt->lost_reported, n, __ATOMIC_RELAXED);
         }
     }
-    ps_tls.busy--;
+    ps_tls.busy -= PS_BUSY_OWN;
 }
 
 /* ---- fork ---------------------------------------------------------------------- */
@@ -1659,12 +1665,41 @@ void ps_exec_failed(void)
 void ps_tables_lock_all(void);    /* stacks.c */
 void ps_tables_unlock_all(void);
 
+/* The mappings of every thread record (live, retired, the exit stream's),
+ * tlock held, into ps_g.fork_maps: the child must not walk the records
+ * themselves. They are slots of the counters file, MAP_SHARED with the
+ * parent, whose threads go on registering and retiring records (rewriting
+ * `next`) while the child runs its atfork handler: a child that followed
+ * `next` there reached records mapped after the fork, in the parent only
+ * (SIGSEGV in 1-4 of 128 children of a 16-thread fork storm). */
+static void fork_maps_take(void)
+{
+    size_t n = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (ps_thr_t *t = pass ? ps_g.thr_free : ps_g.threads; t; t = t->next) n++;
+    if (n > ps_g.fork_cap) {
+        size_t cap = n * 2 + 16;
+        struct ps_recmap *m = ps_sys_mmap(cap * sizeof *m);
+        if (!m) { ps_g.fork_n = SIZE_MAX; return; }   /* the child leaves them mapped */
+        if (ps_g.fork_maps) ps_sys_munmap(ps_g.fork_maps, ps_g.fork_cap * sizeof *m);
+        ps_g.fork_maps = m;
+        ps_g.fork_cap = cap;
+    }
+    n = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (ps_thr_t *t = pass ? ps_g.thr_free : ps_g.threads; t; t = t->next)
+            ps_g.fork_maps[n++] = (struct ps_recmap){ t, t->ring, t->map_len, t->rmask + 1 + PS_RING_SLACK };
+    ps_g.fork_n = n;
+}
+
 void ps_prepare_fork(void)
 {
-    ps_tls.busy++;
+    ps_tls.busy += PS_BUSY_OWN;
+    ps_g.fork_n = 0;
     if (!ps_g.active) return;
     pthread_mutex_lock(&ps_g.child_lock);
     pthread_mutex_lock(&ps_g.tlock);
+    fork_maps_take();
     pthread_mutex_lock(&ps_g.z.lock);   /* the child gets the compressor between two chunks */
     pthread_mutex_lock(&ps_g.wlock);
     ps_tables_lock_all();
@@ -1681,7 +1716,7 @@ void ps_parent_after_fork(void)
         pthread_mutex_unlock(&ps_g.tlock);
         pthread_mutex_unlock(&ps_g.child_lock);
     }
-    ps_tls.busy--;
+    ps_tls.busy -= PS_BUSY_OWN;
 }
 
 /* Child: everything of the parent's is dropped (its rings, its unflushed
@@ -1689,7 +1724,7 @@ void ps_parent_after_fork(void)
  * the file is opened lazily by ps_ensure_child at the next event, exit, exec. */
 void ps_child_after_fork(void)
 {
-    if (!ps_g.active && !ps_g.child_pending) { ps_tls.busy--; return; }
+    if (!ps_g.active && !ps_g.child_pending) { ps_tls.busy -= PS_BUSY_OWN; return; }
     pthread_mutex_t init = PTHREAD_MUTEX_INITIALIZER;
     ps_g.mlock = init; ps_g.wlock = init; ps_g.tlock = init; ps_g.child_lock = init;
     ps_g.z.lock = init;   /* its context and buffers are the parent's copies, idle: kept */
@@ -1698,15 +1733,14 @@ void ps_child_after_fork(void)
     ps_tables_reset();   /* re-inits the table locks too */
     /* Every thread record goes, this thread's too: they are slots of the
      * parent's counters file, shared with it. This thread registers again
-     * at its next event, in the child's own file. */
-    for (int pass = 0; pass < 2; pass++) {
-        ps_thr_t *t = pass ? ps_g.thr_free : ps_g.threads;
-        while (t) {
-            ps_thr_t *n = t->next;
-            rec_unmap(t);
-            t = n;
+     * at its next event, in the child's own file. Their mappings come from
+     * the private copy made before the fork (fork_maps_take). */
+    if (ps_g.fork_n != SIZE_MAX)
+        for (size_t i = 0; i < ps_g.fork_n; i++) {
+            ps_sys_munmap(ps_g.fork_maps[i].ring, ps_g.fork_maps[i].ring_len);
+            ps_sys_munmap(ps_g.fork_maps[i].rec, ps_g.fork_maps[i].rec_len);
         }
-    }
+    ps_g.fork_n = 0;
     ps_g.threads = NULL;
     ps_g.thr_free = NULL;
     /* the child's trace starts its versions afresh, with one thread */
@@ -1741,13 +1775,13 @@ void ps_child_after_fork(void)
     ps_g.retry_after = 0;
     ps_g.child_pending = 1;
     ps_recompute_on();
-    ps_tls.busy--;
+    ps_tls.busy -= PS_BUSY_OWN;
 }
 
 void ps_ensure_child(void)
 {
     if (!ps_g.child_pending) return;
-    ps_tls.busy++;
+    ps_tls.busy += PS_BUSY_OWN;
     PS_SIGFENCE();
     pthread_mutex_lock(&ps_g.child_lock);
     if (ps_g.child_pending) {
@@ -1762,5 +1796,5 @@ void ps_ensure_child(void)
     }
     pthread_mutex_unlock(&ps_g.child_lock);
     PS_SIGFENCE();
-    ps_tls.busy--;
+    ps_tls.busy -= PS_BUSY_OWN;
 }

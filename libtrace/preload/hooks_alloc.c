@@ -98,7 +98,7 @@ void ps_resolve_real(void)
 {
     if (ps_real_ready || ps_g.resolving) return;
     ps_g.resolving = 1;
-    ps_tls.busy++;
+    ps_tls.busy += PS_BUSY_OWN;
     ps_real_t r;
     NEXT(malloc, __libc_malloc);
     NEXT(free, __libc_free);
@@ -117,7 +117,7 @@ void ps_resolve_real(void)
     ps_real = r;
     __atomic_store_n(&ps_real_ready, 1, __ATOMIC_RELEASE);
     ps_proc_resolve();
-    ps_tls.busy--;
+    ps_tls.busy -= PS_BUSY_OWN;
     ps_g.resolving = 0;
 }
 
@@ -537,12 +537,18 @@ static __attribute__((noinline)) void emit_mmap_name(ps_thr_t *t, uintptr_t r, i
     ps_emit_generic(t, &ev);
 }
 
+/* The mmap family takes the guard only to record, never across the system
+ * call: a signal handler that allocates while the thread waits in mmap or
+ * munmap is then recorded like any call (with the guard held there, such
+ * calls went through unrecorded and uncounted). mremap keeps it across its
+ * call, as realloc: the thread is in flight from the old block's version on
+ * (preload.h, ps_call_begin), and a handler's record would end that. */
 EXPORT void *mmap(void *a, size_t len, int prot, int flags, int fd, off_t off)
 {
     ENSURE_REAL();
-    ps_thr_t *t = ps_enter();
-    if (!t) return do_mmap(a, len, prot, flags, fd, off);
     void *r = do_mmap(a, len, prot, flags, fd, off);
+    ps_thr_t *t = ps_enter();
+    if (!t) return r;
     pst_event_t ev = { .type = PST_EV_MMAP, .stack = stack_of(t),
                        .f = { r == MAP_FAILED ? 0 : (uintptr_t)r, len, (unsigned)prot,
                               (unsigned)flags, (uint64_t)(int64_t)fd, (uint64_t)off } };
@@ -564,13 +570,12 @@ EXPORT int munmap(void *a, size_t len)
 {
     ENSURE_REAL();
     ps_thr_t *t = ps_enter();
-    if (!t && (!PS_UNLIKELY(ps_g.paused) || !(t = ps_enter_paused())))
-        return ps_real.munmap ? ps_real.munmap(a, len) : (int)syscall(SYS_munmap, a, len);
-    pst_event_t ev = { .type = PST_EV_MUNMAP, .f = { (uintptr_t)a, len } };
-    ps_emit_generic(t, &ev);
-    int r = ps_real.munmap ? ps_real.munmap(a, len) : (int)syscall(SYS_munmap, a, len);
-    ps_leave_inline();
-    return r;
+    if (t || (PS_UNLIKELY(ps_g.paused) && (t = ps_enter_paused()))) {
+        pst_event_t ev = { .type = PST_EV_MUNMAP, .f = { (uintptr_t)a, len } };
+        ps_emit_generic(t, &ev);   /* before the call, as free */
+        ps_leave_inline();
+    }
+    return ps_real.munmap ? ps_real.munmap(a, len) : (int)syscall(SYS_munmap, a, len);
 }
 
 EXPORT void *mremap(void *old, size_t old_len, size_t new_len, int flags, ...)
@@ -620,8 +625,8 @@ EXPORT int madvise(void *a, size_t len, int advice)
     ENSURE_REAL();
     if (!drops_pages(advice))
         return ps_real.madvise ? ps_real.madvise(a, len, advice) : (int)syscall(SYS_madvise, a, len, advice);
-    ps_thr_t *t = ps_enter();
     int r = ps_real.madvise ? ps_real.madvise(a, len, advice) : (int)syscall(SYS_madvise, a, len, advice);
+    ps_thr_t *t = ps_enter();
     if (!t) return r;
     int e = errno;
     if (r == 0) {
@@ -640,8 +645,8 @@ EXPORT int madvise(void *a, size_t len, int advice)
 EXPORT int mprotect(void *a, size_t len, int prot)
 {
     ENSURE_REAL();
-    ps_thr_t *t = ps_enter();
     int r = ps_real.mprotect ? ps_real.mprotect(a, len, prot) : (int)syscall(SYS_mprotect, a, len, prot);
+    ps_thr_t *t = ps_enter();
     if (!t) return r;
     int e = errno;
     if (r == 0) {
@@ -657,8 +662,8 @@ EXPORT int brk(void *end)
 {
     ENSURE_REAL();
     if (!ps_real.brk) { errno = ENOMEM; return -1; }
-    ps_thr_t *t = ps_enter();
     int r = ps_real.brk(end);
+    ps_thr_t *t = ps_enter();
     if (!t) return r;
     int e = errno;
     pst_event_t ev = { .type = PST_EV_BRK, .f = { (uintptr_t)end, (uint64_t)(int64_t)r } };
@@ -672,8 +677,8 @@ EXPORT void *sbrk(intptr_t inc)
 {
     ENSURE_REAL();
     if (!ps_real.sbrk) { errno = ENOMEM; return (void *)-1; }
-    ps_thr_t *t = ps_enter();
     void *r = ps_real.sbrk(inc);
+    ps_thr_t *t = ps_enter();
     if (!t) return r;
     int e = errno;
     pst_event_t ev = { .type = PST_EV_SBRK, .f = { (uint64_t)(int64_t)inc,

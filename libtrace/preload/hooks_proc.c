@@ -323,9 +323,9 @@ EXPORT int dlclose(void *h)
     int rc = ps_g.proc.dlclose(h);
     if (rc == 0 && ps_g.active && !ps_tls.busy) {
         int e = errno;
-        ps_tls.busy++;
+        ps_tls.busy += PS_BUSY_OWN;
         ps_modules_scan(0);
-        ps_tls.busy--;
+        ps_tls.busy -= PS_BUSY_OWN;
         errno = e;
     }
     return rc;
@@ -406,9 +406,9 @@ typedef struct tramp {
 static void *tramp_main(void *a)
 {
     tramp_t tr = *(tramp_t *)a;
-    ps_tls.busy++;
+    ps_tls.busy += PS_BUSY_OWN;
     ps_real.free(a);
-    ps_tls.busy--;
+    ps_tls.busy -= PS_BUSY_OWN;
     ps_tls.parent_stream = tr.parent;
     return tr.fn(tr.arg);
 }
@@ -426,18 +426,18 @@ EXPORT int pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)
         ps_g.fast1 = 0;   /* malloc and free take versions from now on */
         ps_tick_now();
     }
-    ps_tls.busy++;
+    ps_tls.busy += PS_BUSY_OWN;
     tramp_t *tr = ps_real.malloc(sizeof *tr);
-    ps_tls.busy--;
+    ps_tls.busy -= PS_BUSY_OWN;
     if (!tr) return ps_g.proc.pthread_create(th, attr, fn, arg);
     tr->fn = fn;
     tr->arg = arg;
     tr->parent = (uintptr_t)t > 1 ? t->c.stream : 0;
     int rc = ps_g.proc.pthread_create(th, attr, tramp_main, tr);
     if (rc != 0) {
-        ps_tls.busy++;
+        ps_tls.busy += PS_BUSY_OWN;
         ps_real.free(tr);
-        ps_tls.busy--;
+        ps_tls.busy -= PS_BUSY_OWN;
     }
     return rc;
 }

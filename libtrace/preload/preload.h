@@ -109,12 +109,16 @@ typedef struct ps_thr {
 
 typedef struct ps_tls {
     ps_thr_t *thr;          /* NULL unregistered, PS_THR_DEAD after THREAD_END */
-    int busy;               /* reentrancy guard: the tracer itself is running */
+    int busy;               /* reentrancy guard: 1 a hook is recording (it calls nothing
+                               interposable meanwhile), + PS_BUSY_OWN for each level of the
+                               tracer's own code that may (core.c, nested_lost) */
     uint32_t parent_stream; /* set by the pthread_create trampoline */
     uint32_t nobuf;         /* events lost because no ring could be mapped */
     int exec_locked;        /* this thread holds the locks across its exec */
     int late;               /* recording into the exit stream (ps_g.late), its lock held */
 } ps_tls_t;
+
+#define PS_BUSY_OWN 0x100
 
 extern __thread ps_tls_t ps_tls __attribute__((tls_model("initial-exec")));
 
@@ -277,6 +281,11 @@ typedef struct ps_global {
     ino_t ctl_ino;
     char ctl_path[128];
     ps_thr_t *thr_free;      /* retired thread records, reused (under tlock) */
+    /* The records' mappings as they were at fork (ps_prepare_fork, under
+     * tlock), in private memory: the child unmaps from this copy, never by
+     * walking the records, which are shared with the parent (core.c). */
+    struct ps_recmap { void *rec, *ring; size_t rec_len, ring_len; } *fork_maps;
+    size_t fork_n, fork_cap;  /* fork_n: entries; SIZE_MAX: no copy (the child keeps them mapped) */
     uint64_t ev_written;     /* under wlock */
     uint64_t boot_lost;      /* calls seen before the constructor */
     /* flusher */

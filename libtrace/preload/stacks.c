@@ -431,7 +431,9 @@ __attribute__((noinline)) static int walk_fp_ref(ps_thr_t *t, uint64_t *out, int
 __attribute__((noinline)) static int walk_dwarf(uint64_t *out, int max)
 {
     void *buf[PST_MAX_DEPTH + 16];
+    ps_tls.busy += PS_BUSY_OWN;   /* libunwind may map memory of its own (core.c, nested_lost) */
     int got = unw_backtrace(buf, max + 8 > PST_MAX_DEPTH + 16 ? PST_MAX_DEPTH + 16 : max + 8);
+    ps_tls.busy -= PS_BUSY_OWN;
     const uintptr_t slo = ps_g.self_lo, sspan = ps_g.self_hi - ps_g.self_lo;
     int n = 0;
     for (int i = 0; i < got && n < max; i++)

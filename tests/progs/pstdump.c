@@ -1,7 +1,7 @@
 /* pstdump.c — a small reader-based dump of a trace for the integration
  * tests: key=value lines, one per count.
  *
- *   pstdump [--scope NAME] FILE
+ *   pstdump [--scope NAME] [--size N] FILE
  *
  * Printed keys:
  *   header:  pid ppid parent_pid exec_gen exe stacks depth
@@ -21,6 +21,8 @@
  *            peak_blocks_in_use blocks_in_use; both seq_disorder (events
  *            whose pool_seq did not increase: must be 0)
  *
+ * --size N: also sized_malloc, the malloc calls of exactly N bytes (a test
+ * program's marked allocations, compared with its own count).
  * --scope NAME: the per-type counts only include events of a stream
  * between a MARK_BEGIN and the matching MARK_END named NAME in that same
  * stream (the markers themselves excluded).
@@ -154,12 +156,15 @@ static int is_pool_type(unsigned t)
 int main(int argc, char **argv)
 {
     const char *scope = NULL, *path = NULL;
+    long long size = -1;
+    uint64_t sized = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--scope") && i + 1 < argc) scope = argv[++i];
+        else if (!strcmp(argv[i], "--size") && i + 1 < argc) size = atoll(argv[++i]);
         else if (!path) path = argv[i];
-        else { fprintf(stderr, "usage: pstdump [--scope NAME] FILE\n"); return 2; }
+        else { fprintf(stderr, "usage: pstdump [--scope NAME] [--size N] FILE\n"); return 2; }
     }
-    if (!path) { fprintf(stderr, "usage: pstdump [--scope NAME] FILE\n"); return 2; }
+    if (!path) { fprintf(stderr, "usage: pstdump [--scope NAME] [--size N] FILE\n"); return 2; }
 
     int err = 0;
     pst_reader_t *r = pst_open(path, &err);
@@ -202,6 +207,7 @@ int main(int argc, char **argv)
         }
         if (!counted) continue;
         by_type[t]++;
+        if (t == PST_EV_MALLOC && size >= 0 && ev.f[1] == (uint64_t)size) sized++;
         if (t == PST_EV_MMAP) {
             if (ev.f[3] & MAP_ANONYMOUS) mmap_anon++;
             else mmap_file++;
@@ -234,6 +240,7 @@ int main(int argc, char **argv)
         printf("%s=%llu\n", pst_event_name(heap[i]), (unsigned long long)by_type[heap[i]]);
         if (heap[i] != PST_EV_FREE && heap[i] <= PST_EV_PVALLOC) alloc_calls += by_type[heap[i]];
     }
+    if (size >= 0) printf("sized_malloc=%llu\n", (unsigned long long)sized);
     printf("mmap_anon=%llu\nmmap_file=%llu\nalloc_calls=%llu\n", (unsigned long long)mmap_anon,
            (unsigned long long)mmap_file, (unsigned long long)alloc_calls);
     for (unsigned t = PST_EV_SBRK + 1; t < PST_EV_MAX; t++)
