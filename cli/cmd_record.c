@@ -271,23 +271,28 @@ int cmd_record(int argc, char **argv)
      * working directory, must take a new file */
     if (pl_prepare_output(o.out, out, sizeof out, msg, sizeof msg)) return fail(msg, CLI_USAGE);
     if (pl_manifest_create(manifest, sizeof manifest, msg, sizeof msg)) return fail(msg, CLI_USAGE);
+    char ctl[64];
+    pl_ctl_dir_create(ctl, sizeof ctl);   /* the images' counters files: SIGKILL recovery */
 
     pl_spec_t spec = {
         .target = target, .argv = o.cmd, .preload = preload, .out = o.out ? out : NULL,
-        .manifest = manifest, .stacks = o.stacks ? o.stacks : PL_STACKS_DEFAULT, .depth = o.depth,
+        .manifest = manifest, .ctl_dir = ctl, .stacks = o.stacks ? o.stacks : PL_STACKS_DEFAULT, .depth = o.depth,
         .follow_exec = o.follow_exec, .signo = o.signo, .paused = o.paused,
         .scope_funcs = o.scope_funcs[0] ? o.scope_funcs : NULL,
     };
     pl_result_t res;
     if (pl_run(&spec, &res, msg, sizeof msg)) {
         unlink(manifest);
+        pl_ctl_dir_remove(ctl);
         return fail(msg, res.exit_code);
     }
 
-    pl_summary_opts_t so = { .first_pid = res.pid, .first_comm = res.comm, .follow_exec = o.follow_exec };
+    pl_summary_opts_t so = { .first_pid = res.pid, .first_comm = res.comm, .follow_exec = o.follow_exec,
+                             .ctl_dir = ctl };
     int err = 0;
     pl_summary_t *s = pl_summary_read(manifest, &so, &err);
     unlink(manifest);
+    pl_ctl_dir_remove(ctl);
     if (!s) {
         cli_err("record: cannot read the traces: %s", psc_strerror(err));
         return res.exit_code;

@@ -17,8 +17,16 @@
  * reached the file, and appends END with the exact lost count and the
  * PST_END_KILLED flag. A clean END removes the file (the interposer does).
  *
- * Path: /dev/shm/poolscope.<st_dev>.<st_ino>.ctl of the trace file, so a
- * reader of the manifest finds it from the trace alone.
+ * Where: <dir>/<st_dev>.<st_ino>.ctl of the trace file, in a directory
+ * `poolscope record` makes for the run with mkdtemp under /dev/shm (mode
+ * 0700, a name no one can guess) and names in POOLSCOPE_CTL_DIR. Only the
+ * recording user can put anything there: with a fixed name in /dev/shm
+ * itself, another local user could plant a FIFO (recovery blocked for
+ * ever) or a crafted file at the next trace's name (inode numbers are
+ * reused at once). Both sides still open the file with O_NOFOLLOW and
+ * O_NONBLOCK and check its type and owner. Without the variable (a bare
+ * LD_PRELOAD, no tmpfs) there is no counters file: a SIGKILL leaves a
+ * trace without END, read as truncated.
  */
 #ifndef PS_CTL_H
 #define PS_CTL_H
@@ -28,7 +36,8 @@
 #include <stdio.h>
 
 #define PST_CTL_MAGIC   "PSCTL\0\0\1"   /* 8 bytes */
-#define PST_CTL_DIR     "/dev/shm"
+#define PST_CTL_DIR_ENV "POOLSCOPE_CTL_DIR"
+#define PST_CTL_DIR_TMPL "/dev/shm/poolscope.XXXXXX"   /* mkdtemp's template for record */
 #define PST_CTL_HDR     4096u            /* the header page; slots follow */
 
 typedef struct pst_ctl_hdr {
@@ -48,12 +57,11 @@ typedef struct pst_ctl_slot {
     uint32_t pad_;
 } pst_ctl_slot_t;
 
-/* PST_CTL_DIR "/poolscope.<dev>.<ino>.ctl" into out; 0, or -1 if it does
- * not fit. Inline: the interposer has no libtrace objects but format.c. */
-static inline int pst_ctl_path(char *out, size_t cap, uint64_t dev, uint64_t ino)
+/* "<dir>/<dev>.<ino>.ctl" into out; 0, or -1 if it does not fit. Inline:
+ * the interposer has no libtrace objects but format.c. */
+static inline int pst_ctl_path(char *out, size_t cap, const char *dir, uint64_t dev, uint64_t ino)
 {
-    int n = snprintf(out, cap, PST_CTL_DIR "/poolscope.%llu.%llu.ctl",
-                     (unsigned long long)dev, (unsigned long long)ino);
+    int n = snprintf(out, cap, "%s/%llu.%llu.ctl", dir, (unsigned long long)dev, (unsigned long long)ino);
     return n > 0 && (size_t)n < cap ? 0 : -1;
 }
 
@@ -65,9 +73,11 @@ typedef struct pst_recover_info {
 } pst_recover_info_t;
 
 /* For a trace without END whose process has died: if its counters file
- * exists, finish the trace as described above and remove the file. Returns
- * 1 recovered, 0 nothing to do (no counters file, or END present: the file
- * is removed then), negative PSC_E* on error (the trace is left as it was). */
-int pst_recover(const char *trace_path, pst_recover_info_t *out);
+ * exists in ctl_dir (NULL: none), finish the trace as described above and
+ * remove the file. A counters file that is not a regular file of ours is
+ * left alone and not read. Returns 1 recovered, 0 nothing to do (no
+ * counters file, or END present: the file is removed then), negative PSC_E*
+ * on error (the trace is left as it was). */
+int pst_recover(const char *trace_path, const char *ctl_dir, pst_recover_info_t *out);
 
 #endif

@@ -60,6 +60,7 @@
 #include "launch.h"
 #include "ctl.h"
 
+#include <dirent.h>
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -358,6 +359,30 @@ int pl_manifest_create(char *path, size_t cap, char *msg, size_t mcap)
     return 0;
 }
 
+void pl_ctl_dir_create(char *dir, size_t cap)
+{
+    if (cap <= sizeof PST_CTL_DIR_TMPL) { if (cap) dir[0] = 0; return; }
+    memcpy(dir, PST_CTL_DIR_TMPL, sizeof PST_CTL_DIR_TMPL);
+    if (!mkdtemp(dir)) dir[0] = 0;
+}
+
+void pl_ctl_dir_remove(const char *dir)
+{
+    if (!dir || !*dir) return;
+    DIR *d = opendir(dir);
+    if (d) {
+        struct dirent *de;
+        char p[PATH_MAX];
+        while ((de = readdir(d))) {
+            size_t n = strlen(de->d_name);
+            if (n < 5 || strcmp(de->d_name + n - 4, ".ctl")) continue;   /* only what the images made */
+            if (snprintf(p, sizeof p, "%s/%s", dir, de->d_name) < (int)sizeof p) unlink(p);
+        }
+        closedir(d);
+    }
+    rmdir(dir);
+}
+
 /* ---- 4, 5. running ------------------------------------------------------------------ */
 
 /* Forwarded while the program runs. They (and SIGCHLD) are blocked and read
@@ -435,6 +460,7 @@ static int env_is(const char *entry, const char *name)
 static const char *const dropped_vars[] = {
     "LD_PRELOAD", "POOLSCOPE_OUT", "POOLSCOPE_MANIFEST", "POOLSCOPE_STACKS", "POOLSCOPE_DEPTH",
     "POOLSCOPE_FOLLOW_EXEC", "POOLSCOPE_SIGNAL", "POOLSCOPE_PAUSED", "POOLSCOPE_SCOPE_FUNCS",
+    PST_CTL_DIR_ENV,
 };
 
 static int plan_make(const pl_spec_t *s, plan_t *p, char *msg, size_t mcap)
@@ -490,6 +516,7 @@ static int plan_make(const pl_spec_t *s, plan_t *p, char *msg, size_t mcap)
     }
     char num[32];
     if (s->manifest && plan_set(p, "POOLSCOPE_MANIFEST", s->manifest)) goto nomem;
+    if (s->ctl_dir && *s->ctl_dir && plan_set(p, PST_CTL_DIR_ENV, s->ctl_dir)) goto nomem;
     if (s->stacks && plan_set(p, "POOLSCOPE_STACKS", s->stacks)) goto nomem;
     if (s->depth) {
         snprintf(num, sizeof num, "%ld", s->depth);
@@ -729,7 +756,7 @@ static int scan_trace(const char *path, uint64_t header_bytes, pl_trace_info_t *
     return info->err;
 }
 
-int pl_trace_info(const char *path, pl_trace_info_t *info)
+int pl_trace_info(const char *path, const char *ctl_dir, pl_trace_info_t *info)
 {
     memset(info, 0, sizeof *info);
     pst_end_info_t *e = malloc(sizeof *e);   /* 4 KiB of path: not on the stack */
@@ -739,7 +766,7 @@ int pl_trace_info(const char *path, pl_trace_info_t *info)
         /* no END: if the process was killed, its counters file says what
          * its rings held; recovery appends END (ctl.h), then read it */
         pst_recover_info_t ri;
-        if (pst_recover(path, &ri) == 1) rc = pst_read_end(path, e);
+        if (pst_recover(path, ctl_dir, &ri) == 1) rc = pst_read_end(path, e);
     }
     if (rc == 0 || rc == PSC_ENOENT) {
         info->pid = e->pid;
@@ -1028,7 +1055,7 @@ pl_summary_t *pl_summary_read(const char *manifest, const pl_summary_opts_t *opt
         if (!(en->path = strdup(path))) { rc = PSC_ENOMEM; break; }
         en->pid = pid;
         s->n++;
-        if (pl_trace_info(path, &en->info) == PSC_ENOMEM) rc = PSC_ENOMEM;
+        if (pl_trace_info(path, opts ? opts->ctl_dir : NULL, &en->info) == PSC_ENOMEM) rc = PSC_ENOMEM;
     }
     free(line);
     if (f) fclose(f);

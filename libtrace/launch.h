@@ -8,11 +8,14 @@
  *   pl_check_target(target, msg, sizeof msg);          // static, setuid: refused
  *   pl_prepare_output(o_flag, out, sizeof out, msg, sizeof msg);
  *   pl_manifest_create(man, sizeof man, msg, sizeof msg);
- *   pl_spec_t spec = { .target = target, .argv = argv, .preload = pre, .out = out, .manifest = man };
+ *   pl_ctl_dir_create(ctl, sizeof ctl);                // "" when there is no tmpfs
+ *   pl_spec_t spec = { .target = target, .argv = argv, .preload = pre, .out = out, .manifest = man,
+ *                      .ctl_dir = ctl };
  *   pl_result_t res;
  *   pl_run(&spec, &res, msg, sizeof msg);              // forwards SIGINT/TERM/HUP meanwhile
- *   pl_summary_t *s = pl_summary_read(man, &opts, &err);
+ *   pl_summary_t *s = pl_summary_read(man, &opts, &err);   // opts.ctl_dir = ctl: SIGKILL recovery
  *   pl_summary_print(s, o_flag, stderr);
+ *   pl_ctl_dir_remove(ctl);
  *   return res.exit_code;
  *
  * Every function that can fail returns 0 or a negative PSC_* code
@@ -76,6 +79,14 @@ int pl_prepare_output(const char *out, char *abs, size_t cap, char *msg, size_t 
  * it. 0 or PSC_EIO. */
 int pl_manifest_create(char *path, size_t cap, char *msg, size_t mcap);
 
+/* The run's private directory for the images' counters files (ctl.h):
+ * mkdtemp of PST_CTL_DIR_TMPL, mode 0700. dir is "" when it cannot be made
+ * (no /dev/shm): the run goes on without SIGKILL recovery. */
+void pl_ctl_dir_create(char *dir, size_t cap);
+/* Removes the counters files left in it (images still running, or killed
+ * ones whose trace could not be finished) and the directory. "" : nothing. */
+void pl_ctl_dir_remove(const char *dir);
+
 /* ---- running ---------------------------------------------------------------- */
 
 /* The stack mode `poolscope record` uses without --stacks: dwarf, the one
@@ -91,6 +102,7 @@ typedef struct pl_spec {
                                   program plainly (no LD_PRELOAD, no POOLSCOPE_*) */
     const char *out;           /* absolute trace path; NULL: <cwd>/poolscope.<pid>.pst */
     const char *manifest;      /* POOLSCOPE_MANIFEST, NULL = unset */
+    const char *ctl_dir;       /* POOLSCOPE_CTL_DIR (pl_ctl_dir_create), NULL or "" = unset */
     const char *stacks;        /* POOLSCOPE_STACKS none|fp|dwarf, NULL = the preload's own
                                   default (none); `record` passes PL_STACKS_DEFAULT */
     long depth;                /* POOLSCOPE_DEPTH, 0 = default */
@@ -158,13 +170,15 @@ typedef struct pl_trace_info {
     int      killed;           /* the process was killed: END written by recovery (ctl.h), lost exact */
 } pl_trace_info_t;
 
-/* Fills *info; returns info->err. */
-int pl_trace_info(const char *path, pl_trace_info_t *info);
+/* Fills *info; returns info->err. A trace without END whose counters file
+ * is in ctl_dir (NULL: none) is finished first (pst_recover). */
+int pl_trace_info(const char *path, const char *ctl_dir, pl_trace_info_t *info);
 
 typedef struct pl_summary_opts {
     pid_t first_pid;           /* record's own child, 0 = unknown */
     const char *first_comm;    /* pl_result_t.comm; NULL or "" = unknown */
     const char *follow_exec;   /* the --follow-exec pattern, NULL = none */
+    const char *ctl_dir;       /* the run's counters directory, NULL = none */
 } pl_summary_opts_t;
 
 typedef struct pl_entry {

@@ -37,14 +37,21 @@ static int put_chunk(int fd, uint8_t kind, uint32_t stream, const uint8_t *pl, s
     return rc ? rc : psc_write_all(fd, pl, len);
 }
 
-/* The counters file as a copy in memory; NULL if absent or not ours. */
+/* A counters file is a header page and one slot per thread record that
+ * ever lived (slots are reused): far below this. */
+#define CTL_MAX_BYTES ((off_t)1 << 30)
+
+/* The counters file as a copy in memory; NULL if absent or not ours: not
+ * followed through a symbolic link, never waited on (a FIFO), read only
+ * when it is a regular file of this user of a sane size. */
 static uint8_t *read_ctl(const char *path, size_t *len)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     if (fd < 0) return NULL;
     struct stat st;
     uint8_t *b = NULL;
-    if (fstat(fd, &st) == 0 && st.st_size >= (off_t)PST_CTL_HDR && (b = malloc((size_t)st.st_size))) {
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
+        st.st_size >= (off_t)PST_CTL_HDR && st.st_size <= CTL_MAX_BYTES && (b = malloc((size_t)st.st_size))) {
         size_t got = 0;
         while (got < (size_t)st.st_size) {
             ssize_t r = read(fd, b + got, (size_t)st.st_size - got);
@@ -65,13 +72,14 @@ static uint8_t *read_ctl(const char *path, size_t *len)
     return b;
 }
 
-int pst_recover(const char *trace_path, pst_recover_info_t *out)
+int pst_recover(const char *trace_path, const char *ctl_dir, pst_recover_info_t *out)
 {
     memset(out, 0, sizeof *out);
     struct stat st;
-    char ctl[256];
+    char ctl[4200];
+    if (!ctl_dir || !*ctl_dir) return 0;
     if (stat(trace_path, &st) != 0) return PSC_EIO;
-    if (pst_ctl_path(ctl, sizeof ctl, (uint64_t)st.st_dev, (uint64_t)st.st_ino) != 0) return 0;
+    if (pst_ctl_path(ctl, sizeof ctl, ctl_dir, (uint64_t)st.st_dev, (uint64_t)st.st_ino) != 0) return 0;
     size_t clen = 0;
     uint8_t *cb = read_ctl(ctl, &clen);
     if (!cb) return 0;

@@ -97,7 +97,7 @@ static void test_complete_trace_counts_events(void **state)
     snprintf(p, sizeof p, "%s/ok.pst", dir);
     write_trace(p, 100, 1, 0);
     pl_trace_info_t in;
-    assert_int_equal(pl_trace_info(p, &in), 0);
+    assert_int_equal(pl_trace_info(p, NULL, &in), 0);
     /* 200 heap events + the THREAD_START the writer puts first */
     assert_in_range(in.events, 200, 201);
     assert_int_equal(in.truncated, 0);
@@ -111,7 +111,7 @@ static void test_cut_short_trace_is_reported_truncated(void **state)
     snprintf(p, sizeof p, "%s/cut.pst", dir);
     write_trace(p, 50, 0, 0);
     pl_trace_info_t in;
-    assert_int_equal(pl_trace_info(p, &in), 0);
+    assert_int_equal(pl_trace_info(p, NULL, &in), 0);
     assert_int_equal(in.truncated, 1);
     assert_in_range(in.events, 100, 101);
 }
@@ -123,7 +123,7 @@ static void test_lost_events_are_reported(void **state)
     snprintf(p, sizeof p, "%s/lost.pst", dir);
     write_trace(p, 5, 1, 7);
     pl_trace_info_t in;
-    assert_int_equal(pl_trace_info(p, &in), 0);
+    assert_int_equal(pl_trace_info(p, NULL, &in), 0);
     assert_int_equal(in.lost, 7);
 }
 
@@ -137,9 +137,9 @@ static void test_not_a_trace_is_an_error(void **state)
     fputs("this is not a trace, just text long enough for a header\n", f);
     fclose(f);
     pl_trace_info_t in;
-    assert_int_equal(pl_trace_info(p, &in), PSC_ECORRUPT);
+    assert_int_equal(pl_trace_info(p, NULL, &in), PSC_ECORRUPT);
     snprintf(p, sizeof p, "%s/missing.pst", dir);
-    assert_int_equal(pl_trace_info(p, &in), PSC_EIO);
+    assert_int_equal(pl_trace_info(p, NULL, &in), PSC_EIO);
 }
 
 static void test_summary_lists_each_manifest_line(void **state)
@@ -304,11 +304,11 @@ static void test_trace_info_reads_events_only_without_end(void **state)
     write_trace(a, 300, 1, 0);
     write_trace(b, 300, 0, 0);
     pl_trace_info_t in;
-    assert_int_equal(pl_trace_info(a, &in), 0);
+    assert_int_equal(pl_trace_info(a, NULL, &in), 0);
     assert_int_equal(in.from_end, 1);
     assert_int_equal(in.scanned_bytes, 0);
     assert_int_equal(in.events, 601);
-    assert_int_equal(pl_trace_info(b, &in), 0);
+    assert_int_equal(pl_trace_info(b, NULL, &in), 0);
     assert_int_equal(in.from_end, 0);
     assert_int_equal(in.truncated, 1);
     assert_true(in.scanned_bytes > 600);       /* the events were read: > 1 byte each */
@@ -316,7 +316,7 @@ static void test_trace_info_reads_events_only_without_end(void **state)
     /* a damaged END: read as far as it goes, like a cut-short one */
     write_trace(a, 30, 1, 0);
     patch_byte(a, -1, 0x01);
-    assert_int_equal(pl_trace_info(a, &in), 0);
+    assert_int_equal(pl_trace_info(a, NULL, &in), 0);
     assert_int_equal(in.from_end, 0);
     assert_true(in.scanned_bytes > 0);
 }

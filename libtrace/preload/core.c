@@ -709,25 +709,41 @@ static int ctl_fd_ok(void)
         return 0;
     ps_g.ctl_fd = -1;
     if (!ps_g.ctl_path[0]) return -1;
-    int fd = open(ps_g.ctl_path, O_RDWR | O_CLOEXEC);
+    int fd = open(ps_g.ctl_path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     if (fd < 0) return -1;
     if (fstat(fd, &st) != 0 || st.st_dev != ps_g.ctl_dev || st.st_ino != ps_g.ctl_ino) { ps_real_close(fd); return -1; }
     ps_g.ctl_fd = move_fd_high(fd, 0, -1);
     return 0;
 }
 
+/* POOLSCOPE_CTL_DIR (ctl.h) when it is a directory of this user that no
+ * one else may enter or write: record's mkdtemp directory. */
+static void ctl_dir_take(const char *dir)
+{
+    struct stat st;
+    ps_g.ctl_dir[0] = 0;
+    if (!dir || strlen(dir) >= sizeof ps_g.ctl_dir || lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode) ||
+        st.st_uid != geteuid() || (st.st_mode & 077))
+        return;
+    strcpy(ps_g.ctl_dir, dir);
+}
+
 /* After the trace file is open: create its counters file and move the
- * counters there. Without tmpfs the counters stay in memory and a SIGKILL
- * is reported as an unknown loss. */
+ * counters there. Without a counters directory (ctl.h) the counters stay
+ * in memory and a SIGKILL leaves the trace without END. */
 static void ctl_open(void)
 {
     pst_ctl_hdr_t local = *ps_g.cnt;
     ps_g.cnt = &ps_g.cnt_local;
     ps_g.ctl_fd = -1;
     ps_g.ctl_path[0] = 0;
-    if (pst_ctl_path(ps_g.ctl_path, sizeof ps_g.ctl_path, (uint64_t)ps_g.dev, (uint64_t)ps_g.ino) != 0) return;
-    unlink(ps_g.ctl_path);   /* a stale file of a dead inode number: ours now */
-    int fd = open(ps_g.ctl_path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (!ps_g.ctl_dir[0] ||
+        pst_ctl_path(ps_g.ctl_path, sizeof ps_g.ctl_path, ps_g.ctl_dir, (uint64_t)ps_g.dev, (uint64_t)ps_g.ino) != 0) {
+        ps_g.ctl_path[0] = 0;
+        return;
+    }
+    unlink(ps_g.ctl_path);   /* a stale file of a dead inode number of this run: ours now */
+    int fd = open(ps_g.ctl_path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0600);
     struct stat st;
     pst_ctl_hdr_t *h = NULL;
     if (fd >= 0 && fstat(fd, &st) == 0 && ftruncate(fd, PST_CTL_HDR) == 0) {
@@ -1377,14 +1393,14 @@ static int open_trace(int first_image)
     int fd = -1;
     const int fl = O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC;
     if (first_image) {
-        fd = open(ps_g.out, fl, 0644);
+        fd = open(ps_g.out, fl, 0600);
         if (fd >= 0) strcpy(ps_g.path, ps_g.out);
         else if (errno == EEXIST && ps_g.gen == 0) ps_g.gen = 1;  /* see README */
     }
     for (unsigned k = 0; fd < 0 && k < 1000; k++) {
         pid_name(ps_g.path, sizeof ps_g.path, k);
         if (!ps_g.path[0]) return -1;
-        fd = open(ps_g.path, fl, 0644);
+        fd = open(ps_g.path, fl, 0600);
         if (fd < 0 && errno != EEXIST) return -1;
     }
     if (fd < 0) return -1;
@@ -1399,7 +1415,7 @@ static int open_trace(int first_image)
     ps_g.fd = fd;
     ps_g.write_broken = 0;
     if (ps_g.manifest[0]) {
-        int m = open(ps_g.manifest, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+        int m = open(ps_g.manifest, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
         if (m >= 0) {
             char line[4200];
             fmt_u(line, (unsigned long)ps_g.pid);
@@ -1521,6 +1537,7 @@ static void ps_init(void)
     if ((s = env("POOLSCOPE_FOLLOW_EXEC"))) copy_str(ps_g.follow, sizeof ps_g.follow, s);
     if ((s = env("POOLSCOPE_SIGNAL"))) ps_g.sig = atoi(s);
     if ((s = env("POOLSCOPE_PAUSED"))) ps_g.paused = s[0] == '1';
+    ctl_dir_take(env(PST_CTL_DIR_ENV));
     ps_fn_parse(env("POOLSCOPE_SCOPE_FUNCS"));
 
     int first_image = 1;

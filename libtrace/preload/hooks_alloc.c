@@ -123,6 +123,14 @@ void ps_resolve_real(void)
 
 #define ENSURE_REAL() do { if (PS_UNLIKELY(!ps_real_ready)) ps_resolve_real(); } while (0)
 
+/* A real call made with the guard held: calls it makes to interposed
+ * functions are its own (glibc's reallocarray calls realloc, another
+ * allocator its mmap), passed through and not counted as a signal
+ * handler's (core.c, nested_lost). */
+#define PS_OWN(call) __extension__({ ps_tls.busy += PS_BUSY_OWN; __typeof__(call) r_ = (call); \
+                                     ps_tls.busy -= PS_BUSY_OWN; r_; })
+#define PS_OWN_VOID(call) do { ps_tls.busy += PS_BUSY_OWN; call; ps_tls.busy -= PS_BUSY_OWN; } while (0)
+
 static inline uint32_t stack_of(ps_thr_t *t)
 {
     return PS_UNLIKELY(ps_g.stacks != PST_STACKS_NONE) ? ps_stack_id(t) : 0;
@@ -188,7 +196,7 @@ static __attribute__((noinline, cold)) void *malloc_cold(size_t n)
     }
     ps_thr_t *t = ps_enter();
     if (!t) return ps_real.malloc(n);
-    void *r = ps_real.malloc(n);
+    void *r = PS_OWN(ps_real.malloc(n));
     uint32_t sid = stack_of(t);
     uint8_t *p = ps_rec_begin(t);
     if (p) ps_rec_end(t, ps_enc_Au(&t->enc, ps_ver(t, p, (uintptr_t)r), PST_EV_MALLOC, sid, (uintptr_t)r, n));
@@ -269,7 +277,7 @@ static __attribute__((noinline, cold)) void free_cold(void *ptr)
     if (!t && (!PS_UNLIKELY(ps_g.paused) || !(t = ps_enter_paused()))) { ps_real.free(ptr); return; }
     uint8_t *p = ps_rec_begin(t);
     if (p) ps_rec_end(t, ps_enc_A(&t->enc, ps_ver(t, p, (uintptr_t)ptr), PST_EV_FREE, 0, (uintptr_t)ptr));
-    ps_real.free(ptr);
+    PS_OWN_VOID(ps_real.free(ptr));
     ps_leave_inline();
 }
 
@@ -281,7 +289,7 @@ static __attribute__((noinline)) void free_rec(ps_thr_t *t, void *ptr)
     uint8_t *p = ps_rec_begin(t);
     if (p) ps_rec_end(t, ps_enc_A(&t->enc, ps_ver(t, p, (uintptr_t)ptr), PST_EV_FREE, 0, (uintptr_t)ptr));
     if (ps_g.fast1) ps_fast_refill(t);
-    ps_real.free(ptr);
+    PS_OWN_VOID(ps_real.free(ptr));
     ps_leave_inline();
 }
 
@@ -332,7 +340,7 @@ EXPORT void *calloc(size_t a, size_t b)
     }
     ps_thr_t *t = ps_enter();
     if (!t) return ps_real.calloc(a, b);
-    void *r = ps_real.calloc(a, b);
+    void *r = PS_OWN(ps_real.calloc(a, b));
     uint32_t sid = stack_of(t);
     uint8_t *p = ps_rec_begin(t);
     if (p) ps_rec_end(t, ps_enc_Auu(&t->enc, ps_ver(t, p, (uintptr_t)r), PST_EV_CALLOC, sid, (uintptr_t)r, a, b));
@@ -357,7 +365,7 @@ EXPORT void *realloc(void *old, size_t n)
          * version taken before the call, which may hand it to another thread) */
         ps_call_begin(t);
         uint32_t xo = ps_g.multi ? ps_vtake(t, (uintptr_t)old) : 0;
-        void *r = ps_real.realloc(old, n);
+        void *r = PS_OWN(ps_real.realloc(old, n));
         uint8_t *p = r || n == 0 ? ps_rec_begin(t) : NULL;
         if (p && xo >> 16) p = pst_put_ver(p, (uint16_t)xo);
         if (p) ps_rec_end(t, ps_enc_A(&t->enc, p, PST_EV_FREE, 0, (uintptr_t)old));
@@ -380,11 +388,11 @@ EXPORT void *realloc(void *old, size_t n)
     int multi = ps_g.multi;
     uint32_t xo = multi && old && !from_boot ? ps_vtake(t, (uintptr_t)old) : 0;
     if (from_boot) {   /* the tracer's bootstrap memory: a plain allocation */
-        r = ps_real.malloc(n);
+        r = PS_OWN(ps_real.malloc(n));
         if (r) memcpy(r, old, boot_size(old) < n ? boot_size(old) : n);
         old = NULL;
     } else {
-        r = ps_real.realloc(old, n);
+        r = PS_OWN(ps_real.realloc(old, n));
     }
     uint32_t sid = stack_of(t);
     uint8_t *p = ps_rec_begin(t);
@@ -413,7 +421,7 @@ EXPORT void *reallocarray(void *old, size_t a, size_t b)
     ps_call_begin(t);
     int multi = ps_g.multi;
     uint32_t xo = multi && old ? ps_vtake(t, (uintptr_t)old) : 0;   /* before the call, as realloc */
-    void *r = ps_real.reallocarray(old, a, b);
+    void *r = PS_OWN(ps_real.reallocarray(old, a, b));
     pst_event_t ev = { .type = PST_EV_REALLOCARRAY, .stack = stack_of(t),
                        .f = { (uintptr_t)old, (uintptr_t)r, a, b } };
     if (multi) ev.n_ver = ps_ver2(t, xo, (uintptr_t)old, (uintptr_t)r, ev.ver);
@@ -436,7 +444,7 @@ EXPORT int posix_memalign(void **out, size_t align, size_t n)
     ENSURE_REAL();
     ps_thr_t *t = ps_enter();
     if (!t) return ps_real.posix_memalign(out, align, n);
-    int rc = ps_real.posix_memalign(out, align, n);
+    int rc = PS_OWN(ps_real.posix_memalign(out, align, n));
     aligned_common(PST_EV_POSIX_MEMALIGN, align, n, rc == 0 ? *out : NULL, t);
     return rc;
 }
@@ -446,7 +454,7 @@ EXPORT void *aligned_alloc(size_t align, size_t n)
     ENSURE_REAL();
     ps_thr_t *t = ps_enter();
     if (!t) return ps_real.aligned_alloc(align, n);
-    return aligned_common(PST_EV_ALIGNED_ALLOC, align, n, ps_real.aligned_alloc(align, n), t);
+    return aligned_common(PST_EV_ALIGNED_ALLOC, align, n, PS_OWN(ps_real.aligned_alloc(align, n)), t);
 }
 
 EXPORT void *memalign(size_t align, size_t n)
@@ -457,7 +465,7 @@ EXPORT void *memalign(size_t align, size_t n)
     }
     ps_thr_t *t = ps_enter();
     if (!t) return ps_real.memalign(align, n);
-    return aligned_common(PST_EV_MEMALIGN, align, n, ps_real.memalign(align, n), t);
+    return aligned_common(PST_EV_MEMALIGN, align, n, PS_OWN(ps_real.memalign(align, n)), t);
 }
 
 static void *page_common(unsigned type, size_t n, void *r, ps_thr_t *t)
@@ -474,7 +482,7 @@ EXPORT void *valloc(size_t n)
     ENSURE_REAL();
     ps_thr_t *t = ps_enter();
     if (!t) return ps_real.valloc(n);
-    return page_common(PST_EV_VALLOC, n, ps_real.valloc(n), t);
+    return page_common(PST_EV_VALLOC, n, PS_OWN(ps_real.valloc(n)), t);
 }
 
 EXPORT void *pvalloc(size_t n)
@@ -482,7 +490,7 @@ EXPORT void *pvalloc(size_t n)
     ENSURE_REAL();
     ps_thr_t *t = ps_enter();
     if (!t) return ps_real.pvalloc(n);
-    return page_common(PST_EV_PVALLOC, n, ps_real.pvalloc(n), t);
+    return page_common(PST_EV_PVALLOC, n, PS_OWN(ps_real.pvalloc(n)), t);
 }
 
 EXPORT size_t malloc_usable_size(void *p)

@@ -279,7 +279,8 @@ typedef struct ps_global {
     int ctl_fd;              /* the counters file, -1 none */
     dev_t ctl_dev;
     ino_t ctl_ino;
-    char ctl_path[128];
+    char ctl_dir[256];       /* POOLSCOPE_CTL_DIR, checked to be a private directory of ours; "" none */
+    char ctl_path[320];
     ps_thr_t *thr_free;      /* retired thread records, reused (under tlock) */
     /* The records' mappings as they were at fork (ps_prepare_fork, under
      * tlock), in private memory: the child unmaps from this copy, never by

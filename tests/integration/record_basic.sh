@@ -249,7 +249,7 @@ no_end_scanned() {
     child=$(pgrep -P $rp)
     # without its counters file (ctl.h) a killed trace cannot be finished:
     # record has only the trace itself to read
-    rm -f "/dev/shm/poolscope.$(stat -c %d.%i "$T/kill.pst").ctl"
+    rm -f /dev/shm/poolscope.*/"$(stat -c %d.%i "$T/kill.pst").ctl"
     [ -n "$child" ] && kill -KILL "$child"
     wait $rp
     n=$(sed -n 's/^scanned_bytes=//p' "$T/kill.stats")

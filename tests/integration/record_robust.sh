@@ -45,7 +45,8 @@ sigkill() {
         [ "$(key "$T/k.dump" mark.sync)" = 1 ] &&
         [ "$(key "$T/k.dump" malloc)" -ge "$n" ] && [ "$(key "$T/k.dump" free)" -ge "$fr" ] ||
         { echo "  want >= $n mallocs, $fr frees, the sync mark, END:" >&2; cat "$T/k.dump" >&2; return 1; }
-    [ ! -e "/dev/shm/poolscope.$(stat -c %d.%i "$T/k.pst").ctl" ] || { echo "  counters file left behind" >&2; return 1; }
+    ! ls /dev/shm/poolscope.*/"$(stat -c %d.%i "$T/k.pst").ctl" >/dev/null 2>&1 ||
+        { echo "  counters file left behind" >&2; return 1; }
 }
 check sigkill_keeps_events_before_sync sigkill
 
