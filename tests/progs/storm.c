@@ -8,8 +8,11 @@
  *                        each thread makes A pairs of its own too. Beside
  *                        them one thread starts and joins short-lived
  *                        threads that allocate (the tracer registers and
- *                        retires their records while children are born).
- *                        Prints children= killed= failed= parent_marked=
+ *                        retires their records while children are born),
+ *                        and STORM_IDLE threads (default 0) sit registered
+ *                        and asleep, so each child has that many more
+ *                        records to drop. Prints children= killed= failed=
+ *                        parent_marked=
  *   storm exec T C A     the same, but each child execs `storm leaf A`
  *   storm leaf A         A marked pairs, exit 0 (an exec'd child)
  *   storm signal N US    the main thread maps and unmaps 64 KiB N times
@@ -120,16 +123,36 @@ static void *churner(void *arg)
     return NULL;
 }
 
+static pthread_mutex_t idle_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t idle_cv = PTHREAD_COND_INITIALIZER;
+
+static void *idler(void *arg)
+{
+    (void)arg;
+    sink = malloc(16);   /* registered with the tracer */
+    free(sink);
+    pthread_mutex_lock(&idle_mu);
+    while (!forking_done) pthread_cond_wait(&idle_cv, &idle_mu);
+    pthread_mutex_unlock(&idle_mu);
+    return NULL;
+}
+
 static int run_threads(int nt, void *(*fn)(void *))
 {
-    pthread_t th[256], ch;
+    pthread_t th[256], ch, idle[1024];
     if (nt > 256) nt = 256;
+    int n_idle = 0, want_idle = fn == forker && getenv("STORM_IDLE") ? atoi(getenv("STORM_IDLE")) : 0;
+    while (n_idle < want_idle && n_idle < 1024 && pthread_create(&idle[n_idle], NULL, idler, NULL) == 0) n_idle++;
     int churn = fn == forker && pthread_create(&ch, NULL, churner, NULL) == 0;
     for (int i = 0; i < nt; i++)
         if (pthread_create(&th[i], NULL, fn, NULL) != 0) return -1;
     for (int i = 0; i < nt; i++) pthread_join(th[i], NULL);
+    pthread_mutex_lock(&idle_mu);
     forking_done = 1;
+    pthread_cond_broadcast(&idle_cv);
+    pthread_mutex_unlock(&idle_mu);
     if (churn) pthread_join(ch, NULL);
+    for (int i = 0; i < n_idle; i++) pthread_join(idle[i], NULL);
     return 0;
 }
 
