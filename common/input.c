@@ -90,7 +90,7 @@ static int fifo_wait_writer(int fd)
 int psc_input_fifo_open(const char *path, char *msg, size_t msglen)
 {
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
-    if (fd < 0) { snprintf(msg, msglen, "cannot open: %s", strerror(errno)); return -1; }
+    if (fd < 0) { snprintf(msg, msglen, "cannot read: %s", strerror(errno)); return -1; }
     struct stat st;
     struct statfs sf;
     /* only a named FIFO: a pipe(2) pipe with no writer is at its end, and
