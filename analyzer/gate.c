@@ -38,13 +38,6 @@ static int stream_kind(const char *b, size_t n, void *ctx)
     return memcmp(b, PST_MAGIC, m) ? PSC_ECORRUPT : 0;
 }
 
-/* The bound on a trace held in memory (a pipe): half the machine's memory. */
-static uint64_t stream_max(void)
-{
-    long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
-    if (pages <= 0 || psz <= 0) return (uint64_t)1 << 32;
-    return (uint64_t)pages * (uint64_t)psz / 2;
-}
 
 /* The report JSON of a scanned trace, as a parsed document. */
 static az_jdoc_t *scan_doc(az_scan_t *s, int *err, char *msg, size_t msglen)
@@ -84,7 +77,7 @@ az_jdoc_t *az_metrics_doc_opts(const char *path, const az_scan_opts_t *so, int *
         /* a pipe can be read once: take it all (within bounds), then look at it */
         size_t len = 0;
         int json = 0;
-        uint64_t max = stream_max();
+        uint64_t max = psc_input_stream_max();
         char *b = psc_read_capped(fd, max, &len, err, stream_kind, 4096, &json);
         close(fd);
         if (!b) {

@@ -195,3 +195,10 @@ char *psc_read_capped(int fd, uint64_t max, size_t *len, int *err,
     *len = n;
     return b;
 }
+
+uint64_t psc_input_stream_max(void)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+    if (pages <= 0 || psz <= 0) return (uint64_t)1 << 32;
+    return (uint64_t)pages * (uint64_t)psz / 2;
+}

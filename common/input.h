@@ -62,6 +62,11 @@ int psc_input_check(const char *path, const psc_input_kind_t *kinds, size_t n, u
  * msg "cannot open: WHY" on failure. */
 int psc_input_fifo_open(const char *path, char *msg, size_t msglen);
 
+/* The bound on a stream read whole into memory (a pipe): half the
+ * machine's memory (4 GiB when it cannot be known). A trace that large is
+ * read from a file instead. */
+uint64_t psc_input_stream_max(void);
+
 /* Everything fd has to give, into a malloc'ed buffer (*len bytes, plus a
  * NUL not counted). NULL with *err = PSC_EINVAL when there is more than max
  * bytes (0: no bound; reading stops there), PSC_EIO on a read error (errno kept),

@@ -850,15 +850,6 @@ static int stream_is_trace(const char *b, size_t n, void *ctx)
     return memcmp(b, PST_MAGIC, m) ? PSC_ECORRUPT : 0;
 }
 
-/* The bound on a stream held in memory: half the machine's memory. A
- * trace that large is read from a file (opened once per pass) instead. */
-static uint64_t stream_max(void)
-{
-    long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
-    if (pages <= 0 || psz <= 0) return (uint64_t)1 << 32;
-    return (uint64_t)pages * (uint64_t)psz / 2;
-}
-
 int rp_run(const char *path, const rp_config_t *cfg, rp_report_t **out, char *msg, size_t cap)
 {
     rp_src_t s = { .path = path };
@@ -888,7 +879,7 @@ int rp_run(const char *path, const rp_config_t *cfg, rp_report_t **out, char *ms
     }
     int err = 0;
     size_t len = 0;
-    uint64_t max = stream_max();
+    uint64_t max = psc_input_stream_max();
     char *buf = psc_read_capped(fd, max, &len, &err, stream_is_trace, sizeof PST_MAGIC, NULL);
     int e = errno;
     close(fd);
