@@ -119,9 +119,7 @@ static void big_note(chrome_t *c, const pst_event_t *ev)
 static void big_write(chrome_t *c, const az_scan_t *s, const az_export_opts_t *eo)
 {
     if (!c->n_big) return;
-    size_t nm = 0;
-    const pst_module_t *mods = pst_modules(s->r, &nm);
-    az_sym_t *sym = az_sym_create(mods, nm);
+    az_sym_t *sym = az_sym_open(s->r);
     az_sv_t *v = sym ? az_sv_create(s, sym, eo ? &eo->sites : NULL) : NULL;
     static az_frame_t fr[256];
     for (size_t i = 0; i < c->n_big && v; i++) {
@@ -554,9 +552,7 @@ int az_export_ex(const char *trace, int format, int weight, const az_export_opts
     } else {
         rc = az_scan_file(trace, &so, &s, msg, msglen);
         if (!rc) {
-            size_t nm = 0;
-            const pst_module_t *mods = pst_modules(s->r, &nm);
-            az_sym_t *sym = az_sym_create(mods, nm);
+            az_sym_t *sym = az_sym_open(s->r);
             if (!sym) snprintf(msg, msglen, "%s", psc_strerror(rc = PSC_ENOMEM));
             else if (format == AZ_EXPORT_PPROF) rc = az_pprof_write(s, sym, eo, out, msg, msglen);
             else if ((rc = folded_write(s, sym, eo, weight, out)))

@@ -1015,9 +1015,7 @@ int az_html(const az_html_opts_t *o, az_html_out_t *out, char *msg, size_t msgle
     out->events = s->events;
     az_sym_t *sym = NULL;
     if (s->hdr->stacks != PST_STACKS_NONE) {
-        size_t nm = 0;
-        const pst_module_t *mods = pst_modules(s->r, &nm);
-        sym = az_sym_create(mods, nm);
+        sym = az_sym_open(s->r);
     }
     az_sv_t *v = az_sv_create(s, sym, &o->sites);
     psc_out_t *po = NULL;

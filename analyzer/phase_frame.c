@@ -137,10 +137,10 @@ static const where_t *where_of(az_pf_t *pf, uint32_t id)
     const uint64_t *pcs = pst_stack(pf->r, id, &depth);
     if (!pcs || !depth) return w;
     size_t n_mods = 0;
-    const pst_module_t *mods = pst_modules(pf->r, &n_mods);
+    pst_modules(pf->r, &n_mods);
     if (!pf->sym || n_mods != pf->n_mods) {     /* a library loaded since: look again */
         az_sym_destroy(pf->sym);
-        pf->sym = az_sym_create(mods, n_mods);
+        pf->sym = az_sym_open(pf->r);
         pf->n_mods = n_mods;
         if (!pf->sym) return w;
     }

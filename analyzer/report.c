@@ -216,9 +216,7 @@ void az_report_text(const az_scan_t *s, const az_report_opts_t *o, FILE *out)
     char a[64], b[64], c[64], d[64], e[64];
     az_sym_t *sym = NULL;
     if (!(o && o->no_symbols)) {
-        size_t nm = 0;
-        const pst_module_t *mods = pst_modules(s->r, &nm);
-        sym = az_sym_create(mods, nm);
+        sym = az_sym_open(s->r);
     }
 
     char nb[1200];
@@ -480,9 +478,7 @@ void az_report_json(const az_scan_t *s, const az_report_opts_t *o, FILE *out)
     const az_result_t *h = &s->heap_r, *p = &s->pool_r;
     az_sym_t *sym = NULL;
     if (!(o && o->no_symbols)) {
-        size_t nm = 0;
-        const pst_module_t *mods = pst_modules(s->r, &nm);
-        sym = az_sym_create(mods, nm);
+        sym = az_sym_open(s->r);
     }
     az_json_t j;
     az_json_init(&j, out, 1);

@@ -201,7 +201,15 @@ static lab_t compute(az_sv_t *v, uint32_t stack)
     while (m < n && az_sv_skipped(v, &f[m])) m++;
     if (m == n) m = 0;
     char tmp[1024];
-    if (m > 0) {
+    /* A stack that runs Python is named by its innermost Python line: the
+     * native frames inside it are the interpreter's (or an extension's)
+     * machinery, which a Python user cannot act on; they stay in the full
+     * stack (html, sql, export) */
+    size_t py = m;
+    while (py < n && !f[py].python) py++;
+    if (py < n && py > m && !v->o.no_skip) {
+        m = py;   /* one row per Python line, whatever C code it went through */
+    } else if (m > 0) {
         const az_frame_t *w = &f[m - 1];
         r.via = keep(v, w->function ? az_sv_short(w->function, tmp, sizeof tmp) : az_sym_format(w, w->pc, tmp, sizeof tmp));
     }
@@ -210,7 +218,7 @@ static lab_t compute(az_sv_t *v, uint32_t stack)
     for (unsigned k = 0; k < v->o.depth && m + k < n; k++) {
         const az_frame_t *x = &f[m + k];
         if (k) append(out, sizeof out, &o, " < ");
-        if (k == 0 || !x->function) append(out, sizeof out, &o, az_sym_format(x, x->pc, tmp, sizeof tmp));
+        if (k == 0 || !x->function || x->python) append(out, sizeof out, &o, az_sym_format(x, x->pc, tmp, sizeof tmp));
         else append(out, sizeof out, &o, az_sv_short(x->function, tmp, sizeof tmp));
         if (x->inlined) append(out, sizeof out, &o, " [inlined]");
     }

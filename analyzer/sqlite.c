@@ -1289,7 +1289,7 @@ int az_sql_write_opts(const char *trace, const char *dbpath, const az_sql_opts_t
     /* stacks and symbolized frames: one row per displayed frame (inline
      * chains expanded, innermost first), `frame` the recorded frame it
      * belongs to; the site as report names it */
-    az_sym_t *sym = az_sym_create(mods, nm);
+    az_sym_t *sym = az_sym_open(s->r);
     az_sv_t *sv = az_sv_create(s, sym, NULL);
     az_frame_t *dfr = malloc(4096 * sizeof *dfr);
     sqlite3_stmt *qs, *qf;

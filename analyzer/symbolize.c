@@ -55,6 +55,8 @@ struct az_sym {
     size_t n_strs, cap_strs;
     modsyms_t *ms;               /* per module: its sorted symbols */
     size_t n_ms, cap_ms;
+    const pst_reader_t *r;       /* az_sym_open: the strings that name Python frames */
+    pst_reader_t *owned;         /* az_sym_adopt: closed with the symbolizer */
 };
 
 static const char *keep(az_sym_t *s, const char *str)
@@ -111,9 +113,24 @@ az_sym_t *az_sym_create(const pst_module_t *mods, size_t n)
     return s;
 }
 
+az_sym_t *az_sym_open(const pst_reader_t *r)
+{
+    size_t n = 0;
+    const pst_module_t *mods = pst_modules(r, &n);
+    az_sym_t *s = az_sym_create(mods, n);
+    if (s) s->r = r;
+    return s;
+}
+
+void az_sym_adopt(az_sym_t *s, pst_reader_t *r)
+{
+    s->owned = r;
+}
+
 void az_sym_destroy(az_sym_t *s)
 {
     if (!s) return;
+    pst_close(s->owned);
     if (s->dwfl) dwfl_end(s->dwfl);
     for (size_t i = 0; i < s->n_strs; i++) free(s->strs[i]);
     free(s->strs);
@@ -212,8 +229,32 @@ static const char *sym_at(az_sym_t *s, Dwfl_Module *mod, uint64_t a, uint64_t *o
 }
 
 /* Append the chain of address a to s->fr; returns the number appended. */
+/* A Python frame (format.h, PST_PYFRAME): its string is "qualname\nfile". */
+static uint32_t resolve_py(az_sym_t *s, uint64_t a)
+{
+    az_frame_t *f = push(s);
+    if (!f) return 0;
+    f->pc = f->addr = a;
+    f->python = 1;
+    f->line = (int)PST_PYFRAME_LINE(a);
+    const char *str = s->r ? pst_string(s->r, PST_PYFRAME_SID(a)) : NULL;
+    const char *nl = str ? strchr(str, '\n') : NULL;
+    if (nl) {
+        char name[1024];
+        size_t k = (size_t)(nl - str) < sizeof name - 1 ? (size_t)(nl - str) : sizeof name - 1;
+        memcpy(name, str, k);
+        name[k] = 0;
+        const char *fn = keep(s, name), *file = keep(s, nl + 1);
+        f = &s->fr[s->n_fr - 1];          /* keep() does not move fr, but stay plain */
+        f->function = fn;
+        f->file = file;
+    }
+    return 1;
+}
+
 static uint32_t resolve(az_sym_t *s, uint64_t a)
 {
+    if (PST_IS_PYFRAME(a)) return resolve_py(s, a);
     const char *module = NULL;
     uint64_t offset = 0;
     for (size_t i = 0; i < s->n_mods; i++)
@@ -339,6 +380,11 @@ size_t az_sym_stack(az_sym_t *s, const uint64_t *pcs, uint32_t depth, az_frame_t
     int interrupted = 0;   /* the frame above a trampoline: at its pc */
     for (uint32_t i = 0; i < depth; i++) {
         uint64_t pc = pcs[i], a = pc;
+        if (PST_IS_PYFRAME(pc)) {   /* no return address: looked up as it is */
+            interrupted = 0;
+            n = copy_chain(s, pc, pc, i, out, n, max);
+            continue;
+        }
         int tramp = pc && is_trampoline(s, pc);
         if (!tramp && !interrupted && pc) a = pc - 1;
         interrupted = tramp;
@@ -349,7 +395,7 @@ size_t az_sym_stack(az_sym_t *s, const uint64_t *pcs, uint32_t depth, az_frame_t
 
 size_t az_sym_chain(az_sym_t *s, uint64_t pc, int ret_addr, az_frame_t *out, size_t max)
 {
-    return copy_chain(s, pc, ret_addr && pc ? pc - 1 : pc, 0, out, 0, max);
+    return copy_chain(s, pc, ret_addr && pc && !PST_IS_PYFRAME(pc) ? pc - 1 : pc, 0, out, 0, max);
 }
 
 void az_sym_lookup(az_sym_t *s, uint64_t pc, int ret_addr, az_frame_t *out)

@@ -21,6 +21,10 @@
  * at its pc, as is the trampoline (its "return address" is its first
  * instruction).
  *
+ * Python frames (format 1.7, PST_PYFRAME) are no addresses: each is one
+ * displayed frame, its function's qualified name, .py file and line, from
+ * the trace's strings (az_sym_open), marked `python`.
+ *
  * Results are cached per looked-up address; the strings stay valid until
  * az_sym_destroy.
  */
@@ -46,12 +50,19 @@ typedef struct az_frame {
     uint64_t addr;               /* the address looked up (pc - 1 for a return address) */
     uint32_t level;              /* index of the recorded frame (0 innermost) */
     int inlined;                 /* 1: inlined into the next frame of the same level */
+    int python;                  /* 1: a Python frame (format.h, PST_PYFRAME): function is its
+                                    qualified name, file its .py path, line the line it ran */
 } az_frame_t;
 
 /* Modules as pst_modules() gives them (unmapped ones included: later maps
  * at the same place win). NULL only on allocation failure. */
 az_sym_t *az_sym_create(const pst_module_t *mods, size_t n);
 void az_sym_destroy(az_sym_t *s);                   /* accepts NULL */
+/* The symbolizer of a trace: its modules, and its strings for the Python
+ * frames (read lazily: r must outlive the result). */
+az_sym_t *az_sym_open(const pst_reader_t *r);
+/* The symbolizer closes r when it is destroyed (r stays in use until then). */
+void az_sym_adopt(az_sym_t *s, pst_reader_t *r);
 
 /* A recorded stack (innermost first) as displayed frames, innermost first:
  * each recorded frame expanded to its inline chain. Writes at most max

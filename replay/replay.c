@@ -330,11 +330,10 @@ static int sites_symbolizer(const rp_src_t *src, az_sym_t **out, char *msg, size
         pst_close(r);
         return rc;
     }
-    size_t n = 0;
-    const pst_module_t *mods = pst_modules(r, &n);
-    *out = az_sym_create(mods, n);
-    pst_close(r);
-    return *out ? 0 : PSC_ENOMEM;
+    *out = az_sym_open(r);
+    if (!*out) { pst_close(r); return PSC_ENOMEM; }
+    az_sym_adopt(*out, r);   /* its strings name the Python frames */
+    return 0;
 }
 
 /* --stream auto with --pool-sites: whether the trace has a tensor event

@@ -425,7 +425,7 @@ static void test_file_header_has_magic_version_and_fields(void **state)
     assert_memory_equal(buf, "PSTRACE\0", 8);
     assert_int_equal(buf[8] | buf[9] << 8, PST_MAJOR);
     assert_int_equal(buf[10] | buf[11] << 8, PST_MINOR);
-    assert_int_equal(PST_MINOR, 6);   /* bumped on purpose with each format change (FORMAT.md, "Versioning") */
+    assert_int_equal(PST_MINOR, 7);   /* bumped on purpose with each format change (FORMAT.md, "Versioning") */
     uint32_t tlv = (uint32_t)(buf[12] | buf[13] << 8 | buf[14] << 16 | (uint32_t)buf[15] << 24);
     assert_int_equal(tlv + PST_FILE_HDR_FIXED, n);
     /* walk the TLVs: find EXE and ARGV, no PARENT_PID (0), no HOST (NULL) */

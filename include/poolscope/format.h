@@ -68,7 +68,7 @@ extern "C" {
 
 #define PST_MAGIC        "PSTRACE"   /* 8 bytes with its NUL */
 #define PST_MAJOR        1
-#define PST_MINOR        6   /* 1: SYNC chunks; 2: a time per event (the tick), SYNC and END fields below;
+#define PST_MINOR        7   /* 1: SYNC chunks; 2: a time per event (the tick), SYNC and END fields below;
                                 3: VER records (an address's version, for exact cross-thread order);
                                 4: MPROTECT and MMAP_NAME events (reservations vs committed memory,
                                    names of file mappings);
@@ -76,13 +76,28 @@ extern "C" {
                                    (pst_put_addr5), chunk version 2 and zstd-compressed payloads
                                    (PST_CHUNK_ZSTD);
                                 6: compressed EVENTS in column form (columns.c: TS records and
-                                   stack ids in columns of their own). Readers read every minor of PST_MAJOR. */
+                                   stack ids in columns of their own);
+                                7: Python frames in stacks (PST_PYFRAME below). Readers read every minor of PST_MAJOR. */
 #define PST_FILE_HDR_FIXED 16        /* magic + major + minor + tlv_len */
 #define PST_CHUNK_HDR    16
 #define PST_MAX_CHUNK    (16u << 20) /* readers reject longer payloads as corrupt */
 #define PST_TS_EVERY     64          /* events between a writer's checks that its time base still moves */
 #define PST_TICK_NS      100000u     /* minor 2: the interposer's time base advances this often */
 #define PST_MAX_DEPTH    128         /* deepest stack a writer records */
+/* Python frames (minor 7). A stack frame at or above PST_PYFRAME_TAG is no
+ * return address (user space ends below 2^57 on every 64-bit Linux) but one
+ * Python frame: bits 32-55 the line being executed (0 unknown, clamped to
+ * 2^24 - 1), bits 0-31 a STRING id whose bytes are the function's qualified
+ * name, '\n', then its file (a qualified name never holds a newline). It
+ * stands where the interpreter's evaluation frame running it was: the
+ * frames of one evaluation loop innermost first, between the native frames
+ * around it (libtrace/preload/python.c). */
+#define PST_PYFRAME_TAG  0xfe00000000000000ull
+#define PST_PYFRAME_LINE_MAX 0xffffffu
+#define PST_PYFRAME(sid, line) (PST_PYFRAME_TAG | (uint64_t)((line) & PST_PYFRAME_LINE_MAX) << 32 | (uint32_t)(sid))
+#define PST_IS_PYFRAME(f)  ((f) >= PST_PYFRAME_TAG)
+#define PST_PYFRAME_SID(f)  ((uint32_t)(f))
+#define PST_PYFRAME_LINE(f) ((uint32_t)((f) >> 32) & PST_PYFRAME_LINE_MAX)
 #define PST_EXIT_STREAM_NAME "(exiting threads)"   /* THREAD_NAME of the interposer's stream for calls
                                                        made after a thread's THREAD_END */
 

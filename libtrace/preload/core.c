@@ -1569,6 +1569,8 @@ static void ps_init(void)
     dl_iterate_phdr(self_cb, (void *)(uintptr_t)&ps_init);
     ps_g.main_stk_hi = (uintptr_t)__libc_stack_end;
     ps_stacks_init();
+    s = env("POOLSCOPE_PYTHON_FRAMES");
+    ps_py_init(!s || strcmp(s, "0"), 1);
     ps_g.key_ok = pthread_key_create(&ps_g.key, key_dtor) == 0;
     if (common_open(first_image) != 0) goto done;
     pthread_atfork(ps_prepare_fork, ps_parent_after_fork, ps_child_after_fork);

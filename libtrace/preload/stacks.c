@@ -316,6 +316,7 @@ void ps_tables_reset(void)
     tab_reset(&ps_g.stk.stab);
     tab_reset(&ps_g.stk.strtab);
     ps_modules_reset();
+    ps_py_reset();
 }
 
 /* ---- capture ------------------------------------------------------------------------- */
@@ -813,6 +814,12 @@ uint32_t ps_stack_id(ps_thr_t *t)
             }
         }
 #endif
+        if (ps_py_on() && n > 0) {   /* spliced in a copy: the walk's frames stay its reference */
+            uint64_t fr[PST_MAX_DEPTH];
+            memcpy(fr, w->fr, (size_t)n * sizeof *fr);
+            int m = ps_py_splice(fr, n, ps_g.depth);
+            if (m != n || memcmp(fr, w->fr, (size_t)n * sizeof *fr)) { n = m; frames_set(w, fr, n, &same); }
+        }
     } else {
         uint64_t fr[PST_MAX_DEPTH];
         n = walk_cfi(t, fr, ps_g.depth);
@@ -833,6 +840,7 @@ uint32_t ps_stack_id(ps_thr_t *t)
         }
 #endif
         if (n < 0) n = walk_dwarf(fr, ps_g.depth);
+        if (ps_py_on() && n > 0) n = ps_py_splice(fr, n, ps_g.depth);
         frames_set(w, fr, n, &same);
     }
     if (n <= 0) return 0;
