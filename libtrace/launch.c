@@ -56,6 +56,29 @@
  * reading the whole trace), and record's own child exec'ing, untraced, a
  * program of the same name (its comm does not change). The bytes read for
  * the look are counted in the entry's scanned_bytes.
+ *
+ * Silent gaps. Two ways a program runs without the trace showing what it
+ * did, each said in a "record: ..." note:
+ *   - a fork child that cannot open its trace file (RLIMIT_NOFILE reached,
+ *     the directory full) runs untraced. It cannot write a manifest line
+ *     then (no descriptor), so the interposer makes a symbolic link
+ *     "<pid>.<k>.untraced" -> "<errno>" in the run's counters directory
+ *     (hooks_proc.c, ps_note_untraced: a link takes no descriptor), read
+ *     here. Not covered: an exec'd or first image that cannot open its
+ *     trace (the first: "no trace was written"), and runs without a
+ *     counters directory (no /dev/shm).
+ *   - a program whose executable defines malloc (or calloc, realloc,
+ *     free) in its dynamic symbol table: the loader finds the
+ *     executable's definition before the preloaded one, so the tracer sees
+ *     no heap call at all (a statically linked allocator, jemalloc or
+ *     tcmalloc linked in). The rule: the executable named in the trace's
+ *     header exports such a definition AND its complete trace holds no
+ *     malloc-family event. The symbol table is read for every trace (a
+ *     few KiB); the events only for such a program's traces, up to the
+ *     first malloc-family event, so an ordinary trace is still read from
+ *     its END alone. Not seen: a program that never calls malloc without
+ *     defining it (its own mmap-based allocator, e.g. Go's): telling it
+ *     from one that made no allocation would mean reading every trace.
  */
 #include "launch.h"
 #include "ctl.h"
@@ -80,6 +103,8 @@
 #include "poolscope/error.h"
 #include "poolscope/format.h"
 #include "poolscope/reader.h"
+
+#include "escape.h"
 
 extern char **environ;
 
@@ -230,6 +255,90 @@ static int elf_has_interp(int fd)
     return 0;
 }
 
+/* Does this ELF file define malloc, calloc, realloc or free in its dynamic
+ * symbol table (a global or weak function with a section)? 1 yes, 0 no, -1
+ * cannot tell (not an ELF file, no section headers, too big, damaged). */
+static int elf_defines_malloc(const char *path)
+{
+    static const char *const names[] = { "malloc", "calloc", "realloc", "free" };
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    unsigned char id[EI_NIDENT];
+    int rc = -1;
+    char *syms = NULL, *strs = NULL;
+    uint64_t shoff, shnum, shentsize;
+    int is64;
+    if (pread(fd, id, sizeof id, 0) != (ssize_t)sizeof id || memcmp(id, ELFMAG, SELFMAG) != 0) goto out;
+    is64 = id[EI_CLASS] == ELFCLASS64;
+    if (is64) {
+        Elf64_Ehdr eh;
+        if (pread(fd, &eh, sizeof eh, 0) != (ssize_t)sizeof eh) goto out;
+        shoff = eh.e_shoff; shnum = eh.e_shnum; shentsize = eh.e_shentsize;
+        if (shentsize < sizeof(Elf64_Shdr)) goto out;
+    } else if (id[EI_CLASS] == ELFCLASS32) {
+        Elf32_Ehdr eh;
+        if (pread(fd, &eh, sizeof eh, 0) != (ssize_t)sizeof eh) goto out;
+        shoff = eh.e_shoff; shnum = eh.e_shnum; shentsize = eh.e_shentsize;
+        if (shentsize < sizeof(Elf32_Shdr)) goto out;
+    } else {
+        goto out;
+    }
+    /* section i: type, offset, size, link */
+#define SHDR(i, ty, of, sz, ln) do {                                                          \
+        if (is64) {                                                                           \
+            Elf64_Shdr h;                                                                     \
+            if (pread(fd, &h, sizeof h, (off_t)(shoff + (i) * shentsize)) != (ssize_t)sizeof h) goto out; \
+            ty = h.sh_type; of = h.sh_offset; sz = h.sh_size; ln = h.sh_link;                 \
+        } else {                                                                              \
+            Elf32_Shdr h;                                                                     \
+            if (pread(fd, &h, sizeof h, (off_t)(shoff + (i) * shentsize)) != (ssize_t)sizeof h) goto out; \
+            ty = h.sh_type; of = h.sh_offset; sz = h.sh_size; ln = h.sh_link;                 \
+        }                                                                                     \
+    } while (0)
+    const uint64_t max = 64u << 20;
+    for (uint64_t i = 0; i < shnum && i < 65536; i++) {
+        uint64_t ty, of, sz, ln, sty, sof, ssz, sln;
+        SHDR(i, ty, of, sz, ln);
+        if (ty != SHT_DYNSYM) continue;
+        if (ln >= shnum || sz > max) goto out;
+        SHDR(ln, sty, sof, ssz, sln);
+        (void)sln;
+        if (sty != SHT_STRTAB || ssz > max || ssz == 0) goto out;
+        if (!(syms = malloc(sz ? sz : 1)) || !(strs = malloc(ssz))) goto out;
+        if (pread(fd, syms, sz, (off_t)of) != (ssize_t)sz || pread(fd, strs, ssz, (off_t)sof) != (ssize_t)ssz)
+            goto out;
+        strs[ssz - 1] = 0;
+        size_t ent = is64 ? sizeof(Elf64_Sym) : sizeof(Elf32_Sym);
+        rc = 0;
+        for (uint64_t k = 0; k + 1 <= sz / ent && !rc; k++) {
+            uint64_t name, shndx;
+            unsigned info;
+            if (is64) {
+                Elf64_Sym y;
+                memcpy(&y, syms + k * ent, sizeof y);
+                name = y.st_name; shndx = y.st_shndx; info = y.st_info;
+            } else {
+                Elf32_Sym y;
+                memcpy(&y, syms + k * ent, sizeof y);
+                name = y.st_name; shndx = y.st_shndx; info = y.st_info;
+            }
+            unsigned type = info & 0xf, bind = info >> 4;
+            if (shndx == SHN_UNDEF || name >= ssz || (type != STT_FUNC && type != STT_GNU_IFUNC) ||
+                (bind != STB_GLOBAL && bind != STB_WEAK))
+                continue;
+            for (size_t j = 0; j < sizeof names / sizeof names[0]; j++)
+                if (!strcmp(strs + name, names[j])) rc = 1;
+        }
+        break;
+    }
+#undef SHDR
+out:
+    free(syms);
+    free(strs);
+    close(fd);
+    return rc;
+}
+
 static int check_target(const char *path, int depth, char *msg, size_t mcap)
 {
     struct stat st;
@@ -375,7 +484,9 @@ void pl_ctl_dir_remove(const char *dir)
         char p[PATH_MAX];
         while ((de = readdir(d))) {
             size_t n = strlen(de->d_name);
-            if (n < 5 || strcmp(de->d_name + n - 4, ".ctl")) continue;   /* only what the images made */
+            if ((n < 5 || strcmp(de->d_name + n - 4, ".ctl")) &&
+                (n < 10 || strcmp(de->d_name + n - 9, ".untraced")))
+                continue;   /* only what the images made */
             if (snprintf(p, sizeof p, "%s/%s", dir, de->d_name) < (int)sizeof p) unlink(p);
         }
         closedir(d);
@@ -774,6 +885,7 @@ int pl_trace_info(const char *path, const char *ctl_dir, pl_trace_info_t *info)
         info->parent_pid = e->parent_pid;
         set_base(info->exe, sizeof info->exe, e->exe);
         set_base(info->arg0, sizeof info->arg0, e->argv0);
+        info->own_malloc = e->exe[0] == '/' && elf_defines_malloc(e->exe) == 1;
     }
     if (rc == 0) {
         info->from_end = 1;
@@ -974,6 +1086,16 @@ static int comm_is(const char *comm, const char *name)
     return *name && strncmp(comm, name, 15) == 0 && strlen(comm) == (strlen(name) < 15 ? strlen(name) : 15);
 }
 
+static int add_note(pl_summary_t *s, const char *line)
+{
+    char *dup = strdup(line);
+    char **v = dup ? realloc(s->notes, (s->n_notes + 1) * sizeof *v) : NULL;
+    if (!v) { free(dup); return PSC_ENOMEM; }
+    s->notes = v;
+    s->notes[s->n_notes++] = dup;
+    return 0;
+}
+
 /* A note for entry i, or nothing. */
 static int check_exec(pl_summary_t *s, size_t i, const pl_summary_opts_t *o)
 {
@@ -1008,12 +1130,164 @@ static int check_exec(pl_summary_t *s, size_t i, const pl_summary_opts_t *o)
     }
     char line[PATH_MAX + 128];
     snprintf(line, sizeof line, "pid %ld: child exec'd %s without the tracer (%s)", en->pid, resolved, why);
-    char *dup = strdup(line);
-    char **v = dup ? realloc(s->notes, (s->n_notes + 1) * sizeof *v) : NULL;
-    if (!v) { free(dup); return PSC_ENOMEM; }
-    s->notes = v;
-    s->notes[s->n_notes++] = dup;
+    return add_note(s, line);
+}
+
+/* ---- silent gaps (see the top of this file) ------------------------------------------ */
+
+/* Does this complete trace hold a malloc-family event? 1 yes (reading
+ * stopped there), 0 none in the whole trace, negative: cannot tell. Only
+ * record types matter, so each EVENTS chunk is decoded with a fresh state
+ * (as last_record does). *bytes: what was read. */
+static int trace_has_heap_call(const char *path, uint64_t *bytes)
+{
+    pst_end_info_t *e = malloc(sizeof *e);
+    if (!e) return PSC_ENOMEM;
+    int rc = pst_read_end(path, e);
+    uint64_t off = e->header_bytes, end_off = e->end_offset;
+    unsigned coding = pst_coding_of_minor(e->minor);
+    free(e);
+    if (rc) return rc;
+    tail_t t = { .fd = open(path, O_RDONLY | O_CLOEXEC) };
+    if (t.fd < 0) return PSC_EIO;
+    uint32_t *idbuf = malloc(PST_MAX_IDS * sizeof *idbuf);
+    pst_enc_t *dec = malloc(sizeof *dec);
+    int found = 0;
+    rc = idbuf && dec ? 0 : PSC_ENOMEM;
+    while (!rc && !found && off + PST_CHUNK_HDR <= end_off) {
+        uint8_t hb[PST_CHUNK_HDR];
+        pst_chunk_hdr_t h;
+        if ((rc = read_at(&t, hb, sizeof hb, off))) break;
+        pst_get_chunk_hdr(hb, &h);
+        if (h.len > PST_MAX_CHUNK || off + PST_CHUNK_HDR + h.len > end_off) { rc = PSC_ECORRUPT; break; }
+        chunk_at_t c = { off, h.len, h.crc, h.version, h.flags, h.kind };
+        off += PST_CHUNK_HDR + h.len;
+        if (h.kind != PST_CHUNK_EVENTS) continue;
+        const uint8_t *p, *end;
+        size_t plen;
+        if ((rc = read_payload(&t, &c, &p, &plen))) break;
+        end = p + plen;
+        uint64_t soff;
+        if (!(p = pst_get_varint(p, end, &soff))) { rc = PSC_ECORRUPT; break; }
+        memset(dec, 0, sizeof *dec);
+        pst_enc_init(dec, coding, NULL);
+        while (p < end) {
+            pst_event_t ev;
+            const uint8_t *q = pst_decode_event(dec, p, end, &ev, idbuf);
+            if (!q) { rc = PSC_ECORRUPT; break; }
+            if (ev.type >= PST_EV_MALLOC && ev.type <= PST_EV_PVALLOC) { found = 1; break; }
+            p = q;
+        }
+    }
+    *bytes += t.bytes;
+    close(t.fd);
+    free(t.buf);
+    pst_inflate_done(&t.z);
+    free(idbuf);
+    free(dec);
+    return rc ? rc : found;
+}
+
+static int untraced_cmp(const void *a, const void *b)
+{
+    const pl_untraced_t *x = a, *y = b;
+    return x->err != y->err ? (x->err < y->err ? -1 : 1) : x->pid < y->pid ? -1 : x->pid > y->pid;
+}
+
+/* The interposer's "<pid>.<k>.untraced" -> "<errno>" links in the
+ * counters directory (hooks_proc.c), sorted by errno then pid. */
+static int read_untraced(pl_summary_t *s, const char *dir)
+{
+    DIR *d = dir && *dir ? opendir(dir) : NULL;
+    if (!d) return 0;
+    struct dirent *de;
+    size_t cap = 0;
+    int rc = 0;
+    while (!rc && (de = readdir(d))) {
+        char *end;
+        errno = 0;
+        long pid = strtol(de->d_name, &end, 10);
+        if (errno || pid <= 0 || end == de->d_name || *end != '.') continue;
+        char *dot = end + 1;
+        strtoul(dot, &end, 10);
+        if (end == dot || strcmp(end, ".untraced")) continue;
+        char p[PATH_MAX], target[32];
+        struct stat st;
+        if (snprintf(p, sizeof p, "%s/%s", dir, de->d_name) >= (int)sizeof p) continue;
+        if (lstat(p, &st) != 0 || !S_ISLNK(st.st_mode) || st.st_uid != geteuid()) continue;
+        ssize_t n = readlink(p, target, sizeof target - 1);
+        if (n <= 0) continue;
+        target[n] = 0;
+        long err = strtol(target, &end, 10);
+        if (*end || err < 0 || err > 4095) err = 0;
+        if (s->n_untraced == cap) {
+            size_t nc = cap ? 2 * cap : 16;
+            pl_untraced_t *v = realloc(s->untraced, nc * sizeof *v);
+            if (!v) { rc = PSC_ENOMEM; break; }
+            s->untraced = v;
+            cap = nc;
+        }
+        s->untraced[s->n_untraced++] = (pl_untraced_t){ pid, (int)err };
+    }
+    closedir(d);
+    if (s->n_untraced) qsort(s->untraced, s->n_untraced, sizeof *s->untraced, untraced_cmp);
+    return rc;
+}
+
+/* One note per errno: "record: N child process(es) (pid(s) ...) was/were
+ * not traced: could not open its/their trace(s) (why)". */
+static int note_untraced(pl_summary_t *s)
+{
+    for (size_t i = 0; i < s->n_untraced;) {
+        size_t j = i;
+        while (j < s->n_untraced && s->untraced[j].err == s->untraced[i].err) j++;
+        size_t n = j - i;
+        char why[128], pids[400];
+        if (s->untraced[i].err) {
+            snprintf(why, sizeof why, "%s", strerror(s->untraced[i].err));
+            why[0] = (char)(why[0] >= 'A' && why[0] <= 'Z' ? why[0] - 'A' + 'a' : why[0]);
+        } else {
+            snprintf(why, sizeof why, "reason unknown");
+        }
+        size_t o = 0;
+        for (size_t k = i; k < j && o < sizeof pids; k++) {
+            if (k - i == 20) { snprintf(pids + o, sizeof pids - o, ", and %zu more", j - k); break; }
+            o += (size_t)snprintf(pids + o, sizeof pids - o, "%s%ld", k > i ? ", " : "", s->untraced[k].pid);
+        }
+        char line[700];
+        if (n == 1)
+            snprintf(line, sizeof line, "record: 1 child process (pid %s) was not traced: could not open its trace (%s)",
+                     pids, why);
+        else
+            snprintf(line, sizeof line, "record: %zu child processes (pids %s) were not traced: could not open "
+                     "their traces (%s)", n, pids, why);
+        if (add_note(s, line)) return PSC_ENOMEM;
+        i = j;
+    }
     return 0;
+}
+
+/* Entry i, a complete trace of a program with its own malloc: read up to
+ * its first malloc-family event; none at all is a note (once per
+ * program). */
+static int check_no_heap(pl_summary_t *s, size_t i)
+{
+    pl_entry_t *en = &s->entries[i];
+    if (!en->info.own_malloc || en->info.err || !en->info.from_end) return 0;
+    int r = trace_has_heap_call(en->path, &en->info.scanned_bytes);
+    if (r == PSC_ENOMEM) return r;
+    if (r != 0) return 0;   /* a heap call, or cannot tell */
+    en->info.no_heap = 1;
+    s->n_no_heap++;
+    for (size_t j = 0; j < i; j++)
+        if (s->entries[j].info.no_heap && !strcmp(s->entries[j].info.exe, en->info.exe))
+            return 0;   /* said already for this program */
+    char prog[4 * sizeof en->info.exe], line[sizeof prog + 256];
+    psc_esc_text(en->info.exe, prog, sizeof prog);
+    snprintf(line, sizeof line, "record: %s made no heap calls the tracer could see: it may use its own "
+             "allocator (statically linked malloc, or jemalloc/tcmalloc linked in); only mmap calls were "
+             "recorded", prog);
+    return add_note(s, line);
 }
 
 /* ---- the summary ------------------------------------------------------------------------ */
@@ -1025,6 +1299,7 @@ void pl_summary_free(pl_summary_t *s)
     for (size_t i = 0; i < s->n_notes; i++) free(s->notes[i]);
     free(s->entries);
     free(s->notes);
+    free(s->untraced);
     free(s);
 }
 
@@ -1060,6 +1335,9 @@ pl_summary_t *pl_summary_read(const char *manifest, const pl_summary_opts_t *opt
     free(line);
     if (f) fclose(f);
     for (size_t i = 0; i < s->n && !rc; i++) rc = check_exec(s, i, opts);
+    if (!rc) rc = read_untraced(s, opts ? opts->ctl_dir : NULL);
+    if (!rc) rc = note_untraced(s);
+    for (size_t i = 0; i < s->n && !rc; i++) rc = check_no_heap(s, i);
     if (rc) {
         pl_summary_free(s);
         *err = rc;

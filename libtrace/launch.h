@@ -168,6 +168,12 @@ typedef struct pl_trace_info {
     char     arg0[64];         /* basename of its argv[0], "" if unknown */
     uint64_t scanned_bytes;    /* bytes read beyond the file header and the END chunk */
     int      killed;           /* the process was killed: END written by recovery (ctl.h), lost exact */
+    int      own_malloc;       /* its executable (header EXE) defines malloc, calloc, realloc or
+                                  free in its dynamic symbol table: that definition, not the
+                                  tracer's, serves every call (the loader looks in the
+                                  executable first) */
+    int      no_heap;          /* own_malloc, and the complete trace holds no malloc-family
+                                  event (set by pl_summary_read) */
 } pl_trace_info_t;
 
 /* Fills *info; returns info->err. A trace without END whose counters file
@@ -187,17 +193,34 @@ typedef struct pl_entry {
     pl_trace_info_t info;
 } pl_entry_t;
 
+typedef struct pl_untraced {
+    long pid;                  /* a fork child that could not open its trace */
+    int err;                   /* errno of the failure (EMFILE: no descriptor left), 0 unknown */
+} pl_untraced_t;
+
 typedef struct pl_summary {
     pl_entry_t *entries;       /* in manifest order */
     size_t n;
-    char **notes;              /* "pid N: child exec'd PATH without the tracer (...)" */
+    char **notes;              /* "pid N: child exec'd PATH without the tracer (...)",
+                                  "record: ..." for the warnings below */
     size_t n_notes;
+    pl_untraced_t *untraced;   /* by pid; from the counters directory */
+    size_t n_untraced;
+    size_t n_no_heap;          /* entries with info.no_heap */
 } pl_summary_t;
 
 /* Read the manifest and every trace it lists, then look for images that
  * exec'd a program which was not traced (see launch.c, "Untraced
  * children", for exactly what is relied on). A missing manifest is an
- * empty summary. NULL only on allocation failure (*err PSC_ENOMEM). */
+ * empty summary. NULL only on allocation failure (*err PSC_ENOMEM).
+ * Also warns (notes "record: ...", see launch.c, "Silent gaps"):
+ *   - fork children that could not open their trace: the interposer
+ *     leaves "<pid>.<k>.untraced" -> "<errno>" in opts->ctl_dir; one note
+ *     per errno, naming the count and the pids;
+ *   - an image whose executable has its own malloc (own_malloc) and whose
+ *     complete trace holds no malloc-family event: one note per program
+ *     (its trace read as far as the first such event, counted in
+ *     scanned_bytes). */
 pl_summary_t *pl_summary_read(const char *manifest, const pl_summary_opts_t *opts, int *err);
 void pl_summary_free(pl_summary_t *s);   /* accepts NULL */
 

@@ -5,6 +5,7 @@
  * running, signals) is tests/test_launch.c; record end to end is
  * tests/integration/record_*.sh.
  */
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -178,6 +180,60 @@ static void test_summary_warns_when_nothing_was_written(void **state)
     assert_int_equal(summary(m, NULL, "/x/t.pst", o), 0);
     fclose(o);
     assert_non_null(strstr(out, "no trace was written to /x/t.pst"));
+}
+
+/* Fork children that could not open their traces leave "<pid>.<k>.untraced"
+ * -> "<errno>" links in the counters directory (hooks_proc.c): one note per
+ * errno, pids in order; anything else there is not taken for one. */
+static void test_summary_names_untraced_children(void **state)
+{
+    (void)state;
+    char ctl[128], m[160], p[200], out[4096];
+    snprintf(ctl, sizeof ctl, "%s/ctl", dir);
+    assert_int_equal(mkdir(ctl, 0700), 0);
+    snprintf(m, sizeof m, "%s/untraced-manifest", dir);
+    FILE *f = fopen(m, "w");
+    assert_non_null(f);
+    fclose(f);
+    static const struct { const char *name, *target; } links[] = {
+        { "300.0.untraced", "24" }, { "200.0.untraced", "24" }, { "400.1.untraced", "28" },
+        { "junk.untraced", "24" }, { "12.untraced", "24" }, { "13.0.untraced.x", "24" },
+    };
+    for (size_t i = 0; i < sizeof links / sizeof links[0]; i++) {
+        snprintf(p, sizeof p, "%s/%s", ctl, links[i].name);
+        assert_int_equal(symlink(links[i].target, p), 0);
+    }
+    snprintf(p, sizeof p, "%s/500.0.untraced", ctl);   /* not a link */
+    f = fopen(p, "w");
+    assert_non_null(f);
+    fclose(f);
+    pl_summary_opts_t so = { .ctl_dir = ctl };
+    int err = 1;
+    pl_summary_t *s = pl_summary_read(m, &so, &err);
+    assert_non_null(s);
+    assert_int_equal(s->n_untraced, 3);
+    assert_int_equal(s->untraced[0].pid, 200);
+    assert_int_equal(s->untraced[0].err, EMFILE);
+    assert_int_equal(s->untraced[1].pid, 300);
+    assert_int_equal(s->untraced[2].pid, 400);
+    assert_int_equal(s->untraced[2].err, ENOSPC);
+    FILE *o = fmemopen(out, sizeof out, "w");
+    assert_non_null(o);
+    assert_int_equal(pl_summary_print(s, NULL, o), 0);
+    fclose(o);
+    pl_summary_free(s);
+    assert_non_null(strstr(out, "poolscope: record: 2 child processes (pids 200, 300) were not traced: "
+                                "could not open their traces (too many open files)\n"));
+    assert_non_null(strstr(out, "poolscope: record: 1 child process (pid 400) was not traced: "
+                                "could not open its trace (no space left on device)\n"));
+    /* record's clean-up takes the links too, so the directory goes */
+    pl_ctl_dir_remove(ctl);
+    struct stat st;
+    assert_int_equal(lstat(ctl, &st), 0);   /* a name of neither kind is not record's to remove */
+    snprintf(p, sizeof p, "%s/13.0.untraced.x", ctl);
+    assert_int_equal(unlink(p), 0);
+    pl_ctl_dir_remove(ctl);
+    assert_int_not_equal(lstat(ctl, &st), 0);
 }
 
 /* ---- pst_read_end: the header and the END chunk alone ---------------------- */
@@ -504,6 +560,7 @@ int main(void)
         cmocka_unit_test(test_not_a_trace_is_an_error),
         cmocka_unit_test(test_summary_lists_each_manifest_line),
         cmocka_unit_test(test_summary_warns_when_nothing_was_written),
+        cmocka_unit_test(test_summary_names_untraced_children),
         cmocka_unit_test(test_read_end_gives_the_end_chunk_counts_and_header),
         cmocka_unit_test(test_read_end_without_end_chunk_keeps_the_header),
         cmocka_unit_test(test_read_end_rejects_a_damaged_or_followed_end),

@@ -1797,6 +1797,8 @@ void ps_child_after_fork(void)
     ps_tls.busy -= PS_BUSY_OWN;
 }
 
+void ps_note_untraced(int err);   /* hooks_proc.c: tells record this child is untraced */
+
 void ps_ensure_child(void)
 {
     if (!ps_g.child_pending) return;
@@ -1809,6 +1811,7 @@ void ps_ensure_child(void)
             ps_recompute_on();
             ps_start_flusher();
         } else {
+            ps_note_untraced(errno);
             ps_g.child_pending = 0;   /* untraced from here on */
             ps_recompute_on();
         }

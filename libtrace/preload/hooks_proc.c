@@ -297,6 +297,46 @@ EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_act
     return spawn_common(1, pid, file, fa, at, argv, envp);
 }
 
+/* ---- a fork child that could not open its trace ------------------------------------ */
+
+static char *put_dec(char *p, unsigned long v)
+{
+    char t[24];
+    int n = 0;
+    do { t[n++] = (char)('0' + v % 10); v /= 10; } while (v);
+    while (n) *p++ = t[--n];
+    *p = 0;
+    return p;
+}
+
+/* Called by ps_ensure_child (core.c) when the child's trace cannot be
+ * opened (errno err): the child runs untraced, and `poolscope record` is
+ * told so. With no descriptor to spare (RLIMIT_NOFILE reached: the usual
+ * cause) nothing can be opened, not even the manifest, so the note is a
+ * symbolic link, which takes no descriptor to make:
+ * <POOLSCOPE_CTL_DIR>/<pid>.<k>.untraced -> "<errno>" (k from 0, for a pid
+ * reused within the run). The directory is record's private one (ctl.h);
+ * without it nothing is said. */
+void ps_note_untraced(int err)
+{
+    if (!ps_g.ctl_dir[0]) return;
+    int e = errno;
+    char path[sizeof ps_g.ctl_dir + 64], target[24];
+    put_dec(target, (unsigned long)(err > 0 ? err : 0));
+    size_t dl = strlen(ps_g.ctl_dir);
+    memcpy(path, ps_g.ctl_dir, dl);
+    for (unsigned k = 0; k < 100; k++) {
+        char *p = path + dl;
+        *p++ = '/';
+        p = put_dec(p, (unsigned long)ps_g.pid);
+        *p++ = '.';
+        p = put_dec(p, k);
+        memcpy(p, ".untraced", sizeof ".untraced");
+        if (symlink(target, path) == 0 || errno != EEXIST) break;
+    }
+    errno = e;
+}
+
 /* ---- exit ------------------------------------------------------------------------- */
 
 EXPORT __attribute__((noreturn)) void _exit(int status)
@@ -544,10 +584,19 @@ static void api_emit(const ps_event_t *in)
     errno = e;
 }
 
+static int api_flush(void)
+{
+    int e = errno;
+    int rc = ps_flush_sync();
+    errno = e;
+    return rc;
+}
+
 EXPORT const ps_api_t poolscope_api = {
     .version = PS_API_VERSION,
     .size = sizeof(ps_api_t),
     .emit = api_emit,
     .enable = api_enable,
     .enabled = api_enabled,
+    .flush = api_flush,
 };

@@ -8,6 +8,10 @@
  *   forkexec chain N     exec itself N times, `chain N-1` .. `chain 0` (N+1 images,
  *                        one pid)
  *   forkexec leaf        allocate and exit
+ *   forkexec nofile N    lower RLIMIT_NOFILE to 3 (0-2 open: no descriptor
+ *                        left), then fork N children that allocate and exit:
+ *                        none can open a trace (1 image traced); prints
+ *                        "child=PID" for each
  *
  * Prints "images=K" (the number of process images the mode makes) from the
  * first image only, and exits non-zero if a child failed.
@@ -17,6 +21,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -103,6 +109,28 @@ int main(int argc, char **argv)
         perror("execl");
         return 1;
     }
-    fprintf(stderr, "usage: forkexec fork|forkexec|spawn|chain N|leaf\n");
+    if (!strcmp(mode, "nofile") && argc > 2) {
+        int n = atoi(argv[2]);
+        printf("images=1\n");
+        /* 0, 1 and 2 taken, so that no open can succeed under the limit */
+        for (int fd = 0; fd < 3; fd++)
+            if (fcntl(fd, F_GETFD) < 0 && open("/dev/null", O_RDWR) != fd) { perror("open"); return 1; }
+        struct rlimit rl;
+        if (getrlimit(RLIMIT_NOFILE, &rl) != 0) { perror("getrlimit"); return 1; }
+        rl.rlim_cur = 3;
+        if (setrlimit(RLIMIT_NOFILE, &rl) != 0) { perror("setrlimit"); return 1; }
+        fflush(stdout);
+        int ok = 1;
+        for (int i = 0; i < n; i++) {
+            pid_t pid = fork();
+            if (pid < 0) { perror("fork"); return 1; }
+            if (pid == 0) { allocate(20); _exit(0); }
+            ok &= wait_ok(pid);
+            printf("child=%d\n", (int)pid);
+        }
+        allocate(10);
+        return ok ? 0 : 1;
+    }
+    fprintf(stderr, "usage: forkexec fork|forkexec|spawn|chain N|leaf|nofile N\n");
     return 2;
 }
