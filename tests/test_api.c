@@ -50,8 +50,10 @@ static void fake_emit(const ps_event_t *ev)
 }
 static void fake_enable(int on) { enabled_flag = on; }
 static int fake_enabled(void) { return enabled_flag; }
+static int flushes;
+static int fake_flush(void) { flushes++; return 0; }
 
-static const ps_api_t fake = { PS_API_VERSION, sizeof(ps_api_t), fake_emit, fake_enable, fake_enabled };
+static const ps_api_t fake = { PS_API_VERSION, sizeof(ps_api_t), fake_emit, fake_enable, fake_enabled, fake_flush };
 
 static int install_fake(void **state)
 {
@@ -92,10 +94,12 @@ static void test_without_preload_api_is_null_and_helpers_do_nothing(void **state
     ps_tensor_release(1);
     ps_thread_name("t");
     ps_trace_enable(0);
+    assert_int_equal(ps_trace_flush(), -1);
     ps_event_t ev = { .type = PS_MARK_POINT, .name = "y" };
     ps_emit(&ev);
     assert_int_equal(n_seen, 0);
     assert_int_equal(enabled_flag, 1);
+    assert_int_equal(flushes, 0);
 }
 
 static void test_adapter_without_tracer_leaves_config_unchanged(void **state)
@@ -149,6 +153,8 @@ static void test_helpers_emit_events_in_format_layouts(void **state)
     ps_trace_enable(0);
     assert_int_equal(enabled_flag, 0);
     ps_trace_enable(1);
+    assert_int_equal(ps_trace_flush(), 0);
+    assert_int_equal(flushes, 1);
     assert_int_equal(n_seen, 6);
 
     assert_int_equal(seen[0].ev.type, PST_EV_MARK_POINT);

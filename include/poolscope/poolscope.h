@@ -53,6 +53,10 @@ typedef struct ps_api {
     void (*emit)(const ps_event_t *ev);    /* record one event in the calling thread's stream */
     void (*enable)(int on);                /* selective tracing: 0 pause, 1 resume (whole process) */
     int  (*enabled)(void);                 /* 1 while recording */
+    /* Appended after the first release (a table without it is smaller: an
+     * older tracer). Everything recorded so far goes to the trace file
+     * before it returns: 0, or -1 (no file, closing, timed out). */
+    int  (*flush)(void);
 } ps_api_t;
 
 /* NULL unless the preload library is loaded. Resolved once by a constructor
@@ -165,6 +169,13 @@ static inline void ps_thread_name(const char *name)
 /* Selective tracing: pause and resume recording of the whole process (also
  * possible from outside with the signal that `poolscope record` documents). */
 static inline void ps_trace_enable(int on) { if (ps_active()) ps__api->enable(on); }
+
+/* Write everything recorded so far (every thread's events) to the trace
+ * file now, and wait until it is there, e.g. before reading the unfinished
+ * trace with `poolscope report` from the traced program itself. 0 done, -1
+ * without a tracer or when it could not (the trace is closing). Blocks for
+ * about a tick of the tracer's flusher (100 us) plus the write. */
+static inline int ps_trace_flush(void) { return ps_active() && ps__api->flush ? ps__api->flush() : -1; }
 
 #ifdef __cplusplus
 }

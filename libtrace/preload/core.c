@@ -1265,8 +1265,32 @@ static void drain_half_full(void)
         if (__atomic_load_n(&t->head, __ATOMIC_ACQUIRE) - t->tail >= PS_SOFT_FILL) ps_flush_thr(t, 1);
 }
 
+/* Flushes asked for through poolscope_api.flush (atomics): rounds asked
+ * for, and the latest request a finished round covers. */
+static uint64_t flush_req, flush_done;
+
+/* poolscope_api.flush: ask the flusher for a whole round at its next tick
+ * (every ring, pending META, a SYNC) and wait for it, so that the file
+ * holds every event published before the call (what a reader of the
+ * unfinished trace sees: report reads it as cut short). 0 done; -1 no
+ * trace file, the trace is closing, or no answer within 5 s. The caller
+ * only sleeps: it holds no lock of ours and allocates nothing. */
+int ps_flush_sync(void)
+{
+    if (!ps_g.active || !ps_g.flusher_on || ps_g.closed || ps_g.stopping) return -1;
+    uint64_t want = __atomic_add_fetch(&flush_req, 1, __ATOMIC_ACQ_REL);
+    uint64_t deadline = mono_ns() + 5000000000ull;
+    while (__atomic_load_n(&flush_done, __ATOMIC_ACQUIRE) < want) {
+        if (ps_g.closed || ps_g.stopping || mono_ns() > deadline) return -1;
+        struct timespec d = { 0, 20 * 1000 };
+        nanosleep(&d, NULL);
+    }
+    return 0;
+}
+
 /* The flusher: stores the tick every PS_TICK_NS, drains half-full rings
- * every tick, samples RSS every 10 ms, flushes every ring every 50 ms. */
+ * every tick, samples RSS every 10 ms, flushes every ring every 50 ms, and
+ * at once when ps_flush_sync asks. */
 void *ps_flusher_main(void *arg)
 {
     (void)arg;
@@ -1280,7 +1304,9 @@ void *ps_flusher_main(void *arg)
         if (ps_g.closed || !ps_g.active) continue;
         store_tick(&last_tick);
         drain_half_full();
-        if (last_tick < next_rss) continue;
+        uint64_t asked = __atomic_load_n(&flush_req, __ATOMIC_ACQUIRE);
+        int now = asked != __atomic_load_n(&flush_done, __ATOMIC_RELAXED);
+        if (last_tick < next_rss && !now) continue;
         next_rss = last_tick + 10 * 1000 * 1000;
         pthread_mutex_lock(&ps_g.tlock);   /* not while a final flush runs */
         if (ps_g.closed || ps_g.stopping) { pthread_mutex_unlock(&ps_g.tlock); continue; }
@@ -1288,9 +1314,10 @@ void *ps_flusher_main(void *arg)
         if (self && ps_g.on) sample_rss(self);
         pthread_mutex_unlock(&ps_g.tlock);
         ps_fn_poll();                      /* not under tlock: it takes the loader's locks */
-        if (last_tick < next_flush) continue;
+        if (last_tick < next_flush && !now) continue;
         next_flush = last_tick + 50 * 1000 * 1000;
         flush_round(&last_tick);
+        if (now) __atomic_store_n(&flush_done, asked, __ATOMIC_RELEASE);
     }
     return NULL;
 }

@@ -341,6 +341,7 @@ void ps_sys_munmap(void *p, size_t len);
 int ps_real_close(int fd);
 void ps_start_flusher(void);
 void *ps_flusher_main(void *arg);      /* the tracer's own thread */
+int ps_flush_sync(void);                /* poolscope_api.flush: a flush round now, waited for */
 int ps_is_trace_fd(int fd);
 int ps_move_trace_fd_from(int lo, int hi); /* moves the trace fd out of [lo,hi] */
 void ps_thread_exit(ps_thr_t *t);

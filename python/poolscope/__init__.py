@@ -13,6 +13,7 @@ through ctypes, the way ``include/poolscope/poolscope.h`` does from C:
     def tokenize(text): ...
     with poolscope.request(rid, prompt_len, max_tokens):   # the analyzers' KV request
         ...
+    poolscope.flush()                               # every event so far into the trace file
 
 Without the tracer (no preload library, or a table of another layout) the
 import still works and every entry point is bound, at import, to a function
@@ -21,11 +22,13 @@ that does nothing: ``scope(...)`` returns one shared object whose
 the function back unchanged.
 
 The layout mirrored here is ABI (poolscope.h, "internal: not a stable API"):
-``ps_api_t`` {u32 version, u32 size, emit, enable, enabled} and
+``ps_api_t`` {u32 version, u32 size, emit, enable, enabled[, flush]} and
 ``ps_event_t``. A table whose version is not PS_API_VERSION, or whose size is
-smaller than ours, or with a NULL entry point, is ignored — as libtrace/api.c
-ignores it — so a mismatched tracer disables the package instead of being
-called through entry points it does not have.
+smaller than the first five members, or with a NULL entry point among them,
+is ignored — as libtrace/api.c ignores it — so a mismatched tracer disables
+the package instead of being called through entry points it does not have.
+``flush`` was appended later: it is used only when the table's size covers
+it and it is not NULL (an older tracer: flush() returns False).
 
 An event is packed (struct.pack_into, at the offsets of the ctypes mirror)
 into a buffer of the calling thread and its address handed to emit through
@@ -44,7 +47,7 @@ import os
 
 __all__ = [
     "mark", "scope", "begin", "end", "request", "thread_name",
-    "start", "stop", "active", "recording", "API_VERSION", "MAX_PAYLOAD",
+    "start", "stop", "active", "recording", "flush", "API_VERSION", "MAX_PAYLOAD",
 ]
 __version__ = "0.1.0"
 
@@ -75,6 +78,9 @@ class _Event(ctypes.Structure):
 _EMIT_T = ctypes.PYFUNCTYPE(None, ctypes.POINTER(_Event))
 _ENABLE_T = ctypes.PYFUNCTYPE(None, ctypes.c_int)
 _ENABLED_T = ctypes.PYFUNCTYPE(ctypes.c_int)
+# flush() sleeps until the tracer's flusher thread has written the file:
+# CFUNCTYPE releases the GIL for it, so other Python threads run meanwhile.
+_FLUSH_T = ctypes.CFUNCTYPE(ctypes.c_int)
 
 
 class _ApiHead(ctypes.Structure):
@@ -91,6 +97,12 @@ class _Api(ctypes.Structure):
         ("enable", _ENABLE_T),
         ("enabled", _ENABLED_T),
     ]
+
+
+class _ApiFlush(ctypes.Structure):
+    """ps_api_t with the member appended after the first release: read
+    only from a table whose size covers it."""
+    _fields_ = _Api._fields_ + [("flush", _FLUSH_T)]
 
 
 def _candidates():
@@ -206,6 +218,10 @@ def _noop_active():
 
 
 def _noop_recording():
+    return False
+
+
+def _noop_flush():
     return False
 
 
@@ -365,6 +381,13 @@ if _api is not None:
     def _stop():
         _enable(0)
 
+    _flush_fn = None
+    if _api.size >= ctypes.sizeof(_ApiFlush):
+        _flush_fn = _ApiFlush.from_address(ctypes.addressof(_api)).flush or None
+
+    def _flush():
+        return bool(_flush_fn) and _flush_fn() == 0
+
     def _active():
         return True
 
@@ -373,11 +396,12 @@ if _api is not None:
 
     _impl = dict(mark=_mark, begin=_begin, end=_end, scope=_scope, request=_request,
                  thread_name=_thread_name, start=_start, stop=_stop, active=_active,
-                 recording=_recording)
+                 recording=_recording, flush=_flush)
 else:
     _impl = dict(mark=_noop_mark, begin=_noop_begin, end=_noop_end, scope=_noop_scope,
                  request=_noop_request, thread_name=_noop_thread_name, start=_noop_start,
-                 stop=_noop_stop, active=_noop_active, recording=_noop_recording)
+                 stop=_noop_stop, active=_noop_active, recording=_noop_recording,
+                 flush=_noop_flush)
 
 _DOCS = dict(
     mark="""mark(name, *payload): a point marker; payload: up to 8 ints (more
@@ -406,6 +430,11 @@ e.g. after `poolscope record --paused` or stop().""",
     active="""active(): True when a tracer table was found (poolscope.h's
 ps_active); False means every call of this package does nothing.""",
     recording="""recording(): True while the tracer records (found and not paused).""",
+    flush="""flush(): write every event recorded so far (all threads) into the
+trace file and wait until it is there (about 0.1 ms plus the write), so
+`poolscope report` can read the unfinished trace from inside the program.
+True when done; False without the tracer, with an older tracer that has no
+flush entry, or when the trace is closing.""",
 )
 
 # ---- the API, bound once, here ------------------------------------------------
@@ -420,6 +449,7 @@ start = _impl["start"]
 stop = _impl["stop"]
 active = _impl["active"]
 recording = _impl["recording"]
+flush = _impl["flush"]
 for _n, _f in _impl.items():
     _f.__doc__ = _DOCS[_n]
 del _n, _f

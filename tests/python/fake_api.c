@@ -55,6 +55,15 @@ static void fake_enable(int v)
 
 static int fake_enabled(void) { return on; }
 
+static int fake_flush(void)
+{
+    FILE *f = log_file();
+    if (!f) return 0;
+    fputs("flush\n", f);
+    fclose(f);
+    return 0;
+}
+
 __attribute__((visibility("default"))) const ps_api_t poolscope_api = {
     FAKE_VERSION, FAKE_SIZE,
 #ifdef FAKE_NULL_EMIT
@@ -62,5 +71,5 @@ __attribute__((visibility("default"))) const ps_api_t poolscope_api = {
 #else
     fake_emit,
 #endif
-    fake_enable, fake_enabled,
+    fake_enable, fake_enabled, fake_flush,
 };
