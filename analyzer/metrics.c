@@ -658,6 +658,7 @@ static inline __attribute__((always_inline)) void alloc_account(az_metrics_t *m,
     if (m->counting) {
         m->wlive_bytes += req;
         m->wlive_count++;
+        if (m->wlive_bytes > m->r.peak_window_live_bytes) m->r.peak_window_live_bytes = m->wlive_bytes;
         m->r.allocs++;
         m->r.total_allocated_bytes = sat_add(m->r.total_allocated_bytes, req);
         m->r.size_hist[az_log2_bucket(req)]++;

@@ -191,6 +191,10 @@ typedef struct az_result {
     uint64_t peak_live_t;                /* when it happened (first time reached) */
     uint64_t peak_live_count;            /* objects live at that peak */
     uint64_t peak_live_rnd_bytes;        /* sum rnd at that peak */
+    uint64_t peak_window_live_bytes;     /* most requested bytes live at once of the objects
+                                          * allocated while counting (a --phase/--from window's
+                                          * own peak, what was allocated before left out);
+                                          * = peak_live_bytes without a window */
     uint64_t peak_reserved_bytes;        /* max outstanding + cached */
     uint64_t peak_reserved_t;
     uint64_t peak_outstanding_bytes, peak_cached_bytes;

@@ -574,7 +574,46 @@ static void test_counting_window(void **st)
     assert_int_equal(r.allocs, 1);
     assert_int_equal(r.total_allocated_bytes, 10);
     assert_int_equal(r.peak_live_bytes, 1010);  /* the true live set in the window */
+    assert_int_equal(r.peak_window_live_bytes, 10);   /* of it, allocated in the window */
     assert_int_equal(r.unmatched_frees, 0);
+    az_destroy(m);
+}
+
+/* The window's own peak: objects allocated in the window, held at once;
+ * what was live before and is freed inside does not lower it (a peak minus
+ * the live set at the start would), a second window adds to what the first
+ * left live. */
+static void test_counting_window_own_peak(void **st)
+{
+    (void)st;
+    az_metrics_t *m = mk();
+    az_set_counting(m, 0);
+    az_alloc(m, 1, 0x10, 1000, 1000, 1000, 0);
+    az_set_counting(m, 1);
+    az_free(m, 2, 0x10);                        /* the older object goes first */
+    az_alloc(m, 3, 0x20, 600, 600, 600, 0);
+    az_alloc(m, 4, 0x30, 300, 300, 300, 0);     /* 900 of the window's own */
+    az_free(m, 5, 0x20);
+    az_set_counting(m, 0);
+    az_alloc(m, 6, 0x40, 5000, 5000, 5000, 0);  /* outside: not in it */
+    az_set_counting(m, 1);
+    az_alloc(m, 7, 0x50, 700, 700, 700, 0);     /* 300 left live + 700 */
+    az_finish(m, 8);
+    az_result_t r;
+    az_result(m, &r);
+    assert_int_equal(r.peak_window_live_bytes, 1000);
+    assert_int_equal(r.peak_live_bytes, 6000);
+    assert_int_equal(r.leaked_bytes, 1000);
+    az_destroy(m);
+
+    m = mk();                                   /* no window: the peak itself */
+    az_alloc(m, 1, 0x10, 100, 100, 100, 0);
+    az_alloc(m, 2, 0x20, 50, 50, 50, 0);
+    az_free(m, 3, 0x10);
+    az_finish(m, 4);
+    az_result(m, &r);
+    assert_int_equal(r.peak_window_live_bytes, r.peak_live_bytes);
+    assert_int_equal(r.peak_window_live_bytes, 150);
     az_destroy(m);
 }
 
@@ -801,6 +840,7 @@ int main(void)
         cmocka_unit_test(test_kv_waste),
         cmocka_unit_test(test_pool_counters_and_reserved),
         cmocka_unit_test(test_counting_window),
+        cmocka_unit_test(test_counting_window_own_peak),
         cmocka_unit_test(test_unmatched_free_and_double_alloc),
         cmocka_unit_test(test_alloc_obj_same_results_as_by_address),
         cmocka_unit_test(test_alloc_obj_unmatched_and_double),
