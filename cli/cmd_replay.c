@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "escape.h"
 #include "replay.h"
 #include "units.h"
 
@@ -201,9 +202,14 @@ int cmd_replay(int argc, char **argv)
     c->n_phase_frames = ra.frames.n;
     rc = rp_run(file, c, &rep, msg, sizeof msg);
     cli_progress_done(&pg);
-    if (rc) return cli_file_err("replay", file, msg);
-    for (size_t i = 0; i < rp_report_warning_count(rep); i++)
-        fprintf(stderr, "poolscope replay: %s: warning: %s\n", file, rp_report_warning(rep, i));
+    /* the message and the warnings may quote the trace (its marker names): text (common/escape.h) */
+    char em[sizeof msg * 4];
+    if (rc) return cli_file_err("replay", file, psc_esc_text(msg, em, sizeof em));
+    for (size_t i = 0; i < rp_report_warning_count(rep); i++) {
+        fprintf(stderr, "poolscope replay: %s: warning: ", file);
+        psc_esc_text_put(stderr, rp_report_warning(rep, i));
+        fputc('\n', stderr);
+    }
     if (json) rp_report_json(rep, stdout);
     else rp_report_table(rep, stdout);
     rp_report_free(rep);

@@ -9,10 +9,16 @@
  * way; replay adds what only a simulation knows (events_per_s, lifetime
  * violations, the pool's cap decisions, the allocator's timing, KV policy
  * parameters).
+ *
+ * Names in the table come from the trace (marker names, in the arena's
+ * reset marker and in warnings) or from the environment (library paths):
+ * written through psc_esc_text (common/escape.h), so no control byte of
+ * theirs reaches a terminal; the JSON escapes them itself.
  */
 #include <inttypes.h>
 #include <string.h>
 
+#include "escape.h"
 #include "fmt.h"
 #include "rp_internal.h"
 
@@ -107,10 +113,12 @@ void rp_report_table(const rp_report_t *r, FILE *o)
                     x->pinned_chunks, psc_fmt_bytes(x->peak_pinned_bytes, b, sizeof b));
             {
                 char d[32], e[32];
-                fprintf(o, "arena: resets at the end of each outermost '%s' scope (%" PRIu64 " opened); "
+                fputs("arena: resets at the end of each outermost '", o);
+                psc_esc_text_put(o, x->reset_marker ? x->reset_marker : "forward");
+                fprintf(o, "' scope (%" PRIu64 " opened); "
                         "long-lived, made outside every scope: %" PRIu64 " objects, %s requested, region "
                         "peak %s in %" PRIu64 " chunks; scoped chunks peak %s\n",
-                        x->reset_marker ? x->reset_marker : "forward", x->reset_scopes, x->longlived_objects,
+                        x->reset_scopes, x->longlived_objects,
                         psc_fmt_bytes(x->longlived_bytes, a, sizeof a),
                         psc_fmt_bytes(x->peak_longlived_bytes, d, sizeof d), x->longlived_chunks,
                         psc_fmt_bytes(x->peak_scoped_bytes, e, sizeof e));
@@ -127,9 +135,10 @@ void rp_report_table(const rp_report_t *r, FILE *o)
         case RP_MALLOC:
         case RP_MALLOC_JEMALLOC:
         case RP_MALLOC_MIMALLOC:
-            fprintf(o, "%s: %s%s%s, held = %s: peak %s, peak RSS above start %s; %.1f ns per call "
-                    "(touching pages; allocator figures sampled)\n", x->name, x->allocator,
-                    x->library ? " preloaded from " : "", x->library ? x->library : "",
+            fprintf(o, "%s: %s%s", x->name, x->allocator, x->library ? " preloaded from " : "");
+            if (x->library) psc_esc_text_put(o, x->library);
+            fprintf(o, ", held = %s: peak %s, peak RSS above start %s; %.1f ns per call "
+                    "(touching pages; allocator figures sampled)\n",
                     x->held_source ? x->held_source : "?", psc_fmt_bytes(m->peak_reserved_bytes, b, sizeof b),
                     psc_fmt_bytes(x->peak_rss_bytes, a, sizeof a), x->ns_per_op);
             break;
@@ -152,9 +161,16 @@ void rp_report_table(const rp_report_t *r, FILE *o)
             break;
         }
     }
-    for (size_t i = 0; i < r->n_skipped; i++)
-        fprintf(o, "skipped %s: %s\n", r->skipped[i].name, r->skipped[i].reason);
-    for (size_t i = 0; i < r->n_warnings; i++) fprintf(o, "warning: %s\n", r->warnings[i]);
+    for (size_t i = 0; i < r->n_skipped; i++) {
+        fprintf(o, "skipped %s: ", r->skipped[i].name);
+        psc_esc_text_put(o, r->skipped[i].reason);
+        fputc('\n', o);
+    }
+    for (size_t i = 0; i < r->n_warnings; i++) {   /* they quote the trace's marker names */
+        fputs("warning: ", o);
+        psc_esc_text_put(o, r->warnings[i]);
+        fputc('\n', o);
+    }
 }
 
 void rp_report_json(const rp_report_t *r, FILE *o)

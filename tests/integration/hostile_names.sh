@@ -5,8 +5,9 @@
 #   - plot: a marker named `touch PWNED1` and a program path with
 #     `touch PWNED2` run nothing (no PWNED file appears), the plot still
 #     succeeds, and the marker lane and the title still show the names
-#   - report and diff text: no ESC (or other control byte) reaches the
-#     terminal; the names show escaped (\x1b)
+#   - report, diff and replay text (stdout, warnings and errors on stderr):
+#     no ESC (or other control byte) reaches the terminal; the names show
+#     escaped (\x1b)
 #   - report --json, replay --json, diff --json, export --format chrome, the
 #     HTML report's data and the OpenMetrics text are valid for names with
 #     ESC, BEL, DEL, C1 and bytes that are not UTF-8 (argv, program, marker,
@@ -164,6 +165,22 @@ check diff_text_runs grep -q '^diff ' "$D/diff.txt"
 check diff_text_no_control no_control "$D/diff.txt"
 check diff_text_shows_phase_escaped grep -qF 'phases.\x1b[2J\x1b[31mclear' "$D/diff.txt"
 check diff_text_shows_site_escaped grep -qF '\x1b[31mevil' "$D/diff.txt"
+# replay's table: its arena warning lists the trace's markers (on stdout and stderr)
+"$PS" replay "$D/h.pst" > "$D/replay.txt" 2> "$D/replay.err"; rc=$?
+check replay_text_runs sh -c "[ $rc -eq 0 ] && grep -q '^arena ' '$D/replay.txt'"
+check replay_text_no_control no_control "$D/replay.txt"
+check replay_stderr_no_control no_control "$D/replay.err"
+check replay_warning_shows_marker_escaped grep -qF '\x1b[2J\x1b[31mclear\xc3( (scopes)' "$D/replay.txt"
+# a hostile marker as the arena's reset marker: named in the arena's line
+"$PS" replay "$D/h.pst" --policy arena --arena-reset "$(printf '\033[2J\033[31mclear\303\050')" \
+    > "$D/replay_reset.txt" 2> "$D/replay_reset.err"; rc=$?
+check replay_reset_marker_runs [ "$rc" -eq 0 ]
+check replay_reset_marker_no_control no_control "$D/replay_reset.txt"
+check replay_reset_marker_escaped grep -qF "outermost '\\x1b[2J\\x1b[31mclear\\xc3(' scope (10 opened)" "$D/replay_reset.txt"
+# the error for a reset marker the trace lacks lists its markers: escaped too
+"$PS" replay "$D/h.pst" --policy arena --arena-reset nosuch > /dev/null 2> "$D/replay_nosuch.err"
+check replay_error_lists_markers_escaped grep -qF '\x1b[2J\x1b[31mclear' "$D/replay_nosuch.err"
+check replay_error_no_control no_control "$D/replay_nosuch.err"
 
 # ---- JSON and the other machine outputs: valid for any bytes ---------------------------------
 "$PS" report "$D/h.pst" --json > "$D/report.json" 2> /dev/null
