@@ -238,6 +238,23 @@ void az_report_text(const az_scan_t *s, const az_report_opts_t *o, FILE *out)
         fprintf(out, "  time        resolution unknown: the trace's SYNC records claim a tick gap of %" PRIu64 " ns,\n"
                      "              more than any run lasts (a damaged trace); lifetimes are shown as recorded\n",
                 s->resolution_ns);
+    if (hd->stacks != PST_STACKS_NONE && hd->depth) {
+        /* a stack as deep as the limit lost its outer frames (or is exactly
+         * that deep: the same to a reader) */
+        size_t ns = pst_stack_count(s->r), cut = 0;
+        for (size_t i = 0; i < ns; i++) {
+            uint32_t dep = 0;
+            pst_stack_at(s->r, i, &dep);
+            cut += dep >= hd->depth;
+        }
+        fprintf(out, "  stacks      %s distinct", psc_fmt_count(ns, a, sizeof a));
+        if (cut)
+            fprintf(out, ", %s (%.0f%%) as deep as the limit (%u): their outer frames are cut%s\n",
+                    psc_fmt_count(cut, b, sizeof b), pct(cut, ns), hd->depth,
+                    hd->depth < PST_MAX_DEPTH ? "; record --depth 128 keeps more" : "");
+        else
+            fprintf(out, ", none cut at the depth limit (%u)\n", hd->depth);
+    }
     /* events by kind, in rows of four */
     int col = 0;
     for (unsigned t = 0; t < PST_EV_MAX; t++) {
@@ -284,6 +301,10 @@ void az_report_text(const az_scan_t *s, const az_report_opts_t *o, FILE *out)
                      "                                (PROT_NONE) %s at most\n",
                 psc_fmt_bytes(s->peak_mmap_total, a, sizeof a), psc_fmt_bytes(s->peak_mmap_anon, b, sizeof b),
                 psc_fmt_bytes(s->peak_mmap_file, c, sizeof c), psc_fmt_bytes(s->peak_mmap_reserved, d, sizeof d));
+    if (s->peak_arena)
+        fprintf(out, "  pymalloc reserve  %12s  at most in Python's object arenas (their objects are heap calls:\n"
+                     "                                in the heap figures, so the arenas are in no figure here)\n",
+                psc_fmt_bytes(s->peak_arena, a, sizeof a));
     {
         pm_file_map_t fm[5];
         size_t nf = pm_file_maps(s->model, fm, 5);
@@ -491,11 +512,13 @@ void az_report_json(const az_scan_t *s, const az_report_opts_t *o, FILE *out)
     az_json_end(&j);
     az_json_u64(&j, "peak_live_bytes", h->peak_live_bytes);
     az_json_u64(&j, "peak_live_t_ns", h->peak_live_t - s->t_first);
+    az_json_u64(&j, "peak_selection_live_bytes", h->peak_window_live_bytes);
     az_json_u64(&j, "peak_rss_bytes", s->peak_rss);
     az_json_u64(&j, "peak_mmap_anon_bytes", s->peak_mmap_anon);
     az_json_u64(&j, "peak_mmap_file_bytes", s->peak_mmap_file);
     az_json_u64(&j, "peak_mmap_committed_bytes", s->peak_mmap_committed);
     az_json_u64(&j, "peak_mmap_reserved_bytes", s->peak_mmap_reserved);
+    az_json_u64(&j, "peak_pymalloc_arena_bytes", s->peak_arena);
     az_json_u64(&j, "total_allocated_bytes", h->total_allocated_bytes);
     az_json_u64(&j, "allocations", h->allocs);
     az_json_u64(&j, "temporary_allocations", h->temporary);

@@ -120,6 +120,7 @@ static void copy_maps(az_scan_t *s)
     s->peak_mmap_total = mt->peak_total;
     s->peak_mmap_reserved = mt->peak_reserved;
     s->peak_mmap_committed = mt->peak_committed;
+    s->peak_arena = mt->peak_arena;
 }
 
 static void copy_pools(az_scan_t *s)

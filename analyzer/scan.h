@@ -111,6 +111,7 @@ struct az_scan {
     /* now and peaks, as the model has them (copied after each event that moves them) */
     uint64_t mmap_anon, mmap_file, peak_mmap_anon, peak_mmap_file, peak_mmap_total;
     uint64_t mmap_reserved, peak_mmap_reserved, peak_mmap_committed;
+    uint64_t peak_arena;         /* pymalloc's arenas at most: its reserve (model.h, pm_maps_t.arena) */
     uint64_t rss, peak_rss, peak_rss_t, rss_samples;
     uint64_t pool_out, pool_cached;
     uint64_t kv_orphans;         /* KV events of pools never created (ignored) */

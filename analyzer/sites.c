@@ -215,8 +215,11 @@ static lab_t compute(az_sv_t *v, uint32_t stack)
     }
     size_t o = 0;
     out[0] = 0;
-    for (unsigned k = 0; k < v->o.depth && m + k < n; k++) {
-        const az_frame_t *x = &f[m + k];
+    int py_label = f[m].python;   /* a Python line's callers: the Python frames that called it */
+    for (unsigned k = 0, at = (unsigned)m; k < v->o.depth && at < n; k++, at++) {
+        if (py_label) while (at < n && !f[at].python) at++;
+        if (at >= n) break;
+        const az_frame_t *x = &f[at];
         if (k) append(out, sizeof out, &o, " < ");
         if (k == 0 || !x->function || x->python) append(out, sizeof out, &o, az_sym_format(x, x->pc, tmp, sizeof tmp));
         else append(out, sizeof out, &o, az_sv_short(x->function, tmp, sizeof tmp));

@@ -38,6 +38,7 @@ typedef struct rec_opts {
     const char *follow_exec;  /* NULL = not set */
     int signo;                /* 0 = not set */
     int paused;
+    int python_frames;        /* --python-frames: 1 on (default), 0 off */
     char scope_funcs[4096];   /* --scope-function FUNC[=NAME], comma-joined; "" = none */
     char **cmd;               /* argv of the traced program */
 } rec_opts_t;
@@ -46,7 +47,7 @@ void cmd_record_help(FILE *out)
 {
     fputs("usage: poolscope record [-o FILE] [--stacks none|fp|dwarf] [--depth N]\n"
           "                        [--follow-exec PATTERN] [--signal SIG] [--paused]\n"
-          "                        [--scope-function FUNC[=NAME]]...\n"
+          "                        [--scope-function FUNC[=NAME]]... [--python-frames on|off]\n"
           "                        -- CMD [ARGS...]\n\n"
           "Run CMD with the poolscope interposer preloaded and write a trace of its\n"
           "memory behaviour. Every process image gets its own trace file (fork\n"
@@ -57,7 +58,8 @@ void cmd_record_help(FILE *out)
           "                        tables, whole stacks through code without frame\n"
           "                        pointers), fp (frame pointers: cheaper, cut short\n"
           "                        in such code), none\n"
-          "  --depth N             deepest stack recorded (1..128)\n"
+          "  --depth N             deepest stack recorded (1..128; default 32, and\n"
+          "                        128 in a Python process)\n"
           "  --follow-exec PATTERN which exec'd programs to trace (see the preload\n"
           "                        README: matched against the program path)\n"
           "  --signal SIG          the signal that toggles recording on and off\n"
@@ -71,7 +73,14 @@ void cmd_record_help(FILE *out)
           "                        FUNC), as a marker would: FUNC is the dynamic\n"
           "                        symbol (a C name, or a C++ name as nm -D prints it\n"
           "                        without -C); only calls through a GOT are seen\n"
-          "                        (between shared objects). Repeatable, up to 16\n\n"
+          "                        (between shared objects). Repeatable, up to 16\n"
+          "  --python-frames on|off\n"
+          "                        in a CPython 3.11 process, each stack shows the\n"
+          "                        Python functions and lines it runs in place of\n"
+          "                        the interpreter's frames (on, the default); off\n"
+          "                        keeps the native frames. Either way the objects\n"
+          "                        of Python's own allocator are recorded as heap\n"
+          "                        calls (its arenas as its reserve)\n\n"
           "A static program or a setuid/setgid one cannot be traced by preloading and\n"
           "is refused. The preload library is looked for at <bindir>/../lib/ and\n"
           "<bindir>/../lib/poolscope/; POOLSCOPE_PRELOAD_LIB names another. The\n"
@@ -160,7 +169,7 @@ static int add_scope_func(rec_opts_t *o, const char *arg)
 /* Returns 0, or CLI_USAGE after printing one line. */
 static int parse_args(int argc, char **argv, rec_opts_t *o)
 {
-    enum { OPT_STACKS = 256, OPT_DEPTH, OPT_FOLLOW, OPT_SIGNAL, OPT_PAUSED, OPT_SCOPE_FN, OPT_HELP };
+    enum { OPT_STACKS = 256, OPT_DEPTH, OPT_FOLLOW, OPT_SIGNAL, OPT_PAUSED, OPT_SCOPE_FN, OPT_PYFRAMES, OPT_HELP };
     static const struct option longopts[] = {
         { "output", required_argument, NULL, 'o' },
         { "stacks", required_argument, NULL, OPT_STACKS },
@@ -169,10 +178,12 @@ static int parse_args(int argc, char **argv, rec_opts_t *o)
         { "signal", required_argument, NULL, OPT_SIGNAL },
         { "paused", no_argument, NULL, OPT_PAUSED },
         { "scope-function", required_argument, NULL, OPT_SCOPE_FN },
+        { "python-frames", required_argument, NULL, OPT_PYFRAMES },
         { "help", no_argument, NULL, OPT_HELP },
         { NULL, 0, NULL, 0 },
     };
     memset(o, 0, sizeof *o);
+    o->python_frames = 1;
     opterr = 0;
     optind = 1;
     int c;
@@ -214,6 +225,13 @@ static int parse_args(int argc, char **argv, rec_opts_t *o)
             break;
         case OPT_SCOPE_FN:
             if (add_scope_func(o, optarg)) return CLI_USAGE;
+            break;
+        case OPT_PYFRAMES:
+            if (strcmp(optarg, "on") && strcmp(optarg, "off")) {
+                cli_err("record: --python-frames takes on or off, not '%s'", optarg);
+                return CLI_USAGE;
+            }
+            o->python_frames = !strcmp(optarg, "on");
             break;
         case 'h':
         case OPT_HELP:
@@ -274,6 +292,9 @@ int cmd_record(int argc, char **argv)
     char ctl[64];
     pl_ctl_dir_create(ctl, sizeof ctl);   /* the images' counters files: SIGKILL recovery */
 
+    /* read by the preload (libtrace/preload/python.c); set either way, so a
+     * stale value from outside does not decide */
+    setenv("POOLSCOPE_PYTHON_FRAMES", o.python_frames ? "1" : "0", 1);
     pl_spec_t spec = {
         .target = target, .argv = o.cmd, .preload = preload, .out = o.out ? out : NULL,
         .manifest = manifest, .ctl_dir = ctl, .stacks = o.stacks ? o.stacks : PL_STACKS_DEFAULT, .depth = o.depth,

@@ -287,6 +287,18 @@ const uint64_t *pst_stack(const pst_reader_t *r, uint32_t id, uint32_t *depth)
     return r->stacks[i].f;
 }
 
+size_t pst_stack_count(const pst_reader_t *r)
+{
+    return r->n_stacks;
+}
+
+const uint64_t *pst_stack_at(const pst_reader_t *r, size_t i, uint32_t *depth)
+{
+    if (i >= r->n_stacks) { *depth = 0; return NULL; }
+    *depth = r->stacks[i].depth;
+    return r->stacks[i].f;
+}
+
 const pst_module_t *pst_modules(const pst_reader_t *r, size_t *n)
 {
     *n = r->n_mods;

@@ -33,7 +33,9 @@ const char *const pm_func_names[PM_F_COUNT] = {
 typedef struct mapent {
     uint64_t len;
     uint32_t name;               /* file name string id, 0 unknown */
-    uint8_t  anon, resv;         /* resv: mapped PROT_NONE (a reservation record exists
+    uint8_t  anon, resv;         /* anon: 0 file, 1 anonymous, 2 an allocator's arena (its
+                                    objects are heap events: counted apart, in mt.arena);
+                                    resv: mapped PROT_NONE (a reservation record exists
                                     when it is anonymous and the table had room) */
 } mapent_t;
 
@@ -61,6 +63,8 @@ typedef struct filent { uint64_t bytes, peak; } filent_t;
 
 struct pm_model {
     int counting;
+    int peaks_due;               /* an anonymous MMAP's peaks wait for the next event: an
+                                    MMAP_NAME naming it an arena takes it out of them */
     pm_pool_t *pools;
     size_t n_pools;
     uint64_t *carry;             /* per pool: tokens of a split ALLOC not yet given to a block */
@@ -145,6 +149,7 @@ static void map_peaks(pm_model_t *m)
     if (t->file > t->peak_file) t->peak_file = t->file;
     if (total > t->peak_total) t->peak_total = total;
     if (t->reserved > t->peak_reserved) t->peak_reserved = t->reserved;
+    if (t->arena > t->peak_arena) t->peak_arena = t->arena;
     if (committed > t->peak_committed) t->peak_committed = committed;
 }
 
@@ -320,7 +325,7 @@ static void map_add(pm_model_t *m, uint64_t a, uint64_t len, int anon, int resv,
     mapent_t *e = psc_map_put_sz(&m->maps, a, NULL, sizeof(mapent_t));
     if (!e) return;
     *e = (mapent_t){ .len = len, .name = name, .anon = (uint8_t)anon, .resv = (uint8_t)resv };
-    if (anon) m->mt.anon += len; else m->mt.file += len;
+    *(anon == 2 ? &m->mt.arena : anon ? &m->mt.anon : &m->mt.file) += len;
     if (resv) {
         m->mt.reserved += len;
         if (anon) resv_add(m, a, len);
@@ -340,7 +345,7 @@ static void unmap(pm_model_t *m, uint64_t addr, uint64_t len)
     uint64_t cut = len < old.len ? len : old.len;
     psc_map_erase_sz(&m->maps, e, sizeof(mapent_t));
     m->mt.n_live--;
-    sub_sat(old.anon ? &m->mt.anon : &m->mt.file, old.len);
+    sub_sat(old.anon == 2 ? &m->mt.arena : old.anon ? &m->mt.anon : &m->mt.file, old.len);
     file_add(m, old.name, old.len, 0);
     if (old.resv) {
         uint64_t committed = old.anon ? resv_drop(m, addr) : 0;
@@ -372,6 +377,7 @@ static int map_event(pm_model_t *m, const pst_event_t *ev)
         /* "Auuuzu" ret, len, prot, flags, fd, offset */
         if (!f[0] || f[0] == UINT64_MAX) return 0;
         map_add(m, f[0], f[1], (f[3] & MAP_ANON_FLAG) != 0, f[2] == 0, 0);
+        if ((f[3] & MAP_ANON_FLAG) && f[2]) { m->peaks_due = 1; return 1; }
         break;
     case PST_EV_MUNMAP:
         unmap(m, f[0], f[1]);
@@ -393,6 +399,13 @@ static int map_event(pm_model_t *m, const pst_event_t *ev)
         /* "AS" start, path */
         mapent_t *e = map_find(m, f[0]);
         if (!e || e->name || f[1] > UINT32_MAX) return 0;
+        if (e->anon == 1 && !e->resv && ev->str && !strcmp(ev->str, PST_PYMALLOC_ARENA_NAME)) {
+            e->anon = 2;   /* pymalloc's arena: its reserve, not the program's mapping */
+            sub_sat(&m->mt.anon, e->len);
+            m->mt.arena += e->len;
+            m->peaks_due = 0;
+            break;
+        }
         e->name = (uint32_t)f[1];
         file_add(m, e->name, e->len, 1);
         break;
@@ -773,6 +786,7 @@ int pm_event(pm_model_t *m, const pst_event_t *ev, pm_step_t *st)
     st->call = -1;
     st->call_bytes = 0;
     st->moved = 0;
+    if (m->peaks_due && ev->type != PST_EV_MMAP_NAME) { m->peaks_due = 0; map_peaks(m); }
     if (!heap_event(m, ev, st)) rc = other_event(m, ev, st);
     st->n_ops = m->n_ops;
     st->ops = m->ops;
@@ -787,7 +801,15 @@ const pm_pool_t *pm_pools(const pm_model_t *m, size_t *n)
     return m->pools;
 }
 
-const pm_maps_t *pm_maps(const pm_model_t *m) { return &m->mt; }
+const pm_maps_t *pm_maps(const pm_model_t *m)
+{
+    if (m->peaks_due) {   /* the last event was that MMAP: its peaks are due now */
+        pm_model_t *w = (pm_model_t *)m;
+        w->peaks_due = 0;
+        map_peaks(w);
+    }
+    return &m->mt;
+}
 
 void pm_pool_totals(const pm_model_t *m, uint64_t *outstanding, uint64_t *cached)
 {

@@ -140,6 +140,9 @@ typedef struct pm_pool {
 typedef struct pm_maps {
     uint64_t anon, file, reserved;             /* now */
     uint64_t peak_anon, peak_file, peak_total, peak_reserved, peak_committed;
+    uint64_t arena, peak_arena;                /* an allocator's reserve (PST_PYMALLOC_ARENA_NAME):
+                                                  its objects are heap events, so it is in no
+                                                  figure above */
     uint64_t n_live;                           /* mappings now */
 } pm_maps_t;
 

@@ -98,6 +98,9 @@ extern "C" {
 #define PST_IS_PYFRAME(f)  ((f) >= PST_PYFRAME_TAG)
 #define PST_PYFRAME_SID(f)  ((uint32_t)(f))
 #define PST_PYFRAME_LINE(f) ((uint32_t)((f) >> 32) & PST_PYFRAME_LINE_MAX)
+#define PST_PYMALLOC_ARENA_NAME "[pymalloc arena]"   /* MMAP_NAME of an arena of CPython's object
+                                                        allocator: its reserve, whose objects are
+                                                        heap events (minor 7) */
 #define PST_EXIT_STREAM_NAME "(exiting threads)"   /* THREAD_NAME of the interposer's stream for calls
                                                        made after a thread's THREAD_END */
 

@@ -1597,7 +1597,11 @@ static void ps_init(void)
     ps_g.main_stk_hi = (uintptr_t)__libc_stack_end;
     ps_stacks_init();
     s = env("POOLSCOPE_PYTHON_FRAMES");
-    ps_py_init(!s || strcmp(s, "0"), 1);
+    /* A Python stack is deep (106 frames in a plain script: the loader's
+     * calls, the C calls between the Python ones): without a depth asked
+     * for, a Python process gets the deepest, so its stacks reach _start
+     * (two thirds of its stacks were cut at 32; the cost is in README.md, "Profile Python") */
+    if (ps_py_init(!s || strcmp(s, "0"), 1) && !env("POOLSCOPE_DEPTH")) ps_g.depth = PST_MAX_DEPTH;
     ps_g.key_ok = pthread_key_create(&ps_g.key, key_dtor) == 0;
     if (common_open(first_image) != 0) goto done;
     pthread_atfork(ps_prepare_fork, ps_parent_after_fork, ps_child_after_fork);

@@ -577,8 +577,8 @@ void ps_tables_reset(void);
 void ps_stacks_init(void);
 
 /* ---- python.c ---- */
-#define PS_PY_ARENA_NAME "[pymalloc arena]"   /* MMAP_NAME of the object allocator's arenas */
-void ps_py_init(int frames, int pymalloc);  /* after ps_stacks_init: a CPython 3.11 process gets both */
+int ps_py_init(int frames, int pymalloc);   /* after ps_stacks_init: a CPython 3.11 process gets both;
+                                           1: this is a Python process (of any version) */
 int ps_py_on(void);                     /* Python frames are spliced into stacks */
 int ps_py_splice(uint64_t *fr, int n, int max);   /* evaluation frames -> Python frames; the new n */
 void ps_py_reset(void);                 /* string ids restarted (a fork child's file) */

@@ -20,7 +20,7 @@
  * fall out of step through generators, coroutines or exceptions, since it
  * is the interpreter's own record of them. The price is the layouts of
  * private structures, which change with each minor version: this file
- * knows 3.11's (checked against the headers by tests/test_pyoffsets.c
+ * knows 3.11's (py311.h, checked against the headers by tests/python/pyoffsets.c
  * when they are installed) and records native frames only on any other
  * version, saying so once on stderr of `record`'s manifest (see ps_py_init).
  *
@@ -44,7 +44,7 @@
  * back to for blocks over 512 bytes is not recorded twice) and is then
  * recorded as a malloc-family event with the caller's stack. The arenas
  * pymalloc takes from mmap are recorded as mappings named
- * PS_PY_ARENA_NAME (an MMAP_NAME event): the analyzers count them as the
+ * PST_PYMALLOC_ARENA_NAME (an MMAP_NAME event): the analyzers count them as the
  * allocator's reserve, not as the program's memory (the objects in them
  * are already counted, as heap events). */
 #include "preload.h"
@@ -57,28 +57,8 @@
 #include <string.h>
 #include <unistd.h>
 
-/* CPython 3.11, 64-bit (tests/test_pyoffsets.c checks them against
- * Python.h and internal/pycore_frame.h when those are installed). */
-enum {
-    TS_CFRAME = 56,          /* PyThreadState.cframe */
-    CF_CURRENT = 8,          /* _PyCFrame.current_frame */
-    IF_CODE = 32,            /* _PyInterpreterFrame.f_code */
-    IF_PREVIOUS = 48,        /* .previous */
-    IF_PREV_INSTR = 56,      /* .prev_instr */
-    IF_IS_ENTRY = 68,        /* .is_entry (bool) */
-    IF_OWNER = 69,           /* .owner (char); FRAME_OWNED_BY_GENERATOR = 1 */
-    CO_FIRSTLINENO = 72,     /* PyCodeObject.co_firstlineno */
-    CO_FILENAME = 112,
-    CO_QUALNAME = 128,
-    CO_FIRSTTRACEABLE = 168, /* ._co_firsttraceable (code units) */
-    CO_CODE = 184,           /* .co_code_adaptive: the first code unit */
-    OB_TYPE = 8,             /* PyObject.ob_type */
-    U_LENGTH = 16,           /* PyASCIIObject.length */
-    U_STATE = 32,            /* .state: kind bits 2-4, compact bit 5, ascii bit 6 */
-    U_ASCII_DATA = 48,       /* sizeof(PyASCIIObject) */
-    U_COMPACT_DATA = 72,     /* sizeof(PyCompactUnicodeObject) */
-    OWNED_BY_GENERATOR = 1,
-};
+#include "py311.h"
+
 
 #define PY_CACHE_BITS 13
 #define PY_CACHE (1u << PY_CACHE_BITS)
@@ -320,7 +300,7 @@ static void *pa_alloc(void *ctx, size_t n)
     void *r = orig_arena.alloc(orig_arena.ctx, n);
     ps_thr_t *t = r ? ps_enter() : NULL;
     if (t) {
-        pst_event_t ev = { .type = PST_EV_MMAP_NAME, .f = { (uintptr_t)r, ps_string_id(PS_PY_ARENA_NAME) } };
+        pst_event_t ev = { .type = PST_EV_MMAP_NAME, .f = { (uintptr_t)r, ps_string_id(PST_PYMALLOC_ARENA_NAME) } };
         ps_emit_generic(t, &ev);
         ps_leave();
     }
@@ -357,11 +337,11 @@ static void hook_pymalloc(void)
     aset(&a);
 }
 
-void ps_py_init(int frames, int pymalloc)
+int ps_py_init(int frames, int pymalloc)
 {
     const unsigned long *ver = (const unsigned long *)dlsym(RTLD_DEFAULT, "Py_Version");
     void *eval = dlsym(RTLD_DEFAULT, "_PyEval_EvalFrameDefault");
-    if (!eval) return;                       /* not a Python process (or not yet: embedded later) */
+    if (!eval) return 0;                     /* not a Python process (or not yet: embedded later) */
     unsigned long v = ver ? *ver : 0;
     if ((v >> 16) != 0x030b) {
         /* a line of the manifest for `record` to print (its program's stderr is not ours) */
@@ -370,17 +350,18 @@ void ps_py_init(int frames, int pymalloc)
                          "CPython 3.11; native frames only\n", (v >> 24) & 255, (v >> 16) & 255);
         int fd = ps_g.manifest[0] ? open(ps_g.manifest, O_WRONLY | O_APPEND | O_CLOEXEC) : -1;
         if (fd >= 0) { (void)!write(fd, msg, (size_t)k); ps_real_close(fd); }
-        return;
+        return 1;
     }
     if (pymalloc) hook_pymalloc();
-    if (!frames || ps_g.stacks == PST_STACKS_NONE) return;
+    if (!frames || ps_g.stacks == PST_STACKS_NONE) return 1;
     Dl_info info;
     const ElfW(Sym) *sym = NULL;
-    if (!dladdr1(eval, &info, (void **)&sym, RTLD_DL_SYMENT) || !sym || !sym->st_size) return;
+    if (!dladdr1(eval, &info, (void **)&sym, RTLD_DL_SYMENT) || !sym || !sym->st_size) return 1;
     py.eval_lo = (uintptr_t)eval;
     py.eval_hi = py.eval_lo + sym->st_size;
     py.this_tstate = (void *(*)(void))dlsym(RTLD_DEFAULT, "PyGILState_GetThisThreadState");
     py.addr2line = (int (*)(void *, int))dlsym(RTLD_DEFAULT, "PyCode_Addr2Line");
     py.code_type = (uintptr_t)dlsym(RTLD_DEFAULT, "PyCode_Type");
     py.on = py.this_tstate && py.addr2line && py.code_type;
+    return 1;
 }
