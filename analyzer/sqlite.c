@@ -110,7 +110,8 @@ static const char *const schema =
     "  build_id TEXT, load_ts_ns INTEGER, unload_ts_ns INTEGER);\n"
     "CREATE TABLE stacks(id INTEGER PRIMARY KEY, depth INTEGER, site TEXT);\n"
     "CREATE TABLE frames(stack_id INTEGER, level INTEGER, pc INTEGER, function TEXT, file TEXT,\n"
-    "  line INTEGER, module TEXT, frame INTEGER, inlined INTEGER, PRIMARY KEY(stack_id, level)) WITHOUT ROWID;\n"
+    "  line INTEGER, module TEXT, frame INTEGER, inlined INTEGER, python INTEGER,\n"
+    "  PRIMARY KEY(stack_id, level)) WITHOUT ROWID;\n"
     "CREATE TABLE markers(event_id INTEGER PRIMARY KEY, ts_ns INTEGER, tid INTEGER, name TEXT,\n"
     "  kind TEXT, instance INTEGER, payload TEXT);\n"
     "CREATE TABLE scopes(begin_id INTEGER PRIMARY KEY, end_id INTEGER, name TEXT, instance INTEGER,\n"
@@ -1246,7 +1247,7 @@ int az_sql_write_opts(const char *trace, const char *dbpath, const az_sql_opts_t
     }
     sqlite3_finalize(q);
     sqlite3_prepare_v2(L->db, "INSERT INTO meta VALUES(?,?)", -1, &q, NULL);
-    meta_put(q, "schema_version", "2");
+    meta_put(q, "schema_version", "3");   /* 3: frames.python */
     meta_put(q, "trace", trace);
     meta_put(q, "exe", s->hdr->exe ? s->hdr->exe : "");
     meta_u64(q, "pid", s->hdr->pid);
@@ -1288,13 +1289,15 @@ int az_sql_write_opts(const char *trace, const char *dbpath, const az_sql_opts_t
 
     /* stacks and symbolized frames: one row per displayed frame (inline
      * chains expanded, innermost first), `frame` the recorded frame it
-     * belongs to; the site as report names it */
+     * belongs to; the site as report names it. A Python frame (format.h,
+     * PST_PYFRAME) is no address: pc NULL, python 1, its qualified name,
+     * .py file and line */
     az_sym_t *sym = az_sym_open(s->r);
     az_sv_t *sv = az_sv_create(s, sym, NULL);
     az_frame_t *dfr = malloc(4096 * sizeof *dfr);
     sqlite3_stmt *qs, *qf;
     sqlite3_prepare_v2(L->db, "INSERT INTO stacks VALUES(?,?,?)", -1, &qs, NULL);
-    sqlite3_prepare_v2(L->db, "INSERT INTO frames VALUES(?,?,?,?,?,?,?,?,?)", -1, &qf, NULL);
+    sqlite3_prepare_v2(L->db, "INSERT INTO frames VALUES(?,?,?,?,?,?,?,?,?,?)", -1, &qf, NULL);
     for (uint32_t id = 1;; id++) {
         uint32_t depth = 0;
         const uint64_t *fr = pst_stack(s->r, id, &depth);
@@ -1310,13 +1313,15 @@ int az_sql_write_opts(const char *trace, const char *dbpath, const az_sql_opts_t
         size_t n = sv && dfr ? az_sv_frames(sv, id, dfr, 4096) : 0;
         for (size_t k = 0; k < n; k++) {
             const az_frame_t *fi = &dfr[k];
-            sqlite3_bind_int64(qf, 1, id); sqlite3_bind_int64(qf, 2, (sqlite3_int64)k); bind_u64(qf, 3, fi->pc);
+            sqlite3_bind_int64(qf, 1, id); sqlite3_bind_int64(qf, 2, (sqlite3_int64)k);
+            if (fi->python) sqlite3_bind_null(qf, 3); else bind_u64(qf, 3, fi->pc);
             if (fi->function) sqlite3_bind_text(qf, 4, fi->function, -1, SQLITE_TRANSIENT); else sqlite3_bind_null(qf, 4);
             if (fi->file) sqlite3_bind_text(qf, 5, fi->file, -1, SQLITE_TRANSIENT); else sqlite3_bind_null(qf, 5);
             if (fi->line) sqlite3_bind_int(qf, 6, fi->line); else sqlite3_bind_null(qf, 6);
             if (fi->module) sqlite3_bind_text(qf, 7, fi->module, -1, SQLITE_TRANSIENT); else sqlite3_bind_null(qf, 7);
             sqlite3_bind_int64(qf, 8, fi->level);
             sqlite3_bind_int(qf, 9, fi->inlined);
+            sqlite3_bind_int(qf, 10, fi->python ? 1 : 0);
             sqlite3_step(qf); sqlite3_reset(qf);
             st->frames++;
         }

@@ -34,8 +34,10 @@ cap = int(sys.argv[3]) if len(sys.argv) > 3 else 100000
 need_distinct = int(sys.argv[4]) if len(sys.argv) > 4 else 1
 con = sqlite3.connect(db)
 mods = con.execute("select path, base, size_bytes from modules").fetchall()
+# Python frames (python = 1) are no addresses (pc NULL): nothing for
+# addr2line; python_frames_consumers.sh checks them against the script
 rows = con.execute("select stack_id, frame, level, pc, function, file, line, inlined "
-                   "from frames order by stack_id, level").fetchall()
+                   "from frames where not python order by stack_id, level").fetchall()
 chains = {}
 for sid, fr, lvl, pc, fn, fi, ln, inl in rows:
     chains.setdefault((sid, fr), []).append((pc, fn, fi, ln, inl))
