@@ -15,7 +15,8 @@
  *         the wrapper frames report skips dropped at the inner end (stacks
  *         that then read the same are one line), weight the
  *         bytes requested or the number of allocations (flamegraph.pl,
- *         speedscope, inferno).
+ *         speedscope, inferno). A Python frame (symbolize.h) is its
+ *         qualified name, with lines "qualname (file.py:LINE)".
  */
 #ifndef POOLSCOPE_EXPORT_H
 #define POOLSCOPE_EXPORT_H

@@ -11,6 +11,14 @@
  * first, the physical function last, as profile.proto orders them), the
  * allocation wrappers at the inner end dropped (the README's "Sites").
  *
+ * A Python frame (format.h, PST_PYFRAME) is a location of its own without
+ * an address (0: its recorded value is no address, and pprof would show it
+ * as one), one line: its function (the qualified name, filename the .py
+ * file) at the line it ran. Its system_name is "file:qualname", not the
+ * name: pprof "demangles" a function whose two names are equal, and takes
+ * a name with angle brackets for a C++ one whose template arguments it
+ * drops ("<module>" would read as "", "<unknown>").
+ *
  * The message is encoded by hand (five message types, varints and
  * length-delimited fields) into memory, then compressed with zlib's gzip
  * stream: a protobuf library would be a larger dependency than the 150
@@ -151,19 +159,25 @@ int az_pprof_write(const az_scan_t *s, az_sym_t *sym, const az_export_opts_t *eo
             if (is_new) {
                 *lid = ++n_locs;
                 field_u(&m, 1, *lid);
-                field_u(&m, 3, fr[k].pc);
+                if (!fr[k].python) field_u(&m, 3, fr[k].pc);
                 for (size_t j = k; j < e; j++) {
                     char name[1400];
                     const char *fn = fr[j].function;
                     if (!fn) { az_sym_format(&fr[j], fr[j].pc, name, sizeof name); fn = name; }
-                    uint64_t fname = str_id(&st, fn), ffile = str_id(&st, fr[j].file);
-                    uint64_t *fid = psc_map_put(&fn_ids, key_of(fname, ffile), &is_new);
+                    uint64_t fname = str_id(&st, fn), ffile = str_id(&st, fr[j].file), fsys = fname;
+                    if (fr[j].python) {
+                        char sys_name[2800];
+                        snprintf(sys_name, sizeof sys_name, "%s:%s", fr[j].file ? fr[j].file : "?", fn);
+                        fsys = str_id(&st, sys_name);
+                    }
+                    /* a Python function and a native one of the same name and file stay two */
+                    uint64_t *fid = psc_map_put(&fn_ids, key_of(fname, ffile) ^ (uint64_t)fr[j].python, &is_new);
                     if (!fid) { m.oom = 1; break; }
                     if (is_new) {
                         *fid = ++n_fns;
                         field_u(&sub, 1, *fid);
                         field_u(&sub, 2, fname);
-                        field_u(&sub, 3, fname);
+                        field_u(&sub, 3, fsys);
                         field_u(&sub, 4, ffile);
                         field_msg(&funcs, 5, &sub);
                     }
