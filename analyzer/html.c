@@ -59,7 +59,8 @@ extern const char az_html_app_css[] __attribute__((visibility("hidden")));
 #define TL_N      AZ_HTML_TL_BUCKETS
 #define SB_PER    2                  /* timeline buckets per site bucket */
 #define SB_N      (TL_N / SB_PER)
-#define MAX_ROWS  4096               /* rows tracked; later stacks go to one row per kind */
+#define MAX_ROWS  4096               /* rows holding site buckets at once (24 KiB each) */
+#define EVICT_ROWS (MAX_ROWS / 4)    /* when they are all in use: the smallest, merged at once */
 #define CELL_BUDGET 300000           /* site buckets written with something in them, at most
                                       * (about 7 MB): beyond, written over buckets twice as wide */
 #define MAX_POOLS 16                 /* pools counted apart over time (by model index) */
@@ -69,7 +70,7 @@ extern const char az_html_app_css[] __attribute__((visibility("hidden")));
 
 enum { K_HEAP, K_POOL, K_KV, K_N };
 enum { P_HEAP, P_RSS, P_POOL, P_KV, P_N };
-#define STACK_OVER  UINT32_MAX       /* row of the stacks past MAX_ROWS */
+#define STACK_OVER  UINT32_MAX       /* row of the stacks merged to stay within MAX_ROWS */
 #define STACK_OTHER (UINT32_MAX - 1) /* output row of the rows past AZ_HTML_ROWS */
 
 typedef struct cell { uint64_t ab, an, fb; } cell_t;   /* allocated bytes, allocations, freed bytes */
@@ -81,8 +82,12 @@ typedef struct row {
     uint64_t calls, bytes, live, live_n, temp, max_live;
     uint64_t snap[P_N];          /* live at the latest peak of each kind (see the top) */
     uint32_t ep[P_N];
-    cell_t *cells;               /* SB_N */
+    cell_t *cells;               /* SB_N; NULL once merged */
+    uint32_t into;               /* NO_ROW: a row of its own; else merged into that row (its
+                                  * kind's STACK_OVER row), which counts its live objects */
+    uint32_t refs;               /* merged: its objects still live (they name this row) */
 } row_t;
+#define NO_ROW UINT32_MAX
 
 typedef struct obj { uint32_t row; uint32_t pad; uint64_t bytes; } obj_t;
 
@@ -102,6 +107,8 @@ typedef struct hb {
     psc_map_t rowmap;            /* (kind, pool, stack) -> row index */
     row_t *rows;
     size_t n_rows, cap_rows;
+    size_t n_cells;              /* rows holding cells (MAX_ROWS at most, the over rows aside) */
+    uint32_t free_row;           /* merged rows no live object names, for reuse (via into) */
     uint32_t over[K_N];
     psc_map_t live[K_N];         /* key -> obj_t */
     uint64_t last_key[K_N];
@@ -152,6 +159,7 @@ static void halve(hb_t *h)
     memset(&h->c[TL_N / 2], 0, TL_N / 2 * sizeof *h->c);
     for (size_t r = 0; r < h->n_rows; r++) {
         cell_t *x = h->rows[r].cells;
+        if (!x) continue;                    /* merged */
         for (size_t k = 0; k < SB_N / 2; k++) {
             cell_t a = x[2 * k], b = x[2 * k + 1];
             x[k] = (cell_t){ a.ab + b.ab, a.an + b.an, a.fb + b.fb };
@@ -187,21 +195,92 @@ static uint64_t row_key(int kind, uint32_t pool, uint32_t stack)
 
 static uint32_t row_new(hb_t *h, int kind, uint32_t pool, uint32_t stack)
 {
-    if (h->n_rows == h->cap_rows) {
-        size_t n = h->cap_rows ? h->cap_rows * 2 : 64;
-        row_t *a = realloc(h->rows, n * sizeof *a);
-        if (!a) return UINT32_MAX;
-        h->rows = a;
-        h->cap_rows = n;
+    uint32_t ix;
+    if (h->free_row != NO_ROW) {
+        ix = h->free_row;
+        h->free_row = h->rows[ix].into;
+    } else {
+        if (h->n_rows == h->cap_rows) {
+            size_t n = h->cap_rows ? h->cap_rows * 2 : 64;
+            row_t *a = realloc(h->rows, n * sizeof *a);
+            if (!a) return UINT32_MAX;
+            h->rows = a;
+            h->cap_rows = n;
+        }
+        ix = (uint32_t)h->n_rows;
     }
-    row_t *r = &h->rows[h->n_rows];
+    row_t *r = &h->rows[ix];
+    cell_t *cells = calloc(SB_N, sizeof *cells);
+    if (!cells) {
+        if (ix != h->n_rows) { r->into = h->free_row; h->free_row = ix; }   /* back on the list */
+        return UINT32_MAX;
+    }
     memset(r, 0, sizeof *r);
-    if (!(r->cells = calloc(SB_N, sizeof *r->cells))) return UINT32_MAX;
+    r->cells = cells;
     r->kind = (uint8_t)kind;
     r->pool = pool;
     r->stack = stack;
+    r->into = NO_ROW;
     memcpy(r->ep, h->E, sizeof r->ep);   /* held nothing at the latest peaks */
-    return (uint32_t)h->n_rows++;
+    if (ix == h->n_rows) h->n_rows++;
+    h->n_cells++;
+    return ix;
+}
+
+/* Before a row changes: its value at the latest peaks (see the top). */
+static void row_touch(hb_t *h, row_t *r);
+static void row_add(row_t *a, const row_t *b);
+
+static const row_t *evict_rows;
+static int by_bytes(const void *a, const void *b)
+{
+    uint32_t i = *(const uint32_t *)a, k = *(const uint32_t *)b;
+    const row_t *x = &evict_rows[i], *y = &evict_rows[k];
+    if (x->bytes != y->bytes) return x->bytes < y->bytes ? -1 : 1;
+    return i < k ? -1 : i > k;
+}
+
+/* All MAX_ROWS rows in use: the EVICT_ROWS that allocated least so far
+ * are merged into their kind's STACK_OVER row (what they allocated,
+ * hold and held at the peaks, their site buckets), and their stacks start
+ * afresh if they allocate again. So the rows are the stacks that
+ * allocated most, whatever their number: a Python program has a stack
+ * per line its interpreter ran (thousands in its start-up alone), and
+ * the lines of its script, coming last, would otherwise find no row.
+ * 0, or -1 out of memory. */
+static int rows_evict(hb_t *h)
+{
+    uint32_t *c = malloc(h->n_rows * sizeof *c);
+    if (!c) return -1;
+    size_t n = 0;
+    for (size_t i = 0; i < h->n_rows; i++)
+        if (h->rows[i].cells && h->rows[i].stack != STACK_OVER) c[n++] = (uint32_t)i;
+    evict_rows = h->rows;
+    qsort(c, n, sizeof *c, by_bytes);
+    int rc = 0;
+    for (size_t i = 0; i < n && i < EVICT_ROWS; i++) {
+        int kind = h->rows[c[i]].kind;
+        if (h->over[kind] == UINT32_MAX && (h->over[kind] = row_new(h, kind, 0, STACK_OVER)) == UINT32_MAX) {
+            rc = -1;                          /* (row_new may move the rows: indices here) */
+            break;
+        }
+        row_t *r = &h->rows[c[i]], *o = &h->rows[h->over[kind]];
+        row_touch(h, r);
+        row_touch(h, o);
+        row_add(o, r);
+        free(r->cells);
+        r->cells = NULL;
+        h->n_cells--;
+        psc_map_del(&h->rowmap, row_key(r->kind, r->pool, r->stack));
+        r->refs = (uint32_t)r->live_n;
+        r->into = h->over[kind];
+        if (!r->refs) {                       /* nothing names it: reusable */
+            r->into = h->free_row;
+            h->free_row = c[i];
+        }
+    }
+    free(c);
+    return rc;
 }
 
 static uint32_t row_of(hb_t *h, int kind, uint32_t pool, uint32_t stack)
@@ -209,14 +288,32 @@ static uint32_t row_of(hb_t *h, int kind, uint32_t pool, uint32_t stack)
     uint64_t key = row_key(kind, pool, stack);
     uint32_t *ix = psc_map_get_sz(&h->rowmap, key, sizeof(uint32_t));
     if (ix) return *ix;
-    if (h->n_rows >= MAX_ROWS) {
-        if (h->over[kind] == UINT32_MAX) h->over[kind] = row_new(h, kind, 0, STACK_OVER);
-        return h->over[kind];
-    }
+    if (h->n_cells >= MAX_ROWS + K_N && rows_evict(h)) return UINT32_MAX;
     uint32_t r = row_new(h, kind, pool, stack);
     if (r == UINT32_MAX) return r;
-    if (!(ix = psc_map_put_sz(&h->rowmap, key, NULL, sizeof(uint32_t)))) { h->n_rows--; free(h->rows[r].cells); return UINT32_MAX; }
+    if (!(ix = psc_map_put_sz(&h->rowmap, key, NULL, sizeof(uint32_t)))) {
+        row_t *x = &h->rows[r];
+        free(x->cells);
+        x->cells = NULL;
+        h->n_cells--;
+        x->into = h->free_row;
+        h->free_row = r;
+        return UINT32_MAX;
+    }
     *ix = r;
+    return r;
+}
+
+/* The row that counts an object of row ri: ri, or the row it was merged
+ * into (ri given back for reuse once no object names it). */
+static row_t *row_live(hb_t *h, uint32_t ri)
+{
+    row_t *r = &h->rows[ri];
+    if (!r->cells && r->into != NO_ROW) {
+        uint32_t into = r->into;
+        if (r->refs && !--r->refs) { r->into = h->free_row; h->free_row = ri; }
+        r = &h->rows[into];
+    }
     return r;
 }
 
@@ -227,13 +324,14 @@ static void row_touch(hb_t *h, row_t *r)
         if (r->ep[p] != h->E[p]) { r->snap[p] = r->live; r->ep[p] = h->E[p]; }
 }
 
-static void obj_gone(hb_t *h, obj_t *ob, size_t b)
+static row_t *obj_gone(hb_t *h, obj_t *ob, size_t b)
 {
-    row_t *r = &h->rows[ob->row];
+    row_t *r = row_live(h, ob->row);
     row_touch(h, r);
     r->live -= ob->bytes;
     r->live_n--;
     r->cells[b].fb += ob->bytes;
+    return r;
 }
 
 static void obj_alloc(hb_t *h, int kind, uint32_t pool, uint32_t stack, uint64_t key, uint64_t bytes, size_t b)
@@ -263,9 +361,9 @@ static void obj_free(hb_t *h, int kind, uint64_t key, size_t b)
 {
     obj_t *ob = psc_map_get_sz(&h->live[kind], key, sizeof(obj_t));
     if (!ob) return;
-    obj_gone(h, ob, b);
+    row_t *r = obj_gone(h, ob, b);
     /* freed before any other allocation of its kind: temporary (as metrics.c) */
-    if (h->last_valid[kind] && h->last_key[kind] == key) h->rows[ob->row].temp++;
+    if (h->last_valid[kind] && h->last_key[kind] == key) r->temp++;
     h->last_valid[kind] = 0;
     psc_map_erase_sz(&h->live[kind], ob, sizeof(obj_t));
 }
@@ -331,6 +429,7 @@ static int hb_init(hb_t *h)
 {
     memset(h, 0, sizeof *h);
     for (int k = 0; k < K_N; k++) h->over[k] = UINT32_MAX;
+    h->free_row = NO_ROW;
     h->shift = 10;               /* 1 us buckets to start with */
     h->g = calloc(TL_N, sizeof *h->g);
     h->c = calloc(TL_N, sizeof *h->c);
@@ -462,8 +561,10 @@ static void strtab_free(strtab_t *t)
     psc_map_free(&t->map);
 }
 
-/* Frames: one record per distinct (name, short name, file, line, inlined, module). */
-typedef struct frame_rec { int64_t name, shrt, file, mod; int line, inl; } frame_rec_t;
+/* Frames: one record per distinct (name, short name, file, line, inlined, module,
+ * python). A Python frame (symbolize.h) is its qualified name, .py file and
+ * line, no module: never an address. */
+typedef struct frame_rec { int64_t name, shrt, file, mod; int line, inl, py; } frame_rec_t;
 
 typedef struct frames {
     strtab_t keys;               /* the record as text -> frame index */
@@ -477,8 +578,8 @@ static int64_t frame_id(frames_t *fr, strtab_t *strs, const az_frame_t *f)
     const char *nm = f->function ? f->function : az_sym_format(f, f->pc, name, sizeof name);
     if (nm != name) snprintf(name, sizeof name, "%s", nm);
     az_sv_short(name, shrt, sizeof shrt);
-    snprintf(key, sizeof key, "%s\x1f%s\x1f%d\x1f%d\x1f%s", name, f->file ? f->file : "", f->line, f->inlined,
-             f->module ? f->module : "");
+    snprintf(key, sizeof key, "%s\x1f%s\x1f%d\x1f%d\x1f%s\x1f%d", name, f->file ? f->file : "", f->line, f->inlined,
+             f->module ? f->module : "", f->python);
     size_t before = fr->keys.n;
     int64_t k = intern(&fr->keys, key);
     if (k < 0) return -1;
@@ -490,7 +591,8 @@ static int64_t frame_id(frames_t *fr, strtab_t *strs, const az_frame_t *f)
         fr->r = a; fr->cap = c;
     }
     fr->r[fr->n] = (frame_rec_t){ intern(strs, name), strcmp(shrt, name) ? intern(strs, shrt) : -1,
-                                  intern(strs, f->file), intern(strs, f->module), f->line, f->inlined };
+                                  intern(strs, f->file), intern(strs, f->module), f->line, f->inlined,
+                                  f->python ? 1 : 0 };
     return (int64_t)fr->n++;
 }
 
@@ -648,7 +750,7 @@ static void write_row(FILE *f, const row_t *r, az_sv_t *v, frames_t *fr, strtab_
         js(f, &first, "pool", r->pool < n_pools ? pools[r->pool].name : r->pool == UINT32_MAX ? "(pools)" : "?");
     const char *via = NULL, *label;
     char lb[160];
-    if (r->stack == STACK_OVER) label = "(stacks past the tracked ones)";
+    if (r->stack == STACK_OVER) label = "(small stacks, merged while reading)";
     else if (r->stack == STACK_OTHER) {
         snprintf(lb, sizeof lb, "(%" PRIu64 " smaller stacks)", merged);
         label = lb;
@@ -702,16 +804,17 @@ static void write_row(FILE *f, const row_t *r, az_sv_t *v, frames_t *fr, strtab_
 
 static int write_sites(FILE *f, hb_t *h, az_sv_t *v, az_html_out_t *out)
 {
-    /* the rows at their latest peaks: those untouched since hold their value now */
-    for (size_t i = 0; i < h->n_rows; i++) row_touch(h, &h->rows[i]);
-    size_t n = h->n_rows;
-    uint32_t *ix = malloc((n ? n : 1) * sizeof *ix);
+    /* the rows at their latest peaks: those untouched since hold their value now
+     * (the rows merged into a STACK_OVER row, and their free slots, have no cells) */
+    size_t n = 0;
+    uint32_t *ix = malloc((h->n_rows ? h->n_rows : 1) * sizeof *ix);
     strtab_t strs = { 0 };
     frames_t fr = { 0 };
     int rc = 0;
     if (!ix || psc_map_init(&strs.map, sizeof(uint64_t), 1024, 0, NULL) ||
         psc_map_init(&fr.keys.map, sizeof(uint64_t), 1024, 0, NULL)) { rc = PSC_ENOMEM; goto done; }
-    for (size_t i = 0; i < n; i++) ix[i] = (uint32_t)i;
+    for (size_t i = 0; i < h->n_rows; i++)
+        if (h->rows[i].cells) { row_touch(h, &h->rows[i]); ix[n++] = (uint32_t)i; }
     sort_h = h;
     qsort(ix, n, sizeof *ix, row_cmp);
     size_t npools = 0;
@@ -759,8 +862,8 @@ static int write_sites(FILE *f, hb_t *h, az_sv_t *v, az_html_out_t *out)
     fputs("],\"frames\":[", f);
     for (size_t i = 0; i < fr.n; i++) {
         const frame_rec_t *x = &fr.r[i];
-        fprintf(f, "%s[%" PRId64 ",%" PRId64 ",%" PRId64 ",%d,%d,%" PRId64 "]", i ? "," : "", x->name, x->shrt,
-                x->file, x->line, x->inl, x->mod);
+        fprintf(f, "%s[%" PRId64 ",%" PRId64 ",%" PRId64 ",%d,%d,%" PRId64 ",%d]", i ? "," : "", x->name, x->shrt,
+                x->file, x->line, x->inl, x->mod, x->py);
     }
     fputc(']', f);
 done:

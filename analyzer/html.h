@@ -19,8 +19,13 @@
  *     temporary), what it held at the peaks of heap, RSS, pool outstanding
  *     and KV blocks, and per site bucket (AZ_HTML_TL_BUCKETS / 2 of them)
  *     the bytes allocated, the allocations and the bytes freed, from which
- *     the page derives what is live at each bucket's end. At most
- *     AZ_HTML_ROWS rows, the rest summed into one "(other stacks)" row per
+ *     the page derives what is live at each bucket's end. While reading,
+ *     4096 stacks have rows at once: when more allocate, the quarter that
+ *     allocated least so far is summed into one "(small stacks, merged
+ *     while reading)" row per kind, and a stack of those that allocates
+ *     again starts a row afresh (a Python program has thousands of stacks
+ *     before its script runs: its script's lines keep their rows). At most
+ *     AZ_HTML_ROWS rows are written, the rest summed into one "(other stacks)" row per
  *     kind; when the rows' non-empty site buckets would pass 300,000 they
  *     are written over buckets twice (four times...) as wide. So the file's
  *     size is bounded whatever the trace's length;

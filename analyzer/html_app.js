@@ -109,7 +109,7 @@
   const str = i => (i == null || i < 0 ? null : D.strings[i]);
   const FR = D.frames.map(f => ({
     name: str(f[0]) || '?', short: f[1] >= 0 ? str(f[1]) : (str(f[0]) || '?'),
-    file: str(f[2]), line: f[3], inl: !!f[4], mod: str(f[5]),
+    file: str(f[2]), line: f[3], inl: !!f[4], mod: str(f[5]), py: !!f[6],
   }));
   function frameText(f) {
     let s = f.name;
@@ -706,6 +706,7 @@
         if (n.fr.file) lines.push(n.fr.file + (n.fr.line ? ':' + n.fr.line : ''));
         if (n.fr.inl) lines.push('[inlined]');
         if (n.fr.mod) lines.push('in ' + n.fr.mod);
+        if (n.fr.py) lines.push('Python');
       }
       lines.push(fmtBytes(n.v) + ' (' + fmtPct(n.v, root.v) + ' of this view)' +
                  (n.n ? ', ' + fmtCount(n.n) + ' allocations' : ''));
@@ -1018,7 +1019,8 @@
         el('span', { class: 'fn', text: f.name }),
         f.file ? el('span', { class: 'loc', text: '  ' + f.file + (f.line ? ':' + f.line : '') }) : null,
         f.inl ? el('span', { class: 'via', text: '  [inlined]' }) : null,
-        f.mod ? el('span', { class: 'mod', text: '  ' + f.mod }) : null]));
+        f.mod ? el('span', { class: 'mod', text: '  ' + f.mod }) : null,
+        f.py ? el('span', { class: 'mod', text: '  Python' }) : null]));
     }
     if (r.via) ol.append(el('li', { class: 'wrap' }, [el('span', { class: 'via', text: 'through ' + r.via + ' (a wrapper, left out of the name)' })]));
     box.append(ol);
