@@ -367,6 +367,123 @@ int az_diff_is_timing(const char *path)
     return (n >= 7 && !strcmp(last + n - 7, "time_ns")) || (n >= 5 && !strcmp(last + n - 5, "_t_ns"));
 }
 
+/* Is a document's site list whole? report --json lists its top N rows
+ * (10 by default; a trace read here, all of them): whole when its rows'
+ * bytes add up to total_allocated_bytes (the sites partition the
+ * allocations). A cut list's floor: the fewest bytes it lists. */
+static int sites_whole(const az_jv_t *doc, const az_jv_t *arr, double *floor)
+{
+    double sum = 0, lo = -1;
+    for (const az_jv_t *e = arr ? arr->child : NULL; e; e = e->next) {
+        const az_jv_t *by = az_json_get(e, "bytes");
+        if (!by || by->type != AZ_JV_NUM) continue;
+        sum += by->num;
+        if (lo < 0 || by->num < lo) lo = by->num;
+    }
+    const az_jv_t *t = az_json_get(doc, "total_allocated_bytes");
+    *floor = lo < 0 ? 0 : lo;
+    return !t || t->type != AZ_JV_NUM || !arr || sum == t->num;
+}
+
+/* The allocation sites whose bytes changed most from a to b (report's
+ * sites.by_bytes, matched by name: the symbolized label, a Python line for
+ * a stack that ran Python code), at most 10, as text under a title or as
+ * objects of an open JSON array (j). A site one side's cut list does not
+ * name (a baseline written by report --json lists its top 10) is compared
+ * only when its bytes on the other side reach that list's floor (else it
+ * may be in the unlisted tail), and that side reads "-" (null): below the
+ * floor, not known. Returns how many. */
+static size_t sites_changed(const az_jv_t *a, const az_jv_t *b, az_json_t *j, FILE *out)
+{
+    const az_jv_t *sa = az_json_path(a, "sites.by_bytes"), *sb = az_json_path(b, "sites.by_bytes");
+    double floor[2];
+    int whole[2] = { sites_whole(a, sa, &floor[0]), sites_whole(b, sb, &floor[1]) };
+    size_t nsite = 0;
+    typedef struct { const char *name; double v[2], c[2]; int seen[2]; } sd_t;
+    size_t cap = (sa ? sa->n : 0) + (sb ? sb->n : 0);
+    sd_t *sd = cap ? calloc(cap, sizeof *sd) : NULL;
+    for (int side = 0; side < 2 && sd; side++) {
+        const az_jv_t *arr = side ? sb : sa;
+        if (!arr) continue;
+        for (const az_jv_t *e = arr->child; e; e = e->next) {
+            const az_jv_t *nm = az_json_get(e, "site"), *by = az_json_get(e, "bytes"), *ca = az_json_get(e, "calls");
+            if (!nm || !nm->str || !by) continue;
+            sd_t *x = NULL;
+            for (size_t k = 0; k < nsite; k++) if (!strcmp(sd[k].name, nm->str)) { x = &sd[k]; break; }
+            if (!x) { x = &sd[nsite++]; x->name = nm->str; }
+            x->v[side] += by->num;
+            x->c[side] += ca ? ca->num : 0;
+            x->seen[side] = 1;
+        }
+    }
+    /* unknown on a cut side: dropped below its floor; else compared with the floor */
+    size_t k = 0;
+    for (size_t i = 0; i < nsite; i++) {
+        sd_t x = sd[i];
+        int drop = 0;
+        for (int side = 0; side < 2; side++)
+            if (!x.seen[side] && !whole[side] && x.v[!side] < floor[side]) drop = 1;
+        if (!drop) sd[k++] = x;
+    }
+    nsite = k;
+#define KNOWN(x, side) ((x).seen[side] || whole[side])
+#define DELTA(x) fabs((KNOWN(x, 1) ? (x).v[1] : floor[1]) - (KNOWN(x, 0) ? (x).v[0] : floor[0]))
+    /* order by |delta bytes| */
+    for (size_t i = 0; i < nsite; i++)
+        for (size_t m = i + 1; m < nsite; m++)
+            if (DELTA(sd[m]) > DELTA(sd[i])) { sd_t t = sd[i]; sd[i] = sd[m]; sd[m] = t; }
+    size_t shown = 0;
+    int unknown = 0;
+    for (size_t i = 0; i < nsite && shown < 10; i++) {
+        const sd_t *x = &sd[i];
+        if (KNOWN(*x, 0) && KNOWN(*x, 1) && x->v[0] == x->v[1] && x->c[0] == x->c[1]) continue;
+        if (!shown && !j) fputs("\nAllocation sites that changed most (bytes allocated)\n", out);
+        shown++;
+        if (j) {
+            az_json_begin(j, NULL, '{');
+            az_json_str(j, "site", x->name);
+            static const char *const kb[2] = { "bytes_a", "bytes_b" }, *const kc[2] = { "calls_a", "calls_b" };
+            for (int side = 0; side < 2; side++)
+                if (KNOWN(*x, side)) az_json_f64(j, kb[side], x->v[side]); else az_json_null(j, kb[side]);
+            for (int side = 0; side < 2; side++)
+                if (KNOWN(*x, side)) az_json_f64(j, kc[side], x->c[side]); else az_json_null(j, kc[side]);
+            az_json_end(j);
+        } else {
+            char x1[32] = "-", x2[32] = "-", c1[32] = "-", c2[32] = "-";
+            if (KNOWN(*x, 0)) { psc_fmt_bytes((uint64_t)x->v[0], x1, sizeof x1); snprintf(c1, sizeof c1, "%.0f", x->c[0]); }
+            if (KNOWN(*x, 1)) { psc_fmt_bytes((uint64_t)x->v[1], x2, sizeof x2); snprintf(c2, sizeof c2, "%.0f", x->c[1]); }
+            unknown |= !KNOWN(*x, 0) || !KNOWN(*x, 1);
+            fprintf(out, "  %12s -> %-12s calls %s -> %s  ", x1, x2, c1, c2);
+            psc_esc_text_put(out, x->name);   /* a site of the trace: text (common/escape.h) */
+            fputc('\n', out);
+        }
+    }
+#undef DELTA
+#undef KNOWN
+    if (unknown)
+        fputs("  (-: not among the sites that side lists, below its smallest; report --json --top N lists N)\n", out);
+    free(sd);
+    return shown;
+}
+
+size_t az_gate_sites(const az_jv_t *cur, const az_jv_t *base, FILE *out)
+{
+    size_t shown = base ? sites_changed(base, cur, NULL, out) : 0;
+    if (shown) return shown;
+    /* no baseline, or no site changed: what the trace held at its heap peak */
+    const az_jv_t *sp = az_json_path(cur, "sites.by_peak");
+    for (const az_jv_t *e = sp ? sp->child : NULL; e && shown < 5; e = e->next) {
+        const az_jv_t *nm = az_json_get(e, "site"), *pk = az_json_get(e, "peak_bytes");
+        if (!nm || !nm->str || !pk || !(pk->num > 0)) continue;
+        if (!shown++) fputs("\nAllocation sites at the heap peak (bytes held then)\n", out);
+        char x1[32];
+        fprintf(out, "  %12s  ", psc_fmt_bytes((uint64_t)pk->num, x1, sizeof x1));
+        psc_esc_text_put(out, nm->str);
+        fputc('\n', out);
+    }
+    return shown;
+}
+
 size_t az_diff_docs(const az_jv_t *a, const az_jv_t *b, int flags, FILE *out)
 {
     int json = (flags & AZ_DIFF_JSON) != 0;
@@ -425,50 +542,8 @@ size_t az_diff_docs(const az_jv_t *a, const az_jv_t *b, int flags, FILE *out)
     free(la.a);
     free(lb.a);
     /* sites that changed most: matched by name, compared by bytes */
-    const az_jv_t *sa = az_json_path(a, "sites.by_bytes"), *sb = az_json_path(b, "sites.by_bytes");
-    size_t nsite = 0;
     if (json) az_json_begin(&j, "sites", '[');
-    typedef struct { const char *name; double a, b, ca, cb; } sd_t;
-    size_t cap = (sa ? sa->n : 0) + (sb ? sb->n : 0);
-    sd_t *sd = cap ? calloc(cap, sizeof *sd) : NULL;
-    for (int side = 0; side < 2 && sd; side++) {
-        const az_jv_t *arr = side ? sb : sa;
-        if (!arr) continue;
-        for (const az_jv_t *e = arr->child; e; e = e->next) {
-            const az_jv_t *nm = az_json_get(e, "site"), *by = az_json_get(e, "bytes"), *ca = az_json_get(e, "calls");
-            if (!nm || !nm->str || !by) continue;
-            sd_t *x = NULL;
-            for (size_t k = 0; k < nsite; k++) if (!strcmp(sd[k].name, nm->str)) { x = &sd[k]; break; }
-            if (!x) { x = &sd[nsite++]; x->name = nm->str; }
-            if (side) { x->b += by->num; x->cb += ca ? ca->num : 0; }
-            else { x->a += by->num; x->ca += ca ? ca->num : 0; }
-        }
-    }
-    /* order by |delta bytes| */
-    for (size_t i = 0; i < nsite; i++)
-        for (size_t k = i + 1; k < nsite; k++)
-            if (fabs(sd[k].b - sd[k].a) > fabs(sd[i].b - sd[i].a)) { sd_t t = sd[i]; sd[i] = sd[k]; sd[k] = t; }
-    size_t shown = 0;
-    for (size_t i = 0; i < nsite && shown < 10; i++) {
-        if (sd[i].a == sd[i].b && sd[i].ca == sd[i].cb) continue;
-        if (!shown && !json) fputs("\nAllocation sites that changed most (bytes allocated)\n", out);
-        shown++;
-        ndiff++;
-        if (json) {
-            az_json_begin(&j, NULL, '{');
-            az_json_str(&j, "site", sd[i].name);
-            az_json_f64(&j, "bytes_a", sd[i].a); az_json_f64(&j, "bytes_b", sd[i].b);
-            az_json_f64(&j, "calls_a", sd[i].ca); az_json_f64(&j, "calls_b", sd[i].cb);
-            az_json_end(&j);
-        } else {
-            char x1[32], x2[32];
-            fprintf(out, "  %12s -> %-12s calls %.0f -> %.0f  ", psc_fmt_bytes((uint64_t)sd[i].a, x1, sizeof x1),
-                    psc_fmt_bytes((uint64_t)sd[i].b, x2, sizeof x2), sd[i].ca, sd[i].cb);
-            psc_esc_text_put(out, sd[i].name);   /* a site of the trace: text (common/escape.h) */
-            fputc('\n', out);
-        }
-    }
-    free(sd);
+    ndiff += sites_changed(a, b, json ? &j : NULL, out);
     if (json) { az_json_end(&j); az_json_end(&j); }
     return ndiff;
 }

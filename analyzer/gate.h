@@ -61,6 +61,13 @@ int az_gate_check_named(const az_jv_t *cur, const az_jv_t *base, const char *bas
                         const az_gate_rule_t *rules, size_t n_rules, double default_tol,
                         FILE *out, char *msg, size_t msglen);
 
+/* After a regression: the allocation sites behind it, as text — those
+ * whose bytes changed most from the baseline (matched by their label; for
+ * a stack that ran Python code, its Python line), or without a baseline
+ * (or no site changed) the sites holding most at the heap peak. Returns
+ * how many lines it wrote (0: the documents have no sites). */
+size_t az_gate_sites(const az_jv_t *cur, const az_jv_t *base, FILE *out);
+
 /* 1 with a reason when a report document describes a trace whose figures
  * cannot be trusted for a comparison: the process was killed, the trace is
  * incomplete (cut short, no END, a corrupt chunk) or has no events. */

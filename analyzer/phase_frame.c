@@ -106,8 +106,10 @@ void az_pf_destroy(az_pf_t *pf)
     free(pf);
 }
 
-/* Does a displayed function name, without its parameters, name func? */
-static int names(const char *function, const char *func)
+/* Does a displayed function name, without its parameters, name func? A
+ * C++ name ends in "::func"; a Python frame's qualified name in ".func"
+ * (Model.forward, outer.<locals>.inner). */
+static int names(const char *function, const char *func, int python)
 {
     if (!function) return 0;
     size_t n = 0;
@@ -119,6 +121,7 @@ static int names(const char *function, const char *func)
     }
     size_t fl = strlen(func);
     if (n == fl && !strncmp(function, func, fl)) return 1;
+    if (python) return n > fl + 1 && !strncmp(function + n - fl, func, fl) && function[n - fl - 1] == '.';
     return n > fl + 2 && !strncmp(function + n - fl, func, fl) && function[n - fl - 1] == ':' &&
            function[n - fl - 2] == ':';
 }
@@ -148,7 +151,7 @@ static const where_t *where_of(az_pf_t *pf, uint32_t id)
     if (nf > PF_FRAMES) nf = PF_FRAMES;
     for (size_t i = 0; i < pf->n; i++) {
         for (size_t k = nf; k-- > 0;) {          /* outermost first: FUNC's outermost call */
-            if (!names(pf->frames[k].function, pf->rules[i].func)) continue;
+            if (!names(pf->frames[k].function, pf->rules[i].func, pf->frames[k].python)) continue;
             uint32_t level = pf->frames[k].level;
             uint64_t h = 0xcbf29ce484222325ull ^ (depth - level);
             for (uint32_t j = level + 1; j < depth; j++) h = (h ^ pcs[j]) * 0x100000001b3ull;

@@ -5,7 +5,8 @@
  * The rule. Only events with a recorded stack are evidence (allocations
  * and mmaps; frees carry no stack). For each thread, an event whose stack
  * holds FUNC (a displayed frame, inlined ones included, whose function
- * without its parameters is FUNC or ends in "::FUNC"; the outermost such
+ * without its parameters is FUNC or ends in "::FUNC", a Python frame's
+ * qualified name FUNC or ending in ".FUNC"; the outermost such
  * frame when FUNC recurses) is inside a call of FUNC; the call is the same
  * as the thread's previous one while the thread's stacked events keep
  * holding FUNC with the same callers (the recorded frames outside FUNC's).

@@ -49,7 +49,9 @@ void cmd_gate_help(FILE *out)
     fputs("\nA metric that does not apply is null in the report (no KV cache, no decode\n"
           "step): null on both sides passes a --tol as n/a; null on one side, under\n"
           "--max/--min, missing, not a number or not finite is exit 2 naming it.\n\n"
-          "Exit: 0 every check holds, 1 a regression (listed as REGRESSED lines),\n"
+          "Exit: 0 every check holds, 1 a regression (listed as REGRESSED lines, then\n"
+          "the allocation sites whose bytes changed most from the baseline, or those\n"
+          "holding most at the heap peak; a Python program's as Python lines),\n"
           "2 bad usage or input. --baseline is optional when only --max/--min are given.\n", out);
 }
 
@@ -160,8 +162,12 @@ int cmd_gate(int argc, char **argv)
     rc = az_gate_check_named(az_json_root(dc), db ? az_json_root(db) : NULL, base, ga.rules, ga.n, ga.dtol,
                              stdout, msg, sizeof msg);
     if (rc == 2) cli_file_err("gate", file, msg);
-    else if (rc == 1) printf("gate: FAILED against %s — the metrics marked REGRESSED got worse than allowed\n",
-                             base ? base : "the limits");
+    else if (rc == 1) {
+        /* where to look: the sites (Python lines for a Python program) that changed */
+        az_gate_sites(az_json_root(dc), db ? az_json_root(db) : NULL, stdout);
+        printf("gate: FAILED against %s — the metrics marked REGRESSED got worse than allowed\n",
+               base ? base : "the limits");
+    }
     else printf("gate: passed%s%s\n", base ? " against " : "", base ? base : "");
 out:
     az_json_free(dc);
