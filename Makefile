@@ -163,9 +163,11 @@ $(BUILD)/tests/test_%: $(BUILD)/obj/tests/test_%.o $(LIBS)
 	$(CC) $(LDFLAGS_ALL) -o $@ $< $(LIBS) -lcmocka $(LDLIBS_ALL)
 
 # Programs run under the interposer: no sanitizer (it would own malloc).
+# fake_python exports its symbols, as an interpreter does, for dlsym.
+PROG_LDFLAGS_fake_python := -rdynamic
 $(BUILD)/tests/progs/%: tests/progs/%.c $(LIBS)
 	@mkdir -p $(dir $@)
-	$(CC) $(filter-out -fsanitize=%,$(PIE_CFLAGS)) $(INC_tests) -pie -o $@ $< $(LIBS) $(LDLIBS_ALL)
+	$(CC) $(filter-out -fsanitize=%,$(PIE_CFLAGS)) $(INC_tests) -pie $(PROG_LDFLAGS_$*) -o $@ $< $(LIBS) $(LDLIBS_ALL)
 
 $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(LIBS)
 	@mkdir -p $(dir $@)

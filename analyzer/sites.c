@@ -185,7 +185,8 @@ static lab_t compute(az_sv_t *v, uint32_t stack)
     const uint64_t *fr = stack ? pst_stack(v->scan->r, stack, &depth) : NULL;
     if (!fr || !depth) { r.label = stack ? "(stack undefined)" : "(no stack)"; return r; }
     if (!v->sym) {
-        snprintf(out, sizeof out, "0x%" PRIx64, fr[0]);
+        if (PST_IS_PYFRAME(fr[0])) snprintf(out, sizeof out, "<python>:%u", PST_PYFRAME_LINE(fr[0]));
+        else snprintf(out, sizeof out, "0x%" PRIx64, fr[0]);
         r.label = keep(v, out);
         return r;
     }
@@ -196,7 +197,12 @@ static lab_t compute(az_sv_t *v, uint32_t stack)
     }
     az_frame_t *f = v->buf;
     size_t n = az_sv_frames(v, stack, f, v->cap_buf);
-    if (!n) { snprintf(out, sizeof out, "0x%" PRIx64, fr[0]); r.label = keep(v, out); return r; }
+    if (!n) {
+        if (PST_IS_PYFRAME(fr[0])) snprintf(out, sizeof out, "<python>:%u", PST_PYFRAME_LINE(fr[0]));
+        else snprintf(out, sizeof out, "0x%" PRIx64, fr[0]);
+        r.label = keep(v, out);
+        return r;
+    }
     size_t m = 0;
     while (m < n && az_sv_skipped(v, &f[m])) m++;
     if (m == n) m = 0;

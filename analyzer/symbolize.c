@@ -248,6 +248,9 @@ static uint32_t resolve_py(az_sym_t *s, uint64_t a)
         f = &s->fr[s->n_fr - 1];          /* keep() does not move fr, but stay plain */
         f->function = fn;
         f->file = file;
+    } else {   /* its string lost (a damaged trace, or no reader): still no address */
+        f->function = "<python>";
+        f->file = "?";
     }
     return 1;
 }

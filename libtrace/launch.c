@@ -1317,6 +1317,11 @@ pl_summary_t *pl_summary_read(const char *manifest, const pl_summary_opts_t *opt
     while (f && !rc && getline(&line, &lcap, f) > 0) {
         long pid;
         char *path;
+        if (!strncmp(line, "note\t", 5)) {   /* a line the interposer has for the user (python.c) */
+            line[strcspn(line, "\r\n")] = 0;
+            if (line[5] && add_note(s, line + 5)) { rc = PSC_ENOMEM; break; }
+            continue;
+        }
         if (pl_manifest_line(line, &pid, &path)) continue;
         if (s->n == cap) {
             size_t nc = cap ? 2 * cap : 16;

@@ -346,8 +346,8 @@ int ps_py_init(int frames, int pymalloc)
     if ((v >> 16) != 0x030b) {
         /* a line of the manifest for `record` to print (its program's stderr is not ours) */
         char msg[200];
-        int k = snprintf(msg, sizeof msg, "note\tPython %lu.%lu: Python frames and pymalloc events need "
-                         "CPython 3.11; native frames only\n", (v >> 24) & 255, (v >> 16) & 255);
+        int k = snprintf(msg, sizeof msg, "note\tpid %d: Python %lu.%lu: Python frames and pymalloc events "
+                         "need CPython 3.11; native frames only\n", (int)ps_g.pid, (v >> 24) & 255, (v >> 16) & 255);
         int fd = ps_g.manifest[0] ? open(ps_g.manifest, O_WRONLY | O_APPEND | O_CLOEXEC) : -1;
         if (fd >= 0) { (void)!write(fd, msg, (size_t)k); ps_real_close(fd); }
         return 1;

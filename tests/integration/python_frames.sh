@@ -96,6 +96,25 @@ layers() {
     done
 }
 
+# generators, threads, coroutines, exception handlers: each line under its own function
+flow() {
+    rec flow flow.py || return 1
+    for pair in gen:gen thread:in_thread coro:coro except:handler after:main; do
+        k=${pair%%:*} fn=${pair#*:}
+        l=flow.py:$(line_of flow.py "$k")
+        want=$(key "$T/flow.out" "$k")
+        got=$("$PY" - "$T/flow.json" "$fn ($l)" <<'PYEOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+print(sum(s["bytes"] for s in d["sites"]["by_bytes"] if s["site"].split(" < ")[0] == sys.argv[2]))
+PYEOF
+)
+        # the buffers, and the few small objects around them (a bytearray's own 57 bytes)
+        echo "  $fn ($l): $got bytes named there, the script's buffers $want" >&2
+        [ "$got" -ge "$want" ] && [ "$got" -le $((want + 1024)) ] || return 1
+    done
+}
+
 pymalloc_dict() {
     rec d1m dict1m.py || return 1
     l=dict1m.py:$(line_of dict1m.py dict)
@@ -136,9 +155,27 @@ whole_stacks() {
         grep '^  stacks' "$T/lines.txt" >&2; return 1; }
 }
 
+# another CPython version (a program exporting Py_Version 3.12 and an
+# evaluation function): one line from record, native frames, every malloc
+other_version() {
+    "$PS" record -o "$T/fake.pst" -- "$P/fake_python" >"$T/fake.out" 2>"$T/fake.err" || return 1
+    [ "$(grep -c 'Python 3.12: Python frames and pymalloc events need CPython 3.11; native frames only' "$T/fake.err")" = 1 ] ||
+        { cat "$T/fake.err" >&2; return 1; }
+    "$PS" report --json "$T/fake.pst" >"$T/fake.json" || return 1
+    want=$(key "$T/fake.out" mallocs)
+    "$PY" - "$T/fake.json" "$want" <<'PYEOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+n = sum(s["calls"] for s in d["sites"]["by_calls"] if s["site"].startswith("_PyEval_EvalFrameDefault"))
+sys.exit(0 if n == int(sys.argv[2]) else 1)
+PYEOF
+}
+
 check python_frames_layouts_match_cpython_headers layouts
+check python_frames_other_version_says_so other_version
 check python_frames_lines_match_tracemalloc lines_match_tracemalloc
 check python_frames_python_c_python_layers layers
+check python_frames_generator_thread_coroutine_exception flow
 check python_frames_pymalloc_dict_on_its_line pymalloc_dict
 check python_frames_torch_model_lines torch_lines
 check python_frames_off_native_only frames_off
