@@ -18,7 +18,8 @@
 
 PY=${PYTHON:-/usr/bin/python3}
 TP=$ROOT/tests/python
-export PYTHONDONTWRITEBYTECODE=1
+PYTHONPATH=$ROOT/python
+export PYTHONDONTWRITEBYTECODE=1 PYTHONPATH
 
 line_of() { grep -n "LINE:$2\$" "$TP/$1" | cut -d: -f1; }
 
@@ -139,7 +140,9 @@ torch_lines() {
         [ "$got" -gt 0 ] || return 1
     done
     # the model's lines are among the top sites by bytes of the text report
-    "$PS" report "$T/torch.pst" | sed -n '/^Top sites by bytes/,/^$/p' | grep -q "Block.forward (torch_lines.py:$(line_of torch_lines.py matmul))"
+    "$PS" report "$T/torch.pst" | sed -n '/^Top sites by bytes/,/^$/p' | grep -q "Block.forward (torch_lines.py:$(line_of torch_lines.py matmul))" || return 1
+    # and inside poolscope.torch's scopes
+    "$PS" report --phase forward "$T/torch.pst" | sed -n '/^Top sites by bytes/,/^$/p' | head -4 | grep -q "Block.forward (torch_lines.py:$(line_of torch_lines.py matmul))"
 }
 
 # --python-frames off: native frames only, and the report names no .py line

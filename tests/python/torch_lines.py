@@ -1,7 +1,10 @@
 """torch_lines.py — CPU inference with a model whose forward allocates on
 its own lines, for python_frames.sh: the tensors made on LINE:matmul and
-LINE:residual must be named by those lines (Block.forward) in report."""
+LINE:residual must be named by those lines (Block.forward) in report, and
+inside the "forward" scopes of poolscope.torch (report --phase forward)."""
 import torch
+
+import poolscope.torch as pst
 
 
 class Block(torch.nn.Module):
@@ -17,6 +20,7 @@ class Block(torch.nn.Module):
 
 torch.manual_seed(0)
 model = torch.nn.Sequential(*[Block(256) for _ in range(4)])
+pst.instrument(model)
 x = torch.randn(64, 256)
 with torch.no_grad():
     for _ in range(20):
