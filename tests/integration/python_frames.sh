@@ -139,10 +139,17 @@ torch_lines() {
         echo "  $l: $got bytes allocated" >&2
         [ "$got" -gt 0 ] || return 1
     done
-    # the model's lines are among the top sites by bytes of the text report
-    "$PS" report "$T/torch.pst" | sed -n '/^Top sites by bytes/,/^$/p' | grep -q "Block.forward (torch_lines.py:$(line_of torch_lines.py matmul))" || return 1
-    # and inside poolscope.torch's scopes
-    "$PS" report --phase forward "$T/torch.pst" | sed -n '/^Top sites by bytes/,/^$/p' | head -4 | grep -q "Block.forward (torch_lines.py:$(line_of torch_lines.py matmul))"
+    # the model's line is among the top 10 sites by bytes, of the run and of
+    # poolscope.torch's "forward" scopes
+    l="Block.forward (torch_lines.py:$(line_of torch_lines.py matmul))"
+    "$PS" report --json --phase forward "$T/torch.pst" >"$T/torch.fwd.json" || return 1
+    for j in "$T/torch.json" "$T/torch.fwd.json"; do
+        "$PY" - "$j" "$l" <<'PYEOF' || { echo "  $l not in the top 10 by bytes of $j" >&2; return 1; }
+import json, sys
+rows = json.load(open(sys.argv[1]))["sites"]["by_bytes"][:10]
+sys.exit(0 if any(r["site"].startswith(sys.argv[2]) for r in rows) else 1)
+PYEOF
+    done
 }
 
 # --python-frames off: native frames only, and the report names no .py line
