@@ -1,16 +1,16 @@
 /* gate.h — metric comparison for `poolscope gate` and `poolscope diff`
  * (prefix az_gate_, az_diff_).
  *
- * Both work on report JSON (DESIGN.md keys): a trace is first turned into
- * its `report --json` document (az_metrics_doc), so the gate compares
- * exactly what a person sees in the report. Metrics are numeric leaves named
- * by their dotted path ("pool.hit_rate", "phases.decode.heap_calls");
- * arrays and the `sites` object are not metrics.
+ * Both work on report JSON (docs/DESIGN.md, "JSON contract"): a trace is
+ * first turned into its `report --json` document (az_metrics_doc), so the
+ * gate compares exactly what a person sees in the report. Metrics are
+ * numeric leaves named by their dotted path ("pool.hit_rate",
+ * "phases.decode.heap_calls"); arrays and the `sites` object are not metrics.
  *
- * Direction (DESIGN.md): rates and utilizations — any path whose last part
- * is hit_rate, same_address_reuse, kv_utilization or kv_utilization_at_peak —
- * are higher-is-better; everything else (bytes, counts, ratios of waste)
- * lower-is-better.
+ * Direction (docs/DESIGN.md, "Gate and diff"): rates and utilizations —
+ * any path whose last part is hit_rate, same_address_reuse, kv_utilization,
+ * kv_utilization_at_peak or kv_utilization_per_step — are higher-is-better;
+ * everything else (bytes, counts, ratios of waste) lower-is-better.
  *
  * Tolerance: --tol M=PCT allows M to get worse by PCT percent of the
  * baseline (exactly PCT passes); against a baseline of 0 the tolerance is

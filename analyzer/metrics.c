@@ -1,4 +1,5 @@
-/* metrics.c — streaming accumulators for the metrics of DESIGN.md.
+/* metrics.c — streaming accumulators for the metrics of docs/DESIGN.md
+ * ("Metrics").
  *
  * State, all bounded by what is live or distinct, never by stream length:
  *   live    open-addressing table addr -> object (req, rnd, time, stack and

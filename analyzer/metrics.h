@@ -4,7 +4,7 @@
  * where the stream comes from: `poolscope report` feeds heap events of a
  * trace (and, in a second accumulator, the pool's acquire/reclaim events);
  * `poolscope replay` feeds the simulated streams of each policy. Every
- * metric is computed exactly as DESIGN.md ("Metric definitions") defines it,
+ * metric is computed exactly as docs/DESIGN.md ("Metrics") defines it,
  * so the report's peak_live_bytes and replay's `ideal` row agree.
  *
  *   az_metrics_t *m = az_create(NULL, &err);        // defaults

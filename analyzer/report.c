@@ -2,7 +2,7 @@
  *
  * The text is for a person reading a terminal: sections with aligned
  * columns, binary units, times in s/ms/us, histograms as bars. The JSON is
- * the contract of DESIGN.md ("JSON that CI jobs can rely on"); extra keys
+ * the contract of docs/DESIGN.md ("JSON contract"); extra keys
  * are added beside the promised ones, never instead of them.
  */
 #include "report.h"

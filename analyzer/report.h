@@ -1,8 +1,9 @@
 /* report.h — `poolscope report` output from a scanned trace (prefix az_).
  *
  * Text for people (units, aligned tables, symbolized sites) and JSON for
- * CI with the keys DESIGN.md promises. Both read an az_scan_t; neither
- * touches the trace again except for strings, stacks and modules.
+ * CI with the keys docs/DESIGN.md ("JSON contract") promises. Both read an
+ * az_scan_t; neither touches the trace again except for strings, stacks and
+ * modules.
  */
 #ifndef POOLSCOPE_REPORT_H
 #define POOLSCOPE_REPORT_H

@@ -5,8 +5,9 @@
  *     void cmd_NAME_help(FILE *out);          // full usage text
  * declare both below and fill in its line of the table in cli/poolscope.c.
  *
- * Exit codes (DESIGN.md): 0 success, 1 a gate/diff found a regression,
- * 2 bad usage or bad input (one line naming the file and what is wrong).
+ * Exit codes (docs/DESIGN.md, "Exit codes"): 0 success, 1 a gate/diff found
+ * a regression, 2 bad usage or bad input (one line naming the file and what
+ * is wrong).
  */
 #ifndef POOLSCOPE_CLI_H
 #define POOLSCOPE_CLI_H

@@ -2,8 +2,9 @@
  *
  * What: fixed-size blocks of block_size token slots, checked out to owners
  * from per-stream LIFO free lists (a just-freed block is cache-hot, so it goes
- * out first), with the seed's counters, a 256-entry stats history, a
- * Prometheus exposition and an observer.  See blockpool.h for the semantics.
+ * out first), with the counters of docs/DESIGN.md ("KV block pool"), a
+ * 256-entry stats history, a Prometheus exposition and an observer.  See
+ * blockpool.h for the semantics.
  *
  * Why this shape:
  *   - Block records live in one array indexed by id, so ids are stable and a

@@ -1,5 +1,5 @@
-/* bufpool.c — the buffer pool (see bufpool.h and the seed
- * shared/seeds/000_960fce3a1b3dfebb.txt).
+/* bufpool.c — the buffer pool (see bufpool.h and docs/DESIGN.md,
+ * "Buffer pool").
  *
  * What: refcounted buffers handed out from two size-rounded free lists (the
  * f32 arm in elements, the 64-byte aligned byte-slab arm in bytes) that
@@ -7,8 +7,8 @@
  * free list, or is destroyed when it alone exceeds the cap or caching it
  * would exceed the cap.
  *
- * Why this index: the seed keeps one list sorted by length and does a
- * first-fit scan, which is O(cached buffers) per acquire and per release.
+ * Why this index: read literally, the rule is one list sorted by length
+ * and a first-fit scan, which is O(cached buffers) per acquire and release.
  * We keep exactly the same selection (smallest cached length >= the rounded
  * request; LIFO among equal lengths) but index it:
  *

@@ -5,11 +5,12 @@
  * keys and values straight from the blocks through the table (ids and slot
  * pointers side by side; no lock and no lookup per row).
  *
- * Why: the seed's pool-backed cache grows in block-sized chunks through the
- * pool — a new block only when the last one is full — so every growth step
- * shows up in the pool's counters, and release returns the owner's blocks in
- * one call.  The tables are the only memory the cache owns; they use the
- * pool's meta allocator so allocation failure is testable here too.
+ * Why: a pool-backed cache (docs/DESIGN.md, "KV block pool") grows in
+ * block-sized chunks through the pool — a new block only when the last one
+ * is full — so every growth step shows up in the pool's counters, and
+ * release returns the owner's blocks in one call.  The tables are the only
+ * memory the cache owns; they use the pool's meta allocator so allocation
+ * failure is testable here too.
  */
 #include "poolscope/blockpool.h"
 

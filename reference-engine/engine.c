@@ -4,9 +4,9 @@
  *   the residual stream x (rows, dim) is acquired once and carried through
  *   the layers (updated in place); every other activation is acquired from
  *   re_alloc where it is produced and released as soon as its last reader is
- *   done, as in the buffer-pool seed's forward discipline. Logits are copied
- *   out of the forward into the engine's own buffer before the final reset,
- *   so the arena mode can rewind.
+ *   done (the forward discipline of docs/DESIGN.md, "Buffer pool"). Logits
+ *   are copied out of the forward into the engine's own buffer before the
+ *   final reset, so the arena mode can rewind.
  *
  * Batching: each weight matrix is multiplied against all rows of the step in
  * one call (re_k_matmul_rows keeps 4 weight rows in L1 while it walks the

@@ -1,7 +1,7 @@
 /* pol_arena.c — the `arena` policy: bump allocation reset per scope.
  *
- * The model (DESIGN.md, "Replay policies"; the engine's --alloc arena is the
- * same machine, so its arena_capacity can be checked against this):
+ * The model (docs/DESIGN.md, "Replay policies"; the engine's --alloc arena
+ * is the same machine, so its arena_capacity can be checked against this):
  *
  *   - objects are bumped 64-byte aligned in the newest chunk; when one does
  *     not fit, a new chunk twice the newest one's size (1 MiB for the first)

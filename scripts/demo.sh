@@ -25,8 +25,8 @@ step "2/7 report"
 
 step "3/7 replay: malloc, arena, pool, ideal and the KV policies"
 # Tensor stream for the allocator policies; --with-kv makes the arena carry
-# the KV blocks too (the seed's reason for rejecting it). kv-contiguous
-# reserves the model's whole context per request.
+# the KV blocks too (docs/DESIGN.md, "Buffer pool": why not an arena).
+# kv-contiguous reserves the model's whole context per request.
 "$PS" replay "$OUT/engine.pst" --policy malloc,arena,pool,ideal,kv --kv-context 1024 >"$OUT/replay.txt"
 "$PS" replay "$OUT/engine.pst" --policy malloc,arena,pool,ideal,kv --kv-context 1024 --json >"$OUT/replay.json"
 "$PS" replay "$OUT/engine.pst" --policy arena --with-kv >"$OUT/replay-arena-with-kv.txt"

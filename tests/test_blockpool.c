@@ -71,7 +71,7 @@ static void c_free(void *ctx, void *p)
     free(p);
 }
 
-/* ---- the seed's example and configuration --------------------------------------- */
+/* ---- the example and defaults of docs/DESIGN.md ("KV block pool") --------------- */
 
 static void test_seed_example_40_tokens_take_three_of_64_blocks(void **st)
 {

@@ -119,7 +119,8 @@ static void model_init(model_t *m, size_t cap)
     m->cap = cap;
 }
 
-/* The seed's rule: smallest length >= len, newest among equals. */
+/* The pool's rule (docs/DESIGN.md, "Buffer pool"): smallest length >= len,
+ * newest among equals. */
 static mbuf_t model_acquire(model_t *m, int arm, size_t len, int *hit)
 {
     size_t best = SIZE_MAX;

@@ -7,7 +7,7 @@
  *
  *   - the arena policy bumps in 64-byte steps (replay.h, pol_arena.c);
  *   - kv_utilization and kv_utilization_per_step are higher-is-better for
- *     gate and diff (gate.h, DESIGN.md);
+ *     gate and diff (gate.h, docs/DESIGN.md "Gate and diff");
  *   - a freed KV block takes its tokens with it, and an ALLOC's n_tokens
  *     fill its blocks, in the report's figures (az_scan_file);
  *   - a freed KV block takes its tokens with it out of its request in

@@ -3,10 +3,10 @@
  *
  * Every trace here is written with the writer API (libtrace/writer.h) into a
  * temporary file, replayed, and each number compared with what the policy's
- * definition gives by hand (worked out in the comments). The seed's 16-op
- * chain, ideal against the analyzer's own scan, determinism, streaming memory
- * and damaged input are here too; the engine-based exactness sweep is
- * tests/integration/replay.sh.
+ * definition gives by hand (worked out in the comments). The 16-op chain
+ * (docs/DESIGN.md, "Buffer pool"), ideal against the analyzer's own scan,
+ * determinism, streaming memory and damaged input are here too; the
+ * engine-based exactness sweep is tests/integration/replay.sh.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -606,7 +606,7 @@ static void test_arena_with_kv_blocks_are_violations(void **st)
     unlink(b.path);
 }
 
-/* ---- the seed's 16-op chain ------------------------------------------------ */
+/* ---- the 16-op chain (docs/DESIGN.md, "Buffer pool") ----------------------- */
 
 /* y1 = op(); y_i = op(y_{i-1}), releasing y_{i-1} as soon as y_i exists:
  * the pool holds at most 2 buffers; an arena that resets only at the end

@@ -14,8 +14,8 @@
  *      taking a new block only when the previous one is full, and keeps a block
  *      table attention can read straight from.
  *
- * Semantics follow shared/seeds/001 (the Python BlockPoolAllocator) with these
- * decisions where the seed is loose:
+ * Semantics follow docs/DESIGN.md ("KV block pool"), in detail where an API
+ * of this kind could go either way:
  *
  *   - Counters count BLOCKS: one allocate of 40 tokens at block size 16 adds 3
  *     to n_allocations; n_frees counts blocks actually returned (freeing an
@@ -26,7 +26,7 @@
  *     max_blocks is split the same way and caps each stream's growth.
  *   - Streams: with separate_kv on, K and V are valid and KV is PSC_EINVAL.
  *     With separate_kv off there is one free list; K, V and KV are all accepted
- *     and all mean KV (as the seed says), and block records report KV.
+ *     and all mean KV (docs/DESIGN.md), and block records report KV.
  *   - Owners are ids >= 0 (-1 means "no owner").  An owner is *active* once
  *     registered (explicitly or by its first allocate) until release_owner or
  *     free_all.  release_owner does not free blocks: they stay checked out to
@@ -240,7 +240,7 @@ int kvb_history(kvb_pool_t *pool, kvb_stats_t *out, int cap);
 /* Prometheus text exposition of a snapshot into buf (snprintf-style: always
  * NUL-terminated when cap > 0, returns the length the full text needs).
  * prefix NULL = KVB_PROM_PREFIX; PSC_EINVAL for a prefix that is not a valid
- * metric name.  Gauges: blocks_in_use, blocks_managed (the seed's
+ * metric name.  Gauges: blocks_in_use, blocks_managed (once
  * "blocks_total": renamed because Prometheus reserves _total for counters and
  * promtool rejects it on a gauge), fragmentation, peak_blocks_in_use.
  * Counters: allocations_total, frees_total, reused_total, exhausted_total,

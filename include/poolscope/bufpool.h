@@ -1,6 +1,6 @@
 /* bufpool.h — the buffer pool: refcounted, size-rounded, capped free lists.
  *
- * Semantics come from shared/seeds/000_960fce3a1b3dfebb.txt:
+ * Semantics (docs/DESIGN.md, "Buffer pool"):
  *
  *  - Two arms share one byte budget (max_cached_bytes):
  *      the f32 arm   — buffers measured in f32 elements; a request of n

@@ -1187,7 +1187,8 @@ static void retire_dead(void)
 }
 
 /* Advance the time base. Every event reads ps_g.tick with one plain load,
- * so this store is the whole cost of "a time per event" (DESIGN.md). */
+ * so this store is the whole cost of "a time per event" (docs/DESIGN.md,
+ * "Time and order"). */
 static void store_tick(uint64_t *last)
 {
     uint64_t now = ps_now();

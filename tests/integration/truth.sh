@@ -49,8 +49,8 @@ export GLIBC_TUNABLES
 ulimit -c 0 2>/dev/null || :
 
 # The time resolution the trace format promises for every event's
-# timestamp. libtrace/FORMAT.md does not state one yet (DESIGN.md: "within a
-# stated resolution of at most 1 ms"); put the stated figure here.
+# timestamp: at most 1 ms (docs/DESIGN.md, "Time and order"; the tick itself
+# is 100 us, libtrace/FORMAT.md "Time"); put the stated figure here.
 RES_NS=${TRUTH_RES_NS:-1000000}
 
 key() { sed -n "s/^$2=//p" "$1" | head -1; }

@@ -6,7 +6,7 @@
  * Walks the merged event order and counts heap calls (every hooked function:
  * the malloc family, mmap/munmap/mremap, madvise, brk/sbrk), in any thread,
  * that happen while a "decode" scope is open. Steps after the first WARMUP
- * (default 4) decode steps are the steady state (DESIGN.md,
+ * (default 4) decode steps are the steady state (docs/DESIGN.md, "Metrics",
  * allocs_per_decode_step). Prints key=value lines:
  *   decode_steps decode_ends prefill forward layer request_begin request_end
  *   decode_heap_calls steady_heap_calls steady_steps
