@@ -482,6 +482,9 @@ static void sites_json(az_json_t *j, const char *key, az_sv_t *v,
         az_json_u64(j, "stack", a[i].stack);
         az_json_str(j, "site", a[i].label);
         if (a[i].via) az_json_str(j, "via", a[i].via);
+        int line = 0;
+        const char *file = az_sv_file(v, a[i].stack, &line);
+        if (file) { az_json_str(j, "python_file", file); az_json_u64(j, "python_line", (uint64_t)line); }
         az_json_u64(j, "stacks", a[i].n_stacks);
         az_json_u64(j, "calls", a[i].calls);
         az_json_u64(j, "bytes", a[i].bytes);

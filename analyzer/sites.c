@@ -46,7 +46,7 @@ const char *const az_sv_default_skip[] = {
     NULL,
 };
 
-typedef struct lab { const char *label, *via; } lab_t;
+typedef struct lab { const char *label, *via, *file; int line; } lab_t;
 
 struct az_sv {
     const az_scan_t *scan;
@@ -179,7 +179,7 @@ static void append(char *buf, size_t len, size_t *o, const char *s)
 
 static lab_t compute(az_sv_t *v, uint32_t stack)
 {
-    lab_t r = { NULL, NULL };
+    lab_t r = { NULL, NULL, NULL, 0 };
     char out[2048];
     uint32_t depth = 0;
     const uint64_t *fr = stack ? pst_stack(v->scan->r, stack, &depth) : NULL;
@@ -213,8 +213,10 @@ static lab_t compute(az_sv_t *v, uint32_t stack)
      * stack (html, sql, export) */
     size_t py = m;
     while (py < n && !f[py].python) py++;
-    if (py < n && py > m && !v->o.no_skip) {
-        m = py;   /* one row per Python line, whatever C code it went through */
+    if (py < n && py >= m && !v->o.no_skip) {
+        m = py;   /* one row per Python line, whatever C code it went through: no via */
+        r.file = keep(v, f[m].file);
+        r.line = f[m].line;
     } else if (m > 0) {
         const az_frame_t *w = &f[m - 1];
         r.via = keep(v, w->function ? az_sv_short(w->function, tmp, sizeof tmp) : az_sym_format(w, w->pc, tmp, sizeof tmp));
@@ -256,6 +258,15 @@ const char *az_sv_label(az_sv_t *v, uint32_t stack, const char **via)
     if (!r.label) r.label = "(out of memory)";
     if (via) *via = r.via;
     return r.label;
+}
+
+const char *az_sv_file(az_sv_t *v, uint32_t stack, int *line)
+{
+    const uint32_t *hit = psc_map_get_sz(&v->memo, stack, sizeof(uint32_t));
+    if (!hit) { az_sv_label(v, stack, NULL); hit = psc_map_get_sz(&v->memo, stack, sizeof(uint32_t)); }
+    if (!hit || !v->labs[*hit].file) return NULL;
+    if (line) *line = v->labs[*hit].line;
+    return v->labs[*hit].file;
 }
 
 static int by_key(const void *a, const void *b)

@@ -53,6 +53,9 @@ const az_dsite_t *az_sv_sites(az_sv_t *v, size_t *n);
 /* Label of one stack id ("(no stack)" for 0); *via (may be NULL) gets
  * the wrapper or NULL. Strings valid until az_sv_destroy. */
 const char *az_sv_label(az_sv_t *v, uint32_t stack, const char **via);
+/* The whole path and line of the Python line a stack's label names (the
+ * label shows the path's shortest unique tail); NULL for any other label. */
+const char *az_sv_file(az_sv_t *v, uint32_t stack, int *line);
 
 /* Does frame f match a skip pattern of v (defaults unless no_skip, then
  * the added ones)? */

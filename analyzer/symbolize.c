@@ -41,6 +41,9 @@ typedef struct chain_ref { uint32_t first, count; } chain_ref_t;
 typedef struct msym { uint64_t addr, size; const char *name; int rank; } msym_t;
 typedef struct modsyms { Dwfl_Module *mod; msym_t *v; size_t n; } modsyms_t;
 
+/* A Python file and the part of its path labels show (a suffix of it). */
+typedef struct pyfile { const char *path, *shown; } pyfile_t;
+
 struct az_sym {
     Dwfl *dwfl;
     Dwfl_Callbacks cb;
@@ -57,6 +60,9 @@ struct az_sym {
     size_t n_ms, cap_ms;
     const pst_reader_t *r;       /* az_sym_open: the strings that name Python frames */
     pst_reader_t *owned;         /* az_sym_adopt: closed with the symbolizer */
+    pyfile_t *pyf;               /* the trace's .py files, by path (pyfiles()) */
+    size_t n_pyf;
+    int pyf_done;
 };
 
 static const char *keep(az_sym_t *s, const char *str)
@@ -139,6 +145,7 @@ void az_sym_destroy(az_sym_t *s)
     psc_map_free(&s->tramp);
     for (size_t i = 0; i < s->n_ms; i++) free(s->ms[i].v);
     free(s->ms);
+    free(s->pyf);
     free(s->mods);
     free(s);
 }
@@ -228,6 +235,71 @@ static const char *sym_at(az_sym_t *s, Dwfl_Module *mod, uint64_t a, uint64_t *o
     return NULL;
 }
 
+/* The last k components of path ("a/b/c.py", 2: "b/c.py"); the whole
+ * path when it has no more. */
+static const char *suffix(const char *path, int k)
+{
+    const char *p = path + strlen(path);
+    while (p > path) {
+        if (p[-1] == '/' && --k == 0) return p;
+        p--;
+    }
+    return path;
+}
+
+static int by_path(const void *a, const void *b)
+{
+    return strcmp(((const pyfile_t *)a)->path, ((const pyfile_t *)b)->path);
+}
+
+static int by_base(const void *a, const void *b)
+{
+    const pyfile_t *x = a, *y = b;
+    int c = strcmp(suffix(x->path, 1), suffix(y->path, 1));
+    return c ? c : strcmp(x->path, y->path);
+}
+
+/* Every .py file the trace's Python frames name (the file part of each
+ * "qualname\nfile" string), each shown as the shortest tail of its path
+ * that no other of them ends with: "module.py" while it is the only one,
+ * "a/__init__.py" beside "b/__init__.py". Labels name files, and rows
+ * merge by label: a bare base name would merge two packages' lines. Built
+ * once, from the strings defined when the first Python frame is named
+ * (the analyzers name frames after their pass: all of them). */
+static void pyfiles(az_sym_t *s)
+{
+    s->pyf_done = 1;
+    size_t n = pst_string_count(s->r), k = 0;
+    pyfile_t *a = n ? malloc(n * sizeof *a) : NULL;
+    if (!a) return;
+    for (size_t i = 0; i < n; i++) {
+        const char *str = pst_string_at(s->r, i), *nl = str ? strchr(str, '\n') : NULL;
+        if (nl && nl[1]) a[k++] = (pyfile_t){ nl + 1, NULL };
+    }
+    qsort(a, k, sizeof *a, by_base);
+    size_t m = 0;
+    for (size_t i = 0; i < k; i++)            /* one entry per path */
+        if (!m || strcmp(a[m - 1].path, a[i].path)) a[m++] = a[i];
+    for (size_t g = 0; g < m;) {              /* each run of one base name */
+        size_t e = g + 1;
+        while (e < m && !strcmp(suffix(a[g].path, 1), suffix(a[e].path, 1))) e++;
+        for (size_t i = g; i < e; i++) {
+            int c = 1;
+            for (int clash = 1; clash && suffix(a[i].path, c) != a[i].path; ) {
+                clash = 0;
+                for (size_t j = g; j < e && !clash; j++)
+                    clash = j != i && !strcmp(suffix(a[i].path, c), suffix(a[j].path, c));
+                if (clash) c++;
+            }
+            a[i].shown = suffix(a[i].path, c);
+        }
+        g = e;
+    }
+    qsort(a, m, sizeof *a, by_path);
+    s->pyf = a;
+    s->n_pyf = m;
+}
+
 /* Append the chain of address a to s->fr; returns the number appended. */
 /* A Python frame (format.h, PST_PYFRAME): its string is "qualname\nfile". */
 static uint32_t resolve_py(az_sym_t *s, uint64_t a)
@@ -244,10 +316,14 @@ static uint32_t resolve_py(az_sym_t *s, uint64_t a)
         size_t k = (size_t)(nl - str) < sizeof name - 1 ? (size_t)(nl - str) : sizeof name - 1;
         memcpy(name, str, k);
         name[k] = 0;
+        if (!s->pyf_done) pyfiles(s);
+        pyfile_t key = { nl + 1, NULL }, *hit = s->n_pyf ? bsearch(&key, s->pyf, s->n_pyf, sizeof key, by_path) : NULL;
         const char *fn = keep(s, name), *file = keep(s, nl + 1);
         f = &s->fr[s->n_fr - 1];          /* keep() does not move fr, but stay plain */
         f->function = fn;
         f->file = file;
+        /* the strings stay the reader's while it lives: the tail as a copy */
+        f->shown_file = hit && file ? file + (hit->shown - hit->path) : NULL;
     } else {   /* its string lost (a damaged trace, or no reader): still no address */
         f->function = "<python>";
         f->file = "?";
@@ -413,6 +489,7 @@ const char *az_sym_format(const az_frame_t *f, uint64_t pc, char *buf, size_t le
 {
     if (f->function && f->file) {
         const char *base = strrchr(f->file, '/');
+        if (f->shown_file) base = f->shown_file - 1;
         snprintf(buf, len, "%s (%s:%d)", f->function, base ? base + 1 : f->file, f->line);
     } else if (f->function) {
         snprintf(buf, len, "%s", f->function);

@@ -52,6 +52,9 @@ typedef struct az_frame {
     int inlined;                 /* 1: inlined into the next frame of the same level */
     int python;                  /* 1: a Python frame (format.h, PST_PYFRAME): function is its
                                     qualified name, file its .py path, line the line it ran */
+    const char *shown_file;      /* Python frames: the tail of file labels show, unique among the
+                                    trace's .py files (a/__init__.py beside b/__init__.py);
+                                    NULL: file's base name */
 } az_frame_t;
 
 /* Modules as pst_modules() gives them (unmapped ones included: later maps
@@ -77,7 +80,7 @@ size_t az_sym_chain(az_sym_t *s, uint64_t pc, int ret_addr, az_frame_t *out, siz
 void az_sym_lookup(az_sym_t *s, uint64_t pc, int ret_addr, az_frame_t *out);
 
 /* "function (file:line)" / "function" / "module+0x1a2b" / "0x7f..." into
- * buf (file as its basename); returns buf. */
+ * buf (file as its basename, or shown_file); returns buf. */
 const char *az_sym_format(const az_frame_t *f, uint64_t pc, char *buf, size_t len);
 
 /* Is this frame inside the tracer itself (the preload library)? Such

@@ -92,8 +92,13 @@ void cmd_record_help(FILE *out)
           "At the end each trace is listed on stderr with the counts of its END chunk\n"
           "(nothing else is read; \"lost\" there is what the tracer dropped without a\n"
           "LOST record, `poolscope report` has every figure); a trace cut short is read\n"
-          "to see how far it goes. An image that exec'd a program without the tracer\n"
-          "(its environment dropped LD_PRELOAD) is noted.\n", out);
+          "to see how far it goes. Notes follow, one line each, for: an image that\n"
+          "exec'd a program without the tracer (its environment dropped LD_PRELOAD,\n"
+          "or the program is static or setuid); child processes that could not open\n"
+          "their traces (descriptors or disk exhausted: their pids and the reason);\n"
+          "a program that made no heap call the tracer could see (its own malloc\n"
+          "linked in: only its mmap calls are in the trace); a Python other than\n"
+          "CPython 3.11 (native frames only).\n", out);
 }
 
 /* ---- argument parsing --------------------------------------------------- */

@@ -279,6 +279,16 @@ const char *pst_string(const pst_reader_t *r, uint32_t id)
     return rd_map_get(&r->string_ids, id, &i) ? r->strings[i].s : NULL;
 }
 
+size_t pst_string_count(const pst_reader_t *r)
+{
+    return r->n_strings;
+}
+
+const char *pst_string_at(const pst_reader_t *r, size_t i)
+{
+    return i < r->n_strings ? r->strings[i].s : NULL;
+}
+
 const uint64_t *pst_stack(const pst_reader_t *r, uint32_t id, uint32_t *depth)
 {
     uint64_t i;

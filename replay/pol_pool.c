@@ -25,7 +25,8 @@
  *     to the allocation site (the first frame that is not an allocation
  *     wrapper, as `report` names sites: analyzer/sites.h), so both
  *     "empty_cpu" (a site) and "alloc_cpu" (a wrapper it went through)
- *     select PyTorch's tensors. Each distinct stack id is symbolized once
+ *     select PyTorch's tensors; in a Python stack, up to its innermost
+ *     Python frame ("Block.forward", "model.py:17"). Each distinct stack id is symbolized once
  *     (its first few frames, analyzer/symbolize.h) and the answer cached.
  * Everything else goes to a glibc chunk model: while live, an object holds
  * its glibc chunk — the request plus the 8-byte size field, rounded up to
@@ -136,13 +137,29 @@ static int name_has(const char *name, const rp_config_t *c)
  * first that is not a wrapper (the site), the tracer's own skipped. The
  * first 8 recorded frames are looked at, then all of them if every one of
  * those was a wrapper. A frame with no function name is matched by its
- * "module+0xoffset" form. */
+ * "module+0xoffset" form. A stack that runs Python is named by its
+ * innermost Python frame (sites.c): the native frames up to that one are
+ * looked at, and it, by its qualified name or "name (file.py:line)". */
 static int site_matches(pol_pool_t *p, uint32_t stack)
 {
     uint32_t depth = 0;
     const uint64_t *pcs = stack ? pst_stack(p->base.ctx->reader, stack, &depth) : NULL;
     if (!pcs || !depth || !p->base.ctx->sym) return 0;
     const rp_config_t *c = p->base.ctx->cfg;
+    uint32_t py = 0;
+    while (py < depth && !PST_IS_PYFRAME(pcs[py])) py++;
+    if (py < depth) {
+        size_t n = az_sym_stack(p->base.ctx->sym, pcs, py + 1, p->fr, p->fr_cap);
+        if (n > p->fr_cap) n = p->fr_cap;
+        for (size_t i = 0; i < n; i++) {
+            const az_frame_t *f = &p->fr[i];
+            char buf[1400];
+            if (az_sym_is_tracer(f)) continue;
+            if (f->function && name_has(f->function, c)) return 1;
+            if ((!f->function || f->python) && name_has(az_sym_format(f, f->pc, buf, sizeof buf), c)) return 1;
+        }
+        return 0;
+    }
     for (uint32_t look = depth < 8 ? depth : 8;; look = depth) {
         size_t n = az_sym_stack(p->base.ctx->sym, pcs, look, p->fr, p->fr_cap);
         if (n > p->fr_cap) n = p->fr_cap;

@@ -582,6 +582,8 @@ int ps_py_init(int frames, int pymalloc);   /* after ps_stacks_init: a CPython 3
 int ps_py_on(void);                     /* Python frames are spliced into stacks */
 int ps_py_splice(uint64_t *fr, int n, int max);   /* evaluation frames -> Python frames; the new n */
 void ps_py_reset(void);                 /* string ids restarted (a fork child's file) */
+extern int ps_py_watch;                 /* the interpreter may still replace pymalloc's wrappers */
+void ps_py_watch_check(void);           /* wrap them again if it did (stack captures call it) */
 void ps_modules_poll(void);             /* flusher: rescan if the loader changed */
 void ps_loader_counters(unsigned long long c[2]);   /* dlpi_adds, dlpi_subs */
 

@@ -34,8 +34,15 @@
  * interpreter's own conversion may allocate). Both are cached in global
  * direct-mapped tables of single 64-bit words (tag | value), read and
  * written with relaxed atomics, so threads share them without a lock; a
- * torn or stale entry cannot exist, and a tag collision (40 bits of a
- * 64-bit hash) would at worst misname one frame.
+ * torn entry cannot exist, and a tag collision (40 bits of a 64-bit
+ * hash) would at worst misname one frame. The keys are addresses, and an
+ * address outlives its code object: code made by exec or compile is
+ * freed, and the next one is often made at the same address, from a
+ * qualname and a file name at the same addresses too, with other text
+ * and other lines. So every code object freed (pw_free sees its type)
+ * moves an epoch that is part of every key: the caches start afresh
+ * (an import frees its module's code; a few misses each, measured in
+ * bench/results.md's python section).
  *
  * pymalloc. PyMem_SetAllocator wraps the OBJ and MEM domains from our
  * constructor, before the interpreter has allocated anything (its
@@ -70,6 +77,7 @@ static struct {
     int (*addr2line)(void *, int);   /* PyCode_Addr2Line */
     uintptr_t code_type;             /* &PyCode_Type */
     uint32_t gen;                    /* bumped when string ids restart (fork child) */
+    uint32_t epoch;                  /* bumped when a code object is freed (pw_free) */
     uint64_t names[PY_CACHE];        /* hash tag (high 40 bits) | string id (24 bits) */
     uint64_t lines[PY_CACHE];        /* hash tag (high 40 bits) | line (24 bits) */
 } py;
@@ -118,7 +126,8 @@ done:
 static uint32_t code_sid(uintptr_t co)
 {
     uintptr_t qn = ld(co, CO_QUALNAME), fn = ld(co, CO_FILENAME);
-    uint64_t h = pmix(co ^ pmix(qn ^ pmix(fn ^ py.gen)));
+    uint32_t ep = __atomic_load_n(&py.epoch, __ATOMIC_RELAXED);
+    uint64_t h = pmix(co ^ pmix(qn ^ pmix(fn ^ py.gen ^ (uint64_t)ep << 32)));
     uint64_t *e = &py.names[h & (PY_CACHE - 1)];
     uint64_t v = __atomic_load_n(e, __ATOMIC_RELAXED);
     if (v && v >> 24 == h >> 24) return (uint32_t)(v & 0xffffff);
@@ -137,7 +146,9 @@ static uint32_t frame_line(uintptr_t co, uintptr_t prev_instr)
 {
     intptr_t off = (intptr_t)(prev_instr - (co + CO_CODE));   /* bytes: code units are 2 */
     if (off < 0) off = 0;
-    uint64_t h = pmix(co ^ pmix((uint64_t)off ^ pmix(ld(co, CO_QUALNAME) + (uint64_t)*(const int *)(co + CO_FIRSTLINENO))));
+    uint64_t ep = __atomic_load_n(&py.epoch, __ATOMIC_RELAXED);
+    uint64_t h = pmix(co ^ pmix((uint64_t)off ^ ep << 40 ^
+                                pmix(ld(co, CO_QUALNAME) + (uint64_t)*(const int *)(co + CO_FIRSTLINENO))));
     uint64_t *e = &py.lines[h & (PY_CACHE - 1)];
     uint64_t v = __atomic_load_n(e, __ATOMIC_RELAXED);
     if (v && v >> 24 == h >> 24) return (uint32_t)(v & 0xffffff);
@@ -277,6 +288,9 @@ static void pw_free(void *ctx, void *ptr)
 {
     ps_thr_t *t = ptr ? ps_enter() : NULL;
     if (!t) { ORIG(ctx)->free(ORIG(ctx)->ctx, ptr); return; }
+    /* a code object going: the caches' keys may name another one soon
+     * (every block is at least 16 bytes: its type word is readable) */
+    if (py.on && ld((uintptr_t)ptr, OB_TYPE) == py.code_type) __atomic_add_fetch(&py.epoch, 1, __ATOMIC_RELAXED);
     /* recorded before the block goes back, as free */
     uint8_t *p = ps_rec_begin(t);
     if (p) ps_rec_end(t, ps_enc_A(&t->enc, ps_ver(t, p, (uintptr_t)ptr), PST_EV_FREE, 0, (uintptr_t)ptr));
@@ -295,7 +309,12 @@ static void pw_free(void *ctx, void *ptr)
 static void *pa_alloc(void *ctx, size_t n)
 {
     (void)ctx;
-    if (ps_tls.busy != PW_NESTED) return orig_arena.alloc(orig_arena.ctx, n);
+    if (ps_tls.busy != PW_NESTED) {
+        /* an arena for an allocation that did not come through us: see
+         * ps_py_watch_check (this one object is not recorded) */
+        if (PS_UNLIKELY(ps_py_watch) && !ps_tls.busy) ps_py_watch_check();
+        return orig_arena.alloc(orig_arena.ctx, n);
+    }
     ps_tls.busy = 0;
     void *r = orig_arena.alloc(orig_arena.ctx, n);
     ps_thr_t *t = r ? ps_enter() : NULL;
@@ -317,24 +336,59 @@ static void pa_free(void *ctx, void *p, size_t n)
     ps_tls.busy = PW_NESTED;
 }
 
+/* Wraps domain d (once more: see ps_py_watch_check) unless it is ours. */
+static void (*py_get)(int, py_alloc_t *), (*py_set)(int, py_alloc_t *);
+static int (*py_core_done)(void);
+static void wrap(int d, py_alloc_t *orig)
+{
+    py_alloc_t cur;
+    py_get(d, &cur);
+    if (!cur.malloc || cur.malloc == pw_malloc) return;
+    *orig = cur;
+    py_alloc_t w = { orig, pw_malloc, pw_calloc, pw_realloc, pw_free };
+    py_set(d, &w);
+}
+
+/* PYTHONMALLOC (pymalloc, debug, pymalloc_debug, malloc_debug) and -X dev
+ * make the interpreter set its allocators again during its pre-
+ * initialisation, after our constructor wrapped them: ours would be gone
+ * and every object with them (9 of 65 MB seen). So until the interpreter's
+ * core is initialised, each stack capture (and an arena taken outside our
+ * wrapper, with --stacks none) looks, and wraps what it finds, once per
+ * domain: the same rule as the interpreter's own (set before the first
+ * allocation of the domain), and no later, when a wrapper of ours may be
+ * under a tracer of the program's own (tracemalloc starts after the core:
+ * wrapping that again would record each call twice). PYTHONMALLOC=malloc
+ * needs none of it: its objects are malloc's, recorded as such. */
+int ps_py_watch;
+static py_alloc_t again_mem, again_obj;
+void ps_py_watch_check(void)
+{
+    if (py_core_done && py_core_done()) { ps_py_watch = 0; return; }
+    py_alloc_t cur;
+    py_get(DOMAIN_OBJ, &cur);
+    if (cur.malloc == pw_malloc) { py_get(DOMAIN_MEM, &cur); if (cur.malloc == pw_malloc) return; }
+    ps_py_watch = 0;   /* once */
+    wrap(DOMAIN_MEM, &again_mem);
+    wrap(DOMAIN_OBJ, &again_obj);
+}
+
 static void hook_pymalloc(void)
 {
-    void (*get)(int, py_alloc_t *) = (void (*)(int, py_alloc_t *))dlsym(RTLD_DEFAULT, "PyMem_GetAllocator");
-    void (*set)(int, py_alloc_t *) = (void (*)(int, py_alloc_t *))dlsym(RTLD_DEFAULT, "PyMem_SetAllocator");
+    py_get = (void (*)(int, py_alloc_t *))dlsym(RTLD_DEFAULT, "PyMem_GetAllocator");
+    py_set = (void (*)(int, py_alloc_t *))dlsym(RTLD_DEFAULT, "PyMem_SetAllocator");
+    py_core_done = (int (*)(void))dlsym(RTLD_DEFAULT, "_Py_IsCoreInitialized");
     void (*aget)(py_arena_t *) = (void (*)(py_arena_t *))dlsym(RTLD_DEFAULT, "PyObject_GetArenaAllocator");
     void (*aset)(py_arena_t *) = (void (*)(py_arena_t *))dlsym(RTLD_DEFAULT, "PyObject_SetArenaAllocator");
-    if (!get || !set || !aget || !aset) return;
-    get(DOMAIN_MEM, &orig_mem);
-    get(DOMAIN_OBJ, &orig_obj);
+    if (!py_get || !py_set || !aget || !aset) return;
     aget(&orig_arena);
-    if (!orig_mem.malloc || !orig_obj.malloc || !orig_arena.alloc) return;
-    py_alloc_t w = { NULL, pw_malloc, pw_calloc, pw_realloc, pw_free };
-    w.ctx = &orig_mem;
-    set(DOMAIN_MEM, &w);
-    w.ctx = &orig_obj;
-    set(DOMAIN_OBJ, &w);
+    if (!orig_arena.alloc) return;
+    wrap(DOMAIN_MEM, &orig_mem);
+    wrap(DOMAIN_OBJ, &orig_obj);
     py_arena_t a = { NULL, pa_alloc, pa_free };
     aset(&a);
+    /* a process already past it (Python embedded, then us loaded): nothing to watch */
+    ps_py_watch = py_core_done && !py_core_done();
 }
 
 int ps_py_init(int frames, int pymalloc)

@@ -801,6 +801,7 @@ uint32_t ps_stack_id(ps_thr_t *t)
      * and the previous stack again reuses its id. */
     ps_walk_t *w = &t->walk;
     int n, same;
+    if (PS_UNLIKELY(ps_py_watch)) ps_py_watch_check();
     if (ps_g.stacks == PST_STACKS_FP) {
         n = walk_fp(t, ps_g.depth, &same);
 #ifdef PS_DWARF_VERIFY

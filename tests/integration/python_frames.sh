@@ -12,6 +12,11 @@
 #             allocator's reserve, not the program's mappings
 #   torch     the model's own forward lines name the tensors they make
 #   layouts   the 3.11 offsets python.c reads, against CPython's headers
+#   allocator PYTHONMALLOC's settings and -X dev (the interpreter sets its
+#             allocators again, after ours): the same lines as tracemalloc
+#   exec'd    code made and freed by exec/compile (addresses reused): each
+#             of 350 (file, line) holds the sizes that line allocated
+#   packages  a/__init__.py and b/__init__.py: two rows, full paths in JSON
 # Lines are found by grepping the fixtures for their LINE:name comments.
 # Python is Debian's /usr/bin/python3 (3.11, with python3-torch).
 . tests/integration/lib.sh
@@ -53,18 +58,97 @@ layouts() {
     "$T/pyoffsets" | grep -qx 'state_bits=ok'
 }
 
-lines_match_tracemalloc() {
-    "$PY" "$TP/lines.py" tracemalloc >"$T/tm.txt" || return 1
-    rec lines lines.py || return 1
+# lines_vs_tm NAME: report JSON $T/NAME.json of lines.py against tracemalloc
+lines_vs_tm() {
+    [ -s "$T/tm.txt" ] || "$PY" "$TP/lines.py" tracemalloc >"$T/tm.txt" || return 1
     for fn in small_bytes big_bytearray dict_of_strings; do
         l=lines.py:$(line_of lines.py $fn)
         want=$(awk -v k="$l" '$1 == k { print $2 }' "$T/tm.txt")
-        got=$(site_bytes "$T/lines.json" "$l" peak_bytes)
+        got=$(site_bytes "$T/$1.json" "$l" peak_bytes)
         [ -n "$want" ] && [ "$want" -gt 0 ] || { echo "  tracemalloc has no $l: $(cat "$T/tm.txt")" >&2; return 1; }
         echo "  $l: tracemalloc $want, report live at peak $got" >&2
         awk -v a="$got" -v b="$want" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 0.10 * b) }' ||
             { echo "  $l: more than 10% apart" >&2; return 1; }
     done
+    # one row per Python line: never the same label twice (with and without a via)
+    "$PY" - "$T/$1.json" <<'PYEOF'
+import json, sys
+rows = [r for r in json.load(open(sys.argv[1]))["sites"]["by_bytes"] if "python_file" in r]
+sites = [r["site"] for r in rows]
+bad = [r for r in rows if "via" in r] + [s for s in set(sites) if sites.count(s) > 1]
+sys.exit("  Python rows with a via or twice: %s" % bad[:3] if bad or not rows else 0)
+PYEOF
+}
+
+lines_match_tracemalloc() {
+    rec lines lines.py && lines_vs_tm lines
+}
+
+# PYTHONMALLOC=pymalloc|debug|pymalloc_debug and -X dev: the interpreter
+# sets its allocators again after our constructor wrapped them
+allocator_modes() {
+    for mode in PYTHONMALLOC=pymalloc PYTHONMALLOC=debug PYTHONMALLOC=pymalloc_debug PYTHONDEVMODE=1; do
+        echo "  $mode:" >&2
+        env "$mode" "$PS" record -o "$T/am.$mode.pst" -- "$PY" "$TP/lines.py" >/dev/null 2>"$T/am.err" &&
+            "$PS" report --json --top 50 "$T/am.$mode.pst" >"$T/am.$mode.json" || { cat "$T/am.err" >&2; return 1; }
+        lines_vs_tm "am.$mode" || return 1
+        grep -q '"unknown_frees": 0,' "$T/am.$mode.json" || { grep unknown_frees "$T/am.$mode.json" >&2; return 1; }
+    done
+    # with --stacks none the arenas give it away: the same peak as without -X dev
+    for x in "" "-X dev"; do
+        "$PS" record --stacks none -o "$T/amn$x.pst" -- "$PY" $x "$TP/lines.py" >/dev/null 2>"$T/am.err" &&
+            "$PS" report --json "$T/amn$x.pst" >"$T/amn$x.json" || { cat "$T/am.err" >&2; return 1; }
+    done
+    "$PY" - "$T/amn.json" "$T/amn-X dev.json" <<'PYEOF'
+import json, sys
+a, b = (json.load(open(f))["peak_live_bytes"] for f in sys.argv[1:])
+print("  --stacks none: peak %d, with -X dev %d" % (a, b), file=sys.stderr)
+sys.exit(0 if abs(a - b) <= 0.02 * a else 1)
+PYEOF
+}
+
+# exec'd code, freed at once: 350 (file, line) pairs, each holding its own
+# sizes (dyncode.py's size()) and the bytearray object's few bytes beside
+exec_code() {
+    rec dyn dyncode.py || return 1
+    "$PS" report --json --top 1000 "$T/dyn.pst" >"$T/dyn.json" || return 1
+    "$PY" - "$T/dyn.json" <<'PYEOF'
+import json, sys
+from collections import Counter
+N = 2100
+count = Counter((i % 7, i % 50 + 1) for i in range(N))
+rows = [r for r in json.load(open(sys.argv[1]))["sites"]["by_bytes"] if r.get("python_file", "").startswith("<gen")]
+extra = Counter()
+for r in rows:
+    g, line = int(r["python_file"][4:-1]), r["python_line"]
+    c = count[(g, line)]
+    e = r["bytes"] - c * (200000 + 1000 * g + 7 * line + 1)   # bytearray(n) asks n + 1
+    extra[e // c if 0 <= e < 200 * c else "off"] += 1
+mode, n = extra.most_common(1)[0]
+print("  %d (file, line) rows of 350; bytes beyond the sizes, per object: %s" % (len(rows), dict(extra)), file=sys.stderr)
+sys.exit(0 if len(rows) == 350 and "off" not in extra and mode != "off" and n >= 340 else 1)
+PYEOF
+}
+
+# two packages' __init__.py, the same line allocating: two rows, each
+# label a tail of its own path, the whole path in the JSON
+packages() {
+    mkdir -p "$T/pk/a" "$T/pk/b"
+    for p in a b; do
+        printf 'def make(n):\n    return bytearray(n)\n' >"$T/pk/$p/__init__.py"
+    done
+    printf 'import a, b\nkeep = [a.make(3000000), b.make(5000000)]\n' >"$T/pk/main.py"
+    PYTHONPATH="$T/pk" "$PS" record -o "$T/pk.pst" -- "$PY" "$T/pk/main.py" >/dev/null 2>"$T/pk.err" &&
+        "$PS" report --json "$T/pk.pst" >"$T/pk.json" || { cat "$T/pk.err" >&2; return 1; }
+    "$PY" - "$T/pk.json" <<'PYEOF'
+import json, sys
+rows = {r["python_file"]: r for r in json.load(open(sys.argv[1]))["sites"]["by_bytes"] if "python_file" in r}
+for p, n in (("a", 3000000), ("b", 5000000)):
+    r = next((r for f, r in rows.items() if f.endswith("/pk/%s/__init__.py" % p)), None)
+    print("  %s: %s" % (p, r and (r["site"], r["bytes"])), file=sys.stderr)
+    if not r or not r["site"].startswith("make (%s/__init__.py:2)" % p) or not n < r["bytes"] < n + 1024:
+        sys.exit(1)
+PYEOF
 }
 
 # The whole stack reads outer to inner; an awk over sql's frames table
@@ -150,6 +234,14 @@ rows = json.load(open(sys.argv[1]))["sites"]["by_bytes"][:10]
 sys.exit(0 if any(r["site"].startswith(sys.argv[2]) for r in rows) else 1)
 PYEOF
     done
+    # replay's --pool-sites by Python name and by file:line (those below
+    # --pool-min: the rest go to the pool by size): none matched before
+    for pat in Block.forward torch_lines.py:; do
+        "$PS" replay --policy pool --pool-sites "$pat" --json "$T/torch.pst" >"$T/tps.json" || return 1
+        got=$(grep -o '"site_calls": [0-9]*' "$T/tps.json" | head -1 | grep -o '[0-9]*$')
+        echo "  replay --pool-sites $pat: $got calls taken by site" >&2
+        [ "${got:-0}" -gt 0 ] || return 1
+    done
 }
 
 # --python-frames off: native frames only, and the report names no .py line
@@ -184,6 +276,9 @@ PYEOF
 check python_frames_layouts_match_cpython_headers layouts
 check python_frames_other_version_says_so other_version
 check python_frames_lines_match_tracemalloc lines_match_tracemalloc
+check python_frames_allocator_modes allocator_modes
+check python_frames_exec_code exec_code
+check python_frames_same_name_packages packages
 check python_frames_python_c_python_layers layers
 check python_frames_generator_thread_coroutine_exception flow
 check python_frames_pymalloc_dict_on_its_line pymalloc_dict
