@@ -223,6 +223,7 @@ typedef struct { void *ctx; void *(*alloc)(void *, size_t); void (*free)(void *,
 enum { DOMAIN_MEM = 1, DOMAIN_OBJ = 2 };
 
 static py_alloc_t orig_mem, orig_obj;
+static py_alloc_t again_mem, again_obj;      /* wrapped again (ps_py_watch_check) */
 static py_arena_t orig_arena;
 
 #define ORIG(ctx) ((const py_alloc_t *)(ctx))
@@ -288,9 +289,12 @@ static void pw_free(void *ctx, void *ptr)
 {
     ps_thr_t *t = ptr ? ps_enter() : NULL;
     if (!t) { ORIG(ctx)->free(ORIG(ctx)->ctx, ptr); return; }
-    /* a code object going: the caches' keys may name another one soon
-     * (every block is at least 16 bytes: its type word is readable) */
-    if (py.on && ld((uintptr_t)ptr, OB_TYPE) == py.code_type) __atomic_add_fetch(&py.epoch, 1, __ATOMIC_RELAXED);
+    /* a code object going: the caches' keys may name another one soon.
+     * Objects are the OBJ domain's, whose blocks are at least 16 bytes
+     * (a MEM block of 0 bytes under the debug hooks is not: its second
+     * word is past its end) */
+    if (py.on && (ctx == &orig_obj || ctx == &again_obj) && ld((uintptr_t)ptr, OB_TYPE) == py.code_type)
+        __atomic_add_fetch(&py.epoch, 1, __ATOMIC_RELAXED);
     /* recorded before the block goes back, as free */
     uint8_t *p = ps_rec_begin(t);
     if (p) ps_rec_end(t, ps_enc_A(&t->enc, ps_ver(t, p, (uintptr_t)ptr), PST_EV_FREE, 0, (uintptr_t)ptr));
@@ -361,7 +365,6 @@ static void wrap(int d, py_alloc_t *orig)
  * wrapping that again would record each call twice). PYTHONMALLOC=malloc
  * needs none of it: its objects are malloc's, recorded as such. */
 int ps_py_watch;
-static py_alloc_t again_mem, again_obj;
 void ps_py_watch_check(void)
 {
     if (py_core_done && py_core_done()) { ps_py_watch = 0; return; }
