@@ -112,37 +112,59 @@ static uint64_t mono_ns(void)
 
 uint64_t ps_now(void) { return mono_ns() - ps_g.start_mono; }
 
-/* Moves the tick forward to v, never back (the flusher and busy threads
- * both advance it); returns the tick after the move. */
-static uint64_t tick_advance(uint64_t v)
+/* Moves the tick forward to the clock's time, never back (the flusher and
+ * busy threads both advance it), then notes the cycle count read before
+ * the clock as the tick's (ps_tick_stale); returns the tick after the
+ * move (*clock: the clock's time, when asked for). tick_cyc may be stored out of order by two advancing threads: an
+ * older count only makes events read the clock sooner. */
+static uint64_t tick_advance(uint64_t *clock)
 {
+    uint64_t c = ps_cycles(), v = ps_now();
+    if (clock) *clock = v;
     uint64_t cur = __atomic_load_n(&ps_g.tick, __ATOMIC_RELAXED);
     while (cur < v && !__atomic_compare_exchange_n(&ps_g.tick, &cur, v, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
     }
+    __atomic_store_n(&ps_g.tick_cyc, c, __ATOMIC_RELEASE);
     return cur < v ? v : cur;
 }
 
-/* Every PST_TS_EVERY events without a TS record (a busy thread while the
- * tick stands still: the flusher is not being scheduled), read the clock,
- * and if the tick is more than PS_TICK_STALE_NS behind, advance it. The
- * thread advances the shared tick rather than stamping its own time, so
- * times stay causal: whatever another thread does after this event (a
- * free of what it allocated) reads a tick at least as late. */
-uint64_t ps_stale_tick(ps_thr_t *t, uint64_t tick)
+/* An event found the tick older than PS_TICK_STALE_NS (the flusher is not
+ * being scheduled): its thread moves the shared tick to the clock's time
+ * rather than stamping its own, so times stay causal: whatever another
+ * thread does after this event (a free of what it allocated) reads a tick
+ * at least as late. */
+uint64_t ps_stale_tick(void)
 {
-    t->enc.since_ts = 0;
-    uint64_t now = ps_now();
-    return now > tick + PS_TICK_STALE_NS ? tick_advance(now) : tick;
+    return tick_advance(NULL);
 }
 
 /* A thread about to start another (pthread_create): the tick moves to the
  * clock's time, so every event of the new thread is stamped after every
  * event its creator recorded before; events of threads that share no
- * address are ordered by time alone, and a stale tick (the tracer's thread
- * not scheduled) would let the new thread's first events tie with them. */
+ * address are ordered by time alone, and a stale tick would let the new
+ * thread's first events tie with them. */
 void ps_tick_now(void)
 {
-    tick_advance(ps_now());
+    tick_advance(NULL);
+}
+
+/* Cycles to ns at the rate measured since start (cyc0, mono0): rounded up,
+ * as a resolution must not be understated. */
+static uint64_t cyc_to_ns(uint64_t cyc)
+{
+    uint64_t dc = ps_cycles() - ps_g.cyc0, dn = mono_ns() - ps_g.mono0;
+    if (!dc || !dn) return cyc;
+    return (uint64_t)(((unsigned __int128)cyc * dn + dc - 1) / dc);
+}
+
+/* PS_TICK_STALE_NS in cycles at the measured rate. Before a rate is known
+ * (the first millisecond) one cycle per ns: every counter here runs at
+ * 1 GHz or faster, so that errs towards reading the clock sooner. */
+static void calibrate(void)
+{
+    uint64_t dc = ps_cycles() - ps_g.cyc0, dn = mono_ns() - ps_g.mono0;
+    ps_g.stale_cyc = dn < 1000000 ? PS_TICK_STALE_NS
+                                  : (uint64_t)((unsigned __int128)PS_TICK_STALE_NS * dc / dn);
 }
 
 void ps_recompute_on(void)
@@ -392,7 +414,7 @@ static size_t z_compress(const struct iovec *iov, int n, size_t len, uint8_t **o
     size_t total = (size_t)(o - *out) + ob.pos;
     /* a large chunk takes milliseconds: the tick must not stand still meanwhile
      * (moving it forward is what busy threads do too) */
-    tick_advance(ps_now());
+    tick_advance(NULL);
     return total < len ? total : 0;
 }
 
@@ -1176,6 +1198,7 @@ static void retire_dead(void)
         ps_thr_t *t = *pp;
         if (__atomic_load_n(&t->dead, __ATOMIC_ACQUIRE) && t->tail == t->head) {
             *pp = t->next;
+            if (t->age_max > ps_g.age_dead) ps_g.age_dead = t->age_max;
             t->c.stream = 0;           /* a free slot: everything it published is in the file */
             t->next = ps_g.thr_free;
             ps_g.thr_free = t;
@@ -1191,13 +1214,22 @@ static void retire_dead(void)
  * "Time and order"). */
 static void store_tick(uint64_t *last)
 {
-    uint64_t now = ps_now();
-    /* how old the tick was: the resolution events actually had (a busy
-     * thread may have moved it since our last store) */
-    uint64_t cur = __atomic_load_n(&ps_g.tick, __ATOMIC_RELAXED);
-    if (*last && now > cur && now - cur > ps_g.tick_gap_max) ps_g.tick_gap_max = now - cur;
-    *last = now;
-    tick_advance(now);
+    tick_advance(last);   /* the clock's time: what the watermark may promise */
+    calibrate();
+}
+
+/* The oldest tick any event was stamped with, in ns: the trace's time
+ * resolution, measured by the events themselves (ps_tick_stale), so a
+ * thread that moved the tick itself or a flusher that slept long is
+ * counted as the events saw it. */
+static uint64_t age_max_ns(void)
+{
+    uint64_t m = ps_g.age_dead;
+    for (ps_thr_t *t = __atomic_load_n(&ps_g.threads, __ATOMIC_ACQUIRE); t; t = t->next) {
+        uint64_t a = __atomic_load_n(&t->age_max, __ATOMIC_RELAXED);
+        if (a > m) m = a;
+    }
+    return cyc_to_ns(m);
 }
 
 /* A SYNC chunk (format 1.2 fields: the tick's worst age, the tracer's
@@ -1211,10 +1243,9 @@ static void write_sync_locked(uint64_t mark)
         if (t->is_flusher) fl = t->c.stream;
     uint8_t sync[4 * PST_VARINT_MAX];
     uint8_t *q = pst_put_sync(sync, mark);
-    q = pst_put_varint(q, ps_g.tick_gap_max);
+    q = pst_put_varint(q, age_max_ns());
     q = pst_put_varint(q, __atomic_load_n(&ps_g.tracer_bytes, __ATOMIC_RELAXED));
     q = pst_put_varint(q, fl);
-    ps_g.tick_gap_max = 0;
     struct iovec iov[2] = { { 0, 0 }, { sync, (size_t)(q - sync) } };
     write_chunk_locked(PST_CHUNK_SYNC, 0, iov, 2);
 }
@@ -1525,9 +1556,12 @@ static int self_cb(struct dl_phdr_info *info, size_t size, void *arg)
 
 static int common_open(int first_image)
 {
-    ps_g.start_mono = mono_ns();
+    ps_g.cyc0 = ps_cycles();
+    ps_g.mono0 = ps_g.start_mono = mono_ns();
     ps_g.tick = 0;
-    ps_g.tick_gap_max = 0;
+    ps_g.tick_cyc = ps_g.cyc0;
+    ps_g.stale_cyc = PS_TICK_STALE_NS;
+    ps_g.age_dead = 0;
     /* Per address space: a fork child registers again. */
     ps_g.membarrier_ok = syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
     struct timespec rt;

@@ -2,8 +2,8 @@
  *
  * Per call: one TLS block (ps_tls), a check of the global `on` flag, the
  * real call, the hand-coded encoder into the thread's ring and a release
- * store of the ring head. No lock, no atomic RMW, no clock read (a TS record
- * every PST_TS_EVERY events, or when the flusher asks for one). malloc and
+ * store of the ring head. No lock, no atomic RMW, no clock read: a read of
+ * the cycle counter tells whether the tick is stale (preload.h). malloc and
  * free have a fast path on top (see malloc below): one call, no spills.
  *
  * mprotect and a file mapping's name (format 1.4) ride on the mmap family:

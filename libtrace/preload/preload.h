@@ -87,6 +87,7 @@ typedef struct ps_thr {
     uint8_t *ring;
     uint64_t rmask;         /* ring bytes - 1: a power of two (changed by its owner, under clock) */
     volatile uint8_t inflight; /* between reading the tick and publishing the event (flusher reads it) */
+    uint64_t age_max;       /* the oldest tick an event of this thread was stamped with, in cycles (ps_tick_age) */
     pst_enc_t enc;          /* address base, TS state; last: its 2 KiB list of recent addresses */
     char pad0[64];
     /* consumer */
@@ -224,13 +225,19 @@ typedef struct ps_global {
     volatile int toggle_req; /* signal asked for a toggle: its marker is not written yet */
     volatile uint64_t toggle_ts; /* ps_now() when the signal arrived */
     /* Time base: the flusher stores ps_now() here every PS_TICK_NS; every
-     * event is stamped with one plain load of it (see ps_rec_begin). */
+     * event is stamped with one plain load of it (see ps_rec_begin).
+     * tick_cyc: the cycle counter read just before the clock reading that
+     * the tick is at least (stored after the tick); an event whose cycle
+     * counter is more than stale_cyc past it reads the clock itself. */
     volatile uint64_t tick;
+    volatile uint64_t tick_cyc;
+    uint64_t stale_cyc;      /* PS_TICK_STALE_NS in cycles (the flusher calibrates it) */
+    uint64_t cyc0, mono0;    /* a cycle count and CLOCK_MONOTONIC ns read together at start */
+    uint64_t age_dead;       /* age_max of retired threads (tlock) */
     /* Versions (format.h, pst_vslot): written once the program has a second
      * thread (multi), so single-threaded programs pay nothing for them. */
     volatile int multi;
     _Alignas(64) uint32_t vtab[1u << PST_VSLOT_BITS];   /* version | writer's vtag << 16 */
-    uint64_t tick_gap_max;   /* flusher: longest interval between two tick stores since the last SYNC */
     int membarrier_ok;       /* MEMBARRIER_CMD_PRIVATE_EXPEDITED registered */
     uint64_t tracer_bytes;   /* atomic: bytes the tracer itself has mapped (rings, tables, META) */
     volatile int stopping;   /* final flush or exec under way */
@@ -308,10 +315,44 @@ typedef struct ps_global {
 } ps_global_t;
 extern ps_global_t ps_g;
 
-/* Tick period of the time base, and how stale a tick a busy thread accepts
- * before it reads the clock itself (checked every PST_TS_EVERY events). */
+/* Tick period of the time base, and how old a tick an event accepts before
+ * its thread reads the clock itself: the flusher stores one every 100 us
+ * when it runs; when it is not scheduled (every core busy) the program's
+ * threads keep the tick within this of their events. */
 #define PS_TICK_NS       PST_TICK_NS
-#define PS_TICK_STALE_NS 20000u   /* busy threads keep the tick within 20 us (at most 50k shared writes/s) */
+#define PS_TICK_STALE_NS 250000u
+
+/* A cycle counter that every CPU shares and that costs no system call
+ * (x86's invariant TSC, aarch64's virtual counter): read by every event to
+ * tell whether the tick is stale. Elsewhere the clock itself. */
+static inline uint64_t ps_cycles(void)
+{
+#if defined(__x86_64__)
+    uint32_t lo, hi;
+    __asm__ __volatile__("rdtsc" : "=a"(lo), "=d"(hi));
+    return (uint64_t)hi << 32 | lo;
+#elif defined(__aarch64__)
+    uint64_t v;
+    __asm__ __volatile__("mrs %0, cntvct_el0" : "=r"(v));
+    return v;
+#else
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+#endif
+}
+
+/* How old the tick is, in cycles: the cycle count at its store is read
+ * first (acquire), so the tick the caller loads next is at least that
+ * store's. The thread's oldest accepted age is the trace's resolution
+ * (SYNC); an age over stale_cyc sends the event to ps_stale_tick. */
+static inline int ps_tick_stale(ps_thr_t *t)
+{
+    uint64_t age = ps_cycles() - __atomic_load_n(&ps_g.tick_cyc, __ATOMIC_ACQUIRE);
+    if (PS_UNLIKELY(age > ps_g.stale_cyc)) return 1;
+    if (PS_UNLIKELY(age > t->age_max)) t->age_max = age;
+    return 0;
+}
 
 /* ---- core.c ---- */
 uint64_t ps_now(void);                  /* ns since trace start */
@@ -379,7 +420,7 @@ static inline void ps_leave_inline(void)
     ps_tls.busy = 0;
 }
 
-uint64_t ps_stale_tick(ps_thr_t *t, uint64_t tick);   /* core.c: the clock check */
+uint64_t ps_stale_tick(void);          /* core.c: the tick moved to the clock's time */
 void ps_tick_now(void);                 /* core.c: move the tick to the clock's time */
 
 /* The fast paths' budget while ps_g.fast1 (one program thread, no stacks).
@@ -420,8 +461,8 @@ static inline uint8_t *ps_rec_begin(ps_thr_t *t)
     uint8_t *p = t->ring + (t->head & t->rmask);
     t->inflight = 1;
     PS_SIGFENCE();
-    uint64_t now = ps_g.tick;
-    if (PS_UNLIKELY(t->enc.since_ts >= PST_TS_EVERY)) now = ps_stale_tick(t, now);
+    if (PS_UNLIKELY(t->enc.since_ts >= PST_TS_EVERY)) t->enc.since_ts = 0;   /* the fast budget's count */
+    uint64_t now = PS_UNLIKELY(ps_tick_stale(t)) ? ps_stale_tick() : ps_g.tick;
     if (PS_UNLIKELY(now > t->enc.last_ts)) p = pst_put_ts(&t->enc, p, now);
     return p;   /* the encoder counts the event in enc.since_ts */
 }
@@ -470,7 +511,7 @@ static inline int ps_fast1_begin(ps_global_t *g, ps_thr_t *t)
     }
     t->inflight = 1;
     PS_SIGFENCE();
-    if (PS_UNLIKELY(g->tick > t->enc.last_ts)) {
+    if (PS_UNLIKELY(ps_tick_stale(t)) || PS_UNLIKELY(g->tick > t->enc.last_ts)) {
         t->inflight = 0;   /* ps_rec_begin sets it again and reads the tick anew */
         t->fast_left++;
         return 0;
@@ -491,8 +532,8 @@ static inline int ps_fast_begin(ps_thr_t *t, uint64_t h)
     if (PS_UNLIKELY(h >= t->soft)) return 0;
     t->inflight = 1;
     PS_SIGFENCE();
-    uint64_t now = ps_g.tick;
-    if (PS_UNLIKELY(t->enc.since_ts >= PST_TS_EVERY) || PS_UNLIKELY(now > t->enc.last_ts)) {
+    if (PS_UNLIKELY(t->enc.since_ts >= PST_TS_EVERY) || PS_UNLIKELY(ps_tick_stale(t)) ||
+        PS_UNLIKELY(ps_g.tick > t->enc.last_ts)) {
         t->inflight = 0;   /* ps_rec_begin sets it again and reads the tick anew */
         return 0;
     }

@@ -14,9 +14,9 @@
 #     (a check of the program itself), and the report's allocation calls,
 #     leaked objects, leaked bytes and peak equal heaptrack's.
 #  3. truth_ticks: the trace's timestamps of known 1 MiB mallocs lie within
-#     RES_NS of the CLOCK_MONOTONIC interval the program read around each,
-#     or within the coarser resolution the trace itself states (a loaded
-#     machine).
+#     the resolution the trace states of the CLOCK_MONOTONIC interval the
+#     program read around each, and the stated resolution is at most
+#     RES_NS; again beside nproc+1 busy loops (the tracer's thread starved).
 #  4. truth_die: a program killed by a signal (or ended by exit from another
 #     thread) has every malloc it counted in its trace, `record` exits with
 #     the status of the untraced run, and the program's own SIGSEGV handler
@@ -223,8 +223,12 @@ start_mono() {
     for byte in $(cat "$T/mono.bytes"); do v=$((v | ((byte & 127) << sh_))); sh_=$((sh_ + 7)); done
     echo $v
 }
+# ticks_run [PAIRS_PER_WAKE]: truth_ticks recorded (its churn thread makes
+# PAIRS_PER_WAKE pairs per 100 us wake: 1 makes it too sparse to keep the
+# tick moving by its own events)
 ticks_run() {
-    "$PS" record --stacks none -o "$T/ticks.pst" -- "$P/truth_ticks" $K >"$T/ticks.out" 2>"$T/ticks.rec" ||
+    rm -f "$T"/ticks.*
+    "$PS" record --stacks none -o "$T/ticks.pst" -- "$P/truth_ticks" $K "$@" >"$T/ticks.out" 2>"$T/ticks.rec" ||
         { cat "$T/ticks.rec" >&2; return 1; }
     [ "$(key "$T/ticks.out" count)" = $K ] || return 1
     "$PS" sql "$T/ticks.pst" -o "$T/ticks.sqlite" >/dev/null || return 1
@@ -233,34 +237,44 @@ ticks_run() {
     [ "$(grep -c . "$T/ticks.ts")" -eq $K ] || { echo "  $(grep -c . "$T/ticks.ts") 1 MiB mallocs in the trace, want $K" >&2; return 1; }
     mono=$(start_mono "$T/ticks.pst") && [ -n "$mono" ] || { echo "  no START_MONO in the header" >&2; return 1; }
 }
-check ticks_runs_traced ticks_run
+# ticks_within: every 1 MiB malloc's time lies within what the trace states
+# (`report`'s time_resolution_ns) of the CLOCK_MONOTONIC interval the
+# program read around it, and what it states is at most RES_NS: the tracer
+# keeps its times within that whatever the load (its own thread starved).
 ticks_within() {
     m0=$(key "$T/ticks.out" mono0_ns) i=0 bad=0 worst=0
     [ -s "$T/ticks.ts" ] && [ -n "$m0" ] && [ -n "$mono" ] || return 1
-    # The promise is RES_NS when the tracer's thread gets a core on time;
-    # on a loaded machine the trace states a coarser resolution (SYNC's
-    # tick_gap_ns, `report`'s time_resolution_ns), and every time must be
-    # within what it states.
     said=$("$PS" report "$T/ticks.pst" --json --no-symbols | sed -n 's/.*"time_resolution_ns": *\([0-9]*\).*/\1/p')
     [ -n "$said" ] || { echo "  report states no time_resolution_ns" >&2; return 1; }
-    bound=$RES_NS
-    [ "$said" -gt "$bound" ] && bound=$said
     while read -r ts; do
         b=$(key "$T/ticks.out" t${i}_ns) e=$(key "$T/ticks.out" t${i}_end_ns)
         [ -n "$b" ] && [ -n "$e" ] && [ -n "$ts" ] || return 1
         lo=$((m0 + b)) hi=$((m0 + e)) at=$((mono + ts))
         if [ $at -lt $lo ]; then d=$((lo - at)); elif [ $at -gt $hi ]; then d=$((at - hi)); else d=0; fi
         [ $d -gt $worst ] && worst=$d
-        if [ $d -gt $bound ]; then
+        if [ $d -gt $said ]; then
             echo "  malloc $i: trace at $((at - m0)) ns, program [$b, $e] ns (from its first): off by $d ns" >&2
             bad=1
         fi
         i=$((i + 1))
     done <"$T/ticks.ts"
-    echo "  ticks: worst distance from the program's interval $worst ns (bound $bound ns; the trace states $said ns)" >&2
+    echo "  ticks: worst distance from the program's interval $worst ns; the trace states $said ns (at most $RES_NS)" >&2
+    [ "$said" -le "$RES_NS" ] || { echo "  the stated resolution is over $RES_NS ns" >&2; bad=1; }
     [ $bad = 0 ]
 }
+check ticks_runs_traced ticks_run
 check ticks_within_resolution ticks_within
+# The same beside nproc+1 busy loops, the churn thread sparse: every core
+# busy, the tracer's thread gets a core late (before the events kept the
+# tick fresh themselves: 1.8 to 10 ms stated, 5.5 ms seen).
+busy=""
+for i in $(seq 0 "$(nproc)"); do (while :; do :; done) & busy="$busy $!"; done
+trap 'kill $busy 2>/dev/null; rm -rf "$T"' EXIT
+K=20
+check ticks_loaded_runs_traced ticks_run 1
+kill $busy 2>/dev/null; wait $busy 2>/dev/null
+trap 'rm -rf "$T"' EXIT
+check ticks_loaded_within_resolution ticks_within
 
 # ---- 4: dying programs
 
