@@ -19,18 +19,33 @@
  *
  * Memo: looked-up address -> (first, count) in one array of chain frames;
  * a second map remembers which recorded addresses are signal trampolines.
+ *
+ * Which file a module is read from (symbolize.h): each candidate is opened
+ * with libelf and its build-id (dwelf_elf_gnu_build_id) compared with the
+ * recorded one before libdwfl sees it: dwfl_report_elf itself takes any
+ * file, and would look a stripped file's debuginfo up by the file's own
+ * build-id, so a rebuilt program would be named from the new build
+ * silently.
  */
 #include "symbolize.h"
 
 #include <dwarf.h>
 #include <elfutils/libdw.h>
+#include <elfutils/libdwelf.h>
 #include <elfutils/libdwfl.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "demangle.h"
+#include "escape.h"
 #include "hashmap.h"
+#include "poolscope/error.h"
 
 typedef struct chain_ref { uint32_t first, count; } chain_ref_t;
 
@@ -48,7 +63,7 @@ struct az_sym {
     Dwfl *dwfl;
     Dwfl_Callbacks cb;
     char *debuginfo_path;
-    struct { uint64_t base, size; char *name; } *mods;
+    struct { uint64_t base, size; char *name; int stale; } *mods;
     size_t n_mods;
     psc_map_t cache;             /* looked-up address -> chain_ref_t */
     psc_map_t tramp;             /* recorded address -> 1 trampoline, 2 not */
@@ -63,7 +78,68 @@ struct az_sym {
     pyfile_t *pyf;               /* the trace's .py files, by path (pyfiles()) */
     size_t n_pyf;
     int pyf_done;
+    const char **notes;          /* az_sym_note: kept strings */
+    size_t n_notes, cap_notes;
 };
+
+/* The process's settings (symbolize.h says why they are not per
+ * symbolizer): --debug-dir, --binary, where messages go, and which were
+ * given already. */
+static struct {
+    char **dirs;                 /* absolute */
+    size_t n_dirs;
+    struct { char *path, *file; } *bins;
+    size_t n_bins;
+    void (*warn)(void *ctx, const char *msg);
+    void *warn_ctx;
+    char **said;                 /* messages given, once each */
+    size_t n_said;
+} g_set;
+
+int az_sym_add_debug_dir(const char *dir)
+{
+    if (!dir || !*dir) return PSC_EINVAL;
+    char abs[PATH_MAX];
+    const char *d = realpath(dir, abs) ? abs : dir;   /* a missing one is searched in vain */
+    char **a = realloc(g_set.dirs, (g_set.n_dirs + 1) * sizeof *a);
+    if (!a) return PSC_ENOMEM;
+    g_set.dirs = a;
+    if (!(a[g_set.n_dirs] = strdup(d))) return PSC_ENOMEM;
+    g_set.n_dirs++;
+    return 0;
+}
+
+int az_sym_add_binary(const char *spec)
+{
+    const char *eq = spec ? strchr(spec, '=') : NULL;
+    if (!eq || eq == spec || !eq[1]) return PSC_EINVAL;
+    void *a = realloc(g_set.bins, (g_set.n_bins + 1) * sizeof *g_set.bins);
+    if (!a) return PSC_ENOMEM;
+    g_set.bins = a;
+    char *path = strndup(spec, (size_t)(eq - spec)), *file = strdup(eq + 1);
+    if (!path || !file) { free(path); free(file); return PSC_ENOMEM; }
+    g_set.bins[g_set.n_bins].path = path;
+    g_set.bins[g_set.n_bins].file = file;
+    g_set.n_bins++;
+    return 0;
+}
+
+void az_sym_set_warn(void (*fn)(void *ctx, const char *msg), void *ctx)
+{
+    g_set.warn = fn;
+    g_set.warn_ctx = ctx;
+}
+
+void az_sym_reset_settings(void)
+{
+    for (size_t i = 0; i < g_set.n_dirs; i++) free(g_set.dirs[i]);
+    for (size_t i = 0; i < g_set.n_bins; i++) { free(g_set.bins[i].path); free(g_set.bins[i].file); }
+    for (size_t i = 0; i < g_set.n_said; i++) free(g_set.said[i]);
+    free(g_set.dirs);
+    free(g_set.bins);
+    free(g_set.said);
+    memset(&g_set, 0, sizeof g_set);
+}
 
 static const char *keep(az_sym_t *s, const char *str)
 {
@@ -87,12 +163,160 @@ static const char *keep_name(az_sym_t *s, const char *name)
     return keep(s, az_dm_name(name, buf, sizeof buf));
 }
 
-az_sym_t *az_sym_create(const pst_module_t *mods, size_t n)
+/* A message about a module: kept for az_sym_note, and given once per
+ * process (the same text from a second symbolizer of the same trace is
+ * not repeated). */
+static void note(az_sym_t *s, const char *msg)
+{
+    const char *k = keep(s, msg);
+    if (k && s->n_notes == s->cap_notes) {
+        size_t n = s->cap_notes ? s->cap_notes * 2 : 8;
+        const char **a = realloc(s->notes, n * sizeof *a);
+        if (a) { s->notes = a; s->cap_notes = n; }
+    }
+    if (k && s->n_notes < s->cap_notes) s->notes[s->n_notes++] = k;
+    for (size_t i = 0; i < g_set.n_said; i++)
+        if (!strcmp(g_set.said[i], msg)) return;
+    char **a = realloc(g_set.said, (g_set.n_said + 1) * sizeof *a);
+    if (a) {
+        g_set.said = a;
+        if ((a[g_set.n_said] = strdup(msg))) g_set.n_said++;
+    }
+    if (g_set.warn) g_set.warn(g_set.warn_ctx, msg);
+    else fprintf(stderr, "poolscope: %s\n", msg);
+}
+
+const char *az_sym_note(const az_sym_t *s, size_t i)
+{
+    return s && i < s->n_notes ? s->notes[i] : NULL;
+}
+
+static void hex(const uint8_t *b, size_t n, char *out, size_t len)
+{
+    size_t k = 0;
+    out[0] = 0;
+    for (size_t i = 0; i < n && k + 3 <= len; i++, k += 2) snprintf(out + k, 3, "%02x", b[i]);
+}
+
+enum { FILE_OK, FILE_MISSING, FILE_DIFFERS };
+
+/* Is file the build the trace recorded as m? FILE_OK; FILE_MISSING when it
+ * cannot be read as ELF; FILE_DIFFERS with *why saying how. loaded_real_ns:
+ * when the module was mapped (CLOCK_REALTIME ns), 0 unknown or not to be
+ * checked (a copy given with --binary has its own mtime). */
+static int check_file(const char *file, const pst_module_t *m, uint64_t loaded_real_ns, char *why, size_t len)
+{
+    int fd = open(file, O_RDONLY | O_CLOEXEC | O_NONBLOCK);   /* a FIFO named in a hostile trace must not block */
+    if (fd < 0) return FILE_MISSING;
+    int rc = FILE_MISSING;
+    struct stat st;
+    Elf *e = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? elf_begin(fd, ELF_C_READ_MMAP, NULL) : NULL;
+    if (e && elf_kind(e) == ELF_K_ELF) {
+        rc = FILE_OK;
+        const void *bid = NULL;
+        ssize_t bl = dwelf_elf_gnu_build_id(e, &bid);
+        char want[160], got[160];
+        if (m->build_id_len) {
+            if (bl != (ssize_t)m->build_id_len || memcmp(bid, m->build_id, m->build_id_len)) {
+                hex(m->build_id, m->build_id_len, want, sizeof want);
+                if (bl > 0) hex(bid, (size_t)bl, got, sizeof got);
+                snprintf(why, len, "its build-id is %s, the trace's %s", bl > 0 ? got : "none", want);
+                rc = FILE_DIFFERS;
+            }
+        } else {
+            /* no build-id recorded: the extent of the PT_LOAD segments (what
+             * the tracer recorded as the module's size), then the mtime */
+            size_t nph = 0;
+            uint64_t lo = UINT64_MAX, hi = 0;
+            if (elf_getphdrnum(e, &nph) == 0)
+                for (size_t i = 0; i < nph; i++) {
+                    GElf_Phdr ph;
+                    if (!gelf_getphdr(e, (int)i, &ph) || ph.p_type != PT_LOAD) continue;
+                    if (ph.p_vaddr < lo) lo = ph.p_vaddr;
+                    if (ph.p_vaddr + ph.p_memsz > hi) hi = ph.p_vaddr + ph.p_memsz;
+                }
+            uint64_t mt = (uint64_t)st.st_mtim.tv_sec * 1000000000ull + (uint64_t)st.st_mtim.tv_nsec;
+            if (m->size && hi > lo && hi - lo != m->size) {
+                snprintf(why, len, "no build-id recorded; its segments span %llu bytes, the trace's %llu",
+                         (unsigned long long)(hi - lo), (unsigned long long)m->size);
+                rc = FILE_DIFFERS;
+            } else if (loaded_real_ns && mt > loaded_real_ns) {
+                snprintf(why, len, "no build-id recorded; the file was modified after it was loaded");
+                rc = FILE_DIFFERS;
+            }
+        }
+    }
+    if (e) elf_end(e);
+    close(fd);
+    return rc;
+}
+
+/* The file to read for module m into buf (NULL: none fits), *stale set
+ * when a file was there but is another build. Messages through note(). */
+static const char *choose_file(az_sym_t *s, const pst_module_t *m, uint64_t loaded_real_ns, char *buf,
+                               size_t len, int *stale)
+{
+    char why[512], e1[1200], e2[1200], e3[1200], msg[4000];
+    *stale = 0;
+    const char *base = strrchr(m->path, '/');
+    base = base ? base + 1 : m->path;
+    for (size_t i = 0; i < g_set.n_bins; i++) {
+        const char *p = g_set.bins[i].path;
+        if (strcmp(p, m->path) && (strchr(p, '/') || strcmp(p, base))) continue;
+        const char *f = g_set.bins[i].file;
+        int rc = check_file(f, m, 0, why, sizeof why);
+        if (rc == FILE_OK) { snprintf(buf, len, "%s", f); return buf; }
+        snprintf(msg, sizeof msg, "--binary %s: not used for %s: %s", psc_esc_text(f, e1, sizeof e1),
+                 psc_esc_text(m->path, e2, sizeof e2), rc == FILE_MISSING ? "not an ELF file one can read" : why);
+        note(s, msg);
+    }
+    int rc = check_file(m->path, m, loaded_real_ns, why, sizeof why);
+    if (rc == FILE_OK) { snprintf(buf, len, "%s", m->path); return buf; }
+    if (m->build_id_len) {
+        char h[160];
+        hex(m->build_id, m->build_id_len, h, sizeof h);
+        for (size_t i = 0; i <= g_set.n_dirs; i++) {
+            const char *d = i < g_set.n_dirs ? g_set.dirs[i] : "/usr/lib/debug";
+            snprintf(buf, len, "%s/.build-id/%.2s/%s.debug", d, h, h + 2);
+            char w2[512];
+            if (check_file(buf, m, 0, w2, sizeof w2) == FILE_OK) return buf;
+        }
+    }
+    if (rc == FILE_DIFFERS) {
+        *stale = 1;
+        if (strstr(base, "poolscope-preload")) return NULL;   /* the tracer: its frames are never shown */
+        snprintf(msg, sizeof msg, "%s is not the build the trace recorded (%s): its frames are shown as "
+                 "%s+0xOFFSET [binary changed]; --binary %s=FILE or --debug-dir DIR names the right one",
+                 psc_esc_text(m->path, e1, sizeof e1), why, psc_esc_text(base, e2, sizeof e2),
+                 psc_esc_text(m->path, e3, sizeof e3));
+        note(s, msg);
+    }
+    return NULL;
+}
+
+/* libdwfl's debuginfo search path: the module's own directory and its
+ * .debug (for .gnu_debuglink), then each --debug-dir and /usr/lib/debug
+ * (absolute entries are also searched by build-id: .build-id/xx/yyyy.debug). */
+static char *debuginfo_path(void)
+{
+    size_t n = sizeof ":.debug:/usr/lib/debug";
+    for (size_t i = 0; i < g_set.n_dirs; i++) n += strlen(g_set.dirs[i]) + 1;
+    char *p = malloc(n);
+    if (!p) return NULL;
+    strcpy(p, ":.debug");
+    for (size_t i = 0; i < g_set.n_dirs; i++) { strcat(p, ":"); strcat(p, g_set.dirs[i]); }
+    strcat(p, ":/usr/lib/debug");
+    return p;
+}
+
+static az_sym_t *create(const pst_module_t *mods, size_t n, const pst_header_t *hd)
 {
     az_sym_t *s = calloc(1, sizeof *s);
     if (!s) return NULL;
+    elf_version(EV_CURRENT);
     s->cb.find_elf = dwfl_build_id_find_elf;
     s->cb.find_debuginfo = dwfl_standard_find_debuginfo;
+    s->debuginfo_path = debuginfo_path();
     s->cb.debuginfo_path = &s->debuginfo_path;
     s->dwfl = dwfl_begin(&s->cb);
     int rc = psc_map_init(&s->cache, sizeof(chain_ref_t), 512, 50, NULL);
@@ -112,18 +336,27 @@ az_sym_t *az_sym_create(const pst_module_t *mods, size_t n)
         s->mods[s->n_mods].size = m->size;
         s->mods[s->n_mods].name = (char *)keep(s, slash ? slash + 1 : m->path);
         s->n_mods++;
-        if (s->dwfl && m->path[0] == '/' && strncmp(m->path, "linux-vdso", 10) != 0)
-            dwfl_report_elf(s->dwfl, s->mods[s->n_mods - 1].name, m->path, -1, m->base, true);
+        if (s->dwfl && m->path[0] == '/' && strncmp(m->path, "linux-vdso", 10) != 0) {
+            char file[PATH_MAX + 64];
+            uint64_t loaded = hd && hd->start_real_ns ? hd->start_real_ns + m->load_ts : 0;
+            const char *f = choose_file(s, m, loaded, file, sizeof file, &s->mods[s->n_mods - 1].stale);
+            if (f) dwfl_report_elf(s->dwfl, s->mods[s->n_mods - 1].name, f, -1, m->base, true);
+        }
     }
     if (s->dwfl) dwfl_report_end(s->dwfl, NULL, NULL);
     return s;
+}
+
+az_sym_t *az_sym_create(const pst_module_t *mods, size_t n)
+{
+    return create(mods, n, NULL);
 }
 
 az_sym_t *az_sym_open(const pst_reader_t *r)
 {
     size_t n = 0;
     const pst_module_t *mods = pst_modules(r, &n);
-    az_sym_t *s = az_sym_create(mods, n);
+    az_sym_t *s = create(mods, n, pst_header(r));
     if (s) s->r = r;
     return s;
 }
@@ -147,6 +380,8 @@ void az_sym_destroy(az_sym_t *s)
     free(s->ms);
     free(s->pyf);
     free(s->mods);
+    free(s->notes);
+    free(s->debuginfo_path);
     free(s);
 }
 
@@ -163,15 +398,32 @@ static az_frame_t *push(az_sym_t *s)
     return f;
 }
 
-/* A function DIE's name: linkage name, else DW_AT_name, following
- * DW_AT_abstract_origin / DW_AT_specification. */
-static const char *die_name(Dwarf_Die *d)
+/* A function DIE's linkage name, following DW_AT_abstract_origin /
+ * DW_AT_specification; NULL when it has none. */
+static const char *die_linkage_name(Dwarf_Die *d)
 {
     Dwarf_Attribute a;
     const char *n = dwarf_formstring(dwarf_attr_integrate(d, DW_AT_linkage_name, &a));
     if (!n) n = dwarf_formstring(dwarf_attr_integrate(d, DW_AT_MIPS_linkage_name, &a));
+    return n;
+}
+
+/* A function DIE's name: linkage name, else DW_AT_name. */
+static const char *die_name(Dwarf_Die *d)
+{
+    Dwarf_Attribute a;
+    const char *n = die_linkage_name(d);
     if (!n) n = dwarf_formstring(dwarf_attr_integrate(d, DW_AT_name, &a));
     return n;
+}
+
+static int is_cxx(Dwarf_Die *cu)
+{
+    int l = dwarf_srclang(cu);
+    /* 0x2a, 0x2b: DW_LANG_C_plus_plus_17 and _20 (DWARF 6 drafts), not in
+     * every dwarf.h */
+    return l == DW_LANG_C_plus_plus || l == DW_LANG_C_plus_plus_03 || l == DW_LANG_C_plus_plus_11 ||
+           l == DW_LANG_C_plus_plus_14 || l == 0x2a || l == 0x2b;
 }
 
 static int msym_cmp(const void *x, const void *y)
@@ -336,10 +588,12 @@ static uint32_t resolve(az_sym_t *s, uint64_t a)
     if (PST_IS_PYFRAME(a)) return resolve_py(s, a);
     const char *module = NULL;
     uint64_t offset = 0;
+    int stale = 0;
     for (size_t i = 0; i < s->n_mods; i++)
         if (a >= s->mods[i].base && a - s->mods[i].base < s->mods[i].size) {
             module = s->mods[i].name;
             offset = a - s->mods[i].base;
+            stale = s->mods[i].stale;
             break;
         }
     size_t first = s->n_fr;
@@ -372,9 +626,20 @@ static uint32_t resolve(az_sym_t *s, uint64_t a)
         for (int i = 0; i < n; i++) {
             int tag = dwarf_tag(&scopes[i]);
             if (tag != DW_TAG_inlined_subroutine && tag != DW_TAG_subprogram) continue;
+            const char *name = die_name(&scopes[i]);
+            /* a physical C++ function without a linkage name (static, or in
+             * an anonymous namespace): the mangled symbol at its entry,
+             * which carries its scope and parameters */
+            Dwarf_Addr entry;
+            if (tag == DW_TAG_subprogram && !die_linkage_name(&scopes[i]) && is_cxx(cu) &&
+                dwarf_entrypc(&scopes[i], &entry) == 0) {
+                uint64_t off = 1;
+                const char *sn = sym_at(s, mod, a, &off);
+                if (sn && sn[0] == '_' && sn[1] == 'Z' && a - off == entry + bias) name = sn;
+            }
             az_frame_t *f = push(s);
             if (!f) break;
-            f->function = keep_name(s, die_name(&scopes[i]));
+            f->function = keep_name(s, name);
             f->file = keep(s, file);
             f->line = file ? ln : 0;
             if (tag == DW_TAG_subprogram) break;
@@ -407,6 +672,7 @@ static uint32_t resolve(az_sym_t *s, uint64_t a)
         s->fr[i].module = module;
         s->fr[i].offset = offset;
         s->fr[i].addr = a;
+        s->fr[i].stale = stale && !mod;
     }
     return (uint32_t)(s->n_fr - first);
 }
@@ -494,7 +760,7 @@ const char *az_sym_format(const az_frame_t *f, uint64_t pc, char *buf, size_t le
     } else if (f->function) {
         snprintf(buf, len, "%s", f->function);
     } else if (f->module) {
-        snprintf(buf, len, "%s+0x%llx", f->module, (unsigned long long)f->offset);
+        snprintf(buf, len, "%s+0x%llx%s", f->module, (unsigned long long)f->offset, f->stale ? " [binary changed]" : "");
     } else {
         snprintf(buf, len, "0x%llx", (unsigned long long)pc);
     }

@@ -25,6 +25,33 @@
  * displayed frame, its function's qualified name, .py file and line, from
  * the trace's strings (az_sym_open), marked `python`.
  *
+ * Which file is read for a module (az_sym_create): the trace's module
+ * records carry each module's GNU build-id (libtrace/FORMAT.md, MODULE),
+ * and a file is used only when it is that build. In order: the file given
+ * for the module's path with az_sym_add_binary (`--binary PATH=FILE`); the
+ * file at the recorded path; DIR/.build-id/xx/yyyy.debug in each
+ * az_sym_add_debug_dir directory (`--debug-dir DIR`), then in
+ * /usr/lib/debug. A file without the recorded build-id is not used. A
+ * module recorded without one is checked by the extent of its PT_LOAD
+ * segments (the recorded size) and, for the file at the recorded path, by
+ * its mtime: changed after the module was loaded, it is not used. A
+ * module none of whose candidates fits is said once per process and
+ * module (az_sym_set_warn; default stderr) and kept in az_sym_note; its
+ * frames come out as "module+0xoffset [binary changed]" (the offset is
+ * into the recorded build: `addr2line -e RIGHT_FILE`). A file that is used
+ * but has no DWARF of its own (stripped) gets it by build-id from the same
+ * directories, or by .gnu_debuglink (libdwfl's standard search).
+ *
+ * C++ names: a function's DW_AT_linkage_name, demangled. A physical
+ * function of a C++ unit without one (GCC gives none to static functions
+ * and those in an anonymous namespace) takes the symbol table's name when
+ * a mangled symbol starts exactly at the function's entry, as binutils'
+ * and LLVM's addr2line -C do: "work(int, int)", "(anonymous
+ * namespace)::f(int)", not DW_AT_name's bare "work". Inlined copies have no
+ * symbol of their own and keep DW_AT_name (as llvm-addr2line prints them;
+ * binutils names the innermost one after the function it was inlined
+ * into).
+ *
  * Results are cached per looked-up address; the strings stay valid until
  * az_sym_destroy.
  */
@@ -55,7 +82,28 @@ typedef struct az_frame {
     const char *shown_file;      /* Python frames: the tail of file labels show, unique among the
                                     trace's .py files (a/__init__.py beside b/__init__.py);
                                     NULL: file's base name */
+    int stale;                   /* 1: its module's file is not the recorded build and no
+                                    right one was found: module+offset only */
 } az_frame_t;
+
+/* ---- where files come from: settings of the process ----------------------
+ * Process-wide, not per symbolizer, because the symbolizer is opened deep
+ * inside each analyzer (report, sql, export, html, replay, phase frames)
+ * while the options come from the command line once: main() sets them
+ * before any trace is read. Not thread-safe against a concurrent set. */
+
+/* A directory holding .build-id/xx/yyyy.debug files, searched before
+ * /usr/lib/debug (repeatable). 0, PSC_EINVAL for an empty name, PSC_ENOMEM. */
+int az_sym_add_debug_dir(const char *dir);
+/* "PATH=FILE": read FILE for the module recorded as PATH (the whole
+ * recorded path, or its base name when PATH has no '/'). 0, PSC_EINVAL
+ * when spec has no '=' or an empty side, PSC_ENOMEM. */
+int az_sym_add_binary(const char *spec);
+/* Where the one-per-module messages go (msg has no newline and is safe
+ * text: psc_esc_text'd). NULL fn: "poolscope: MSG" on stderr. */
+void az_sym_set_warn(void (*fn)(void *ctx, const char *msg), void *ctx);
+/* Forget every setting above and the messages given (tests). */
+void az_sym_reset_settings(void);
 
 /* Modules as pst_modules() gives them (unmapped ones included: later maps
  * at the same place win). NULL only on allocation failure. */
@@ -72,6 +120,11 @@ void az_sym_adopt(az_sym_t *s, pst_reader_t *r);
  * frames; returns how many there are in all (may exceed max). */
 size_t az_sym_stack(az_sym_t *s, const uint64_t *pcs, uint32_t depth, az_frame_t *out, size_t max);
 
+/* The i-th message about this symbolizer's modules (a file not the
+ * recorded build, a --binary file refused), NULL past the last: for a
+ * report to show what az_sym_set_warn said once. */
+const char *az_sym_note(const az_sym_t *s, size_t i);
+
 /* One address: its inline chain at pc (ret_addr 0) or pc - 1 (ret_addr 1),
  * innermost first, as az_sym_stack. */
 size_t az_sym_chain(az_sym_t *s, uint64_t pc, int ret_addr, az_frame_t *out, size_t max);
@@ -80,7 +133,8 @@ size_t az_sym_chain(az_sym_t *s, uint64_t pc, int ret_addr, az_frame_t *out, siz
 void az_sym_lookup(az_sym_t *s, uint64_t pc, int ret_addr, az_frame_t *out);
 
 /* "function (file:line)" / "function" / "module+0x1a2b" / "0x7f..." into
- * buf (file as its basename, or shown_file); returns buf. */
+ * buf (file as its basename, or shown_file); a stale frame's module form
+ * ends " [binary changed]". Returns buf. */
 const char *az_sym_format(const az_frame_t *f, uint64_t pc, char *buf, size_t len);
 
 /* Is this frame inside the tracer itself (the preload library)? Such

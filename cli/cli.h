@@ -81,6 +81,11 @@ int cli_time_take(const char *cmd, const char *opt, const char *v, uint64_t *fro
  * UINT64_MAX (to the end). 0, or CLI_USAGE printed when from > to. */
 int cli_window_done(const char *cmd, int given, int *window, uint64_t from, uint64_t *to);
 
+/* --debug-dir DIR and --binary PATH=FILE (analyzer/symbolize.h): taken by
+ * cli_parse_args itself for the subcommands that name frames (report,
+ * sql, export, html, diff, replay, gate), which print this in their help. */
+extern const char cli_symbols_help[];
+
 /* --phase-frame FUNC[=NAME], repeatable (analyzer/phase_frame.h) */
 typedef struct cli_frames { const char *specs[16]; size_t n; } cli_frames_t;
 int cli_frames_take(cli_frames_t *fr, const char *cmd, const char *v);

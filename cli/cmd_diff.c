@@ -26,6 +26,7 @@ void cmd_diff_help(FILE *out)
           "  --allow-incomplete  compare traces that are cut short, have no END record\n"
           "             or a corrupt chunk, have no events, or whose process was killed\n", out);
     fputs(cli_frames_help, out);
+    fputs(cli_symbols_help, out);
     fputs("\nExit: 0 no differences, 1 differences, 2 bad usage or input.\n", out);
 }
 

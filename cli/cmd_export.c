@@ -45,7 +45,9 @@ void cmd_export_help(FILE *out)
           "           (each counter's value where the selection opens, scopes crossing\n"
           "           its edges cut there, args {\"cut\": \"begin\"|\"end\"|\"both\"}; thread names and\n"
           "           the selection, in otherData, whatever it is). Times stay trace\n"
-          "           times.\n\n"
+          "           times.\n", out);
+    fputs(cli_symbols_help, out);
+    fputs("\n"
           "Exit: 0, or 2 for bad usage, an unreadable trace or a phase the trace does\n"
           "not have (the message lists those it has; no output is left).\n", out);
 }

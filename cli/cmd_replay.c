@@ -83,6 +83,7 @@ void cmd_replay_help(FILE *out)
           "                       (default: the largest prompt + max tokens in the trace)\n"
           "  --kv-step N          kv-step growth in tokens (default 256)\n", out);
     fputs(cli_frames_help, out);
+    fputs(cli_symbols_help, out);
     fputs("\n"
           "FILE may be - or another pipe: replay reads its input twice, so a trace that is\n"
           "not a regular file is read into memory first.\n"

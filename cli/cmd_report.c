@@ -37,6 +37,7 @@ void cmd_report_help(FILE *out)
           "  --no-symbols    addresses instead of symbol names (faster)\n"
           "  --full          every frame of each site's stack under its row\n", out);
     fputs(cli_frames_help, out);
+    fputs(cli_symbols_help, out);
     fputs(cli_sites_help, out);
     fputs("\nDocuments: share/doc/poolscope/REPORT.md under the install prefix (the JSON\n"
           "keys), analyzer/REPORT.md in the source.\n", out);

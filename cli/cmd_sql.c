@@ -40,7 +40,9 @@ void cmd_sql_help(FILE *out)
           "                  by address, free and stack; other events by type and time;\n"
           "                  pool and block events by pool): fast lookups of one address\n"
           "                  or stretch of events, a slower load, about twice the size\n"
-          "  --quiet         no summary line\n\n"
+          "  --quiet         no summary line\n", out);
+    fputs(cli_symbols_help, out);
+    fputs("\n"
           "Exit: 0, or 2 for bad usage, an unreadable trace, a phase the trace does not\n"
           "have (the message lists those it has; no database is left) or a failed write.\n", out);
 }

@@ -2,7 +2,9 @@
  * one argument loop (flags, options with a value, help, positional files)
  * driven by a table of options, the check of every input file before it is
  * read (common/input.h), and the messages for bad usage, a file that
- * cannot be read and a trace that is damaged (see cli.h).
+ * cannot be read and a trace that is damaged (see cli.h); and the options
+ * saying where symbols come from (--debug-dir, --binary), which every
+ * subcommand that names frames takes alike (cli_symbols_help).
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -11,7 +13,9 @@
 
 #include "cli.h"
 #include "input.h"
+#include "poolscope/error.h"
 #include "poolscope/format.h"
+#include "symbolize.h"
 #include "units.h"
 
 void cli_cmd_err(const char *cmd, const char *fmt, ...)
@@ -91,9 +95,47 @@ static const cli_opt_t *find_opt(const cli_opt_t *o, const char *arg)
     return NULL;
 }
 
+/* The subcommands that symbolize frames (report, sql, export, html, diff; replay
+ * for --pool-sites, gate for --phase-frame): they take
+ * --debug-dir and --binary. */
+static int names_frames(const char *cmd)
+{
+    static const char *const cmds[] = { "report", "sql", "export", "html", "replay", "gate", "diff", NULL };
+    for (int i = 0; cmds[i]; i++)
+        if (!strcmp(cmd, cmds[i])) return 1;
+    return 0;
+}
+
+/* The symbolizer's one-per-module messages, as this command's. */
+static void sym_warn(void *ctx, const char *msg)
+{
+    cli_cmd_err((const char *)ctx, "%s", msg);
+}
+
+const char cli_symbols_help[] =
+    "  --debug-dir DIR   debug files by build-id: DIR/.build-id/xx/yyyy.debug (as\n"
+    "                    under /usr/lib/debug, which is searched too); repeatable\n"
+    "  --binary PATH=FILE\n"
+    "                    read FILE for the module recorded as PATH (its path, or\n"
+    "                    base name): a copy of the build that was recorded. A file\n"
+    "                    that is not the recorded build (build-id) is never used:\n"
+    "                    its frames show as module+0xOFFSET [binary changed]\n";
+
+static int symbols_take(const char *cmd, const char *opt, const char *v)
+{
+    int rc = !strcmp(opt, "--debug-dir") ? az_sym_add_debug_dir(v) : az_sym_add_binary(v);
+    if (rc == PSC_ENOMEM) { cli_cmd_err(cmd, "out of memory"); return CLI_USAGE; }
+    if (rc) {
+        cli_cmd_err(cmd, "%s: %s", opt, !strcmp(opt, "--debug-dir") ? "needs a directory" : "needs PATH=FILE");
+        return CLI_USAGE;
+    }
+    return 0;
+}
+
 int cli_parse_args(cli_args_t *a, int argc, char **argv)
 {
     a->n_files = 0;
+    if (names_frames(a->cmd)) az_sym_set_warn(sym_warn, (void *)a->cmd);
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
         if (!strcmp(arg, "-h") || !strcmp(arg, "--help")) {
@@ -108,6 +150,11 @@ int cli_parse_args(cli_args_t *a, int argc, char **argv)
             return CLI_USAGE;
         }
         const cli_opt_t *o = find_opt(a->opts, arg);
+        if (!o && names_frames(a->cmd) && (!strcmp(arg, "--debug-dir") || !strcmp(arg, "--binary"))) {
+            if (i + 1 >= argc) { cli_cmd_err(a->cmd, "%s needs a value", arg); return CLI_USAGE; }
+            if (symbols_take(a->cmd, arg, argv[++i])) return CLI_USAGE;
+            continue;
+        }
         if (!o) {
             cli_cmd_err(a->cmd, "unknown option '%s' (see poolscope help %s)", arg, a->cmd);
             return CLI_USAGE;
