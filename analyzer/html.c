@@ -419,7 +419,7 @@ static void hook(void *ctx, const pst_event_t *ev, const az_scan_t *s)
     gauge_t now = {
         .heap = hs->live_bytes, .anon = s->mmap_anon, .file = s->mmap_file,
         .committed = mapped > s->mmap_reserved ? mapped - s->mmap_reserved : 0, .reserved = s->mmap_reserved,
-        .rss = s->rss, .pool_out = s->pool_out, .pool_res = s->pool_out + s->pool_cached,
+        .rss = s->rss, .pool_out = s->pool_out, .pool_res = az_reserved_now(s->pool),
         .kv_blocks = hs->kv_blocks, .kv_tokens = hs->kv_tokens, .kv_cap = hs->kv_capacity, .set = 1 };
     g_merge(&h->g[i], &now);
     h->last = now;

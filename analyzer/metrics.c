@@ -856,6 +856,11 @@ void az_heap_call(az_metrics_t *m, uint64_t bytes, int is_alloc)
     m->r.alloc_calls += is_alloc != 0;
 }
 
+uint64_t az_reserved_now(const az_metrics_t *m)
+{
+    return m->has_reserved ? m->st.outstanding + m->st.cached : m->st.live_rnd_bytes;
+}
+
 void az_reserved(az_metrics_t *m, uint64_t t, uint64_t outstanding, uint64_t cached)
 {
     advance(m, t);

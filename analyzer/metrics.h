@@ -161,6 +161,12 @@ typedef struct az_state {
     uint64_t last_lifetime;      /* ns, of the latest az_free */
 } az_state_t;
 const az_state_t *az_state(const az_metrics_t *m);
+/* What the policy holds now: outstanding + cached as of the latest
+ * az_reserved (the live rnd bytes before any). The one sum every reserved
+ * figure is taken from: peak_reserved_bytes is its maximum, and the
+ * timelines of plot and html sample it (a bucket's maximum of the sum, never
+ * the sum of two bucket maxima, which can be more than the peak). */
+uint64_t az_reserved_now(const az_metrics_t *m);
 
 /* ---- results -------------------------------------------------------------- */
 #define AZ_HIST_BUCKETS 65       /* log2 buckets: [0] value 0, [i] values in [2^(i-1), 2^i) */

@@ -291,7 +291,7 @@ static int memory_figure(plot_ctx_t *c, const az_scan_t *s, const char *trace, d
     uint64_t top = 0;
     for (size_t i = 0; i < s->tl_used; i++) {
         const az_tl_bucket_t *b = &s->tl[i];
-        uint64_t v[] = { b->heap, b->mmap_anon, b->mmap_file, b->rss, b->pool_out + b->pool_cached };
+        uint64_t v[] = { b->heap, b->mmap_anon, b->mmap_file, b->rss, b->pool_reserved };
         for (size_t k = 0; k < 5; k++) if (v[k] > top) top = v[k];
     }
     const char *uname;
@@ -304,7 +304,7 @@ static int memory_figure(plot_ctx_t *c, const az_scan_t *s, const char *trace, d
         double t = (double)((s->tl_t0 - s->t_first) + (uint64_t)i * w + w / 2) / 1e9;
         fprintf(f, "%.9f %.4f %.4f %.4f %.4f %.4f %.4f %" PRIu64 " %.2f\n", t, b->heap / unit,
                 b->mmap_anon / unit, b->mmap_file / unit, b->rss / unit, b->pool_out / unit,
-                (b->pool_out + b->pool_cached) / unit, b->kv_blocks,
+                b->pool_reserved / unit, b->kv_blocks,
                 b->kv_capacity ? 100.0 * (double)b->kv_tokens / (double)b->kv_capacity : 0.0);
     }
     if (!s->tl_used) fputs("0 0 0 0 0 0 0 0 0\n", f);   /* gnuplot refuses a file without data */

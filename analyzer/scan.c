@@ -34,7 +34,7 @@ typedef struct priv {
 static void tl_merge(az_tl_bucket_t *a, const az_tl_bucket_t *b)
 {
 #define MX(f) if (b->f > a->f) a->f = b->f
-    MX(heap); MX(mmap_anon); MX(mmap_file); MX(rss); MX(pool_out); MX(pool_cached); MX(mmap_reserved);
+    MX(heap); MX(mmap_anon); MX(mmap_file); MX(rss); MX(pool_out); MX(pool_reserved); MX(mmap_reserved);
     if (b->kv_blocks >= a->kv_blocks && b->set) {
         a->kv_blocks = b->kv_blocks; a->kv_tokens = b->kv_tokens; a->kv_capacity = b->kv_capacity;
     }
@@ -62,7 +62,7 @@ static void tl_update(az_scan_t *s, uint64_t t)
     az_tl_bucket_t now = {
         .heap = hs->live_bytes, .mmap_file = s->mmap_file, .mmap_reserved = s->mmap_reserved,
         .mmap_anon = s->mmap_anon - (s->mmap_reserved < s->mmap_anon ? s->mmap_reserved : s->mmap_anon),
-        .rss = s->rss, .pool_out = s->pool_out, .pool_cached = s->pool_cached,
+        .rss = s->rss, .pool_out = s->pool_out, .pool_reserved = az_reserved_now(s->pool),
         .kv_blocks = hs->kv_blocks, .kv_tokens = hs->kv_tokens,
         .kv_capacity = hs->kv_capacity, .set = 1 };
     priv_t *p = s->priv;

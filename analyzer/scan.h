@@ -77,7 +77,9 @@ typedef struct az_scan_opts {
 typedef struct az_tl_bucket {    /* maxima over the bucket's time span */
     /* mmap_anon: anonymous memory committed (mapped and accessible), the
      * reservations (PROT_NONE) apart in mmap_reserved */
-    uint64_t heap, mmap_anon, mmap_file, rss, pool_out, pool_cached, kv_blocks, kv_tokens, kv_capacity;
+    /* pool_reserved: az_reserved_now(pool) at each update, its maximum over
+     * the bucket (not pool_out's maximum plus the cached bytes' maximum) */
+    uint64_t heap, mmap_anon, mmap_file, rss, pool_out, pool_reserved, kv_blocks, kv_tokens, kv_capacity;
     uint64_t mmap_reserved;
     int      set;
 } az_tl_bucket_t;
