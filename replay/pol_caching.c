@@ -30,8 +30,19 @@
  * Reserved = the segments' bytes (outstanding = the blocks in use, cached =
  * the free blocks); the analyzer's peak_reserved_bytes is PyTorch's
  * max_memory_reserved and peak_outstanding_bytes its max_memory_allocated.
- * Fragmentation = 1 - peak allocated / peak reserved: the share of the
- * reserved peak that no moment's blocks in use ever needed.
+ * The row's fragmentation is the analyzer's internal_frag (the table's
+ * i_frag, as for every policy): at the live peak, the blocks' bytes the
+ * requests did not ask for, over the blocks' bytes. The allocator's own
+ * 1 - peak allocated / peak reserved stays in rp_result_t.fragmentation
+ * (the tests read it) but is not shown as a second fragmentation figure:
+ * the output gives the two peaks instead.
+ *
+ * The heap stream. The same split as the pool's (rp_internal.h, rp_split):
+ * the allocator takes the allocations of at least --pool-min bytes and
+ * those whose site matches --pool-sites; the rest are glibc chunks, held
+ * while live. Without it the row rounded every small object of an
+ * interpreter up to 512 B while the pool row took none of them, and the
+ * two rows did not compare. Outstanding = blocks in use + chunks.
  *
  * Segments get fresh simulated ranges (2 MiB aligned, never reused), so
  * the reuse metrics show blocks coming back at the same offsets. Free
@@ -100,6 +111,7 @@ typedef struct pol_caching {
     uint64_t next_addr, rng;
     uint64_t reserved, allocated, peak_reserved, peak_allocated;
     uint64_t segments, peak_segments, seg_allocs, seg_released, splits, merges;
+    rp_split_t *split;         /* the heap stream's split (every request taken on the tensor stream) */
 } pol_caching_t;
 
 /* ---- the treap ------------------------------------------------------------- */
@@ -313,7 +325,7 @@ static void note(pol_caching_t *c, uint64_t t)
     if (c->reserved > c->peak_reserved) c->peak_reserved = c->reserved;
     if (c->allocated > c->peak_allocated) c->peak_allocated = c->allocated;
     if (c->segments > c->peak_segments) c->peak_segments = c->segments;
-    az_reserved(c->base.m, t, c->allocated, c->reserved - c->allocated);
+    az_reserved(c->base.m, t, c->allocated + rp_split_held(c->split), c->reserved - c->allocated);
 }
 
 /* Rule 7: release wholly free segments, largest first, while over the cap. */
@@ -438,7 +450,8 @@ static int caching_init(rp_pol_t *pp, const rp_ctx_t *ctx)
     c->cap = ctx->cfg->cache_cap_set ? ctx->cfg->cache_cap : UINT64_MAX;
     c->next_addr = CA_BASE;
     c->rng = 0x9e3779b97f4a7c15ull;
-    return 0;
+    int err = 0;
+    return (c->split = rp_split_create(ctx, &err)) ? 0 : err;
 }
 
 static int caching_run(rp_pol_t *pp, const rp_req_t *rq, size_t n)
@@ -448,8 +461,14 @@ static int caching_run(rp_pol_t *pp, const rp_req_t *rq, size_t n)
         const rp_req_t *r = &rq[i];
         if (r->flags & RQ_F_KV) continue;
         int rc = 0;
-        if (r->op == RQ_ALLOC) rc = ca_alloc(c, r);
-        else if (r->op == RQ_FREE) rc = ca_free(c, r);
+        if (r->op == RQ_ALLOC) {
+            rc = rp_split_alloc(c->split, pp->m, r);
+            if (rc > 0) rc = ca_alloc(c, r);
+            else if (rc == 0) note(c, r->t);              /* a glibc chunk */
+        } else if (r->op == RQ_FREE) {
+            if (rp_split_free(c->split, pp->m, r)) note(c, r->t);
+            else rc = ca_free(c, r);
+        }
         if (rc) return rc;
     }
     return 0;
@@ -466,6 +485,11 @@ static int caching_finish(rp_pol_t *pp, uint64_t t_end, rp_result_t *res)
     res->splits = c->splits;
     res->merges = c->merges;
     res->fragmentation = c->peak_reserved ? 1.0 - (double)c->peak_allocated / (double)c->peak_reserved : 0;
+    rp_split_result(c->split, res);
+    /* the allocator alone (its segments and blocks, no glibc chunk), in the
+     * fields the pool fills with its own: output.c names them for each */
+    res->pool_peak_reserved = c->peak_reserved;
+    res->pool_peak_outstanding = c->peak_allocated;
     az_finish(pp->m, t_end);
     return 0;
 }
@@ -479,6 +503,7 @@ static void caching_fini(rp_pol_t *pp)
     free(c->wfree);
     for (size_t i = 0; c->bins && i < CA_BINS; i++) free(c->bins[i].h);
     free(c->bins);
+    rp_split_destroy(c->split);
 }
 
 const rp_pol_ops_t rp_pol_caching = { RP_CACHING, sizeof(pol_caching_t), caching_init, caching_run,

@@ -690,7 +690,8 @@ static int run(const rp_src_t *src, const rp_config_t *ucfg, rp_report_t **out, 
         snprintf(msg, cap, "at most %d --pool-sites patterns", RP_MAX_POOL_SITES);
         return PSC_EINVAL;
     }
-    if (!heap_known && (mask0 & (1u << RP_POOL)) && cfg.n_pool_sites) {
+    const unsigned split_mask = 1u << RP_POOL | 1u << RP_CACHING;   /* the heap stream's split (rp_split) */
+    if (!heap_known && (mask0 & split_mask) && cfg.n_pool_sites) {
         int has_tensor = 0;
         if ((rc = tensor_scan(src, cfg.window_ns ? cfg.window_ns : RP_WINDOW_NS, &has_tensor, msg, cap)))
             return rc;
@@ -718,7 +719,7 @@ static int run(const rp_src_t *src, const rp_config_t *ucfg, rp_report_t **out, 
         mask = mask0;
         ps.mask = mask0;
         ps.heap = heap;
-        if (heap && (mask & (1u << RP_POOL)) && cfg.n_pool_sites && !ctx.sym &&
+        if (heap && (mask & split_mask) && cfg.n_pool_sites && !ctx.sym &&
             (rc = sites_symbolizer(src, &ctx.sym, msg, cap)))
             break;
         int err = 0;
@@ -785,9 +786,15 @@ static int run(const rp_src_t *src, const rp_config_t *ucfg, rp_report_t **out, 
     }
     if (!rc && pol[RP_ARENA])
         rc = arena_marker_check(rep, &ps.markers, cfg.arena_reset, reset_given, msg, cap);
-    if (!rc && pol[RP_POOL] && !heap && (cfg.pool_min_set || cfg.n_pool_sites))
-        warn(rep, "pool: --pool-min and --pool-sites apply to the heap stream; on the tensor "
-                  "stream every tensor went to the pool");
+    if (!rc && (pol[RP_POOL] || pol[RP_CACHING]) && !heap && (cfg.pool_min_set || cfg.n_pool_sites))
+        warn(rep, pol[RP_POOL] && pol[RP_CACHING]
+                  ? "pool, caching: --pool-min and --pool-sites apply to the heap stream; on the tensor "
+                    "stream every tensor went to the pool and to the caching allocator"
+                  : pol[RP_POOL]
+                  ? "pool: --pool-min and --pool-sites apply to the heap stream; on the tensor "
+                    "stream every tensor went to the pool"
+                  : "caching: --pool-min and --pool-sites apply to the heap stream; on the tensor "
+                    "stream every tensor went to the caching allocator");
 
     /* 3. results */
     if (!rc) {

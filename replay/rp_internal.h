@@ -135,6 +135,33 @@ typedef struct rp_pol_ops {
     int  (*submit)(rp_pol_t *p, const rp_req_t *rq, size_t n);
 } rp_pol_ops_t;
 
+/* ---- the heap stream's split (pol_pool.c) --------------------------------
+ * A tensor allocator is for tensors, and a program's heap is mostly not: on
+ * the heap stream the tensor allocators (pool, caching) take only what a
+ * tensor allocator would be asked for — an allocation of at least
+ * ctx->pool_min bytes, or one whose site matches a --pool-sites pattern —
+ * and the rest goes to a glibc chunk model: while live, an object holds its
+ * glibc chunk (request + 8 rounded up to 16, at least 32; page-rounded plus
+ * 16 from 128 KiB) and no more. Both policies split by this one rule, so
+ * their rows model the same requests and compare. On the tensor stream
+ * every request is taken. Each policy has its own (the model's objects go
+ * to that policy's metrics). */
+typedef struct rp_split rp_split_t;
+rp_split_t *rp_split_create(const rp_ctx_t *ctx, int *err);   /* NULL: *err */
+void rp_split_destroy(rp_split_t *s);                          /* accepts NULL */
+/* An RQ_ALLOC: 1 the tensor allocator takes it; 0 the chunk model took it
+ * (an object of m: az_alloc_obj done; the policy then updates its
+ * reserved bytes); a negative error code. */
+int rp_split_alloc(rp_split_t *s, az_metrics_t *m, const rp_req_t *r);
+/* An RQ_FREE: 1 the chunk model held it (freed in m: the policy updates
+ * its reserved bytes), 0 not its. */
+int rp_split_free(rp_split_t *s, az_metrics_t *m, const rp_req_t *r);
+/* The chunk model's bytes held now: part of the policy's outstanding. */
+uint64_t rp_split_held(const rp_split_t *s);
+/* heap_split, pool_min, pooled_* (the calls the allocator took), site_*,
+ * small_* and peak_small_held of res. */
+void rp_split_result(const rp_split_t *s, rp_result_t *res);
+
 /* Every policy struct starts with this. */
 struct rp_pol {
     const rp_pol_ops_t *ops;

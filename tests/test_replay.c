@@ -1241,6 +1241,141 @@ static void test_pool_heap_stream_splits_at_the_threshold(void **st)
     unlink(b.path);
 }
 
+/* ---- caching and pool on the heap stream: the same requests, one fragmentation -- */
+
+/* Default threshold 128 KiB, so both rows take C 200000, E 3000000 and F
+ * 150000 (3 calls, 3350000 B) and give A 100, B 24 and D 1000 to the glibc
+ * chunk model: chunks (req + 8 rounded up to 16, >= 32) of 112, 32 and
+ * 1008 (3 calls, 1124 B; held at most 1152, before B is freed).
+ *
+ * caching: C -> 200192 (512 multiple) from a new 2 MiB small segment
+ * (split); E -> 3000320 from a new 20 MiB large segment (split); free C:
+ * the small segment is wholly free again; F -> 150016 from it. The
+ * allocator alone: reserved peak 2097152 + 20971520 = 23068672, allocated
+ * peak 200192 + 3000320 = 3200512. The row (allocator + chunks): reserved
+ * 23068672 + 1152 = 23069824 after E; allocated 3200512 + 1152 = 3201664.
+ *
+ * pool (4 KiB slabs): C -> 200704, E -> 3002368, free C (cached), F 151552
+ * is a hit on C's buffer. Reserved = out + cached + chunks: 200704 + 3002368
+ * + 1152 = 3204224 after E, the peak; the pool alone 3203072.
+ *
+ * One fragmentation figure, the analyzer's internal_frag, at the live peak
+ * (after E: 100 + 24 + 200000 + 1000 + 3000000 = 3201124 requested): the
+ * chunks' usable bytes (chunk - 8: 104, 24, 1000) plus the blocks' —
+ * caching 200192 + 3000320, so 3201640 and (3201640 - 3201124) / 3201640;
+ * pool 200704 + 3002368, so 3204200 and (3204200 - 3201124) / 3204200. The
+ * table's i_frag is that figure, and no text line gives another. */
+static void write_mixed_heap_trace(tb_t *b)
+{
+    tb_open(b);
+    tick(b); PST_EMIT(b->w, 1, PST_EV_MALLOC, 0x1000, 100);       /* A */
+    tick(b); PST_EMIT(b->w, 1, PST_EV_MALLOC, 0x2000, 24);        /* B */
+    tick(b); PST_EMIT(b->w, 1, PST_EV_MALLOC, 0x100000, 200000);  /* C */
+    tick(b); PST_EMIT(b->w, 1, PST_EV_MALLOC, 0x3000, 1000);      /* D */
+    tick(b); PST_EMIT(b->w, 1, PST_EV_MALLOC, 0x1000000, 3000000);/* E */
+    tick(b); PST_EMIT(b->w, 1, PST_EV_FREE, 0x2000);               /* B */
+    tick(b); PST_EMIT(b->w, 1, PST_EV_FREE, 0x100000);             /* C */
+    tick(b); PST_EMIT(b->w, 1, PST_EV_MALLOC, 0x400000, 150000);  /* F */
+    tb_close(b);
+}
+
+/* Token col (0: the name; a size is two tokens, "22.0 MiB") of a policy's
+ * row in the table: 7 is i_frag, e.g. "0.0%". */
+static void table_cell(const char *text, const char *policy, int col, char *out, size_t len)
+{
+    char pre[32];
+    snprintf(pre, sizeof pre, "\n%s ", policy);
+    const char *l = strstr(text, pre);
+    assert_non_null(l);
+    l++;
+    char line[512];
+    size_t n = strcspn(l, "\n");
+    assert_true(n < sizeof line);
+    memcpy(line, l, n);
+    line[n] = 0;
+    char *save = NULL, *tok = strtok_r(line, " ", &save);
+    for (int i = 0; i < col && tok; i++) tok = strtok_r(NULL, " ", &save);
+    assert_non_null(tok);
+    snprintf(out, len, "%s", tok);
+}
+
+static void test_caching_and_pool_take_the_same_heap_requests(void **st)
+{
+    (void)st;
+    tb_t b;
+    write_mixed_heap_trace(&b);
+    rp_config_t cfg = rp_config_default();
+    cfg.stream = RP_STREAM_HEAP;
+    rp_report_t *r = replay(b.path, "pool,caching", &cfg);
+    const rp_result_t *c = get(r, RP_CACHING), *p = get(r, RP_POOL);
+    const rp_result_t *x[2] = { c, p };
+    for (int i = 0; i < 2; i++) {      /* the same split, said by both rows */
+        assert_true(x[i]->heap_split);
+        assert_int_equal(x[i]->pool_min, 128 * 1024);
+        assert_int_equal(x[i]->pooled_calls, 3);
+        assert_int_equal(x[i]->pooled_bytes, 200000 + 3000000 + 150000);
+        assert_int_equal(x[i]->small_calls, 3);
+        assert_int_equal(x[i]->small_bytes, 100 + 24 + 1000);
+        assert_int_equal(x[i]->peak_small_held, 112 + 32 + 1008);
+        assert_int_equal(x[i]->m.allocs, 6);
+        assert_int_equal(x[i]->m.peak_live_bytes, 3201124);
+    }
+    /* caching */
+    assert_int_equal(c->segments_allocated, 2);
+    assert_int_equal(c->peak_segments, 2);
+    assert_int_equal(c->pool_peak_reserved, 23068672);
+    assert_int_equal(c->pool_peak_outstanding, 3200512);
+    assert_int_equal(c->m.peak_reserved_bytes, 23069824);
+    assert_int_equal(c->m.peak_outstanding_bytes, 3201664);
+    assert_double_equal(c->m.internal_frag, (3201640.0 - 3201124.0) / 3201640.0, 1e-12);
+    /* pool */
+    assert_int_equal(p->m.acquires, 3);
+    assert_int_equal(p->m.hits, 1);
+    assert_int_equal(p->pool_peak_reserved, 3203072);
+    assert_int_equal(p->m.peak_reserved_bytes, 3204224);
+    assert_double_equal(p->m.internal_frag, (3204200.0 - 3201124.0) / 3204200.0, 1e-12);
+
+    char *t = report_text(r, 0);
+    assert_non_null(strstr(t, "caching: heap stream split at 128 KiB: 3 calls (3.19 MiB) to the caching "
+                              "allocator (the caching allocator alone: peak reserved 22.0 MiB, peak "
+                              "allocated 3.05 MiB); 3 calls (1.10 KiB) to the glibc chunk model"));
+    assert_non_null(strstr(t, "pool: heap stream split at 128 KiB: 3 calls (3.19 MiB) to the pool"));
+    /* one fragmentation figure: the table's i_frag, none in the text lines */
+    char cell[32], want[32];
+    table_cell(t, "caching", 7, cell, sizeof cell);
+    snprintf(want, sizeof want, "%.1f%%", 100 * c->m.internal_frag);
+    assert_string_equal(cell, want);
+    table_cell(t, "pool", 7, cell, sizeof cell);
+    snprintf(want, sizeof want, "%.1f%%", 100 * p->m.internal_frag);
+    assert_string_equal(cell, want);
+    assert_null(strstr(t, "fragmentation 0"));
+    for (const char *q = t; (q = strstr(q, "fragmentation")); q++)
+        assert_true(strncmp(q, "fragmentation counted", 21) == 0);   /* the chunk model's caveat only */
+    free(t);
+    /* JSON: the same split keys for both rows, no second fragmentation */
+    char *js = report_text(r, 1);
+    assert_null(strstr(js, "\"fragmentation\""));
+    assert_non_null(strstr(js, "\"caching_peak_reserved_bytes\": 23068672"));
+    int rows = 0;                       /* pool's and caching's */
+    for (const char *q = js; (q = strstr(q, "\"small_calls\": 3,")); q++) rows++;
+    assert_int_equal(rows, 2);
+    free(js);
+    rp_report_free(r);
+
+    /* --pool-min 0: both rows take everything; caching rounds A, B and D
+     * up to 512, 512 and 1024 in the small segment (no chunk model) */
+    cfg.pool_min = 0;
+    cfg.pool_min_set = 1;
+    r = replay(b.path, "pool,caching", &cfg);
+    c = get(r, RP_CACHING);
+    assert_int_equal(c->pooled_calls, 6);
+    assert_int_equal(c->small_calls, 0);
+    assert_int_equal(c->pool_peak_outstanding, 512 + 512 + 200192 + 1024 + 3000320);
+    assert_int_equal(get(r, RP_POOL)->pooled_calls, 6);
+    rp_report_free(r);
+    unlink(b.path);
+}
+
 /* Return addresses inside three functions of this program, for stacks the
  * symbolizer can name: tensor_site (a site), other_site (a site) and
  * xmalloc (one of the default allocation wrappers). */
@@ -1705,6 +1840,7 @@ int main(void)
         cmocka_unit_test(test_arena_long_lived_chunk_goes_back_when_dead),
         cmocka_unit_test(test_arena_reset_marker_missing_warns_or_fails),
         cmocka_unit_test(test_pool_heap_stream_splits_at_the_threshold),
+        cmocka_unit_test(test_caching_and_pool_take_the_same_heap_requests),
         cmocka_unit_test(test_pool_sites_match_the_site_or_a_wrapper),
         cmocka_unit_test(test_caching_rules_by_hand),
         cmocka_unit_test(test_caching_segment_sizes),
