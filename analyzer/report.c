@@ -465,6 +465,15 @@ void az_report_text(const az_scan_t *s, const az_report_opts_t *o, FILE *out)
     sites_text(out, s, v, full, "Top sites by bytes", by_bytes, top, 2);
     if (h->leaked_bytes) sites_text(out, s, v, full, "Leaks at exit by site", by_live, top, 3);
     az_sv_destroy(v);
+    /* modules whose file on disk is not the recorded build (symbolize.h):
+     * said after the sites, whose symbolization found them */
+    const char *note = az_sym_note(sym, 0);
+    if (note) fputs("\nSymbols\n", out);
+    for (size_t i = 0; (note = az_sym_note(sym, i)); i++) {
+        fputs("  ", out);
+        psc_esc_text_put(out, note);
+        fputc('\n', out);
+    }
     az_sym_destroy(sym);
 }
 
@@ -613,6 +622,9 @@ void az_report_json(const az_scan_t *s, const az_report_opts_t *o, FILE *out)
     sites_json(&j, "leaks", v, by_live, top);
     az_json_end(&j);
     az_sv_destroy(v);
+    az_json_begin(&j, "symbol_notes", '[');
+    for (size_t i = 0; az_sym_note(sym, i); i++) az_json_str(&j, NULL, az_sym_note(sym, i));
+    az_json_end(&j);
     az_json_end(&j);
     az_sym_destroy(sym);
 }

@@ -107,6 +107,13 @@ said_once() {
         { echo "  stderr:" >&2; cat e.txt >&2; return 1; }
 }
 check mismatch_said_once_on_stderr said_once
+said_in_report() {
+    sed -n '/^Symbols$/,$p' r.txt | grep -q "app is not the build the trace recorded" &&
+        python3 -c 'import json, sys; n = json.load(open(sys.argv[1]))["symbol_notes"]
+sys.exit(not (len(n) == 1 and "app is not the build the trace recorded" in n[0]))' r.json ||
+        { echo "  no note in the report's Symbols section or symbol_notes" >&2; return 1; }
+}
+check mismatch_said_in_report said_in_report
 binary_copy() {
     "$PS" report t.pst --binary "$T/app=$T/v1copy" >rb.txt 2>eb.txt &&
         "$PS" sql t.pst --binary "app=$T/v1copy" -o b.db >/dev/null 2>>eb.txt || return 1
