@@ -179,13 +179,15 @@ typedef struct rp_result {
     uint64_t site_stacks;       /* distinct stack ids whose site matched */
     uint64_t small_calls, small_bytes;       /* to the glibc chunk model */
     uint64_t peak_small_held;   /* peak of the live chunks' bytes of the model */
-    uint64_t pool_peak_outstanding, pool_peak_reserved;   /* the pool's own (bp_stats) */
+    uint64_t pool_peak_outstanding, pool_peak_reserved;   /* the pool's (bp_stats) or the caching
+                                                             allocator's own, chunks not counted */
     /* caching */
     uint64_t cache_cap;         /* UINT64_MAX: unlimited */
     uint64_t segments_allocated, segments_released, peak_segments;
     uint64_t released_over_cap; /* segments released because of the cap */
     uint64_t splits, merges;
-    double fragmentation;       /* 1 - peak allocated / peak reserved */
+    double fragmentation;       /* 1 - peak allocated / peak reserved: not shown (i_frag is the
+                                   row's figure), kept for the tests */
     /* arena */
     uint64_t resets, lifetime_violations, violation_bytes;   /* distinct objects */
     uint64_t pinned_chunks, peak_pinned_bytes, chunks_allocated;
