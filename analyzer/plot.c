@@ -274,7 +274,7 @@ static int marker_lanes(const az_scan_t *s, uint64_t lo, uint64_t hi, uint64_t e
             for (i++; i < all[r].n && x[i].point == pt && x[i].t0 <= b + eps; i++)
                 if (x[i].t1 > b) b = x[i].t1;
             if (!pt && b - a < eps) b = a + eps;
-            fprintf(f, "%.9f %.9f %zu %d\n", (double)(a - s->t_first) / 1e9, (double)(b - s->t_first) / 1e9,
+            fprintf(f, "%.9f %.9f %zu %d\n", (double)a / 1e9, (double)b / 1e9,
                     r, pt ? 0 : 1);
         }
     }
@@ -301,7 +301,7 @@ static int memory_figure(plot_ctx_t *c, const az_scan_t *s, const char *trace, d
     uint64_t w = 1ull << s->tl_shift;
     for (size_t i = 0; i < s->tl_used; i++) {
         const az_tl_bucket_t *b = &s->tl[i];
-        double t = (double)((s->tl_t0 - s->t_first) + (uint64_t)i * w + w / 2) / 1e9;
+        double t = (double)(s->tl_t0 + (uint64_t)i * w + w / 2) / 1e9;   /* since trace start, as --from */
         fprintf(f, "%.9f %.4f %.4f %.4f %.4f %.4f %.4f %" PRIu64 " %.2f\n", t, b->heap / unit,
                 b->mmap_anon / unit, b->mmap_file / unit, b->rss / unit, b->pool_out / unit,
                 b->pool_reserved / unit, b->kv_blocks,
@@ -316,8 +316,8 @@ static int memory_figure(plot_ctx_t *c, const az_scan_t *s, const char *trace, d
     if (hi > s->t_last) hi = s->t_last;
     if (s->window && hi > s->to) hi = s->to;
     if (hi <= lo) hi = lo + 1000;
-    *x0 = (double)(lo - s->t_first) / 1e9;
-    *x1 = (double)(hi - s->t_first) / 1e9;
+    *x0 = (double)lo / 1e9;
+    *x1 = (double)hi / 1e9;
 
     lane_t lanes[MAX_LANES];
     size_t hidden = 0;
