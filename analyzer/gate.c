@@ -18,6 +18,7 @@
 
 #include "escape.h"
 #include "input.h"
+#include "phase_frame.h"
 #include "poolscope/format.h"
 #include "poolscope/error.h"
 #include "report.h"
@@ -39,7 +40,42 @@ static int stream_kind(const char *b, size_t n, void *ctx)
 }
 
 
-/* The report JSON of a scanned trace, as a parsed document. */
+/* The scan's "phase_frame_notes" (phase_frame.h) put into a report JSON
+ * text that lacks them, before its closing brace. 0, or PSC_ENOMEM. */
+static int add_pf_notes(const az_scan_t *s, char **buf, size_t *len)
+{
+    char *nb = NULL;
+    size_t nl = 0;
+    FILE *m = open_memstream(&nb, &nl);
+    if (!m) return PSC_ENOMEM;
+    az_json_t j;
+    az_json_init(&j, m, 0);
+    az_json_begin(&j, NULL, '{');
+    az_pf_notes_json(s, &j);
+    az_json_end(&j);
+    if (fclose(m) || !nb) { free(nb); return PSC_ENOMEM; }
+    size_t e = *len, f = 0;
+    while (e && (*buf)[e - 1] != '}') e--;        /* the report's closing brace */
+    while (f < nl && nb[f] != '{') f++;           /* the notes' opening one */
+    char *out = e && f < nl ? malloc(e + nl - f + 2) : NULL;
+    if (out) {
+        memcpy(out, *buf, e - 1);
+        size_t k = e - 1;
+        out[k++] = ',';
+        memcpy(out + k, nb + f + 1, nl - f - 1);
+        k += nl - f - 1;
+        out[k] = 0;
+        free(*buf);
+        *buf = out;
+        *len = k;
+    }
+    free(nb);
+    return out ? 0 : PSC_ENOMEM;
+}
+
+/* The report JSON of a scanned trace, as a parsed document. The gate
+ * reads phase_frame_notes from it (a --phase-frame phase whose calls may
+ * have merged): added here when the report does not write them. */
 static az_jdoc_t *scan_doc(az_scan_t *s, int *err, char *msg, size_t msglen)
 {
     char *buf = NULL;
@@ -51,6 +87,14 @@ static az_jdoc_t *scan_doc(az_scan_t *s, int *err, char *msg, size_t msglen)
     fclose(m);
     char eb[200];
     az_jdoc_t *d = az_json_parse(buf, len, err, eb, sizeof eb);
+    int notes = 0;
+    for (size_t i = 0; i < AZ_PF_MAX; i++) notes |= strcmp(az_scan_string(s, AZ_PF_NOTE_BASE + (uint32_t)i), "?") != 0;
+    if (d && notes && !az_json_get(az_json_root(d), "phase_frame_notes")) {
+        az_json_free(d);
+        d = NULL;
+        if (add_pf_notes(s, &buf, &len)) { *err = PSC_ENOMEM; snprintf(eb, sizeof eb, "out of memory"); }
+        else d = az_json_parse(buf, len, err, eb, sizeof eb);
+    }
     if (!d) snprintf(msg, msglen, "internal: report JSON does not parse: %s", eb);
     free(buf);
     return d;
@@ -267,6 +311,33 @@ static void fmt_val(const char *path, double v, char *buf, size_t len)
 /* The default checks: figures a deterministic workload reproduces exactly.
  * Time-weighted ones (kv.kv_utilization, internal_frag_avg) stay in the
  * report as information; kv.kv_utilization_per_step is their gate. */
+/* Does metric come from a phase of doc's phase_frame_notes (phase_frame.h:
+ * a --phase-frame phase whose calls may have merged)? phases.NAME.*, and
+ * for the step marker (decode) the step figures; a figure that is there
+ * (not null, which is said as before). 1 with the message. */
+static int merged_phase(const az_jv_t *doc, const char *metric, const char *where, char *msg, size_t msglen)
+{
+    static const char *const step[] = { "decode_steps", "allocs_per_decode_step", "heap_calls_per_decode_step",
+                                        "kv.kv_utilization_per_step", "kv.step_samples" };
+    double x;
+    const az_jv_t *a = value_at(doc, metric, &x) == V_NUM ? az_json_get(doc, "phase_frame_notes") : NULL;
+    for (const az_jv_t *c = a && a->type == AZ_JV_ARR ? a->child : NULL; c; c = c->next) {
+        const az_jv_t *ph = az_json_get(c, "phase"), *note = az_json_get(c, "note");
+        if (!ph || ph->type != AZ_JV_STR) continue;
+        size_t pl = strlen(ph->str);
+        int dep = !strncmp(metric, "phases.", 7) && !strncmp(metric + 7, ph->str, pl) && metric[7 + pl] == '.';
+        for (size_t k = 0; !dep && !strcmp(ph->str, "decode") && k < sizeof step / sizeof step[0]; k++)
+            dep = !strcmp(metric, step[k]);
+        if (!dep) continue;
+        char em[1100], ep[1100], en[4000];
+        snprintf(msg, msglen, "not gating on '%s': it reads --phase-frame phase '%s' (%s), and %s",
+                 psc_esc_text(metric, em, sizeof em), psc_esc_text(ph->str, ep, sizeof ep), where,
+                 note && note->type == AZ_JV_STR ? psc_esc_text(note->str, en, sizeof en) : "its calls may have merged");
+        return 1;
+    }
+    return 0;
+}
+
 static const char *const headline[] = {
     "peak_live_bytes", "total_allocated_bytes", "leaked_bytes", "lost_events",
     "pool.hit_rate", "pool.peak_cached_bytes", "pool.peak_outstanding_bytes", "pool.backing_allocs",
@@ -305,6 +376,14 @@ int az_gate_check_named(const az_jv_t *cur, const az_jv_t *base, const char *bas
         rules = dflt;
         n_rules = k;
     }
+    /* a figure read from a --phase-frame phase whose calls may have merged
+     * is not one to pass or fail on */
+    for (size_t i = 0; i < n_rules; i++)
+        if (merged_phase(cur, rules[i].metric, cwhere, msg, msglen) ||
+            (base && merged_phase(base, rules[i].metric, bwhere, msg, msglen))) {
+            free(dflt);
+            return 2;
+        }
     int failed = 0;
     char em[sizeof rules[0].metric * 4];   /* the metric as text: it may name a trace's phase */
     for (size_t i = 0; i < n_rules; i++) {

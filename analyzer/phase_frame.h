@@ -20,6 +20,35 @@
  * A trace recorded with --stacks none has no evidence: az_pf_create
  * accepts it, and the scan reports that no stack held FUNC.
  *
+ * Calls that may have merged. An instance's first stacked event is its
+ * call's first allocation; its "inner stack" is FUNC's frame (where in
+ * FUNC) and the frames inside it. When that first inner stack comes back
+ * later in the same instance, FUNC either looped back to it or was called
+ * again: the stacks cannot tell which (a loop around the call and a loop
+ * in it leave the same frames). The instances of one call site (rule and
+ * callers) are compared: an instance whose first inner stack came back
+ * (k >= 2 times) is counted as looking like repeated calls when it is the
+ * only instance of its call site, or when another instance of that site
+ * had it fewer times. So a function that loops in every call (forward()
+ * allocating per layer, called with allocations between calls) is not
+ * counted: its instances all repeat the same number of times. What it
+ * catches: a loop that calls FUNC with nothing allocated between (one
+ * instance, or instances of more calls than the fewest). What it cannot:
+ * a caller that always makes the same number of calls with nothing
+ * allocated between them (every instance then holds that many: read as
+ * FUNC's own loop); calls whose first allocation's stack is not the
+ * first call's (the reference engine's re_engine_step: its first call
+ * admits the requests, the later ones only decode, so 107 calls read as
+ * one instance that is not counted). A false alarm: a function whose
+ * first allocation is in a loop that runs a different number of times
+ * from call to call, or that is called once from its call site.
+ * After az_pf_finish returned 0, az_pf_merged(pf, i) is how many of rule
+ * i's instances look like repeated calls, and az_pf_string(pf,
+ * AZ_PF_NOTE_BASE + i) says so ("calls of FUNC may have merged: N
+ * instances look like repeated calls (...)"), NULL when none does; a
+ * scan's az_scan_string reads it too, so az_pf_notes_json/_text write a
+ * scan's notes for report and gate.
+ *
  * A FUNC the recorder hooked (`record --scope-function`, the header's
  * SCOPE_FUNCS) is not inferred: its recorded scopes are its calls, exact
  * (repeated under NAME when NAME is another name).
@@ -33,12 +62,15 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "poolscope/reader.h"
 
 #define AZ_PF_MAX 16                 /* --phase-frame options at once */
-/* String ids of the synthetic scopes' names: past any id a trace defines. */
+/* String ids of the synthetic scopes' names: past any id a trace defines;
+ * rule i's note (calls that may have merged) at AZ_PF_NOTE_BASE + i. */
 #define AZ_PF_STRING_BASE 0xffffff00u
+#define AZ_PF_NOTE_BASE   (AZ_PF_STRING_BASE + AZ_PF_MAX)
 
 typedef struct az_pf az_pf_t;
 
@@ -60,8 +92,20 @@ size_t az_pf_before(az_pf_t *pf, const pst_event_t *ev, pst_event_t *out);
 /* Ends of open scopes at time t (the end of the trace), at most
  * 2 * AZ_PF_MAX per call: call until it returns 0. */
 size_t az_pf_finish(az_pf_t *pf, uint64_t t, pst_event_t *out);
-/* The name of a synthetic string id, or NULL. */
+/* The name of a synthetic string id (or a note, above), or NULL. */
 const char *az_pf_string(const az_pf_t *pf, uint32_t id);
+/* After the last az_pf_finish: rule i's instances that look like repeated
+ * calls (0 for a FUNC the recorder hooked: its calls are exact). */
+uint64_t az_pf_merged(const az_pf_t *pf, size_t i);
+
+/* A scan's notes (scan.h; az_scan_string reads them), for the outputs:
+ * the JSON member "phase_frame_notes": [{"phase": NAME, "note": NOTE}...]
+ * (empty without one), and one line per note after prefix (text escaped,
+ * common/escape.h), returning how many. */
+struct az_scan;
+struct az_json;
+void az_pf_notes_json(const struct az_scan *s, struct az_json *j);
+size_t az_pf_notes_text(const struct az_scan *s, FILE *out, const char *prefix);
 /* Did some stack hold rule i's FUNC? For the message when none did. */
 int az_pf_seen(const az_pf_t *pf, size_t i, const char **func);
 size_t az_pf_count(const az_pf_t *pf);

@@ -117,7 +117,7 @@ int cmd_gate(int argc, char **argv)
     const char *file = NULL, *base = NULL;
     int allow_incomplete = 0, accept_program = 0;
     gate_args_t ga = { calloc((size_t)argc, sizeof *ga.rules), 0, 0, 0, { { 0 }, 0 } };
-    char msg[512];
+    char msg[2048];                         /* a phase-frame note is quoted whole (gate.c) */
     az_jdoc_t *dc = NULL, *db = NULL;
     if (!ga.rules) { cli_cmd_err("gate", "out of memory"); return CLI_USAGE; }
     const cli_opt_t opts[] = {

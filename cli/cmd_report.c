@@ -8,6 +8,7 @@
 
 #include "cli.h"
 #include "escape.h"
+#include "phase_frame.h"
 #include "poolscope/error.h"
 #include "report.h"
 #include "scan.h"
@@ -108,6 +109,12 @@ int cmd_report(int argc, char **argv)
     char wb[256];
     const char *w = az_scan_warning(s, wb, sizeof wb);
     if (w) fprintf(stderr, "poolscope report: %s: warning: %s\n", file, psc_esc_text(w, em, sizeof em));
+    /* --phase-frame calls that may have merged (phase_frame.h): said on
+     * stderr whatever the format, as a cut trace is */
+    for (size_t i = 0; i < so.n_phase_frames; i++) {
+        const char *note = az_scan_string(s, AZ_PF_NOTE_BASE + (uint32_t)i);
+        if (strcmp(note, "?")) fprintf(stderr, "poolscope report: %s: warning: %s\n", file, psc_esc_text(note, em, sizeof em));
+    }
     if (om && az_report_openmetrics(s, &ro, stdout)) { az_scan_free(s); return cli_file_err("report", file, "out of memory"); }
     else if (om) {}
     else if (json) az_report_json(s, &ro, stdout);
