@@ -149,19 +149,35 @@ int cli_parse_args(cli_args_t *a, int argc, char **argv)
             else cli_cmd_err(a->cmd, "takes %d files ('%s' is extra)", a->max_files, arg);
             return CLI_USAGE;
         }
+        /* --opt=value, as getopt_long takes it: the name up to the first '=' */
+        char name[64];
+        const char *eqv = NULL;
+        const char *eq = arg[1] == '-' ? strchr(arg, '=') : NULL;
+        if (eq) {
+            size_t nl = (size_t)(eq - arg);
+            if (nl >= sizeof name) nl = sizeof name - 1;
+            memcpy(name, arg, nl);
+            name[nl] = 0;
+            arg = name;
+            eqv = eq + 1;
+        }
         const cli_opt_t *o = find_opt(a->opts, arg);
         if (!o && names_frames(a->cmd) && (!strcmp(arg, "--debug-dir") || !strcmp(arg, "--binary"))) {
-            if (i + 1 >= argc) { cli_cmd_err(a->cmd, "%s needs a value", arg); return CLI_USAGE; }
-            if (symbols_take(a->cmd, arg, argv[++i])) return CLI_USAGE;
+            if (!eqv && i + 1 >= argc) { cli_cmd_err(a->cmd, "%s needs a value", arg); return CLI_USAGE; }
+            if (symbols_take(a->cmd, arg, eqv ? eqv : argv[++i])) return CLI_USAGE;
             continue;
         }
         if (!o) {
             cli_cmd_err(a->cmd, "unknown option '%s' (see poolscope help %s)", arg, a->cmd);
             return CLI_USAGE;
         }
-        if (o->flag) { *o->flag = 1; continue; }
-        if (i + 1 >= argc) { cli_cmd_err(a->cmd, "%s needs a value", arg); return CLI_USAGE; }
-        const char *v = argv[++i];
+        if (o->flag) {
+            if (eqv) { cli_cmd_err(a->cmd, "%s takes no value ('%s')", arg, argv[i]); return CLI_USAGE; }
+            *o->flag = 1;
+            continue;
+        }
+        if (!eqv && i + 1 >= argc) { cli_cmd_err(a->cmd, "%s needs a value", arg); return CLI_USAGE; }
+        const char *v = eqv ? eqv : argv[++i];
         /* the options that name a JSON file to read */
         if ((!strcmp(arg, "--baseline") || !strcmp(arg, "--replay")) && check_input(a->cmd, arg, v)) return CLI_USAGE;
         if (o->value) *o->value = v;

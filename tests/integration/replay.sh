@@ -155,6 +155,12 @@ $PS replay "$T/m.pst" --policy pool,arena,ideal,kv --json >"$T/d1.json"
 $PS replay "$T/m.pst" --policy pool,arena,ideal,kv --json >"$T/d2.json"
 strip "$T/d1.json" >"$T/d1s"; strip "$T/d2.json" >"$T/d2s"
 check deterministic cmp -s "$T/d1s" "$T/d2s"
+# --opt=value is --opt value (getopt_long's habit), in every subcommand
+$PS replay "$T/m.pst" --policy=pool,arena,ideal,kv --json >"$T/d3.json"
+strip "$T/d3.json" >"$T/d3s"
+check option_equals_value cmp -s "$T/d1s" "$T/d3s"
+$PS report "$T/m.pst" --top 3 --json >"$T/r1.json" && $PS report "$T/m.pst" --top=3 --json >"$T/r2.json"
+check report_option_equals_value cmp -s "$T/r1.json" "$T/r2.json"
 
 bad() { # name expected-substring cmd...
     n=$1 want=$2; shift 2
@@ -172,6 +178,7 @@ bad bad_not_a_trace "not a poolscope trace" $PS replay "$T/text.pst"
 bad bad_missing "cannot read" $PS replay "$T/nope.pst"
 bad bad_unknown_policy "unknown policy 'lru'" $PS replay "$T/m.pst" --policy pool,lru
 bad bad_option "unknown option" $PS replay "$T/m.pst" --frobnicate
+bad bad_flag_value "--json takes no value" $PS replay "$T/m.pst" --json=yes
 bad bad_pool_cap "bad value for --pool-cap" $PS replay "$T/m.pst" --pool-cap lots
 bad bad_block_size "bad value for --block-size" $PS replay "$T/m.pst" --block-size 0
 bad bad_stream "--stream takes" $PS replay "$T/m.pst" --stream both
