@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "escape.h"
+#include "phase_frame.h"
 
 /* Every name in the text comes from the trace (program, files, markers,
  * pools, symbols): written through psc_esc_text (common/escape.h), so a
@@ -450,8 +451,10 @@ void az_report_text(const az_scan_t *s, const az_report_opts_t *o, FILE *out)
                 x->count ? (double)x->heap_calls / (double)x->count : 0.0, psc_fmt_ns(x->time_ns, d, sizeof d));
     }
     if (h->decode_steps)
-        fprintf(out, "  allocs per decode step: %.2f allocation calls, %.2f heap calls (%s steps; steady state = steps after the first 4)\n",
-                h->allocs_per_decode_step, h->heap_calls_per_decode_step, psc_fmt_count(h->decode_steps, a, sizeof a));
+        fprintf(out, "  allocs per decode step: %.2f allocation calls, %.2f heap calls (%s step%s; steady state = steps after the first 4)\n",
+                h->allocs_per_decode_step, h->heap_calls_per_decode_step, psc_fmt_count(h->decode_steps, a, sizeof a),
+                h->decode_steps == 1 ? "" : "s");
+    az_pf_notes_text(s, out, "  ");   /* --phase-frame calls that may have merged */
 
     az_sv_t *v = az_sv_create(s, sym, o ? &o->sites : NULL);
     int full = o && o->full_stacks;
@@ -608,6 +611,7 @@ void az_report_json(const az_scan_t *s, const az_report_opts_t *o, FILE *out)
     }
     az_json_end(&j);
     az_result_steps_json(h, &j);
+    az_pf_notes_json(s, &j);
 
     az_json_begin(&j, "size_log2_hist", '[');
     hi = 0;
