@@ -27,6 +27,7 @@ typedef struct priv {
     int plain;                   /* no --phase, no --from/--to: every event is counted */
     az_scan_opts_t opts;
     az_tl_bucket_t last;         /* gauges after the latest timeline update */
+    psc_map_t stacks;            /* starts of the thread-stack mappings live now (a set) */
 } priv_t;
 
 /* ---- timeline ------------------------------------------------------------------ */
@@ -140,6 +141,21 @@ static void kv_publish(az_scan_t *s, uint64_t t)
     az_kv(s->heap, t, tokens, blocks, bs);
 }
 
+/* 1 when ev maps or unmaps a thread's stack (scan.h): a mapping, not a
+ * call. Its MMAPs carry the flag; its MUNMAPs are known by their start. */
+static int thread_stack(az_scan_t *s, const pst_event_t *ev)
+{
+    priv_t *p = s->priv;
+    if (ev->type == PST_EV_MMAP && (ev->f[3] & AZ_MMAP_THREAD_STACK)) {
+        if (!ev->f[0] || ev->f[0] == UINT64_MAX) return 1;
+        int is_new = 0;
+        (void)psc_map_put(&p->stacks, ev->f[0], &is_new);   /* out of memory: its munmap is counted */
+        if (is_new && ev->f[2]) s->thread_stacks++;
+        return 1;
+    }
+    return ev->type == PST_EV_MUNMAP && psc_map_count(&p->stacks) && psc_map_del(&p->stacks, ev->f[0]) == 0;
+}
+
 static void on_event(az_scan_t *s, const pst_event_t *ev)
 {
     priv_t *p = s->priv;
@@ -177,7 +193,8 @@ static void on_event(az_scan_t *s, const pst_event_t *ev)
     pm_step_t st;
     pm_event(s->model, ev, &st);     /* PSC_ENOMEM: the model went on with what it could */
     int gauge = 0;               /* 1: a gauge moved; 2: only the heap gauge */
-    if (st.call >= 0) {          /* one hooked call: the JSON `calls` count (when counted) and the phases */
+    if (st.call >= 0 && (st.call < PM_F_MMAP || !thread_stack(s, ev))) {
+        /* one hooked call: the JSON `calls` count (when counted) and the phases */
         if (on) s->calls[st.call]++;
         az_heap_call(s->heap, st.call_bytes, st.call != PM_F_FREE && st.call < PM_F_MMAP);
     }
@@ -269,7 +286,8 @@ static int scan_any(const char *path, const void *mem, size_t mem_len, const az_
     s->heap = az_create(&cfg, &err);
     s->pool = az_create(&cfg, &err);
     s->model = pm_create(&err);
-    if (!s->tl || !s->heap || !s->pool || !s->model ||
+    int map_err = psc_map_init(&p->stacks, 0, 8, 0, NULL);
+    if (map_err || !s->tl || !s->heap || !s->pool || !s->model ||
         (p->opts.keep_markers && !s->markers)) {
         az_scan_free(s);
         snprintf(msg, msglen, "out of memory");
@@ -375,6 +393,7 @@ void az_scan_free(az_scan_t *s)
     priv_t *p = s->priv;
     if (p) {
         az_pf_destroy(p->pf);
+        psc_map_free(&p->stacks);
         free(p);
     }
     pst_close(s->r);

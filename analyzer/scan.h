@@ -12,7 +12,10 @@
  *         size key = granted bytes), outstanding/cached bytes ->
  *         az_reserved, hits, backing allocations;
  *   mmap  the model's mapped bytes (anonymous, file-backed, reserved) and
- *         RSS samples, copied into the fields below.
+ *         RSS samples, copied into the fields below. Thread stacks (MMAP
+ *         events flagged AZ_MMAP_THREAD_STACK, their MUNMAPs) are mappings
+ *         like any: in the mmap figures (stack committed, guard reserved),
+ *         in no call count (`calls`, a phase's calls): no call made them.
  * and keeps a timeline of fixed-width buckets (the width doubles as the
  * trace grows, so memory is bounded) for plots and the text report.
  *
@@ -46,6 +49,12 @@ enum {
     AZ_F_COUNT = PM_F_COUNT
 };
 #define az_func_names pm_func_names
+
+/* An MMAP event's flags bit set by the interposer for a thread's stack,
+ * which glibc maps inside itself (FORMAT.md, "Thread stacks"): above the
+ * 32 bits of any flags mmap takes. libtrace/preload/hooks_proc.c writes it
+ * as PS_MMAP_THREAD_STACK. */
+#define AZ_MMAP_THREAD_STACK (1ull << 32)
 
 typedef struct az_scan az_scan_t;
 
@@ -114,6 +123,7 @@ struct az_scan {
     uint64_t mmap_anon, mmap_file, peak_mmap_anon, peak_mmap_file, peak_mmap_total;
     uint64_t mmap_reserved, peak_mmap_reserved, peak_mmap_committed;
     uint64_t peak_arena;         /* pymalloc's arenas at most: its reserve (model.h, pm_maps_t.arena) */
+    uint64_t thread_stacks;      /* threads' stacks mapped (AZ_MMAP_THREAD_STACK, the guard apart) */
     uint64_t rss, peak_rss, peak_rss_t, rss_samples;
     uint64_t pool_out, pool_cached;
     uint64_t kv_orphans;         /* KV events of pools never created (ignored) */

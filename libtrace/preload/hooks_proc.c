@@ -16,7 +16,9 @@
  *                  poll of the loader's counters and before any new stack
  *                  is defined, see stacks.c).
  *   close*, dup2/3 protect the trace fd.
- *   pthread_create passes the parent's stream id to the child's THREAD_START.
+ *   pthread_create passes the parent's stream id to the child's THREAD_START,
+ *                  and records the thread's stack as a mapping of the thread
+ *                  (see "Thread stacks" below).
  */
 #include "preload.h"
 
@@ -41,6 +43,7 @@ extern char **environ;
 
 void ps_alloc_resolve_mm(void);
 void ps_resolve_real(void);
+static void stack_key_make(void);   /* "Thread stacks" below */
 
 #define R(name) ps_g.proc.name = (__typeof__(ps_g.proc.name))dlsym(RTLD_NEXT, #name)
 void ps_proc_resolve(void)
@@ -49,6 +52,7 @@ void ps_proc_resolve(void)
     R(fork); R(_Fork); R(execve); R(execvpe); R(fexecve); R(posix_spawn); R(posix_spawnp);
     R(_exit); R(_Exit); R(dlclose); R(close); R(close_range); R(closefrom);
     R(dup2); R(dup3); R(pthread_create);
+    stack_key_make();
 }
 #define ENSURE_REAL() do { if (PS_UNLIKELY(!ps_real_ready)) ps_resolve_real(); } while (0)
 
@@ -437,11 +441,129 @@ EXPORT int dup3(int old, int nfd, int flags)
 
 /* ---- threads ----------------------------------------------------------------------- */
 
+/* Thread stacks. glibc maps a thread's stack inside pthread_create with
+ * its internal mmap (no hook sees it) and keeps freed stacks in a cache, so
+ * the trace would show no stack at all. The trampoline records it itself:
+ * when the thread starts, from pthread_getattr_np of the thread (the only
+ * true source: a stack from the cache may be larger than the attribute
+ * asked for), as two anonymous MMAP events of the thread's stream, the
+ * guard below the stack PROT_NONE (reserved) and the stack read-write
+ * (committed, named PS_STACK_NAME by an MMAP_NAME), both with
+ * PS_MMAP_THREAD_STACK in their flags (no call of the program: FORMAT.md,
+ * "Thread stacks"); and a MUNMAP of each when the thread ends (its
+ * function returns, pthread_exit, a cancellation: the destructor of our
+ * own pthread key): the stack then goes back to glibc's cache or is
+ * unmapped, either way it is no longer that thread's.
+ *
+ * The end is a key destructor, not code after the thread's function in
+ * the trampoline: the trampoline calls the function last (a tail call),
+ * so no frame of this library lies under the program's frames, where the
+ * stack walkers stop (stacks.c). The key is made when the real functions
+ * are resolved, before core.c's (ps_init): glibc runs destructors in key
+ * order, so the MUNMAPs come before the thread's THREAD_END, in its
+ * stream. A key past glibc's first 32 would make pthread_setspecific
+ * allocate for us and the thread's exit free it where the trace sees it:
+ * then no stack is recorded.
+ *
+ * Not recorded: the main thread's stack, the tracer's own thread, a stack
+ * the program gave with pthread_attr_setstack (its own memory, in its own
+ * mmap call if it mapped it), a thread started while not recording (no
+ * MUNMAP either), and in a fork child the MUNMAP of the thread that forked
+ * (the child's trace never had its MMAP). Every thread of the program
+ * registers at its start, before its function runs, so a first allocation
+ * made inside pthread_getattr_np (which holds the thread's lock) does not
+ * register it there: core.c's registration asks pthread_getattr_np too,
+ * and with stacks on the thread deadlocked on its own lock. */
+#define PS_MMAP_THREAD_STACK (1ull << 32)   /* FORMAT.md: above every flag mmap takes */
+#define PS_STACK_NAME "[stack]"
+#define PS_KEY_STATIC 32u                   /* glibc's PTHREAD_KEY_2NDLEVEL_SIZE */
+
 typedef struct tramp {
     void *(*fn)(void *);
     void *arg;
     uint32_t parent;
+    int stack;               /* 0 the tracer's thread, 1 register the thread at its start,
+                                2 and record its stack (glibc's, not the program's own) */
 } tramp_t;
+
+typedef struct thr_stack {
+    uintptr_t lo;            /* the stack's lowest address; the guard lies below it */
+    size_t len, guard;       /* len 0: nothing recorded */
+    pid_t pid;               /* the image that recorded it */
+} thr_stack_t;
+
+static __thread thr_stack_t stk_tls __attribute__((tls_model("initial-exec")));
+static pthread_key_t stk_key;
+static int stk_key_ok;       /* 0 not made, 1 made and below PS_KEY_STATIC, -1 unusable */
+
+static void stack_end(void *p);
+
+/* Once, from ps_proc_resolve (ps_init calls it before making its key). */
+static void stack_key_make(void)
+{
+    int z = 0;
+    if (!__atomic_compare_exchange_n(&stk_key_ok, &z, -1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) return;
+    if (pthread_key_create(&stk_key, stack_end) == 0 && (unsigned)stk_key < PS_KEY_STATIC)
+        __atomic_store_n(&stk_key_ok, 1, __ATOMIC_RELEASE);
+}
+
+static void stack_emit(ps_thr_t *t, unsigned type, uintptr_t a, size_t len, unsigned prot)
+{
+    const uint64_t flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK | PS_MMAP_THREAD_STACK;
+    pst_event_t ev = { .type = (uint8_t)type, .f = { a, len, prot, flags, (uint64_t)(int64_t)-1, 0 } };
+    if (type == PST_EV_MUNMAP) ev.f[2] = ev.f[3] = ev.f[4] = 0;   /* munmap: addr, len */
+    ps_emit_generic(t, &ev);
+}
+
+/* At the thread's start, before its function: its stack as a mapping of
+ * its stream. pthread_getattr_np allocates (the cpuset) and runs inside
+ * the guard: the tracer's own calls, passed through unrecorded. Not
+ * inlined: its frame is gone before the thread's function is called. */
+static __attribute__((noinline)) void stack_begin(void)
+{
+    if (!ps_g.on) return;
+    pthread_attr_t at;
+    void *addr = NULL;
+    size_t size = 0, guard = 0;
+    int ok = 0;
+    ps_tls.busy += PS_BUSY_OWN;
+    if (pthread_getattr_np(pthread_self(), &at) == 0) {
+        ok = pthread_attr_getstack(&at, &addr, &size) == 0 && pthread_attr_getguardsize(&at, &guard) == 0;
+        pthread_attr_destroy(&at);
+    }
+    ps_tls.busy -= PS_BUSY_OWN;
+    uintptr_t lo = (uintptr_t)addr, here = (uintptr_t)&at;
+    /* what glibc says must hold this very frame, and the guard must fit below */
+    ok = ok && size && here >= lo && here - lo < size && guard <= lo;
+    ps_thr_t *t = ps_enter();   /* registers the thread: THREAD_START first */
+    if (!t) return;
+    if (ok && pthread_setspecific(stk_key, &stk_tls) == 0) {   /* below PS_KEY_STATIC: no allocation */
+        if (guard) stack_emit(t, PST_EV_MMAP, lo - guard, guard, PROT_NONE);
+        stack_emit(t, PST_EV_MMAP, lo, size, PROT_READ | PROT_WRITE);
+        pst_event_t nm = { .type = PST_EV_MMAP_NAME, .f = { lo, ps_string_id(PS_STACK_NAME) } };
+        ps_emit_generic(t, &nm);   /* right after its MMAP, as a file's name */
+        stk_tls = (thr_stack_t){ .lo = lo, .len = size, .guard = guard, .pid = ps_g.pid };
+    }
+    ps_leave();
+}
+
+/* The key's destructor, at the thread's end. Recorded while paused too,
+ * as munmap is, so the stack is not left live. */
+static void stack_end(void *p)
+{
+    thr_stack_t *s = p;
+    if (!s || !s->len || s->pid != ps_g.pid) return;   /* nothing recorded, or a fork child's copy */
+    int e = errno;
+    ps_thr_t *t = ps_enter();
+    if (!t && ps_g.paused) t = ps_enter_paused();
+    if (t) {
+        stack_emit(t, PST_EV_MUNMAP, s->lo, s->len, 0);
+        if (s->guard) stack_emit(t, PST_EV_MUNMAP, s->lo - s->guard, s->guard, 0);
+        ps_leave();
+    }
+    s->len = 0;
+    errno = e;
+}
 
 static void *tramp_main(void *a)
 {
@@ -450,7 +572,23 @@ static void *tramp_main(void *a)
     ps_real.free(a);
     ps_tls.busy -= PS_BUSY_OWN;
     ps_tls.parent_stream = tr.parent;
-    return tr.fn(tr.arg);
+    if (tr.stack == 2) {
+        stack_begin();
+    } else if (tr.stack == 1) {
+        ps_thr_t *t = ps_enter();   /* registers the thread: see "Thread stacks" */
+        if (t) ps_leave();
+    }
+    return tr.fn(tr.arg);   /* a tail call: see "Thread stacks" */
+}
+
+/* A stack the program gave (pthread_attr_setstack, setstackaddr): glibc
+ * keeps its top, and pthread_attr_getstack returns top - size, so with no
+ * stack given the result plus the size is 0 (or the result is NULL). */
+static int own_stack_given(const pthread_attr_t *attr)
+{
+    void *lo = NULL;
+    size_t size = 0;
+    return attr && pthread_attr_getstack(attr, &lo, &size) == 0 && lo && (uintptr_t)lo + size != 0;
 }
 
 EXPORT int pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *), void *arg)
@@ -473,6 +611,8 @@ EXPORT int pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)
     tr->fn = fn;
     tr->arg = arg;
     tr->parent = (uintptr_t)t > 1 ? t->c.stream : 0;
+    tr->stack = fn == ps_flusher_main ? 0 :
+                !own_stack_given(attr) && __atomic_load_n(&stk_key_ok, __ATOMIC_ACQUIRE) == 1 ? 2 : 1;
     int rc = ps_g.proc.pthread_create(th, attr, tramp_main, tr);
     if (rc != 0) {
         ps_tls.busy += PS_BUSY_OWN;
