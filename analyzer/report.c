@@ -295,7 +295,7 @@ void az_report_text(const az_scan_t *s, const az_report_opts_t *o, FILE *out)
         fprintf(out, "  tracer's own      %12s  mapped at most by the tracer (rings, tables, counters): in no figure here%s\n",
                 psc_fmt_bytes(s->tracer_bytes, a, sizeof a), s->phase || s->window ? " (whole run)" : "");
     /* committed first: a PROT_NONE reservation is address space, not memory */
-    fprintf(out, "  peak mmap         %12s  committed (mapped accessible, by the program's own mmap calls)\n",
+    fprintf(out, "  peak mmap         %12s  committed (mapped accessible: the program's mmap calls, its threads' stacks)\n",
             psc_fmt_bytes(s->peak_mmap_committed, a, sizeof a));
     if (s->peak_mmap_total)
         fprintf(out, "    mapped          %12s  at most: anonymous %s, file-backed %s; reserved only\n"
@@ -310,8 +310,12 @@ void az_report_text(const az_scan_t *s, const az_report_opts_t *o, FILE *out)
         pm_file_map_t fm[5];
         size_t nf = pm_file_maps(s->model, fm, 5);
         for (size_t i = 0; i < nf; i++)
-            fprintf(out, "    file            %12s  at its peak: %s\n", psc_fmt_bytes(fm[i].peak, a, sizeof a),
-                    ESC(az_scan_string(s, fm[i].name), nb));
+        {
+            /* a name in brackets ([stack]) is an anonymous mapping's, not a file's */
+            const char *nm = az_scan_string(s, fm[i].name);
+            fprintf(out, "    %-15s %12s  at its peak: %s\n", nm && nm[0] == '[' ? "named" : "file",
+                    psc_fmt_bytes(fm[i].peak, a, sizeof a), ESC(nm, nb));
+        }
     }
     fprintf(out, "  total allocated   %12s  in %s allocations (%s calls)\n",
             psc_fmt_bytes(h->total_allocated_bytes, a, sizeof a), psc_fmt_count(h->allocs, b, sizeof b),

@@ -193,7 +193,8 @@ static void on_event(az_scan_t *s, const pst_event_t *ev)
     pm_step_t st;
     pm_event(s->model, ev, &st);     /* PSC_ENOMEM: the model went on with what it could */
     int gauge = 0;               /* 1: a gauge moved; 2: only the heap gauge */
-    if (st.call >= 0 && (st.call < PM_F_MMAP || !thread_stack(s, ev))) {
+    s->step_is_call = st.call >= 0 && (st.call < PM_F_MMAP || !thread_stack(s, ev));
+    if (s->step_is_call) {
         /* one hooked call: the JSON `calls` count (when counted) and the phases */
         if (on) s->calls[st.call]++;
         az_heap_call(s->heap, st.call_bytes, st.call != PM_F_FREE && st.call < PM_F_MMAP);

@@ -50,11 +50,7 @@ enum {
 };
 #define az_func_names pm_func_names
 
-/* An MMAP event's flags bit set by the interposer for a thread's stack,
- * which glibc maps inside itself (FORMAT.md, "Thread stacks"): above the
- * 32 bits of any flags mmap takes. libtrace/preload/hooks_proc.c writes it
- * as PS_MMAP_THREAD_STACK. */
-#define AZ_MMAP_THREAD_STACK (1ull << 32)
+#define AZ_MMAP_THREAD_STACK PST_MMAP_THREAD_STACK   /* format.h */
 
 typedef struct az_scan az_scan_t;
 
@@ -124,6 +120,8 @@ struct az_scan {
     uint64_t mmap_reserved, peak_mmap_reserved, peak_mmap_committed;
     uint64_t peak_arena;         /* pymalloc's arenas at most: its reserve (model.h, pm_maps_t.arena) */
     uint64_t thread_stacks;      /* threads' stacks mapped (AZ_MMAP_THREAD_STACK, the guard apart) */
+    int step_is_call;            /* the event being scanned is one of the program's hooked calls
+                                    (a thread stack's mapping is not): for the hooks */
     uint64_t rss, peak_rss, peak_rss_t, rss_samples;
     uint64_t pool_out, pool_cached;
     uint64_t kv_orphans;         /* KV events of pools never created (ignored) */

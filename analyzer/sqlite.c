@@ -854,7 +854,7 @@ static void hook(void *ctx, const pst_event_t *ev, const az_scan_t *scan)
     /* heap objects: the model's operations, as the scan applied them */
     int covered = 0;
     const pm_step_t *stp = scan->step;
-    if (stp && stp->call >= 0) L->calls++;
+    if (stp && scan->step_is_call) L->calls++;   /* a thread stack's mapping is not a call */
     for (size_t i = 0; stp && i < stp->n_ops; i++) {
         const pm_op_t *o = &stp->ops[i];
         if (o->kind == PM_HEAP_FREE) {

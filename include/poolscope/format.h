@@ -248,6 +248,11 @@ enum pst_ev {                    /* layout      fields                          
     PST_EV_TRACE_OFF      = 57,  /* ""       selective tracing paused                   */
     PST_EV_MAX            = 64
 };
+
+/* An MMAP event's flags bit the interposer sets for a thread's stack, which
+ * glibc maps inside itself (FORMAT.md, "Thread stacks"): above the 32 bits
+ * of any flags mmap takes, so no call of the program carries it. */
+#define PST_MMAP_THREAD_STACK (1ull << 32)
 #define PST_MAX_FIELDS  10
 #define PST_MAX_PAYLOAD 8
 #define PST_MAX_IDS     4096     /* block ids in one event; longer lists are split */

@@ -474,7 +474,7 @@ EXPORT int dup3(int old, int nfd, int flags)
  * made inside pthread_getattr_np (which holds the thread's lock) does not
  * register it there: core.c's registration asks pthread_getattr_np too,
  * and with stacks on the thread deadlocked on its own lock. */
-#define PS_MMAP_THREAD_STACK (1ull << 32)   /* FORMAT.md: above every flag mmap takes */
+#define PS_MMAP_THREAD_STACK PST_MMAP_THREAD_STACK   /* format.h */
 #define PS_STACK_NAME "[stack]"
 #define PS_KEY_STATIC 32u                   /* glibc's PTHREAD_KEY_2NDLEVEL_SIZE */
 
