@@ -19,6 +19,15 @@
  * a name with angle brackets for a C++ one whose template arguments it
  * drops ("<module>" would read as "", "<unknown>").
  *
+ * Mappings: one per module the trace recorded (its path, build-id as hex,
+ * and the address range it was loaded at, file offset 0: the module's base
+ * is where its file's offset 0 lies), the traced program's own first,
+ * since pprof takes the first mapping for the main binary and names the
+ * profile after it ("Main binary filename not available" without one).
+ * Each native location points at the mapping holding its address, so a
+ * consumer that symbolizes for itself (Pyroscope, pprof -symbolize) knows
+ * which file and build to read; a Python frame has none.
+ *
  * The message is encoded by hand (five message types, varints and
  * length-delimited fields) into memory, then compressed with zlib's gzip
  * stream: a protobuf library would be a larger dependency than the 150
@@ -114,6 +123,48 @@ static uint64_t str_id(strtab_t *t, const char *s)
     }
 }
 
+/* The profile's mappings (see the top): the trace's modules with a path,
+ * one per distinct (path, base), the executable first. */
+typedef struct pmap { const pst_module_t *m; uint64_t id; } pmap_t;
+
+static int is_exe(const pst_module_t *m, const char *exe)
+{
+    return exe && *exe && m->path && !strcmp(m->path, exe);
+}
+
+static size_t mappings(const az_scan_t *s, pmap_t **out)
+{
+    size_t n = 0, k = 0;
+    const pst_module_t *mods = s->r ? pst_modules(s->r, &n) : NULL;
+    const char *exe = s->hdr ? s->hdr->exe : NULL;
+    *out = NULL;
+    if (!mods || !n || !(*out = calloc(n, sizeof **out))) return 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (size_t i = 0; i < n; i++) {
+            const pst_module_t *m = &mods[i];
+            if (!m->path || !*m->path || !m->size || is_exe(m, exe) != (pass == 0)) continue;
+            size_t j = 0;
+            while (j < k && !(out[0][j].m->base == m->base && !strcmp(out[0][j].m->path, m->path))) j++;
+            if (j < k) continue;            /* mapped again at the same place: one mapping */
+            out[0][k].m = m;
+            out[0][k].id = k + 1;
+            k++;
+        }
+    return k;
+}
+
+/* The mapping holding pc: the latest loaded of those whose range has it. */
+static uint64_t mapping_of(const pmap_t *mp, size_t n, uint64_t pc)
+{
+    uint64_t id = 0, ts = 0;
+    for (size_t i = 0; i < n; i++)
+        if (pc >= mp[i].m->base && pc - mp[i].m->base < mp[i].m->size && (!id || mp[i].m->load_ts >= ts)) {
+            id = mp[i].id;
+            ts = mp[i].m->load_ts;
+        }
+    return id;
+}
+
 static uint64_t key_of(uint64_t a, uint64_t b) { return (a * 0x9E3779B97F4A7C15ull) ^ (b + 0x632be59bd9b4e019ull); }
 
 int az_pprof_write(const az_scan_t *s, az_sym_t *sym, const az_export_opts_t *eo, FILE *out, char *msg,
@@ -126,6 +177,8 @@ int az_pprof_write(const az_scan_t *s, az_sym_t *sym, const az_export_opts_t *eo
     pbuf_t prof = { 0 }, locs = { 0 }, funcs = { 0 }, m = { 0 }, sub = { 0 };
     strtab_t st = { 0 };
     psc_map_t loc_ids = { 0 }, fn_ids = { 0 };
+    pmap_t *mp = NULL;
+    size_t n_mp = mappings(s, &mp);
     int rc = PSC_ENOMEM;
     if (!v || psc_map_init(&st.ids, sizeof(strent_t), 1024, 0, NULL) || psc_map_init(&loc_ids, sizeof(uint64_t), 1024, 0, NULL) ||
         psc_map_init(&fn_ids, sizeof(uint64_t), 1024, 0, NULL))
@@ -159,7 +212,11 @@ int az_pprof_write(const az_scan_t *s, az_sym_t *sym, const az_export_opts_t *eo
             if (is_new) {
                 *lid = ++n_locs;
                 field_u(&m, 1, *lid);
-                if (!fr[k].python) field_u(&m, 3, fr[k].pc);
+                if (!fr[k].python) {
+                    uint64_t mid = mapping_of(mp, n_mp, fr[k].pc);
+                    if (mid) field_u(&m, 2, mid);
+                    field_u(&m, 3, fr[k].pc);
+                }
                 for (size_t j = k; j < e; j++) {
                     char name[1400];
                     const char *fn = fr[j].function;
@@ -203,6 +260,25 @@ int az_pprof_write(const az_scan_t *s, az_sym_t *sym, const az_export_opts_t *eo
         free(vals.p);
         field_msg(&prof, 2, &m);
     }
+    for (size_t i = 0; i < n_mp; i++) {
+        const pst_module_t *mo = mp[i].m;
+        char bid[2 * 64 + 1];
+        size_t bl = mo->build_id && mo->build_id_len <= 64 ? mo->build_id_len : 0;
+        for (size_t b = 0; b < bl; b++) snprintf(bid + 2 * b, 3, "%02x", mo->build_id[b]);
+        bid[2 * bl] = 0;
+        field_u(&m, 1, mp[i].id);
+        field_u(&m, 2, mo->base);
+        field_u(&m, 3, mo->base + mo->size);
+        field_u(&m, 5, str_id(&st, mo->path));
+        if (bl) field_u(&m, 6, str_id(&st, bid));
+        if (sym) {   /* the locations carry names, files and lines (symbolized here) */
+            field_u(&m, 7, 1);
+            field_u(&m, 8, 1);
+            field_u(&m, 9, 1);
+            field_u(&m, 10, 1);
+        }
+        field_msg(&prof, 3, &m);
+    }
     put(&prof, locs.p, locs.n);
     put(&prof, funcs.p, funcs.n);
     put(&prof, st.out.p, st.out.n);
@@ -235,6 +311,7 @@ out:
     psc_map_free(&st.ids);
     psc_map_free(&loc_ids);
     psc_map_free(&fn_ids);
+    free(mp);
     free(prof.p); free(locs.p); free(funcs.p); free(m.p); free(sub.p); free(st.out.p);
     az_sv_destroy(v);
     return rc;

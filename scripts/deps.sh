@@ -5,7 +5,7 @@
 set -eu
 
 PKGS="build-essential g++ clang llvm libclang-rt-14-dev pkg-config libunwind-dev libsqlite3-dev sqlite3
-gnuplot-nox libcmocka-dev libdw-dev libelf-dev zlib1g-dev libzstd-dev valgrind heaptrack libjemalloc-dev golang-go
+gnuplot-nox libcmocka-dev libdw-dev libelf-dev zlib1g-dev libzstd-dev valgrind heaptrack libjemalloc-dev golang-go protobuf-compiler
 libmimalloc-dev prometheus python3 python3-dev python3-torch python3-pytest python3-pip python3-venv python3-setuptools python3-wheel git"
 # The HTML report's browser test (tests/integration/html.sh): Debian's
 # chromium and node, and npm unless the node installed ships its own.
