@@ -1115,6 +1115,7 @@ int az_html(const az_html_opts_t *o, az_html_out_t *out, char *msg, size_t msgle
     h->scan = s;
     char wb[8];
     out->warning = az_scan_warning(s, wb, sizeof wb) != NULL;
+    if (s->writing_pid) az_scan_warning(s, out->live, sizeof out->live);
     out->events = s->events;
     az_sym_t *sym = NULL;
     if (s->hdr->stacks != PST_STACKS_NONE) {

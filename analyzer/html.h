@@ -65,6 +65,8 @@ typedef struct az_html_out {
     uint64_t bytes;              /* size of the page written */
     uint64_t events;             /* events read */
     uint64_t rows, rows_merged;  /* site rows written; rows summed into "(other stacks)" */
+    char live[160];              /* "" or, for a trace still being written (scan.h writing_pid),
+                                    az_scan_warning's line: the page was made up to its last chunk */
 } az_html_out_t;
 
 /* Scan o->trace and write the page to o->out. 0, or a negative PSC_E*

@@ -209,6 +209,16 @@ static void sites_text(FILE *out, const az_scan_t *s, az_sv_t *v, int full, cons
 
 static double pct(uint64_t a, uint64_t b) { return b ? 100.0 * (double)a / (double)b : 0.0; }
 
+/* What is live at the trace's end is a leak only when the end is the
+ * program's: a stopped recording ends at the stop, a trace still being
+ * written at its last complete chunk. */
+static const char *live_end_label(const az_scan_t *s)
+{
+    if (s->writing_pid) return "live now";
+    if (s->status && s->status->end_stopped) return "live at stop";
+    return "leaked at exit";
+}
+
 void az_report_text(const az_scan_t *s, const az_report_opts_t *o, FILE *out)
 {
     unsigned top = o && o->top ? o->top : 10;
@@ -232,6 +242,12 @@ void az_report_text(const az_scan_t *s, const az_report_opts_t *o, FILE *out)
     fprintf(out, ", lost %s%s\n", psc_fmt_count(s->lost, c, sizeof c),
             s->status && s->status->end_killed ? "  <-- the process was killed (SIGKILL or OOM): that many were in its rings"
             : s->lost ? "  <-- the tracer dropped events" : "");
+    if (s->writing_pid)   /* no END yet: read up to the last complete chunk (scan.h) */
+        fprintf(out, "  live        still being written by pid %" PRIu64 ": read up to %s, its last complete chunk\n",
+                s->writing_pid, psc_fmt_ns(s->t_last, a, sizeof a));
+    if (s->status && s->status->end_stopped)
+        fputs("  stopped     recording stopped before the program ended (record --duration/--until-signal):\n"
+              "              what is live at the end is live at the stop, not leaked\n", out);
     if (resolution(s))
         fprintf(out, "  time        every event within %s of when it happened (the trace's resolution)\n",
                 psc_fmt_ns(resolution(s), a, sizeof a));
@@ -322,7 +338,7 @@ void az_report_text(const az_scan_t *s, const az_report_opts_t *o, FILE *out)
             psc_fmt_count(h->calls, c, sizeof c));
     fprintf(out, "  temporary         %12s  allocations freed before the next one (%.1f%%)\n",
             psc_fmt_count(h->temporary, a, sizeof a), pct(h->temporary, h->allocs));
-    fprintf(out, "  leaked at exit    %12s  in %s object%s%s\n", psc_fmt_bytes(h->leaked_bytes, a, sizeof a),
+    fprintf(out, "  %-14s    %12s  in %s object%s%s\n", live_end_label(s), psc_fmt_bytes(h->leaked_bytes, a, sizeof a),
             psc_fmt_count(h->leaked_count, b, sizeof b), h->leaked_count == 1 ? "" : "s",
             s->phase || s->window ? " (allocated in the selection, never freed)" : "");
     fprintf(out, "  internal frag     %11.1f%%  at the peak (glibc rounding); %.1f%% time-weighted\n",
@@ -470,7 +486,10 @@ void az_report_text(const az_scan_t *s, const az_report_opts_t *o, FILE *out)
                "Sites live at the peak", by_peak, top, 0);
     sites_text(out, s, v, full, "Top sites by calls", by_calls, top, 1);
     sites_text(out, s, v, full, "Top sites by bytes", by_bytes, top, 2);
-    if (h->leaked_bytes) sites_text(out, s, v, full, "Leaks at exit by site", by_live, top, 3);
+    if (h->leaked_bytes)
+        sites_text(out, s, v, full, s->writing_pid ? "Live now by site (the trace is still being written)"
+                   : s->status && s->status->end_stopped ? "Live at stop by site" : "Leaks at exit by site",
+                   by_live, top, 3);
     az_sv_destroy(v);
     /* modules whose file on disk is not the recorded build (symbolize.h):
      * said after the sites, whose symbolization found them */
@@ -554,6 +573,9 @@ void az_report_json(const az_scan_t *s, const az_report_opts_t *o, FILE *out)
     az_json_u64(&j, "time_resolution_ns", s->resolution_ns);
     az_json_bool(&j, "killed", s->status && s->status->end_killed);
     az_json_bool(&j, "complete", s->status && s->status->complete);
+    /* leaked_* are what is live at the end: at the stop, or now */
+    az_json_bool(&j, "stopped", s->status && s->status->end_stopped);
+    az_json_bool(&j, "being_written", s->writing_pid != 0);
     az_scan_program_json(s, &j);
 
     az_json_begin(&j, "pool", '{');

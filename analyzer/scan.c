@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 
 #include "checked.h"
+#include "fmt.h"
 #include "hashmap.h"
 #include "phase_frame.h"
 #include "poolscope/error.h"
@@ -379,7 +380,12 @@ static int scan_any(const char *path, const void *mem, size_t mem_len, const az_
 int az_scan_file(const char *path, const az_scan_opts_t *opts, az_scan_t **out,
                  char *msg, size_t msglen)
 {
-    return scan_any(path, NULL, 0, opts, out, msg, msglen);
+    int rc = scan_any(path, NULL, 0, opts, out, msg, msglen);
+    /* no END: cut short, or its program is still writing it (reader.h) */
+    az_scan_t *s = rc == 0 ? *out : NULL;
+    if (s && s->status && !s->status->end_seen && s->hdr && pst_being_written(path, s->hdr->pid))
+        s->writing_pid = s->hdr->pid;
+    return rc;
 }
 
 int az_scan_mem(const void *buf, size_t len, const char *name, const az_scan_opts_t *opts,
@@ -414,6 +420,12 @@ const char *az_scan_warning(const az_scan_t *s, char *buf, size_t len)
         snprintf(buf, len, "corrupt chunk at byte %llu (%s); reporting the %llu events before it",
                  (unsigned long long)st->corrupt_offset, st->corrupt_reason ? st->corrupt_reason : "bad data",
                  (unsigned long long)st->events);
+        return buf;
+    }
+    if (st->truncated && s->writing_pid) {
+        char t[32];
+        snprintf(buf, len, "trace still being written (pid %llu); read up to %s, its last complete chunk (%llu events)",
+                 (unsigned long long)s->writing_pid, psc_fmt_ns(s->t_last, t, sizeof t), (unsigned long long)st->events);
         return buf;
     }
     if (st->truncated) {

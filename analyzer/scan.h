@@ -145,6 +145,9 @@ struct az_scan {
     int window;
     uint64_t from, to;
 
+    uint64_t writing_pid;        /* no END and its writer has the file open (pst_being_written):
+                                    read up to the last complete chunk; 0 otherwise */
+
     void *priv;                  /* scan.c's own tables */
 };
 

@@ -91,7 +91,8 @@ int cmd_html(int argc, char **argv)
     rc = az_html(&ha.ho, &out, msg, sizeof msg);
     cli_progress_done(&pg);
     if (rc) return cli_file_err("html", file, msg);
-    if (out.warning) cli_warn_damaged("html", file, "showed");
+    if (out.live[0]) fprintf(stderr, "poolscope html: %s: %s\n", file, out.live);   /* not damage */
+    else if (out.warning) cli_warn_damaged("html", file, "showed");
     if (!quiet) printf("%s\n", ha.ho.out);
     return to_stdout ? CLI_OK : cli_stdout_done("html", CLI_OK);
 }

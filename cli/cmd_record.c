@@ -27,7 +27,9 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "ctl.h"
 #include "launch.h"
+#include "units.h"
 #include "poolscope/error.h"
 #include "poolscope/format.h"
 
@@ -40,6 +42,8 @@ typedef struct rec_opts {
     int paused;
     int python_frames;        /* --python-frames: 1 on (default), 0 off */
     char scope_funcs[4096];   /* --scope-function FUNC[=NAME], comma-joined; "" = none */
+    uint64_t duration_ns;     /* --duration: stop recording after this (0: never) */
+    int until_signal;         /* --until-signal: stop recording at SIGUSR2 to record */
     char **cmd;               /* argv of the traced program */
 } rec_opts_t;
 
@@ -48,7 +52,7 @@ void cmd_record_help(FILE *out)
     fputs("usage: poolscope record [-o FILE] [--stacks none|fp|dwarf] [--depth N]\n"
           "                        [--follow-exec PATTERN] [--signal SIG] [--paused]\n"
           "                        [--scope-function FUNC[=NAME]]... [--python-frames on|off]\n"
-          "                        -- CMD [ARGS...]\n\n"
+          "                        [--duration SECONDS] [--until-signal] -- CMD [ARGS...]\n\n"
           "Run CMD with the poolscope interposer preloaded and write a trace of its\n"
           "memory behaviour. Every process image gets its own trace file (fork\n"
           "children and exec'd images alike); an existing file is never overwritten.\n\n"
@@ -80,7 +84,17 @@ void cmd_record_help(FILE *out)
           "                        the interpreter's frames (on, the default); off\n"
           "                        keeps the native frames. Either way the objects\n"
           "                        of Python's own allocator are recorded as heap\n"
-          "                        calls (its arenas as its reserve)\n\n"
+          "                        calls (its arenas as its reserve)\n"
+          "  --duration SECONDS    stop recording SECONDS after CMD started (1.5, 200ms,\n"
+          "                        2m is not a unit: 120); CMD runs on unchanged to its\n"
+          "                        own exit, and record waits for it\n"
+          "  --until-signal        stop recording when record gets SIGUSR2\n"
+          "                        (kill -USR2 <record's pid>); with --duration, at\n"
+          "                        whichever comes first. A stopped trace ends there:\n"
+          "                        every event written, END, nothing after (not even\n"
+          "                        frees); fork children and exec'd images started\n"
+          "                        after the stop are not traced; report calls what\n"
+          "                        is live at the end \"live at stop\", not leaked\n\n"
           "A static program or a setuid/setgid one cannot be traced by preloading and\n"
           "is refused. The preload library is looked for at <bindir>/../lib/ and\n"
           "<bindir>/../lib/poolscope/; POOLSCOPE_PRELOAD_LIB names another. The\n"
@@ -174,7 +188,8 @@ static int add_scope_func(rec_opts_t *o, const char *arg)
 /* Returns 0, or CLI_USAGE after printing one line. */
 static int parse_args(int argc, char **argv, rec_opts_t *o)
 {
-    enum { OPT_STACKS = 256, OPT_DEPTH, OPT_FOLLOW, OPT_SIGNAL, OPT_PAUSED, OPT_SCOPE_FN, OPT_PYFRAMES, OPT_HELP };
+    enum { OPT_STACKS = 256, OPT_DEPTH, OPT_FOLLOW, OPT_SIGNAL, OPT_PAUSED, OPT_SCOPE_FN, OPT_PYFRAMES, OPT_HELP,
+           OPT_DURATION, OPT_UNTIL_SIGNAL };
     static const struct option longopts[] = {
         { "output", required_argument, NULL, 'o' },
         { "stacks", required_argument, NULL, OPT_STACKS },
@@ -184,6 +199,8 @@ static int parse_args(int argc, char **argv, rec_opts_t *o)
         { "paused", no_argument, NULL, OPT_PAUSED },
         { "scope-function", required_argument, NULL, OPT_SCOPE_FN },
         { "python-frames", required_argument, NULL, OPT_PYFRAMES },
+        { "duration", required_argument, NULL, OPT_DURATION },
+        { "until-signal", no_argument, NULL, OPT_UNTIL_SIGNAL },
         { "help", no_argument, NULL, OPT_HELP },
         { NULL, 0, NULL, 0 },
     };
@@ -228,6 +245,15 @@ static int parse_args(int argc, char **argv, rec_opts_t *o)
         case OPT_PAUSED:
             o->paused = 1;
             break;
+        case OPT_DURATION:
+            if (az_parse_time_ns(optarg, &o->duration_ns) || !o->duration_ns) {
+                cli_err("record: --duration takes a time above 0 (seconds: 30, 1.5, 200ms), not '%s'", optarg);
+                return CLI_USAGE;
+            }
+            break;
+        case OPT_UNTIL_SIGNAL:
+            o->until_signal = 1;
+            break;
         case OPT_SCOPE_FN:
             if (add_scope_func(o, optarg)) return CLI_USAGE;
             break;
@@ -259,6 +285,20 @@ static int parse_args(int argc, char **argv, rec_opts_t *o)
 }
 
 /* ---- the run ------------------------------------------------------------ */
+
+/* pl_run's `stopping`: said when it happens, as the program runs on. */
+static void on_stopping(void *ctx, int why, int images)
+{
+    const rec_opts_t *o = ctx;
+    if (images < 0)
+        cli_err("record: could not ask the traced program to stop recording (%s); it records to its end",
+                strerror(errno));
+    else if (why == 1)
+        cli_err("record: recording stopped after %.3g s (--duration); the program runs on untraced",
+                (double)o->duration_ns / 1e9);
+    else
+        cli_err("record: recording stopped (SIGUSR2, --until-signal); the program runs on untraced");
+}
 
 static int fail(const char *msg, int code)
 {
@@ -306,6 +346,14 @@ int cmd_record(int argc, char **argv)
         .follow_exec = o.follow_exec, .signo = o.signo, .paused = o.paused,
         .scope_funcs = o.scope_funcs[0] ? o.scope_funcs : NULL,
     };
+    if ((o.duration_ns || o.until_signal) && !ctl[0]) {
+        unlink(manifest);
+        return fail("--duration and --until-signal need /dev/shm (a tmpfs) to reach the traced images", CLI_USAGE);
+    }
+    spec.stop_after_ns = o.duration_ns;
+    spec.stop_signo = o.until_signal ? SIGUSR2 : 0;
+    spec.stopping = on_stopping;
+    spec.started_ctx = &o;
     pl_result_t res;
     if (pl_run(&spec, &res, msg, sizeof msg)) {
         unlink(manifest);

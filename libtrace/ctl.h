@@ -49,6 +49,7 @@ typedef struct pst_ctl_hdr {
     uint64_t lost_reported;              /* of those, reported by LOST records in streams */
     uint64_t closing_lost;               /* calls while an exec or the exit flush closed the file */
     uint64_t end_written;                /* 1: END is in the trace, nothing to recover */
+    uint64_t stop_req;                   /* set by `record` (pst_ctl_stop): stop recording */
 } pst_ctl_hdr_t;
 
 typedef struct pst_ctl_slot {
@@ -79,5 +80,22 @@ typedef struct pst_recover_info {
  * counters file, or END present: the file is removed then), negative PSC_E*
  * on error (the trace is left as it was). */
 int pst_recover(const char *trace_path, const char *ctl_dir, pst_recover_info_t *out);
+
+/* ---- stopping a run's recording (record --duration, --until-signal) ----
+ *
+ * Why through these files rather than a signal: the program may use any
+ * signal itself, and a run has several images (fork children, exec'd
+ * programs) that `record` knows only by their counters files. So `record`
+ * creates PST_CTL_STOP in the run's directory, then sets stop_req in the
+ * header of every counters file there; the interposer's tracer thread
+ * reads stop_req at each tick and stops: recording paused for good, every
+ * ring written, END with PST_END_STOPPED, the counters file removed; the
+ * program runs on with every hook passing its call through. An image that
+ * starts later (a fork, an exec) finds PST_CTL_STOP and records nothing;
+ * one that made its counters file after the scan finds PST_CTL_STOP after
+ * making it and stops itself. Returns the number of images asked to stop,
+ * or -1 when the directory cannot take the stop file. */
+#define PST_CTL_STOP "stop"
+int pst_ctl_stop(const char *ctl_dir);
 
 #endif

@@ -93,11 +93,13 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "poolscope/error.h"
@@ -485,13 +487,20 @@ void pl_ctl_dir_remove(const char *dir)
         while ((de = readdir(d))) {
             size_t n = strlen(de->d_name);
             if ((n < 5 || strcmp(de->d_name + n - 4, ".ctl")) &&
-                (n < 10 || strcmp(de->d_name + n - 9, ".untraced")))
+                (n < 10 || strcmp(de->d_name + n - 9, ".untraced")) && strcmp(de->d_name, PST_CTL_STOP))
                 continue;   /* only what the images made */
             if (snprintf(p, sizeof p, "%s/%s", dir, de->d_name) < (int)sizeof p) unlink(p);
         }
         closedir(d);
     }
     rmdir(dir);
+}
+
+static uint64_t mono_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 /* ---- 4, 5. running ------------------------------------------------------------------ */
@@ -728,6 +737,7 @@ int pl_run(const pl_spec_t *s, pl_result_t *res, char *msg, size_t mcap)
     sigemptyset(&block);
     for (size_t i = 0; i < N_FWD; i++) sigaddset(&block, fwd_signals[i]);
     sigaddset(&block, SIGCHLD);
+    if (s->stop_signo > 0) sigaddset(&block, s->stop_signo);
     struct sigaction dfl, oldchld;
     memset(&dfl, 0, sizeof dfl);
     dfl.sa_handler = SIG_DFL;
@@ -772,14 +782,35 @@ int pl_run(const pl_spec_t *s, pl_result_t *res, char *msg, size_t mcap)
      * reaches the whole foreground group, the child has it already). The
      * child is waited for without reaping, so the zombie's comm can be
      * read, then reaped. */
+    uint64_t t_stop = s->stop_after_ns && got == 0 ? mono_now() + s->stop_after_ns : 0;
+    int stopped = 0;
     for (;;) {
         siginfo_t si;
         memset(&si, 0, sizeof si);
         int w = waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT);
         if (w == 0 && si.si_pid == pid) break;
         if (w < 0 && errno != EINTR) break;
+        if (t_stop && !stopped) {   /* --duration: wait for a signal until then */
+            uint64_t now = mono_now();
+            if (now >= t_stop) {
+                stopped = 1;
+                int k = pst_ctl_stop(s->ctl_dir);
+                if (s->stopping) s->stopping(s->started_ctx, 1, k);
+                continue;
+            }
+            struct pollfd pf = { .fd = sfd, .events = POLLIN };
+            if (poll(&pf, 1, (int)((t_stop - now + 999999) / 1000000)) <= 0) continue;   /* time, EINTR */
+        }
         struct signalfd_siginfo fi;
         ssize_t n = read(sfd, &fi, sizeof fi);
+        if (n == (ssize_t)sizeof fi && s->stop_signo > 0 && (int)fi.ssi_signo == s->stop_signo) {
+            if (!stopped && got == 0) {
+                stopped = 1;
+                int k = pst_ctl_stop(s->ctl_dir);
+                if (s->stopping) s->stopping(s->started_ctx, 2, k);
+            }
+            continue;
+        }
         if (n < 0 && errno == EINTR) continue;
         if (n != (ssize_t)sizeof fi) {   /* cannot happen; wait without forwarding */
             while (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOWAIT) < 0 && errno == EINTR) {}

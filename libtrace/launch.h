@@ -113,6 +113,15 @@ typedef struct pl_spec {
     /* Called in the parent once the exec has happened (NULL: not called). */
     void (*started)(void *ctx, pid_t pid);
     void *started_ctx;
+    /* Bounded windows (record --duration, --until-signal): recording of
+     * every image of the run stops (pst_ctl_stop, ctl.h; needs ctl_dir)
+     * stop_after_ns after the exec (0: never), or when this process gets
+     * stop_signo (0: none; it is not forwarded); the program runs on.
+     * `stopping` is called once then, with what stopped it (1 duration,
+     * 2 signal) and the images asked (-1: the stop could not be asked). */
+    uint64_t stop_after_ns;
+    int stop_signo;
+    void (*stopping)(void *ctx, int why, int images);
 } pl_spec_t;
 
 typedef struct pl_result {

@@ -378,7 +378,10 @@ int rd_read_chunk(pst_reader_t *r)
             rd_set_corrupt(r, at, "malformed end chunk");
             return 0;
         }
-        if (q < end && pst_get_varint(q, end, &flags)) r->st.end_killed = (flags & PST_END_KILLED) != 0;
+        if (q < end && pst_get_varint(q, end, &flags)) {
+            r->st.end_killed = (flags & PST_END_KILLED) != 0;
+            r->st.end_stopped = (flags & PST_END_STOPPED) != 0;
+        }
         r->st.end_seen = 1;
         r->st.end_events = ev;
         r->st.end_lost = lost;

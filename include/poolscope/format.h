@@ -139,6 +139,9 @@ enum pst_chunk_kind {
 /* END flags (minor 2). Readers of minor 1 read three varints and ignore the rest. */
 #define PST_END_KILLED 1u   /* written by `poolscope record` after the process was killed:
                                `lost` counts exactly what its rings held (ctl.h) */
+#define PST_END_STOPPED 2u  /* recording stopped before the process ended (`record --duration`,
+                               `--until-signal`): what is live at END is live at the stop,
+                               not leaked; older readers ignore the bit */
 
 /* Chunk versions and flags (minor 5). A minor-5 writer gives its META and
  * EVENTS chunks version 2, so readers before 1.5 stop there ("unknown chunk

@@ -150,6 +150,8 @@ typedef struct pst_status {
     /* format 1.3 */
     uint64_t ver_gaps;             /* events handed out ahead of their address's version: an event
                                       of that address never came (lost) */
+    int      end_stopped;          /* END says recording stopped before the process ended
+                                      (PST_END_STOPPED): live at END is live at the stop */
 } pst_status_t;
 
 const pst_status_t *pst_status(const pst_reader_t *r);
@@ -185,6 +187,15 @@ typedef struct pst_end_info {
 } pst_end_info_t;
 
 int pst_read_end(const char *path, pst_end_info_t *out);
+
+/* ---- a trace still being written ------------------------------------------- */
+/* Whether process `pid` (the trace header's PID) has the file at `path`
+ * open now: a trace without END whose writer is alive is being written,
+ * not cut short. Read from /proc/PID/fd (the same file: device and inode),
+ * so it needs the rights to read that directory (the recording user's);
+ * without them, or after the writer died, the answer is 0. A reused pid
+ * does not hold this file open. 1 or 0. */
+int pst_being_written(const char *path, uint64_t pid);
 
 #ifdef __cplusplus
 }

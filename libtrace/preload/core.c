@@ -503,13 +503,16 @@ void ps_truncate_locked(uint64_t off)
 
 int ps_write_end_locked(void)
 {
-    uint8_t buf[3 * PST_VARINT_MAX];
+    uint8_t buf[4 * PST_VARINT_MAX];
     /* END's lost count: what no LOST record in a stream reports (readers
      * add both). */
     uint64_t lost = __atomic_load_n(&ps_g.cnt->lost_total, __ATOMIC_RELAXED);
     uint64_t rep = __atomic_load_n(&ps_g.cnt->lost_reported, __ATOMIC_RELAXED);
     uint8_t *p = pst_put_end(buf, ps_g.ev_written, lost > rep ? lost - rep : 0,
                              __atomic_load_n(&ps_g.next_stream, __ATOMIC_RELAXED));
+    /* the flags varint only when there is one: an END without it reads as
+     * 0, as before */
+    if (ps_g.stopped) p = pst_put_varint(p, PST_END_STOPPED);
     struct iovec iov[2] = { { 0, 0 }, { buf, (size_t)(p - buf) } };
     return write_chunk_locked(PST_CHUNK_END, 0, iov, 2);
 }
@@ -748,6 +751,17 @@ static void ctl_dir_take(const char *dir)
         st.st_uid != geteuid() || (st.st_mode & 077))
         return;
     strcpy(ps_g.ctl_dir, dir);
+}
+
+/* Has `record` stopped the run's recording (ctl.h, PST_CTL_STOP)? */
+static int run_stopped(void)
+{
+    char p[sizeof ps_g.ctl_dir + 8];
+    struct stat st;
+    if (!ps_g.ctl_dir[0]) return 0;
+    strcpy(p, ps_g.ctl_dir);
+    strcat(p, "/" PST_CTL_STOP);
+    return lstat(p, &st) == 0;
 }
 
 /* After the trace file is open: create its counters file and move the
@@ -1209,6 +1223,29 @@ static void retire_dead(void)
     pthread_mutex_unlock(&ps_g.tlock);
 }
 
+/* record --duration / --until-signal asked this image to stop (ctl.h):
+ * the counters file's stop_req, read at each tick. */
+static int stop_asked(void)
+{
+    return ps_g.cnt != &ps_g.cnt_local && __atomic_load_n(&ps_g.cnt->stop_req, __ATOMIC_ACQUIRE) != 0;
+}
+
+/* Stop = pause for good, then the exit's final flush (ps_final), from the
+ * tracer's thread while the program runs on. Paused first, so calls of
+ * other threads from now on are neither recorded nor counted as lost (they
+ * are after the window, not missing from it); then closing stops the
+ * frees a pause still records (ps_enter_paused), and ps_final writes every
+ * ring, a last SYNC and END (PST_END_STOPPED) and removes the counters
+ * file. Every hook passes its call through from then on (closed). */
+static void stop_recording(void)
+{
+    ps_g.stopped = 1;
+    ps_g.paused = 1;
+    ps_recompute_on();
+    ps_g.closing = 1;
+    ps_final();
+}
+
 /* Advance the time base. Every event reads ps_g.tick with one plain load,
  * so this store is the whole cost of "a time per event" (docs/DESIGN.md,
  * "Time and order"). */
@@ -1332,8 +1369,12 @@ void *ps_flusher_main(void *arg)
     uint64_t last_tick = 0, next_rss = 0, next_flush = 0;
     for (;;) {
         struct timespec d = { 0, PS_TICK_NS };
+        /* closed for good (stopped, or an exec under way): no tick to keep,
+         * so no reason to wake 10,000 times a second while the program runs on */
+        if (ps_g.closed && ps_g.stopped) d.tv_nsec = 100 * 1000 * 1000;
         clock_nanosleep(CLOCK_MONOTONIC, 0, &d, NULL);
         if (ps_g.closed || !ps_g.active) continue;
+        if (PS_UNLIKELY(stop_asked())) { stop_recording(); continue; }
         store_tick(&last_tick);
         drain_half_full();
         uint64_t asked = __atomic_load_n(&flush_req, __ATOMIC_ACQUIRE);
@@ -1570,6 +1611,10 @@ static int common_open(int first_image)
     if (open_trace(first_image) != 0) return -1;
     ps_g.active = 1;
     ctl_open();
+    /* the run's recording stopped while this image was starting (after
+     * ps_init looked, before record saw this counters file): stop at the
+     * first tick (ctl.h) */
+    if (ps_g.cnt != &ps_g.cnt_local && run_stopped()) ps_g.cnt->stop_req = 1;
     ps_modules_scan(1);
     return 0;
 }
@@ -1600,6 +1645,7 @@ static void ps_init(void)
     if ((s = env("POOLSCOPE_SIGNAL"))) ps_g.sig = atoi(s);
     if ((s = env("POOLSCOPE_PAUSED"))) ps_g.paused = s[0] == '1';
     ctl_dir_take(env(PST_CTL_DIR_ENV));
+    if (run_stopped()) goto done;   /* record stopped the run's recording: an image after it records nothing */
     ps_fn_parse(env("POOLSCOPE_SCOPE_FUNCS"));
 
     int first_image = 1;
@@ -1858,7 +1904,7 @@ void ps_child_after_fork(void)
     ps_g.cnt->lost_reported = 0;
     ps_g.active = 0;
     ps_g.retry_after = 0;
-    ps_g.child_pending = 1;
+    ps_g.child_pending = !ps_g.stopped;   /* a fork after the stop is not traced */
     ps_recompute_on();
     ps_tls.busy -= PS_BUSY_OWN;
 }

@@ -627,6 +627,7 @@ EXPORT int pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)
 static void on_toggle(int sig)
 {
     (void)sig;
+    if (ps_g.stopped) return;    /* record stopped the recording for good (ctl.h) */
     ps_g.toggle_ts = ps_now();   /* clock_gettime: async-signal-safe */
     ps_g.paused = !ps_g.paused;
     ps_recompute_on();
@@ -657,7 +658,7 @@ static void api_marker(unsigned type)
 
 static void api_enable(int on)
 {
-    if (!ps_g.active) return;
+    if (!ps_g.active || ps_g.stopped) return;
     if (!on && !ps_g.paused) {
         api_marker(PST_EV_TRACE_OFF);
         ps_g.paused = 1;

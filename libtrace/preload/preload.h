@@ -298,6 +298,10 @@ typedef struct ps_global {
     uint64_t boot_lost;      /* calls seen before the constructor */
     /* flusher */
     volatile int flusher_on;
+    /* record --duration / --until-signal (ctl.h, pst_ctl_stop): recording
+     * stopped for good, END written with PST_END_STOPPED; fork children
+     * stay untraced */
+    volatile int stopped;
     pthread_t flusher;
     /* META */
     pthread_mutex_t mlock;
