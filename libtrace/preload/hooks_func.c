@@ -18,11 +18,13 @@
  * calls made by a library in the first 10 ms after its dlopen returned
  * may be missed. dlopen is not wrapped (hooks_proc.c says why). A lazily
  * bound slot that the loader resolves at the very moment we patch it stays
- * unhooked until the next library is loaded. Past PS_FN_OBJS objects,
- * PS_FN_SLOTS slots or PS_FN_STUBS definitions in one pass the rest stay
+ * unhooked until the next library is loaded. Past PS_FN_STUBS
+ * definitions the rest stay
  * unhooked. The definition of a lazy slot is looked up with the version
- * the object asked for (dlvsym); a non-PIE executable's canonical PLT
- * entry (it takes FUNC's address) is never taken for the definition.
+ * the object asked for, from the objects' symbol tables (got.c: no loader
+ * call, which would change what the program's later dlopen and dlclose
+ * do); a non-PIE executable's canonical PLT entry (it takes FUNC's
+ * address) is never taken for the definition.
  *
  * The stub (ps_fn_common below) is a frame with CFI, so C++ exceptions and
  * thread cancellation unwind through it; it saves every argument register
@@ -40,13 +42,9 @@
  */
 #include "preload.h"
 
-#include <dlfcn.h>
-#include <elf.h>
 #include <errno.h>
-#include <link.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -55,7 +53,6 @@
 #define PS_FN_STUBS 32     /* (function, definition) pairs: one stub each */
 #define PS_FN_DEPTH 32     /* open hooked calls per thread (deeper ones run unscoped) */
 #define PS_FN_ARGS  512    /* bytes of the caller's stack arguments copied */
-#define PS_FN_SLOTS 512    /* GOT slots found in one pass */
 
 typedef struct fn_def {
     char sym[256];         /* the dynamic symbol: a C name or a mangled C++ one */
@@ -288,168 +285,25 @@ void ps_fn_exit(uint32_t k, uintptr_t args)
     errno = e;
 }
 
-/* ---- finding and patching the slots --------------------------------------------- */
+/* ---- finding and patching the slots ---------------------------------------------
+ * got.c walks every loaded object's JUMP_SLOT and GLOB_DAT slots inside
+ * dl_iterate_phdr, where no object can be unloaded, and looks definitions
+ * up from the objects' own symbol tables: no dlopen, dlsym or dlclose,
+ * whose side effects (a dependency of ours on a library the program
+ * dlopened, so its dlclose no longer unloads it) changed the program's
+ * later allocations. */
 
-#define PS_FN_OBJS 64      /* objects with a slot, in one pass */
-
-typedef struct fn_obj {
-    uintptr_t base, lo, hi;        /* load bias, mapped range */
-    uintptr_t relro_lo, relro_hi;
-    char path[4096];               /* "" the executable */
-} fn_obj_t;
-
-typedef struct fn_slot {
-    uintptr_t addr;                /* the GOT slot */
-    uint32_t fn, obj;
-    const char *version;           /* the version the object asked for, NULL none */
-} fn_slot_t;
-
-typedef struct fn_scan {
-    fn_obj_t obj[PS_FN_OBJS];
-    fn_slot_t slot[PS_FN_SLOTS];
-    unsigned n_obj, n_slot;
-} fn_scan_t;
-
-static int fn_match(const char *name)
+static int fn_match(const char *name, void *arg)
 {
+    (void)arg;
     for (unsigned i = 0; i < fn_g.n; i++)
         if (!strcmp(name, fn_g.def[i].sym)) return (int)i;
     return -1;
 }
 
-/* The name of version index vi in an object's DT_VERNEED list, or NULL. */
-static const char *version_of(unsigned vi, uintptr_t verneed, uintptr_t n, const char *strs, uintptr_t strsz)
-{
-    if (vi < 2 || !verneed) return NULL;
-    const ElfW(Verneed) *vn = (const ElfW(Verneed) *)verneed;
-    for (uintptr_t k = 0; k < n; k++) {
-        const ElfW(Vernaux) *va = (const ElfW(Vernaux) *)((const char *)vn + vn->vn_aux);
-        for (unsigned j = 0; j < vn->vn_cnt; j++) {
-            if (va->vna_other == vi) return va->vna_name < strsz ? strs + va->vna_name : NULL;
-            va = (const ElfW(Vernaux) *)((const char *)va + va->vna_next);
-        }
-        if (!vn->vn_next) break;
-        vn = (const ElfW(Verneed) *)((const char *)vn + vn->vn_next);
-    }
-    return NULL;
-}
-
-/* Under the loader's lock: collect the slots, write nothing. */
-static int scan_cb(struct dl_phdr_info *info, size_t size, void *arg)
-{
-    (void)size;
-    fn_scan_t *sc = arg;
-    uintptr_t base = info->dlpi_addr, lo = UINTPTR_MAX, hi = 0, rlo = 0, rhi = 0;
-    const ElfW(Dyn) *dyn = NULL;
-    for (int i = 0; i < info->dlpi_phnum; i++) {
-        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-        if (ph->p_type == PT_LOAD) {
-            if (base + ph->p_vaddr < lo) lo = base + ph->p_vaddr;
-            if (base + ph->p_vaddr + ph->p_memsz > hi) hi = base + ph->p_vaddr + ph->p_memsz;
-        } else if (ph->p_type == PT_DYNAMIC) {
-            dyn = (const ElfW(Dyn) *)(base + ph->p_vaddr);
-        } else if (ph->p_type == PT_GNU_RELRO) {
-            rlo = base + ph->p_vaddr;
-            rhi = rlo + ph->p_memsz;
-        }
-    }
-    if (!dyn || lo >= hi) return 0;
-    if ((uintptr_t)ps_fn_stubs >= lo && (uintptr_t)ps_fn_stubs < hi) return 0;   /* ourselves */
-    const char *name = info->dlpi_name ? info->dlpi_name : "";
-    size_t nl = strlen(name);
-    if (nl >= 10 && (!memcmp(name, "linux-vdso", 10) || !memcmp(name, "linux-gate", 10))) return 0;
-    if (nl >= sizeof sc->obj[0].path || sc->n_obj == PS_FN_OBJS) return 0;
-    uintptr_t symtab = 0, strtab = 0, strsz = 0, jmprel = 0, pltrelsz = 0, rela = 0, relasz = 0;
-    uintptr_t versym = 0, verneed = 0, verneednum = 0;
-    long pltrel = DT_RELA;
-    for (const ElfW(Dyn) *d = dyn; d->d_tag != DT_NULL; d++) {
-        uintptr_t v = d->d_un.d_ptr;
-        switch (d->d_tag) {
-        case DT_SYMTAB:   symtab = v; break;
-        case DT_STRTAB:   strtab = v; break;
-        case DT_STRSZ:    strsz = v; break;
-        case DT_JMPREL:   jmprel = v; break;
-        case DT_PLTRELSZ: pltrelsz = v; break;
-        case DT_PLTREL:   pltrel = (long)v; break;
-        case DT_RELA:     rela = v; break;
-        case DT_RELASZ:   relasz = v; break;
-        case DT_VERSYM:   versym = v; break;
-        case DT_VERNEED:  verneed = v; break;
-        case DT_VERNEEDNUM: verneednum = v; break;
-        default: break;
-        }
-    }
-    /* The loader relocates these entries in place for most objects, not for
-     * all (a read-only dynamic section): an address below the base is not
-     * one yet. */
-#define FIX(p) do { if ((p) && (p) < base) (p) += base; } while (0)
-    FIX(symtab); FIX(strtab); FIX(jmprel); FIX(rela); FIX(versym); FIX(verneed);
-#undef FIX
-    if (!symtab || !strtab || pltrel != DT_RELA) return 0;
-    const ElfW(Sym) *syms = (const ElfW(Sym) *)symtab;
-    const char *strs = (const char *)strtab;
-    const struct { uintptr_t p, n; } tabs[2] = { { jmprel, pltrelsz }, { rela, relasz } };
-    unsigned oi = sc->n_obj, found = 0;
-    for (int ti = 0; ti < 2; ti++) {
-        const ElfW(Rela) *r = (const ElfW(Rela) *)tabs[ti].p;
-        size_t nr = tabs[ti].p ? tabs[ti].n / sizeof *r : 0;
-        for (size_t i = 0; i < nr && sc->n_slot < PS_FN_SLOTS; i++) {
-            unsigned type = ELF64_R_TYPE(r[i].r_info);
-            if (type != R_X86_64_JUMP_SLOT && type != R_X86_64_GLOB_DAT) continue;
-            size_t si = ELF64_R_SYM(r[i].r_info);
-            unsigned st = ELF64_ST_TYPE(syms[si].st_info);
-            if (!si || syms[si].st_name >= strsz) continue;
-            if (st != STT_FUNC && st != STT_GNU_IFUNC && st != STT_NOTYPE) continue;
-            int fn = fn_match(strs + syms[si].st_name);
-            if (fn < 0) continue;
-            fn_slot_t *s = &sc->slot[sc->n_slot++];
-            s->addr = base + r[i].r_offset;
-            s->fn = (uint32_t)fn;
-            s->obj = oi;
-            s->version = versym ? version_of(((const ElfW(Half) *)versym)[si] & 0x7fff,
-                                             verneed, verneednum, strs, strsz) : NULL;
-            found = 1;
-            /* the executable takes FUNC's address: its undefined symbol's
-             * value is a PLT entry that jumps through its own slot */
-            if (!sc->n_obj && !name[0] && syms[si].st_shndx == SHN_UNDEF && syms[si].st_value)
-                fn_g.canon[fn] = base + syms[si].st_value;
-        }
-    }
-    if (found) {
-        fn_obj_t *o = &sc->obj[sc->n_obj++];
-        o->base = base;
-        o->lo = lo;
-        o->hi = hi;
-        o->relro_lo = rlo;
-        o->relro_hi = rhi;
-        memcpy(o->path, name, nl + 1);
-    }
-    return 0;
-}
-
 static int is_stub(uintptr_t v)
 {
     return v >= STUB_ADDR(0) && v < STUB_ADDR(PS_FN_STUBS);
-}
-
-/* The definition a slot's object binds FUNC to: the slot's own value once
- * the loader resolved it, else what the loader's lookup would find (the
- * global scope, then the object's own; a lazy slot points into the
- * object's PLT). */
-static uintptr_t definition(const fn_obj_t *o, void *h, const fn_slot_t *s)
-{
-    uintptr_t v = __atomic_load_n((uintptr_t *)s->addr, __ATOMIC_RELAXED);
-    const char *sym = fn_g.def[s->fn].sym;
-    if (!v || (v >= o->lo && v < o->hi)) {
-        void *p = s->version ? dlvsym(RTLD_DEFAULT, sym, s->version) : dlsym(RTLD_DEFAULT, sym);
-        if (!p && h) p = s->version ? dlvsym(h, sym, s->version) : dlsym(h, sym);
-        v = (uintptr_t)p;
-    }
-    /* the executable's canonical PLT entry would jump back into the stub:
-     * the definition is the next one, in the libraries */
-    if (v && v == fn_g.canon[s->fn])
-        v = (uintptr_t)(s->version ? dlvsym(RTLD_NEXT, sym, s->version) : dlsym(RTLD_NEXT, sym));
-    return v;
 }
 
 static int stub_for(uint32_t fn, uintptr_t real)
@@ -464,52 +318,23 @@ static int stub_for(uint32_t fn, uintptr_t real)
     return (int)n;
 }
 
-static void patch(const fn_obj_t *o, void *h, const fn_slot_t *s)
+/* Under the loader's lock, for each slot naming a function of ours. */
+static void patch_slot(const ps_got_slot_t *s, void *arg)
 {
-    uintptr_t *slot = (uintptr_t *)s->addr;
-    if (is_stub(__atomic_load_n(slot, __ATOMIC_RELAXED))) return;
-    uintptr_t real = definition(o, h, s);
+    (void)arg;
+    /* the executable comes first in load order, before any slot that
+     * might hold its canonical PLT entry */
+    if (s->canon) fn_g.canon[s->fn] = s->canon;
+    if (is_stub(__atomic_load_n((uintptr_t *)s->addr, __ATOMIC_RELAXED))) return;
+    uintptr_t real = ps_got_definition(s, fn_g.canon[s->fn]);
     if (!real || is_stub(real)) return;
-    int k = stub_for(s->fn, real);
-    if (k < 0) return;
-    /* the loader protects RELRO's whole pages only: its last partial page
-     * stays writable, and is left as it is */
-    uintptr_t pg = s->addr & ~(uintptr_t)(ps_g.page_size - 1);
-    uintptr_t rend = o->relro_hi & ~(uintptr_t)(ps_g.page_size - 1);
-    int ro = s->addr >= o->relro_lo && pg + (uintptr_t)ps_g.page_size <= rend;
-    if (ro && syscall(SYS_mprotect, pg, (size_t)ps_g.page_size, PROT_READ | PROT_WRITE) != 0) return;
-    __atomic_store_n(slot, STUB_ADDR(k), __ATOMIC_RELEASE);
-    if (ro) syscall(SYS_mprotect, pg, (size_t)ps_g.page_size, PROT_READ);
-}
-
-/* Patch one object's slots while a reference of ours keeps it loaded (a
- * dlclose between the scan and the write would leave us writing into an
- * unmapped page). The executable is never unloaded. */
-static void patch_obj(fn_scan_t *sc, unsigned oi)
-{
-    fn_obj_t *o = &sc->obj[oi];
-    void *h = NULL;
-    if (o->path[0]) {
-        if (!(h = dlopen(o->path, RTLD_LAZY | RTLD_NOLOAD))) return;   /* gone already */
-        struct link_map *lm = NULL;
-        if (dlinfo(h, RTLD_DI_LINKMAP, &lm) != 0 || !lm || lm->l_addr != o->base) {
-            if (ps_g.proc.dlclose) ps_g.proc.dlclose(h);
-            return;   /* another object by that name: not the one scanned */
-        }
-    }
-    for (unsigned i = 0; i < sc->n_slot; i++)
-        if (sc->slot[i].obj == oi) patch(o, h, &sc->slot[i]);
-    if (h && ps_g.proc.dlclose) ps_g.proc.dlclose(h);
+    int k = stub_for((uint32_t)s->fn, real);
+    if (k >= 0) ps_got_write(s, STUB_ADDR(k));
 }
 
 static void patch_all(void)
 {
-    fn_scan_t *sc = ps_sys_mmap(sizeof *sc);
-    if (!sc) return;
-    sc->n_obj = sc->n_slot = 0;
-    dl_iterate_phdr(scan_cb, sc);   /* the loader's lock held: no dlsym in the callback */
-    for (unsigned oi = 0; oi < sc->n_obj; oi++) patch_obj(sc, oi);
-    ps_sys_munmap(sc, sizeof *sc);
+    ps_got_walk(fn_match, patch_slot, NULL);
 }
 
 /* The flusher, every 10 ms: patch what the loader added (and slots a lazy

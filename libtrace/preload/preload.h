@@ -632,6 +632,24 @@ void ps_py_watch_check(void);           /* wrap them again if it did (stack capt
 void ps_modules_poll(void);             /* flusher: rescan if the loader changed */
 void ps_loader_counters(unsigned long long c[2]);   /* dlpi_adds, dlpi_subs */
 
+/* ---- got.c: GOT slots found, looked up and written without loader calls ---- */
+typedef struct ps_got_slot {
+    uintptr_t addr;                 /* the slot */
+    const char *name, *version;     /* the symbol; the version its object asked for, NULL none */
+    int fn;                         /* what the match function returned */
+    uintptr_t obj_lo, obj_hi;       /* the slot's object, mapped range */
+    uintptr_t relro_lo, relro_hi;
+    uintptr_t canon;                /* the executable's canonical PLT entry of the symbol, 0 none */
+    unsigned obj_index;             /* the object's place in load order (0 the executable) */
+    int is_exe;
+} ps_got_slot_t;
+typedef int (*ps_got_match_fn)(const char *name, void *arg);          /* >= 0: a slot wanted */
+typedef void (*ps_got_slot_fn)(const ps_got_slot_t *s, void *arg);   /* under the loader's lock */
+void ps_got_walk(ps_got_match_fn match, ps_got_slot_fn on_slot, void *arg);
+uintptr_t ps_got_lookup(const char *name, const char *version);   /* only inside ps_got_walk's callbacks */
+uintptr_t ps_got_definition(const ps_got_slot_t *s, uintptr_t canon);   /* what the slot binds to */
+int ps_got_write(const ps_got_slot_t *s, uintptr_t value);
+
 /* ---- hooks_func.c ---- */
 void ps_fn_parse(const char *spec);     /* POOLSCOPE_SCOPE_FUNCS */
 size_t ps_fn_header(char *buf, size_t cap);  /* the header's SCOPE_FUNCS bytes */
