@@ -109,5 +109,7 @@ int  cmd_diff(int argc, char **argv);
 void cmd_diff_help(FILE *out);
 int  cmd_html(int argc, char **argv);
 void cmd_html_help(FILE *out);
+int  cmd_top(int argc, char **argv);
+void cmd_top_help(FILE *out);
 
 #endif

@@ -30,6 +30,7 @@ static const cli_cmd_t commands[] = {
     { "export", "convert a trace to chrome or folded stacks",         cmd_export, cmd_export_help },
     { "diff",   "compare two traces",                                 cmd_diff,   cmd_diff_help },
     { "html",   "write a self-contained HTML report of a trace",     cmd_html,   cmd_html_help },
+    { "top",    "watch a trace being written, refreshed every second", cmd_top,   cmd_top_help },
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 

@@ -11,6 +11,8 @@ libmimalloc-dev prometheus python3 python3-dev python3-torch python3-pytest pyth
 # chromium and node, and npm unless the node installed ships its own.
 PKGS="$PKGS chromium nodejs"
 command -v npm > /dev/null 2>&1 || PKGS="$PKGS npm"
+# `poolscope top` is tested in a real terminal (tests/integration/top.sh): tmux.
+PKGS="$PKGS tmux"
 
 missing=""
 for p in $PKGS; do
