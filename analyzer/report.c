@@ -215,6 +215,7 @@ static double pct(uint64_t a, uint64_t b) { return b ? 100.0 * (double)a / (doub
 static const char *live_end_label(const az_scan_t *s)
 {
     if (s->writing_pid) return "live now";
+    if (s->hdr && s->hdr->attach) return "live at detach";   /* poolscope attach's window */
     if (s->status && s->status->end_stopped) return "live at stop";
     return "leaked at exit";
 }
@@ -245,7 +246,10 @@ void az_report_text(const az_scan_t *s, const az_report_opts_t *o, FILE *out)
     if (s->writing_pid)   /* no END yet: read up to the last complete chunk (scan.h) */
         fprintf(out, "  live        still being written by pid %" PRIu64 ": read up to %s, its last complete chunk\n",
                 s->writing_pid, psc_fmt_ns(s->t_last, a, sizeof a));
-    if (s->status && s->status->end_stopped)
+    if (hd->attach)
+        fputs("  attached    a window of a running process (poolscope attach): frees of blocks allocated\n"
+              "              before the attach are counted apart; what is live at the end is live at detach\n", out);
+    else if (s->status && s->status->end_stopped)
         fputs("  stopped     recording stopped before the program ended (record --duration/--until-signal):\n"
               "              what is live at the end is live at the stop, not leaked\n", out);
     if (resolution(s))
@@ -343,9 +347,11 @@ void az_report_text(const az_scan_t *s, const az_report_opts_t *o, FILE *out)
             s->phase || s->window ? " (allocated in the selection, never freed)" : "");
     fprintf(out, "  internal frag     %11.1f%%  at the peak (glibc rounding); %.1f%% time-weighted\n",
             100 * h->internal_frag, 100 * h->internal_frag_avg);
-    if (s->failed_allocs || h->unmatched_frees)
+    if (hd->attach && h->unmatched_frees)   /* their allocation came before the window */
+        fprintf(out, "  before attach     %s frees: freed, allocated before attach\n", psc_fmt_count(h->unmatched_frees, b, sizeof b));
+    if (hd->attach ? s->failed_allocs != 0 : s->failed_allocs || h->unmatched_frees)
         fprintf(out, "  anomalies         %s failed allocations, %s frees of unknown addresses\n",
-                psc_fmt_count(s->failed_allocs, a, sizeof a), psc_fmt_count(h->unmatched_frees, b, sizeof b));
+                psc_fmt_count(s->failed_allocs, a, sizeof a), psc_fmt_count(hd->attach ? 0 : h->unmatched_frees, b, sizeof b));
     if (h->implausible_allocs)
         fprintf(out, "  damaged trace     %s allocations left out: they would take the live heap past any\n"
                      "                    address space (2^57 bytes)\n", psc_fmt_count(h->implausible_allocs, a, sizeof a));
@@ -488,6 +494,7 @@ void az_report_text(const az_scan_t *s, const az_report_opts_t *o, FILE *out)
     sites_text(out, s, v, full, "Top sites by bytes", by_bytes, top, 2);
     if (h->leaked_bytes)
         sites_text(out, s, v, full, s->writing_pid ? "Live now by site (the trace is still being written)"
+                   : s->hdr && s->hdr->attach ? "Live at detach by site"
                    : s->status && s->status->end_stopped ? "Live at stop by site" : "Leaks at exit by site",
                    by_live, top, 3);
     az_sv_destroy(v);
@@ -567,7 +574,11 @@ void az_report_json(const az_scan_t *s, const az_report_opts_t *o, FILE *out)
     az_json_f64(&j, "internal_frag_avg", h->internal_frag_avg);
     az_json_u64(&j, "duration_ns", s->t_last - s->t_first);
     az_json_u64(&j, "threads", s->threads);
-    az_json_u64(&j, "unknown_frees", h->unmatched_frees);
+    /* an attach window: frees of blocks from before it are no anomaly */
+    int att = s->hdr && s->hdr->attach;
+    az_json_bool(&j, "attach", att);
+    az_json_u64(&j, "unknown_frees", att ? 0 : h->unmatched_frees);
+    az_json_u64(&j, "freed_before_attach", att ? h->unmatched_frees : 0);
     az_json_u64(&j, "implausible_allocations", h->implausible_allocs);
     az_json_u64(&j, "tracer_bytes", s->tracer_bytes);
     az_json_u64(&j, "time_resolution_ns", s->resolution_ns);

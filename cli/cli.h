@@ -91,6 +91,9 @@ typedef struct cli_frames { const char *specs[16]; size_t n; } cli_frames_t;
 int cli_frames_take(cli_frames_t *fr, const char *cmd, const char *v);
 extern const char cli_frames_help[];
 
+int  cmd_attach(int argc, char **argv);   /* cmd_attach.c */
+int  cmd_detach(int argc, char **argv);
+void cmd_attach_help(FILE *out);
 int  cmd_record(int argc, char **argv);
 void cmd_record_help(FILE *out);
 int  cmd_report(int argc, char **argv);

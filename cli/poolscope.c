@@ -22,6 +22,8 @@ typedef struct cli_cmd {
 
 static const cli_cmd_t commands[] = {
     { "record", "run a program under the tracer, write a .pst trace", cmd_record, cmd_record_help },
+    { "attach", "record a window of a running process (PID), then detach", cmd_attach, cmd_attach_help },
+    { "detach", "end the window of `poolscope attach PID`",           cmd_detach, cmd_attach_help },
     { "report", "summarize a trace (text or --json)",                  cmd_report, cmd_report_help },
     { "replay", "re-simulate a trace under allocation policies",      cmd_replay, cmd_replay_help },
     { "gate",   "compare a trace's metrics with a baseline (CI)",     cmd_gate,   cmd_gate_help },

@@ -463,6 +463,7 @@ int pst_put_file_header(uint8_t *buf, size_t cap, const pst_file_info_t *in)
     if (in->tool) tlv_bytes(&o, PST_HDR_TOOL, in->tool, str_len(in->tool));
     if (in->host) tlv_bytes(&o, PST_HDR_HOST, in->host, str_len(in->host));
     if (in->scope_funcs) tlv_bytes(&o, PST_HDR_SCOPE_FUNCS, in->scope_funcs, in->scope_funcs_len);
+    if (in->attach) tlv_uint(&o, PST_HDR_ATTACH, in->attach);
     if (o.over || o.pos - PST_FILE_HDR_FIXED > UINT32_MAX || o.pos > 0x7fffffff) return PSC_ERANGE;
     memcpy(buf, PST_MAGIC, 8);
     put_le16(buf + 8, PST_MAJOR);

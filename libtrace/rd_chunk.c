@@ -139,7 +139,7 @@ int rd_parse_header(pst_reader_t *r)
         switch (tag) {
         case PST_HDR_PID: case PST_HDR_PPID: case PST_HDR_START_REAL: case PST_HDR_START_MONO:
         case PST_HDR_STACKS: case PST_HDR_DEPTH: case PST_HDR_PAGE_SIZE: case PST_HDR_PARENT_PID:
-        case PST_HDR_EXEC_GEN:
+        case PST_HDR_EXEC_GEN: case PST_HDR_ATTACH:
             if (pst_get_varint(val, q, &v) != q) return PSC_ECORRUPT;
             break;
         default:
@@ -156,6 +156,7 @@ int rd_parse_header(pst_reader_t *r)
         case PST_HDR_PAGE_SIZE:  r->hdr.page_size = v; break;
         case PST_HDR_PARENT_PID: r->hdr.parent_pid = v; break;
         case PST_HDR_EXEC_GEN:   r->hdr.exec_gen = v; break;
+        case PST_HDR_ATTACH:     r->hdr.attach = (uint32_t)v; break;
         case PST_HDR_EXE:        dst = &r->exe; break;
         case PST_HDR_TOOL:       dst = &r->tool; break;
         case PST_HDR_HOST:       dst = &r->host; break;

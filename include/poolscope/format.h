@@ -120,6 +120,7 @@ enum pst_hdr_tag {
     PST_HDR_TOOL        = 12, /* bytes: writer name and version */
     PST_HDR_HOST        = 13, /* bytes: hostname */
     PST_HDR_SCOPE_FUNCS = 14, /* bytes: the functions whose calls are recorded as scopes, "FUNC=NAME" each NUL-terminated */
+    PST_HDR_ATTACH      = 15, /* varint: 1 = recorded by `poolscope attach` in a running process (an attach window) */
 };
 enum { PST_STACKS_NONE = 0, PST_STACKS_FP = 1, PST_STACKS_DWARF = 2 };
 
@@ -579,6 +580,7 @@ typedef struct pst_file_info {
     const char *host;          /* NUL-terminated */
     const char *scope_funcs;   /* PST_HDR_SCOPE_FUNCS: "FUNC=NAME\0..." or NULL */
     size_t   scope_funcs_len;
+    uint32_t attach;           /* PST_HDR_ATTACH: 1 an attach window (frees of blocks from before it, blocks live at its end) */
     uint16_t minor;            /* 0: PST_MINOR; an older minor for a file written as its writers did */
 } pst_file_info_t;
 

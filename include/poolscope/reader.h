@@ -74,6 +74,8 @@ typedef struct pst_header {
     const char *const *argv;       /* argc entries, then NULL */
     const char *scope_funcs;       /* "FUNC=NAME\0" entries: calls recorded as scopes (record --scope-function) */
     size_t      scope_funcs_len;
+    uint32_t    attach;            /* 1: an attach window (poolscope attach): frees of blocks allocated
+                                      before it, blocks live at its end are live at detach */
 } pst_header_t;
 
 const pst_header_t *pst_header(const pst_reader_t *r);

@@ -211,6 +211,7 @@ static size_t find_sym(const got_dyn_t *d, const char *name, const char *version
 typedef struct got_query {
     const char *name, *version;
     uintptr_t found;
+    int self;              /* only in our own object */
 } got_query_t;
 
 static int lookup_cb(struct dl_phdr_info *info, size_t size, void *arg)
@@ -220,6 +221,7 @@ static int lookup_cb(struct dl_phdr_info *info, size_t size, void *arg)
     if (info->dlpi_name && is_vdso(info->dlpi_name)) return 0;
     got_dyn_t d;
     if (!read_dyn(info, &d)) return 0;
+    if (q->self && ((uintptr_t)ps_got_lookup < d.lo || (uintptr_t)ps_got_lookup >= d.hi)) return 0;
     size_t i = find_sym(&d, q->name, q->version);
     if (!i) return 0;
     uintptr_t v = d.base + d.syms[i].st_value;
@@ -232,8 +234,15 @@ static int lookup_cb(struct dl_phdr_info *info, size_t size, void *arg)
 
 uintptr_t ps_got_lookup(const char *name, const char *version)
 {
-    got_query_t q = { name, version, 0 };
+    got_query_t q = { name, version, 0, 0 };
     dl_iterate_phdr(lookup_cb, &q);   /* nested inside a walk: the lock is recursive */
+    return q.found;
+}
+
+uintptr_t ps_got_lookup_self(const char *name)
+{
+    got_query_t q = { name, NULL, 0, 1 };
+    dl_iterate_phdr(lookup_cb, &q);
     return q.found;
 }
 

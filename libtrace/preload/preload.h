@@ -302,6 +302,8 @@ typedef struct ps_global {
      * stopped for good, END written with PST_END_STOPPED; fork children
      * stay untraced */
     volatile int stopped;
+    int attach;              /* started by `poolscope attach` (attach.c): hooks are GOT slots, restored at the stop */
+    volatile unsigned session;   /* attach windows begun after the first: the flusher restarts its periods */
     pthread_t flusher;
     /* META */
     pthread_mutex_t mlock;
@@ -647,8 +649,14 @@ typedef int (*ps_got_match_fn)(const char *name, void *arg);          /* >= 0: a
 typedef void (*ps_got_slot_fn)(const ps_got_slot_t *s, void *arg);   /* under the loader's lock */
 void ps_got_walk(ps_got_match_fn match, ps_got_slot_fn on_slot, void *arg);
 uintptr_t ps_got_lookup(const char *name, const char *version);   /* only inside ps_got_walk's callbacks */
+uintptr_t ps_got_lookup_self(const char *name);   /* our own library's definition */
 uintptr_t ps_got_definition(const ps_got_slot_t *s, uintptr_t canon);   /* what the slot binds to */
 int ps_got_write(const ps_got_slot_t *s, uintptr_t value);
+
+/* ---- attach.c: `poolscope attach` ---- */
+int ps_attach_begin(const char *out, int stacks, const char *ctl_dir);   /* core.c */
+void ps_att_restore(void);              /* the stop: every slot we wrote back to the program's */
+void ps_att_poll(void);                 /* flusher: hook what the loader added */
 
 /* ---- hooks_func.c ---- */
 void ps_fn_parse(const char *spec);     /* POOLSCOPE_SCOPE_FUNCS */

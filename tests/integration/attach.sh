@@ -1,0 +1,135 @@
+#!/bin/sh
+# attach.sh — `poolscope attach PID` / `poolscope detach PID` on a server
+# that was not started by poolscope (cli/cmd_attach.c, libtrace/preload/
+# attach.c). tests/progs/att_server: worker threads that each keep LIVE
+# blocks and replace one at a time, every malloc's size naming its worker
+# and its op number modulo 4096; its output depends only on its arguments.
+# Checked: the server runs on and prints what it prints unattached; the
+# trace is an attach window (header ATTACH); in each worker's stream the
+# mallocs are consecutive op numbers (no call of the window missing) and
+# each is preceded by its free; frees of blocks from before the attach are
+# "freed, allocated before attach", not unknown frees, and as many as the
+# blocks live at detach (the live set is constant); refusals are one line.
+. tests/integration/lib.sh
+
+NT=4 LIVE=100 OPS=${ATTACH_OPS:-200000}
+S=$P/att_server
+"$S" $NT $LIVE $OPS > "$T/plain.out" 2> /dev/null
+check plain_run grep -q "^threads=$NT live=$LIVE ops=$((NT * OPS)) " "$T/plain.out"
+
+# start the server, wait for its live set, attach for 2 s
+start_server() { # $1 = name
+    "$S" $NT $LIVE $OPS > "$T/$1.out" 2> "$T/$1.err" &
+    SP=$!
+    wait_line "$T/$1.err" '^ready' $SP
+}
+start_server one
+"$PS" attach $SP -o "$T/one.pst" --stacks none --duration 2 2> "$T/one.attach"; rc=$?
+sed 's/^/  /' "$T/one.attach"
+check attach_exit_0 [ $rc -eq 0 ]
+kill -0 $SP 2>/dev/null
+check server_still_running_after_detach [ $? -eq 0 ]
+wait $SP; src=$?
+check server_exit_0 [ $src -eq 0 ]
+check server_output_unchanged cmp -s "$T/plain.out" "$T/one.out"
+
+"$PS" report "$T/one.pst" --json --no-symbols > "$T/one.json" 2> "$T/one.rerr"
+"$PS" report "$T/one.pst" --no-symbols > "$T/one.txt" 2>&1
+check report_words_the_window sh -c "grep -q 'live at detach' '$T/one.txt' && grep -q 'freed, allocated before attach' '$T/one.txt' && ! grep -q 'unknown addresses' '$T/one.txt'"
+check window_counts python3 - "$T/one.json" $NT $LIVE <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1])); nt, live = int(sys.argv[2]), int(sys.argv[3])
+print('  window: %d mallocs, %d frees, freed before attach %d, live at detach %d' % (
+    d['calls']['malloc'], d['calls']['free'], d['freed_before_attach'], d['leaked_objects']))
+assert d['attach'] is True and d['stopped'] is True and d['complete'] is True, d
+assert d['unknown_frees'] == 0 and d['lost_events'] == 0, d
+# 2 s at about 16,000 ops a second per worker
+assert d['calls']['malloc'] > 1000 * nt, d['calls']
+# the live set is constant: what was freed of the old set is what the new
+# one holds, but for a worker caught between its free and its malloc at
+# either edge of the window (the free recorded, the malloc not, or the
+# other way round)
+assert 0 < d['freed_before_attach'] <= nt * live, d
+assert abs(d['leaked_objects'] - d['freed_before_attach']) <= nt, d
+assert nt * live - nt <= d['leaked_objects'] <= nt * live, d
+PY
+"$PS" sql "$T/one.pst" -o "$T/one.sqlite" > /dev/null 2>&1
+check every_call_of_the_window python3 - "$T/one.sqlite" $NT <<'PY'
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1]); nt = int(sys.argv[2])
+rows = db.execute("select stream, type_name, size_bytes from events where type_name in ('malloc','free') order by id").fetchall()
+per = {}
+for stream, name, size in rows:
+    per.setdefault(stream, []).append((name, size))
+workers = 0
+for stream, evs in per.items():
+    ms = [s for n, s in evs if n == 'malloc']
+    if len(ms) < 100:
+        continue
+    workers += 1
+    v = [s // 16 - 1 for s in ms]
+    w = {x // 4096 for x in v}
+    assert len(w) == 1, (stream, sorted(w)[:5])
+    ks = [x % 4096 for x in v]
+    gaps = [(i, ks[i - 1], ks[i]) for i in range(1, len(ks)) if ks[i] != (ks[i - 1] + 1) % 4096]
+    assert not gaps, (stream, len(gaps), gaps[:3])
+    # free, malloc, free, malloc ...: two calls of one name in a row only
+    # where the window's edges fall between the patching (or the
+    # restoring) of free's slot and malloc's, once at each end at most
+    names = [n for n, _ in evs]
+    twice = [i for i in range(1, len(names)) if names[i] == names[i - 1]]
+    assert len(twice) <= 2 and all(i < 4 or i > len(names) - 4 for i in twice), (stream, twice[:5])
+    print('  stream %d: worker %d, %d consecutive ops' % (stream, w.pop(), len(ms)))
+assert workers == nt, workers
+PY
+
+# ended by `poolscope detach PID`, dwarf stacks (the default); then by
+# Ctrl-C (SIGINT to attach)
+start_server two
+"$PS" attach $SP -o "$T/two.pst" 2> "$T/two.attach" &
+AP=$!
+wait_line "$T/two.attach" '^poolscope: attached' $AP
+sleep 1
+"$PS" detach $SP 2> "$T/two.detach"; drc=$?
+wait $AP; arc=$?
+check detach_ends_the_window sh -c "[ $drc -eq 0 ] && [ $arc -eq 0 ] && grep -q 'window ended (detach)' '$T/two.attach'"
+"$PS" attach $SP -o "$T/three.pst" --stacks fp 2> "$T/three.attach" &
+AP=$!
+wait_line "$T/three.attach" '^poolscope: attached\|^poolscope: attach:' $AP
+sleep 1
+kill -INT $AP; wait $AP; arc=$?
+wait $SP; src=$?
+check second_attach_ends_by_ctrl_c sh -c "[ $arc -eq 0 ] && grep -q 'window ended (signal)' '$T/three.attach'"
+check server_after_two_windows sh -c "[ $src -eq 0 ] && cmp -s '$T/plain.out' '$T/two.out'"
+for w in two three; do
+    "$PS" report "$T/$w.pst" --json > "$T/$w.json" 2>/dev/null
+    check "${w}_window_complete" python3 -c "
+import json; d = json.load(open('$T/$w.json'))
+assert d['attach'] and d['complete'] and d['unknown_frees'] == 0 and d['calls']['malloc'] > 1000, d"
+done
+grep -q 'worker (att_server.c:[0-9]*)' "$T/two.json" 2>/dev/null || "$PS" report "$T/two.pst" | grep -q 'worker (att_server.c:[0-9]*)'
+check window_stacks_symbolized [ $? -eq 0 ]
+
+# refusals, one line each
+"$PS" attach 999999999 -o "$T/x.pst" 2> "$T/nopid.err"; rc=$?
+check refuses_no_such_pid sh -c "[ $rc -eq 2 ] && [ \$(wc -l < '$T/nopid.err') -eq 1 ] && grep -q 'no such process' '$T/nopid.err' && [ ! -e '$T/x.pst' ]"
+cc -static -O2 -o "$T/static" "$ROOT/tests/progs/att_server.c" -pthread 2>/dev/null
+if [ -x "$T/static" ]; then
+    "$T/static" 1 1 100000000 > /dev/null 2> "$T/static.err" &
+    SSP=$!
+    wait_line "$T/static.err" '^ready' $SSP
+    "$PS" attach $SSP -o "$T/x.pst" 2> "$T/static.attach"; rc=$?
+    kill $SSP; wait $SSP 2>/dev/null
+    check refuses_static_binary sh -c "[ $rc -eq 2 ] && [ \$(wc -l < '$T/static.attach') -eq 1 ] && grep -q 'static binary' '$T/static.attach'"
+fi
+if [ "$(id -u)" = 0 ] && command -v setpriv > /dev/null; then
+    sleep 30 &
+    SLP=$!
+    chmod 755 "$T"
+    setpriv --reuid=65534 --regid=65534 --clear-groups "$PS" attach $SLP -o "$T/y.pst" 2> "$T/user.err"; rc=$?
+    kill $SLP; wait $SLP 2>/dev/null
+    check refuses_other_users_process sh -c "[ $rc -eq 2 ] && [ \$(wc -l < '$T/user.err') -eq 1 ] && grep -q 'belongs to user 0' '$T/user.err'"
+fi
+"$PS" detach 999999999 2> "$T/det.err"; rc=$?
+check detach_refuses_unattached sh -c "[ $rc -eq 2 ] && grep -q 'not attached' '$T/det.err'"
+exit $status
