@@ -902,6 +902,9 @@ static void write_meta(FILE *f, const az_scan_t *s, const hb_t *h, const char *t
     ju(f, &first, "tracer_bytes", s->tracer_bytes);
     js(f, &first, "warning", az_scan_warning(s, wb, sizeof wb));
     jkey(f, &first, "killed"); fputs(s->status && s->status->end_killed ? "true" : "false", f);
+    /* what the live set at the trace's end is: a leak only at the program's end */
+    js(f, &first, "live_end", s->writing_pid ? "live now" : s->status && s->status->end_stopped ? "live at stop"
+                              : "leaked at exit");
     jkey(f, &first, "incomplete_sites"); fputs(h->err ? "true" : "false", f);
     ju(f, &first, "markers_dropped", s->markers_dropped);
     fputs("},\"peaks\":{", f);

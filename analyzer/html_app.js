@@ -761,7 +761,8 @@
   ]);
   app.append(hdr);
   const warns = [];
-  if (M.warning) warns.push('The trace is damaged: ' + M.warning + '.');
+  if (M.warning) warns.push(M.live_end === 'live now' ? 'The ' + M.warning + '.' : 'The trace is damaged: ' + M.warning + '.');
+  if (M.live_end === 'live at stop') warns.push('Recording stopped before the program ended: what was live at the stop is not a leak.');
   if (M.killed) warns.push('The process was killed (SIGKILL or OOM): the trace ends where its rings did.');
   if (M.lost) warns.push(fmtCount(M.lost) + ' events were lost by the tracer.');
   if (M.incomplete_sites) warns.push('Out of memory while attributing objects to sites: some are missing.');
@@ -782,7 +783,7 @@
                       fmtBytes(P.mmap_reserved) + '; file-backed ' + fmtBytes(P.mmap_file)));
   cards.append(card('allocated', fmtBytes(P.total_allocated), fmtCount(P.allocations) + ' heap allocations, ' +
                     fmtCount(P.temporary) + ' temporary'));
-  cards.append(card('leaked at exit', fmtBytes(P.leaked_bytes), fmtCount(P.leaked_objects) + ' objects',
+  cards.append(card(M.live_end || 'leaked at exit', fmtBytes(P.leaked_bytes), fmtCount(P.leaked_objects) + ' objects',
                     () => { tabSet('leaks'); document.getElementById('ps-sites').scrollIntoView(); }));
   if (HAS.pool)
     cards.append(card('pool hit rate', fmtPct(D.pool_totals.hits, D.pool_totals.acquires), fmtCount(D.pool_totals.misses) +
@@ -929,7 +930,9 @@
     for (const k in tabs) tabs[k].classList.toggle('on', k === t);
     drawSites();
   }
-  [['all', 'all sites'], ['leaks', 'leaks at exit'], ['temp', 'temporary allocations']].forEach(([k, lab]) => {
+  const liveEnd = D.meta.live_end || 'leaked at exit';   /* at a stop or a trace being written: not leaks */
+  [['all', 'all sites'], ['leaks', liveEnd === 'leaked at exit' ? 'leaks at exit' : liveEnd],
+   ['temp', 'temporary allocations']].forEach(([k, lab]) => {
     tabs[k] = el('button', { type: 'button', class: 'tab' + (k === 'all' ? ' on' : ''), text: lab, id: 'ps-tab-' + k,
                              onclick: () => tabSet(k) });
     sbar.append(tabs[k]);
@@ -949,7 +952,7 @@
     ['calls', 'calls', 'allocations (pool: acquires)'],
     ['bytes', 'bytes', 'requested bytes allocated (pool: granted)'],
     ['peak', 'at peak', 'live at the peak: heap rows at the heap peak, pool rows at the pools\' outstanding peak, KV rows at the KV peak'],
-    ['live', 'live at exit', 'never freed: leaked (heap), still out (pool)'],
+    ['live', liveEnd === 'leaked at exit' ? 'live at exit' : liveEnd, 'never freed: leaked (heap), still out (pool)'],
     ['temp', 'temporary', 'freed before any other allocation of its kind'],
     ['sel', 'in selection', 'bytes allocated in the selected range (whole run when none)'],
   ];

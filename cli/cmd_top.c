@@ -200,6 +200,7 @@ int cmd_top(int argc, char **argv)
     char *fr = make_frame(file, &ta.to, &len, msg, sizeof msg);
     if (!fr) return cli_file_err("top", file, psc_esc_text(msg, em, sizeof em));
     term_setup();
+    int keys = isatty(STDIN_FILENO);   /* no keyboard (< /dev/null): signals alone end it */
     int err = 0;
     for (;;) {
         if (fr) draw(fr, len, ta.to.rows);
@@ -215,7 +216,7 @@ int cmd_top(int argc, char **argv)
             clock_gettime(CLOCK_MONOTONIC, &t1);
             double left = interval - ((double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
             if (left <= 0) { again = 1; break; }
-            struct pollfd pf = { .fd = STDIN_FILENO, .events = POLLIN };
+            struct pollfd pf = { .fd = keys ? STDIN_FILENO : -1, .events = POLLIN };
             int pr = poll(&pf, 1, (int)(left * 1000) + 1);
             if (pr < 0 && errno == EINTR) continue;
             if (pr > 0) {

@@ -40,6 +40,8 @@ window_checks() {
     check "$1: JSON says stopped" grep -q '"stopped": true' "$T/$1.json"
     "$PS" report "$T/$1.pst" >"$T/$1.txt" 2>/dev/null
     check "$1: report says live at stop, not leaked" sh -c "grep -q 'live at stop ' '$T/$1.txt' && ! grep -q 'leaked at exit' '$T/$1.txt'"
+    "$PS" html --quiet "$T/$1.pst" -o "$T/$1.html" 2>/dev/null
+    check "$1: html says live at stop" grep -q '"live_end":"live at stop"' "$T/$1.html"
 }
 
 "$PS" record --duration 1 -o "$T/dur.pst" -- "$P/window" $N $LIVE >"$T/dur.out" 2>"$T/dur.err"; rc=$?
@@ -66,7 +68,8 @@ wait $rpid
 check "report of a trace being written: exit 0" test "$lrc" -eq 0
 check "report says still being written" grep -q "trace still being written" "$T/live.err"
 check "report: live now, not leaked" grep -q "live now " "$T/live.txt"
-check "html of a trace being written: exit 0, says so" sh -c "test $hrc -eq 0 && grep -q 'still being written' '$T/live.herr'"
+check "html of a trace being written: exit 0, says so" sh -c "test $hrc -eq 0 && grep -q 'still being written' '$T/live.herr' &&
+    grep -q '\"live_end\":\"live now\"' '$T/live.html'"
 "$PS" report "$T/live.pst" >"$T/done.txt" 2>"$T/done.err"
 check "finished trace: no such warning" sh -c "! grep -q 'still being written' '$T/done.err'"
 
