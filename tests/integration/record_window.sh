@@ -73,5 +73,12 @@ check "html of a trace being written: exit 0, says so" sh -c "test $hrc -eq 0 &&
 "$PS" report "$T/live.pst" >"$T/done.txt" 2>"$T/done.err"
 check "finished trace: no such warning" sh -c "! grep -q 'still being written' '$T/done.err'"
 
+# images that start after the stop (a fork and an exec of the shell, after
+# a sleep longer than the window) are not traced, and run as usual
+"$PS" record --duration 0.5 -o "$T/fk.pst" -- /bin/sh -c "sleep 1.5; '$P/window' 10 2 0; '$P/window' 10 2 0 & wait" \
+    >"$T/fk.out" 2>"$T/fk.err"; rc=$?
+check "after the stop: both children ran" test "$rc" -eq 0 -a "$(grep -c '^window: 10 iterations' "$T/fk.out")" -eq 2
+check "after the stop: no image of theirs traced" sh -c "! grep -q '\[window\]' '$T/fk.err'"
+
 check "usage: --duration 0 refused" sh -c "'$PS' record --duration 0 -- true 2>/dev/null; test \$? -eq 2"
 exit $status
