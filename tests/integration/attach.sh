@@ -110,6 +110,33 @@ done
 grep -q 'worker (att_server.c:[0-9]*)' "$T/two.json" 2>/dev/null || "$PS" report "$T/two.pst" | grep -q 'worker (att_server.c:[0-9]*)'
 check window_stacks_symbolized [ $? -eq 0 ]
 
+# python3: a loop whose live set is 1000 values, each holding one bytes
+# of 2000 (the interpreter's malloc: what an attach sees; pymalloc's small
+# objects are not); its frames are Python's
+( sleep 0.3; touch "$T/pystop0" ) &
+python3 "$ROOT/tests/python/att_loop.py" "$T/pystop0" > "$T/py.plain" 2>/dev/null
+python3 "$ROOT/tests/python/att_loop.py" "$T/pystop" > "$T/py.out" 2> "$T/py.err" &
+PYP=$!
+wait_line "$T/py.err" '^ready' $PYP
+"$PS" attach $PYP -o "$T/py.pst" --duration 1.5 2> "$T/py.attach"; rc=$?
+kill -0 $PYP 2>/dev/null; alive=$?
+touch "$T/pystop"
+wait $PYP; prc=$?
+check python_runs_on sh -c "[ $rc -eq 0 ] && [ $alive -eq 0 ] && [ $prc -eq 0 ] && grep -qx 'keys=1000 checked=ok' '$T/py.out' && cmp -s '$T/py.plain' '$T/py.out'"
+"$PS" report "$T/py.pst" --json > "$T/py.json" 2>/dev/null
+check python_window python3 - "$T/py.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+big = [s for s in d['sites']['by_calls'] if 'att_loop.py' in s['site']]
+print('  python: %d calls of the loop line, freed before attach %d, live at detach %d' % (
+    big[0]['calls'] if big else 0, d['freed_before_attach'], d['leaked_objects']))
+assert d['attach'] and d['complete'] and d['unknown_frees'] == 0, d
+assert big and big[0]['calls'] > 1000, d['sites']['by_calls'][:3]
+# the 1000 live bytes objects: the old ones freed, the new ones live
+assert 0 < d['freed_before_attach'] <= 1000 + 50, d['freed_before_attach']
+assert abs(d['leaked_objects'] - d['freed_before_attach']) <= 50, d
+PY
+
 # refusals, one line each
 "$PS" attach 999999999 -o "$T/x.pst" 2> "$T/nopid.err"; rc=$?
 check refuses_no_such_pid sh -c "[ $rc -eq 2 ] && [ \$(wc -l < '$T/nopid.err') -eq 1 ] && grep -q 'no such process' '$T/nopid.err' && [ ! -e '$T/x.pst' ]"
