@@ -15,13 +15,17 @@
  * what `report` takes on that trace; when that is longer than the
  * interval, the next frame simply comes when it is done.
  */
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <termios.h>
 #include <time.h>
 #include <unistd.h>
@@ -35,7 +39,7 @@
 
 void cmd_top_help(FILE *out)
 {
-    fputs("usage: poolscope top FILE [--once] [--interval SECONDS] [--no-symbols]\n\n"
+    fputs("usage: poolscope top FILE|PID [--once] [--interval SECONDS] [--no-symbols]\n\n"
           "A terminal view of a trace, refreshed every second while it is being\n"
           "written (record -o FILE in another terminal; a finished trace shows its\n"
           "end): heap live, RSS, mmap committed, pool outstanding bytes and KV blocks\n"
@@ -44,7 +48,9 @@ void cmd_top_help(FILE *out)
           "now, named as `report` names them (Python lines for a Python program).\n"
           "Every figure is report's: heap live is report's leaked_bytes, the sites\n"
           "its leaks table, at the last complete chunk. Fits 80x24; uses what a\n"
-          "larger terminal offers for sites. q or Ctrl-C quits.\n\n"
+          "larger terminal offers for sites. q or Ctrl-C quits. A PID (digits that\n"
+          "name no file) stands for the trace that process is writing (recorded\n"
+          "or attached; found among its open files, as the same user).\n\n"
           "  --once           print one frame to standard output and exit (scripts)\n"
           "  --interval S     seconds between frames (default 1; 0.2 to 3600)\n"
           "  --no-symbols     addresses instead of symbol names (faster)\n", out);
@@ -62,6 +68,35 @@ static int take(void *ctx, const char *opt, const char *v)
 {
     top_args_t *ta = ctx;
     return cli_sites_take(&ta->sites, "top", opt, v);
+}
+
+/* `top PID`: the trace file process PID has open (the first of its
+ * descriptors whose file starts with the trace magic). 0, or -1. */
+static int trace_of_pid(const char *arg, char *out, size_t cap)
+{
+    char dir[64], fd[64 + 256];
+    if (!*arg || strspn(arg, "0123456789") != strlen(arg) || strlen(arg) > 10) return -1;
+    snprintf(dir, sizeof dir, "/proc/%s/fd", arg);
+    DIR *d = opendir(dir);
+    if (!d) return -1;
+    int found = -1;
+    struct dirent *e;
+    while (found && (e = readdir(d))) {
+        if (e->d_name[0] == '.') continue;
+        snprintf(fd, sizeof fd, "%s/%s", dir, e->d_name);
+        ssize_t n = readlink(fd, out, cap - 1);
+        if (n <= 0 || out[0] != '/') continue;
+        out[n] = 0;
+        char magic[8];
+        int f = open(out, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
+        if (f < 0) continue;
+        struct stat st;
+        if (fstat(f, &st) == 0 && S_ISREG(st.st_mode) && read(f, magic, 8) == 8 && !memcmp(magic, "PSTRACE", 8))
+            found = 0;
+        close(f);
+    }
+    closedir(d);
+    return found;
 }
 
 /* ---- the terminal ----------------------------------------------------------- */
@@ -169,7 +204,15 @@ int cmd_top(int argc, char **argv)
     cli_args_t args = { "top", cmd_top_help, opts, &ta, &file, 1, 0 };
     int rc = cli_parse_args(&args, argc, argv);
     if (rc != CLI_CONTINUE) return rc;
-    if (!file) { cli_cmd_err("top", "no trace file (usage: poolscope top FILE [--once])"); return CLI_USAGE; }
+    if (!file) { cli_cmd_err("top", "no trace file (usage: poolscope top FILE|PID [--once])"); return CLI_USAGE; }
+    char bypid[PATH_MAX];
+    if (access(file, F_OK) != 0 && strspn(file, "0123456789") == strlen(file)) {
+        if (trace_of_pid(file, bypid, sizeof bypid)) {
+            cli_cmd_err("top", "%s: no such file, and no process %s writing a trace that we may look at", file, file);
+            return CLI_USAGE;
+        }
+        file = bypid;
+    }
     double interval = 1.0;
     if (ta.interval) {
         uint64_t ns = 0;

@@ -103,6 +103,15 @@ wait_pane '^back3'
 tm send-keys -t top "wait; echo done4" Enter
 wait_pane '^done4'
 
+# top PID: the trace that process is writing
+"$PS" record -o "$T/bypid.pst" -- "$P/window" 3000 8 1000 >/dev/null 2>&1 &
+rpid=$!
+wait_file "$T/bypid.pst"; sleep 0.3
+wpid=$("$DUMP" "$T/bypid.pst" | sed -n 's/^pid=//p')
+"$PS" top --once "$wpid" >"$T/bypid.txt" 2>&1
+wait $rpid
+check "top PID finds the trace it writes" sh -c "head -1 '$T/bypid.txt' | grep -q 'bypid.pst\$' && grep -q 'still being written' '$T/bypid.txt'"
+
 check "usage: no file is exit 2" sh -c "'$PS' top >/dev/null 2>&1; test \$? -eq 2"
 check "a missing trace is exit 2 before the screen" sh -c "'$PS' top --once '$T/nope.pst' >/dev/null 2>&1; test \$? -eq 2"
 exit $status
