@@ -103,10 +103,21 @@ static int trace_of_pid(const char *arg, char *out, size_t cap)
 
 static volatile sig_atomic_t quit_sig;   /* the signal that asked us to stop */
 static volatile sig_atomic_t resized;
+static volatile sig_atomic_t scanning;   /* a frame is being made: a scan takes as long as report */
 static struct termios saved;
 static int have_saved;
 
-static void on_quit(int sig) { quit_sig = sig; }
+/* Ctrl-C in the middle of a long scan quits now, not when the scan ends:
+ * the terminal is restored here with async-signal-safe calls only. */
+static void on_quit(int sig)
+{
+    quit_sig = sig;
+    if (!scanning) return;
+    static const char back[] = "\033[?25h\033[?1049l";
+    if (write(STDOUT_FILENO, back, sizeof back - 1) < 0) { /* nothing more to do */ }
+    if (have_saved) tcsetattr(STDIN_FILENO, TCSAFLUSH, &saved);
+    _exit(0);
+}
 static void on_winch(int sig) { (void)sig; resized = 1; }
 
 static void term_restore(void)
@@ -272,7 +283,10 @@ int cmd_top(int argc, char **argv)
         }
         if (!again) break;
         term_size(&ta.to.cols, &ta.to.rows);
+        fflush(stdout);   /* nothing of ours is left in stdio's buffer if on_quit exits */
+        scanning = 1;
         fr = make_frame(file, &ta.to, &len, msg, sizeof msg);
+        scanning = 0;
         if (!fr) { err = 1; break; }   /* the file went away: said after the screen is back */
     }
     free(fr);

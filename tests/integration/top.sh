@@ -31,13 +31,13 @@ wait_file() {
 
 # a shell in an 80x24 terminal; top runs in it as a person would run it
 tm -f /dev/null new-session -d -s top -x 80 -y 24 "env PS1='$ ' sh"
-tm send-keys -t top "cd '$T' && stty -g >before && echo ready" Enter
-wait_pane '^ready'
-tm send-keys -t top "clear; '$PS' top t.pst; echo top-exit=\$? >exit.q; stty -g >after.q; echo back" Enter
+tm send-keys -t top "cd '$T' && stty -g >before && echo rea''dy1" Enter
+wait_pane 'ready1'
+tm send-keys -t top "clear; '$PS' top t.pst; echo top-exit=\$? >exit.q; stty -g >after.q; echo ba''ck1" Enter
 wait_pane 'top sites by live bytes'
 tm capture-pane -p -t top >"$T/screen.txt"
 tm send-keys -t top q
-wait_file "$T/exit.q"; wait_pane '^back'
+wait_file "$T/exit.q"; wait_pane 'back1'
 check "q: exit 0" grep -qx 'top-exit=0' "$T/exit.q"
 check "q: terminal settings restored" cmp -s "$T/before" "$T/after.q"
 tm capture-pane -p -t top >"$T/after-q.txt"
@@ -81,15 +81,15 @@ strip "$T/once.txt" >"$T/once3.txt"
 check "--once prints the terminal's frame" cmp -s "$T/screen3.txt" "$T/once3.txt"
 
 # Ctrl-C quits as cleanly as q
-tm send-keys -t top "clear; '$PS' top t.pst; echo top-exit=\$? >exit.c; stty -g >after.c; echo back2" Enter
+tm send-keys -t top "clear; '$PS' top t.pst; echo top-exit=\$? >exit.c; stty -g >after.c; echo ba''ck2" Enter
 wait_pane 'top sites by live bytes'
 tm send-keys -t top C-c
-wait_file "$T/exit.c"; wait_pane '^back2'
+wait_file "$T/exit.c"; wait_pane 'back2'
 check "Ctrl-C: exit 0" grep -qx 'top-exit=0' "$T/exit.c"
 check "Ctrl-C: terminal settings restored" cmp -s "$T/before" "$T/after.c"
 
 # a trace being written: said so, and the frame moves on with the program
-tm send-keys -t top "clear; '$PS' record -o live.pst -- '$P/window' 6000 24 1000 >/dev/null 2>&1 & sleep 0.5; '$PS' top live.pst; echo back3" Enter
+tm send-keys -t top "clear; '$PS' record -o live.pst -- '$P/window' 6000 24 1000 >/dev/null 2>&1 & sleep 0.5; '$PS' top live.pst; echo ba''ck3" Enter
 wait_pane 'still being written'
 ev1=$(tm capture-pane -p -t top | sed -n 's/.*: \([0-9,]*\) events.*/\1/p' | head -1)
 i=0; ev2=$ev1
@@ -99,9 +99,9 @@ while [ "$ev2" = "$ev1" ] && [ $i -lt 200 ]; do
 done
 check "live trace: said so, and refreshed ($ev1 -> $ev2 events)" test -n "$ev1" -a "$ev2" != "$ev1"
 tm send-keys -t top q
-wait_pane '^back3'
-tm send-keys -t top "wait; echo done4" Enter
-wait_pane '^done4'
+wait_pane 'back3'
+tm send-keys -t top "wait; echo do''ne4" Enter
+wait_pane 'done4'
 
 # top PID: the trace that process is writing
 "$PS" record -o "$T/bypid.pst" -- "$P/window" 3000 8 1000 >/dev/null 2>&1 &
