@@ -1242,8 +1242,12 @@ static void stop_recording(void)
     ps_g.stopped = 1;
     ps_g.paused = 1;
     ps_recompute_on();
-    if (ps_g.attach) ps_att_restore();   /* the program's own slots back before END (attach.c) */
     ps_g.closing = 1;
+    /* an attach window: the program's own slots back before END
+     * (attach.c). After closing, so that the frees made while the slots
+     * are walked (a python3 process makes 75 in that time) are not
+     * recorded without the allocations that replace them */
+    if (ps_g.attach) ps_att_restore();
     ps_final();
     /* END is written and closed set: every hook now passes its call
      * through. Without closing and paused they do so on ps_enter's first
