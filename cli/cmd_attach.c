@@ -159,14 +159,78 @@ static int refuse(long pid)
     return 0;
 }
 
-/* gdb -p PID: dlopen the library, start recording. Its answer, or -1. */
+/* The gdb script (Python): the calls are made in a thread that is not
+ * inside the allocator, the loader, stdio or a mutex at the moment gdb
+ * stopped the process. dlopen allocates and takes the loader's lock: run
+ * in a thread stopped halfway through malloc (holding its arena's lock)
+ * or through a dlopen, it would wait for ever on itself. A thread
+ * sleeping, polling, reading or waiting on a condition holds none of
+ * those. The frames are named from the symbol tables, no debug info
+ * needed; a stack gdb cannot walk far is taken as it reads. */
+static const char inject_py[] =
+    "import gdb\n"
+    "BAD = ('malloc', 'free', 'calloc', 'realloc', 'memalign', 'valloc', '_int_', 'arena', 'tcache',\n"
+    "       'dl_', '_dl', 'dlopen', 'dlclose', 'dlsym', 'lll_lock', 'mutex', 'fork', 'exit', 'IO_',\n"
+    "       'printf', 'lockfile', 'sigaction', 'poolscope', 'ps_')\n"
+    "ALLOC = ('malloc', 'free', 'calloc', 'realloc', 'memalign', 'valloc', '_int_', 'tcache')\n"
+    "def outermost_bad(t):\n"
+    "    t.switch()\n"
+    "    f, n, bad = gdb.newest_frame(), 0, None\n"
+    "    while f is not None and n < 48:\n"
+    "        name = f.name() or ''\n"
+    "        if any(b in name for b in BAD):\n"
+    "            bad = (n, name)\n"
+    "        try:\n"
+    "            f = f.older()\n"
+    "        except gdb.error:\n"
+    "            break\n"
+    "        n += 1\n"
+    "    return bad\n"
+    "pick = None\n"
+    "threads = sorted(gdb.selected_inferior().threads(), key=lambda t: t.num)\n"
+    "for t in threads:\n"
+    "    if t.is_valid() and outermost_bad(t) is None:\n"
+    "        pick = t\n"
+    "        break\n"
+    /* none: a thread inside malloc or free (a program that allocates all
+     * the time) is let run until that call returns, then looked at again */
+    "for t in threads if pick is None else []:\n"
+    "    for k in range(3):\n"
+    "        if not t.is_valid():\n"
+    "            break\n"
+    "        bad = outermost_bad(t)\n"
+    "        if bad is None:\n"
+    "            pick = t\n"
+    "            break\n"
+    "        if not any(a in bad[1] for a in ALLOC):\n"
+    "            break\n"
+    "        gdb.execute('frame %%d' %% bad[0], to_string=True)\n"
+    "        gdb.execute('finish', to_string=True)\n"
+    "    if pick is not None:\n"
+    "        break\n"
+    "if pick is None:\n"
+    "    print('POOLSCOPE_NO_SAFE_THREAD')\n"
+    "else:\n"
+    "    pick.switch()\n"
+    "    h = int(gdb.parse_and_eval('(void *)dlopen(\"%s\", 2)'))\n"   /* RTLD_NOW, local */
+    "    print('POOLSCOPE_DLOPEN %%d' %% (h != 0))\n"
+    "    if h:\n"
+    "        gdb.execute('sharedlibrary libpoolscope-preload')\n"
+    "        r = int(gdb.parse_and_eval('(int)poolscope_attach_start(\"%s\", %d, \"%s\")'))\n"
+    "        print('POOLSCOPE_RESULT %%d' %% r)\n";
+
+/* gdb -p PID with the script: dlopen the library, start recording. The
+ * library's answer (0 recording), -1 with msg, or -2: no thread was safe
+ * to call in (try again). */
 static int inject(long pid, const char *lib, const char *out, int stacks, const char *dir, char *msg, size_t mcap)
 {
-    char pids[32], e1[PATH_MAX + 64], e2[2 * PATH_MAX + 128];
+    char pids[32], script[PATH_MAX + 32];
     snprintf(pids, sizeof pids, "%ld", pid);
-    /* RTLD_NOW (2), local: nothing of the program binds to us by name */
-    snprintf(e1, sizeof e1, "call (void *)dlopen(\"%s\", 2)", lib);
-    snprintf(e2, sizeof e2, "call (int)poolscope_attach_start(\"%s\", %d, \"%s\")", out, stacks, dir);
+    snprintf(script, sizeof script, "%s/inject.py", dir);
+    FILE *f = fopen(script, "w");
+    if (!f) { snprintf(msg, mcap, "cannot write the gdb script: %s", strerror(errno)); return -1; }
+    fprintf(f, inject_py, lib, out, stacks, dir);
+    if (fclose(f) != 0) { snprintf(msg, mcap, "cannot write the gdb script: %s", strerror(errno)); return -1; }
     int fds[2];
     if (pipe(fds) != 0) return -1;
     pid_t c = fork();
@@ -180,20 +244,20 @@ static int inject(long pid, const char *lib, const char *out, int stacks, const 
         if (nul >= 0) dup2(nul, 0);
         alarm(60);   /* gdb stuck on a process in D state: give up */
         execlp("gdb", "gdb", "-nx", "-batch", "-q", "-p", pids, "-ex", "set confirm off",
-               "-ex", "set auto-solib-add off", "-ex", "sharedlibrary libc.so", "-ex", e1,
-               "-ex", "sharedlibrary libpoolscope-preload", "-ex", e2, (char *)NULL);
+               "-ex", "set auto-solib-add off", "-ex", "sharedlibrary libc.so", "-x", script, (char *)NULL);
         _exit(127);
     }
     close(fds[1]);
     char buf[16384];
     size_t n = 0;
     ssize_t r;
-    while ((r = read(fds[0], buf + n, sizeof buf - 1 - n)) > 0 || (r < 0 && errno == EINTR))
+    while (n < sizeof buf - 1 && ((r = read(fds[0], buf + n, sizeof buf - 1 - n)) > 0 || (r < 0 && errno == EINTR)))
         if (r > 0) n += (size_t)r;
     close(fds[0]);
     buf[n] = 0;
     int st = 0;
     while (waitpid(c, &st, 0) < 0 && errno == EINTR) {}
+    unlink(script);
     if (WIFEXITED(st) && WEXITSTATUS(st) == 127) {
         snprintf(msg, mcap, "gdb not found: attach loads the tracer with gdb (apt-get install gdb)");
         return -1;
@@ -203,17 +267,15 @@ static int inject(long pid, const char *lib, const char *out, int stacks, const 
                  "or a container without CAP_SYS_PTRACE)", pid);
         return -1;
     }
-    /* the second call's value: "$2 = N" */
-    const char *v = strstr(buf, "$2 = ");
+    if (getenv("POOLSCOPE_ATTACH_DEBUG")) fputs(buf, stderr);
+    if (strstr(buf, "POOLSCOPE_NO_SAFE_THREAD")) return -2;
+    const char *v = strstr(buf, "POOLSCOPE_RESULT ");
     if (!v) {
-        char *nl = strstr(buf, "$1 = (void *) 0x0");
-        snprintf(msg, mcap, "%s", nl ? "dlopen of the tracer failed in the process"
-                 : "gdb could not call into the process");
-        FILE *log = getenv("POOLSCOPE_ATTACH_DEBUG") ? stderr : NULL;
-        if (log) fputs(buf, log);
+        snprintf(msg, mcap, "%s", strstr(buf, "POOLSCOPE_DLOPEN 0") ? "dlopen of the tracer failed in the process"
+                 : "gdb could not call into the process (POOLSCOPE_ATTACH_DEBUG=1 shows its output)");
         return -1;
     }
-    return atoi(v + 5);
+    return atoi(v + 17);
 }
 
 static int parse_pid(const char *s, long *pid)
@@ -312,9 +374,10 @@ int cmd_attach(int argc, char **argv)
         }
     }
     if (access(abs, F_OK) == 0) { cli_err("attach: %s exists; give a new file", abs); return CLI_USAGE; }
-    if (strpbrk(abs, "\"\\\n")) { cli_err("attach: %s: quotes, backslashes and newlines are not supported", abs); return CLI_USAGE; }
+    if (strpbrk(abs, "\"'\\\n%")) { cli_err("attach: %s: quotes, backslashes, %% and newlines are not supported", abs); return CLI_USAGE; }
     char lib[PATH_MAX], msg[512];
     if (pl_find_preload(NULL, lib, sizeof lib, msg, sizeof msg) != 0) { cli_err("attach: %s", msg); return CLI_USAGE; }
+    if (strpbrk(lib, "\"'\\\n%")) { cli_err("attach: %s: quotes, backslashes, %% and newlines are not supported", lib); return CLI_USAGE; }
 
     char dir[] = PST_CTL_DIR_TMPL, lp[128];
     if (!mkdtemp(dir)) { cli_err("attach: cannot make a directory in /dev/shm: %s", strerror(errno)); return CLI_USAGE; }
@@ -330,7 +393,15 @@ int cmd_attach(int argc, char **argv)
     sigaction(SIGHUP, &sa, NULL);
 
     double t0 = now_s();
-    int rc = inject(pid, lib, abs, stacks, dir, msg, sizeof msg);
+    int rc = -2;
+    /* every thread inside the allocator or the loader at that instant: a
+     * moment later they are elsewhere */
+    for (int tries = 0; rc == -2 && tries < 5 && !got_sig; tries++) {
+        if (tries) { struct timespec d = { 0, 200 * 1000 * 1000 }; nanosleep(&d, NULL); }
+        rc = inject(pid, lib, abs, stacks, dir, msg, sizeof msg);
+    }
+    if (rc == -2)
+        snprintf(msg, sizeof msg, "every thread was inside the allocator or the loader at each of 5 tries: try again");
     double t_attach = now_s() - t0;
     if (rc != 0) {
         static const char *const why[] = {
