@@ -822,6 +822,9 @@ int pl_run(const pl_spec_t *s, pl_result_t *res, char *msg, size_t mcap)
     int status = 0;
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
     close(sfd);
+    /* the stop signal stays blocked: one sent late (the program has just
+     * ended) must not kill the caller before it says what was written */
+    if (s->stop_signo > 0) sigaddset(&oldmask, s->stop_signo);
     pthread_sigmask(SIG_SETMASK, &oldmask, NULL);
     sigaction(SIGCHLD, &oldchld, NULL);
     res->status = status;

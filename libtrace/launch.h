@@ -118,7 +118,8 @@ typedef struct pl_spec {
      * stop_after_ns after the exec (0: never), or when this process gets
      * stop_signo (0: none; it is not forwarded); the program runs on.
      * `stopping` is called once then, with what stopped it (1 duration,
-     * 2 signal) and the images asked (-1: the stop could not be asked). */
+     * 2 signal) and the images asked (-1: the stop could not be asked).
+     * stop_signo stays blocked in the calling thread after pl_run returns. */
     uint64_t stop_after_ns;
     int stop_signo;
     void (*stopping)(void *ctx, int why, int images);
