@@ -26,16 +26,22 @@
  * the write), then writes every ring and END (PST_END_STOPPED). A thread
  * inside one of our hooks at that moment finishes its call through us: the
  * library stays loaded (NODELETE) and every hook passes calls through once
- * recording is closed. What is not seen: calls inside libc that do not go
+ * recording is closed. A later attach starts a new file in the same
+ * library (attach_again, restart_streams below). What is not seen: calls
+ * inside libc that do not go
  * through its PLT, the loader's own allocations, and pool/KV events of the
  * event API (an engine finds the API by symbol lookup at its start).
  */
 #include "preload.h"
 
+#include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #define EXPORT __attribute__((visibility("default")))
+
+extern void *__libc_stack_end;   /* glibc: the main thread's stack top */
 
 /* The functions hooked in an attached process: hooks_alloc.c's. */
 static const char *const att_names[] = {
@@ -142,6 +148,132 @@ void ps_att_restore(void)
     pthread_mutex_unlock(&att.lock);
 }
 
+/* A second attach window in the same process: the first one's trace is
+ * closed (stopped, END written), its slots restored, so no hook of ours
+ * runs in any thread (the program's calls go to glibc again). The state
+ * of that file goes as a fork child's does (ps_child_after_fork), but the
+ * threads live on with their records, which their TLS points to: each
+ * record is emptied in place (restart_streams gives it a stream of the new
+ * file once it is open). Records of threads that ended are retired. */
+static void attach_again(void)
+{
+    pthread_mutex_lock(&ps_g.tlock);
+    ps_thr_t **pp = &ps_g.threads;
+    while (*pp) {
+        ps_thr_t *t = *pp;
+        if (t->dead || t == ps_g.late) {
+            *pp = t->next;
+            t->c.stream = 0;
+            t->next = ps_g.thr_free;
+            ps_g.thr_free = t;
+            continue;
+        }
+        ps_thr_t *next = t->next;
+        uint8_t *ring = t->ring;
+        uint64_t rmask = t->rmask;
+        size_t len = t->map_len;
+        int in_ctl = t->in_ctl, tid = t->tid;
+        uintptr_t lo = t->stk_lo, hi = t->stk_hi;
+        uint8_t fl = t->is_flusher;
+        memset(t, 0, sizeof *t);
+        t->next = next;
+        t->ring = ring;
+        t->rmask = rmask;
+        t->map_len = len;
+        t->in_ctl = in_ctl;
+        t->tid = tid;
+        t->stk_lo = lo;
+        t->stk_hi = hi;
+        t->is_flusher = fl;
+        pst_enc_init(&t->enc, PST_CODING_RECENT, t->enc_index);
+        t->soft = PS_SELF_FILL(t->rmask + 1);
+        pthread_mutex_init(&t->clock, NULL);
+        pp = &t->next;
+    }
+    ps_g.late = NULL;
+    pthread_mutex_unlock(&ps_g.tlock);
+    ps_tables_reset();
+    memset(ps_g.vtab, 0, sizeof ps_g.vtab);
+    if (ps_g.cnt != &ps_g.cnt_local) {
+        ps_sys_munmap(ps_g.cnt, PST_CTL_HDR);
+        ps_g.cnt = &ps_g.cnt_local;
+    }
+    if (ps_g.ctl_fd >= 0) ps_real_close(ps_g.ctl_fd);
+    ps_g.ctl_fd = -1;
+    ps_g.ctl_path[0] = 0;
+    memset(&ps_g.cnt_local, 0, sizeof ps_g.cnt_local);
+    ps_g.meta_len = 0;
+    if (ps_g.fd >= 0) ps_real_close(ps_g.fd);
+    ps_g.fd = -1;
+    ps_g.next_stream = 0;
+    ps_g.ev_written = 0;
+    ps_g.file_off = 0;
+    ps_g.retry_after = 0;
+    ps_g.stopping = 0;
+    ps_g.paused = 0;
+    ps_g.active = 0;
+    ps_g.session++;   /* the flusher starts its periods again */
+    /* closed, closing and stopped stay until the new file is open: the
+     * flusher leaves everything alone meanwhile */
+}
+
+/* The new window's file is open: every live thread's record gets a stream
+ * of it (the thread itself is not in a hook: nothing points at them). */
+static void restart_streams(void)
+{
+    pthread_mutex_lock(&ps_g.tlock);
+    for (ps_thr_t *t = ps_g.threads; t; t = t->next) {
+        t->c.stream = __atomic_add_fetch(&ps_g.next_stream, 1, __ATOMIC_RELAXED);
+        t->vtag = (uint16_t)t->c.stream ? (uint16_t)t->c.stream : 0xffff;
+        pst_event_t ev = { .type = PST_EV_THREAD_START, .f = { (uint64_t)t->tid, 0 } };
+        ps_emit_generic(t, &ev);
+    }
+    ps_g.stopped = 0;
+    ps_g.closing = 0;
+    ps_g.closed = 0;
+    pthread_mutex_unlock(&ps_g.tlock);
+}
+
+/* `poolscope attach` (attach.c): the library was loaded into a running
+ * process by dlopen, its constructor found no POOLSCOPE_OUT and passed
+ * everything through. Start recording now, as ps_init would have, minus
+ * what would change a program we did not start: no fatal-signal
+ * handlers (its dispositions stay its own), no toggle signal, no scope
+ * functions. Its threads already run: versions from the first event
+ * (multi). 0 recording; -1 not (a trace already made in this process,
+ * the file could not be created). */
+static int attach_begin(const char *out, int stacks, const char *ctl_dir)
+{
+    static int atfork_made;
+    if (__atomic_load_n(&ps_g.init_state, __ATOMIC_ACQUIRE) != 2) return -1;
+    if (ps_g.active && !(ps_g.attach && ps_g.stopped && ps_g.closed)) return -1;
+    if (!out || out[0] != '/') return -1;
+    ps_tls.busy += PS_BUSY_OWN;
+    int rc = -1;
+    if (ps_g.active) attach_again();
+    ps_g.attach = 1;
+    ps_g.stacks = stacks == PST_STACKS_FP || stacks == PST_STACKS_DWARF ? stacks : PST_STACKS_NONE;
+    ps_g.depth = 32;
+    ps_core_ctl_dir(ctl_dir);
+    snprintf(ps_g.out, sizeof ps_g.out, "%s", out);
+    ps_core_self();
+    ps_g.main_stk_hi = (uintptr_t)__libc_stack_end;
+    ps_stacks_init();
+    if (ps_py_init(1, 0) && ps_g.stacks != PST_STACKS_NONE) ps_g.depth = PST_MAX_DEPTH;
+    if (!ps_g.key_ok) ps_g.key_ok = ps_core_key();
+    ps_g.multi = 1;
+    if (ps_core_open() != 0) { ps_g.closed = ps_g.stopped = 1; goto done; }
+    if (!atfork_made) pthread_atfork(ps_prepare_fork, ps_parent_after_fork, ps_child_after_fork);
+    atfork_made = 1;
+    restart_streams();
+    ps_recompute_on();
+    ps_start_flusher();
+    rc = ps_g.flusher_on ? 0 : -1;
+done:
+    ps_tls.busy -= PS_BUSY_OWN;
+    return rc;
+}
+
 /* Called by the CLI through gdb, in a thread of the program, after dlopen.
  * out: the trace file (absolute, must not exist); stacks: PST_STACKS_*;
  * ctl_dir: the CLI's private directory (ctl.h), through which it stops us.
@@ -157,7 +289,7 @@ EXPORT int poolscope_attach_start(const char *out, int stacks, const char *ctl_d
     if (!att.slot || self_defs() != 0) return 4;
     memset(att.slot, 0, ATT_SLOTS * sizeof *att.slot);   /* the last window's slots are all restored */
     att.n_slot = 0;
-    if (ps_attach_begin(out, stacks, ctl_dir) != 0) return 3;
+    if (attach_begin(out, stacks, ctl_dir) != 0) return 3;
     ps_tls.busy += PS_BUSY_OWN;
     pthread_mutex_lock(&att.lock);
     unsigned long long c[2];

@@ -654,7 +654,10 @@ uintptr_t ps_got_definition(const ps_got_slot_t *s, uintptr_t canon);   /* what 
 int ps_got_write(const ps_got_slot_t *s, uintptr_t value);
 
 /* ---- attach.c: `poolscope attach` ---- */
-int ps_attach_begin(const char *out, int stacks, const char *ctl_dir);   /* core.c */
+void ps_core_ctl_dir(const char *dir);  /* core.c: ps_init's pieces for a late start */
+int ps_core_open(void);
+void ps_core_self(void);
+int ps_core_key(void);
 void ps_att_restore(void);              /* the stop: every slot we wrote back to the program's */
 void ps_att_poll(void);                 /* flusher: hook what the loader added */
 
