@@ -122,6 +122,33 @@ static void on_quit(int sig)
 }
 static void on_winch(int sig) { (void)sig; resized = 1; }
 
+static struct termios raw_mode;   /* what term_setup set, again after a Ctrl-Z */
+
+/* Ctrl-Z: the shell gets its terminal back as it was (main screen, echo,
+ * cursor) while we are stopped, and ours comes back at fg (then a frame
+ * at once). Async-signal-safe calls only. */
+static void on_tstp(int sig)
+{
+    int e = errno;
+    static const char back[] = "\033[?25h\033[?1049l", again[] = "\033[?1049h\033[?25l";
+    if (write(STDOUT_FILENO, back, sizeof back - 1) < 0) { /* nothing more to do */ }
+    if (have_saved) tcsetattr(STDIN_FILENO, TCSADRAIN, &saved);   /* typed-ahead keys are the shell's */
+    struct sigaction sa, old;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = SIG_DFL;
+    sigaction(sig, &sa, &old);
+    sigset_t un;
+    sigemptyset(&un);
+    sigaddset(&un, sig);
+    raise(sig);                               /* pending: the mask holds it in the handler */
+    sigprocmask(SIG_UNBLOCK, &un, NULL);      /* stopped here until SIGCONT */
+    sigaction(sig, &old, NULL);
+    if (have_saved) tcsetattr(STDIN_FILENO, TCSADRAIN, &raw_mode);
+    if (write(STDOUT_FILENO, again, sizeof again - 1) < 0) { /* nothing more to do */ }
+    resized = 1;                              /* redraw */
+    errno = e;
+}
+
 static void term_restore(void)
 {
     /* cursor shown, main screen back, input as it was */
@@ -139,6 +166,7 @@ static int term_setup(void)
         raw.c_lflag &= (tcflag_t) ~(ICANON | ECHO);   /* ISIG kept: Ctrl-C is a SIGINT */
         raw.c_cc[VMIN] = 0;
         raw.c_cc[VTIME] = 0;
+        raw_mode = raw;
         tcsetattr(STDIN_FILENO, TCSAFLUSH, &raw);
     }
     struct sigaction sa;
@@ -149,6 +177,8 @@ static int term_setup(void)
     sigaction(SIGHUP, &sa, NULL);
     sa.sa_handler = on_winch;
     sigaction(SIGWINCH, &sa, NULL);
+    sa.sa_handler = on_tstp;
+    sigaction(SIGTSTP, &sa, NULL);
     fputs("\033[?1049h\033[?25l", stdout);
     return 0;
 }

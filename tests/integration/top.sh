@@ -88,6 +88,21 @@ wait_file "$T/exit.c"; wait_pane 'back2'
 check "Ctrl-C: exit 0" grep -qx 'top-exit=0' "$T/exit.c"
 check "Ctrl-C: terminal settings restored" cmp -s "$T/before" "$T/after.c"
 
+# Ctrl-Z gives the shell its terminal back as it was; fg brings the view back
+tm send-keys -t top "clear; '$PS' top t.pst" Enter
+wait_pane 'top sites by live bytes'
+tm send-keys -t top C-z
+wait_pane 'Stopped'
+tm send-keys -t top "stty -g >during.z; echo sus''pended" Enter
+wait_pane 'suspended'
+tm capture-pane -p -t top >"$T/during-z.txt"
+check "Ctrl-Z: the shell's terminal as it was" sh -c "cmp -s '$T/before' '$T/during.z' && ! grep -q 'top sites by live bytes' '$T/during-z.txt'"
+tm send-keys -t top "fg; echo top-exit=\$? >exit.z; stty -g >after.z; echo ba''ck5" Enter
+wait_pane 'top sites by live bytes'
+tm send-keys -t top q
+wait_file "$T/exit.z"; wait_pane 'back5'
+check "Ctrl-Z, fg, q: exit 0, terminal restored" sh -c "grep -qx 'top-exit=0' '$T/exit.z' && cmp -s '$T/before' '$T/after.z'"
+
 # a trace being written: said so, and the frame moves on with the program
 tm send-keys -t top "clear; '$PS' record -o live.pst -- '$P/window' 6000 24 1000 >/dev/null 2>&1 & sleep 0.5; '$PS' top live.pst; echo ba''ck3" Enter
 wait_pane 'still being written'
