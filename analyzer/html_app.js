@@ -761,7 +761,7 @@
   ]);
   app.append(hdr);
   const warns = [];
-  if (M.warning) warns.push(M.live_end === 'live now' ? 'The ' + M.warning + '.' : 'The trace is damaged: ' + M.warning + '.');
+  if (M.warning) warns.push(M.live_end === 'live now' ? 'This page shows a ' + M.warning + '.' : 'The trace is damaged: ' + M.warning + '.');
   if (M.live_end === 'live at stop') warns.push('Recording stopped before the program ended: what was live at the stop is not a leak.');
   if (M.killed) warns.push('The process was killed (SIGKILL or OOM): the trace ends where its rings did.');
   if (M.lost) warns.push(fmtCount(M.lost) + ' events were lost by the tracer.');
