@@ -36,6 +36,7 @@
 #include "outfile.h"
 #include "poolscope/error.h"
 #include "scan.h"
+#include "suppress.h"
 #include "symbolize.h"
 
 /* The page's script and style, taken into the binary from the source tree
@@ -739,7 +740,8 @@ static size_t row_cells(const row_t *r, size_t c)
 
 /* One row of "sites", its site buckets merged by groups of c. */
 static void write_row(FILE *f, const row_t *r, az_sv_t *v, frames_t *fr, strtab_t *strs,
-                      const pm_pool_t *pools, size_t n_pools, uint64_t merged, size_t c, int *first_row)
+                      const pm_pool_t *pools, size_t n_pools, uint64_t merged, size_t c, int *first_row,
+                      const az_supp_res_t *supp)
 {
     if (!*first_row) fputc(',', f);
     *first_row = 0;
@@ -779,6 +781,10 @@ static void write_row(FILE *f, const row_t *r, az_sv_t *v, frames_t *fr, strtab_
     ju(f, &first, "bytes", r->bytes);
     ju(f, &first, "live", r->live);
     ju(f, &first, "live_n", r->live_n);
+    /* a stack whose leaks are suppressed (suppress.h): what it holds at the
+     * end stays in live (the buckets add up to it) and the page counts it
+     * as suppressed, not in the leaks, as report does */
+    if (r->kind == K_HEAP && az_supp_stack(supp, r->stack)) ju(f, &first, "sup", 1);
     ju(f, &first, "temp", r->temp);
     ju(f, &first, "max_live", r->max_live);
     jkey(f, &first, "pk");
@@ -802,7 +808,7 @@ static void write_row(FILE *f, const row_t *r, az_sv_t *v, frames_t *fr, strtab_
     fputs("]}", f);
 }
 
-static int write_sites(FILE *f, hb_t *h, az_sv_t *v, az_html_out_t *out)
+static int write_sites(FILE *f, hb_t *h, az_sv_t *v, az_html_out_t *out, const az_supp_res_t *supp)
 {
     /* the rows at their latest peaks: those untouched since hold their value now
      * (the rows merged into a STACK_OVER row, and their free slots, have no cells) */
@@ -846,11 +852,11 @@ static int write_sites(FILE *f, hb_t *h, az_sv_t *v, az_html_out_t *out)
     fputs("\"sites\":[", f);
     int first_row = 1;
     for (size_t i = 0; i < n && i < AZ_HTML_ROWS; i++)
-        write_row(f, &h->rows[ix[i]], v, &fr, &strs, pools, npools, 0, c, &first_row);
+        write_row(f, &h->rows[ix[i]], v, &fr, &strs, pools, npools, 0, c, &first_row, supp);
     for (int k = 0; k < K_N; k++)
         if (merged[k]) {
             other[k].pool = UINT32_MAX;
-            write_row(f, &other[k], v, &fr, &strs, pools, npools, merged[k], c, &first_row);
+            write_row(f, &other[k], v, &fr, &strs, pools, npools, merged[k], c, &first_row, NULL);
         }
     fprintf(f, "],\"site_sb\":%zu", (size_t)SB_PER * c);
     free(oc);
@@ -929,6 +935,9 @@ static void write_meta(FILE *f, const az_scan_t *s, const hb_t *h, const char *t
     ju(f, &first, "temporary", r->temporary);
     ju(f, &first, "leaked_bytes", r->leaked_bytes);
     ju(f, &first, "leaked_objects", r->leaked_count);
+    /* leaks suppressed (suppress.h): out of the two above, shown apart */
+    ju(f, &first, "suppressed_leaked_bytes", s->supp ? s->supp->bytes : 0);
+    ju(f, &first, "suppressed_leaked_objects", s->supp ? s->supp->objects : 0);
     ju(f, &first, "unknown_frees", r->unmatched_frees);
     ju(f, &first, "failed_allocs", s->failed_allocs);
     jd(f, &first, "internal_frag", r->internal_frag);
@@ -1072,7 +1081,7 @@ static int write_page(FILE *f, const az_scan_t *s, hb_t *h, az_sv_t *v, const az
     fputc(',', f);
     int rc = write_lanes(f, s, &hidden);
     fprintf(f, ",\"lanes_hidden\":%zu,", hidden);
-    if (!rc) rc = write_sites(f, h, v, out);
+    if (!rc) rc = write_sites(f, h, v, out, s->supp);
     fputs(",\"replay\":", f);
     if (replay) jv_write(f, az_json_root(replay), 0); else fputs("null", f);
     fputs("}</script>\n<script>\n", f);

@@ -111,6 +111,28 @@
     name: str(f[0]) || '?', short: f[1] >= 0 ? str(f[1]) : (str(f[0]) || '?'),
     file: str(f[2]), line: f[3], inl: !!f[4], mod: str(f[5]), py: !!f[6],
   }));
+  /* A C++ name as people read it: each template argument list folded to
+   * <…> (analyzer/sites.h, az_sv_fold: the text report's rule); the whole
+   * name is the element's title (hover) and in the stack a click opens. */
+  function foldName(s) {
+    if (!s || s.indexOf('<') < 0) return s;
+    let o = '', depth = 0;
+    for (let i = 0; i < s.length; i++) {
+      const c = s[i];
+      if (s.startsWith('operator', i) && (i === 0 || ': ~'.indexOf(s[i - 1]) >= 0)) {
+        let k = i + 8;
+        while (k < s.length && '<>=-'.indexOf(s[k]) >= 0) k++;
+        if (!depth) o += s.slice(i, k);
+        i = k - 1;
+        continue;
+      }
+      if (c === '<' && !depth && s[i - 1] === ' ' && s[i + 1] === ' ') { o += c; continue; }   /* " < ": a caller */
+      if (c === '<') { if (!depth++) o += '<…'; continue; }
+      if (c === '>' && depth) { if (!--depth) o += '>'; continue; }
+      if (!depth) o += c;
+    }
+    return o;
+  }
   function frameText(f) {
     let s = f.name;
     if (f.file) s += ' (' + f.file.replace(/^.*\//, '') + (f.line ? ':' + f.line : '') + ')';
@@ -583,7 +605,7 @@
       for (const [key, name, fr] of path) {
         let c = node.kids.get(key);
         if (!c) {
-          c = { name: fr ? fr.short : name, full: fr ? frameText(fr) : name, fr: fr, v: 0, n: 0, kids: new Map(),
+          c = { name: foldName(fr ? fr.short : name), full: fr ? frameText(fr) : name, fr: fr, v: 0, n: 0, kids: new Map(),
                 depth: node.depth + 1, kind: r.k, parent: node, via: key[0] === 'v' };
           node.kids.set(key, c);
         }
@@ -783,7 +805,11 @@
                       fmtBytes(P.mmap_reserved) + '; file-backed ' + fmtBytes(P.mmap_file)));
   cards.append(card('allocated', fmtBytes(P.total_allocated), fmtCount(P.allocations) + ' heap allocations, ' +
                     fmtCount(P.temporary) + ' temporary'));
-  cards.append(card(M.live_end || 'leaked at exit', fmtBytes(P.leaked_bytes), fmtCount(P.leaked_objects) + ' objects',
+  /* suppressed leaks (known one-time buffers, --suppress) are said, never dropped */
+  cards.append(card(M.live_end || 'leaked at exit', fmtBytes(P.leaked_bytes), fmtCount(P.leaked_objects) +
+                    (P.leaked_objects === 1 ? ' object' : ' objects') + (P.suppressed_leaked_objects ?
+                    '; suppressed ' + fmtBytes(P.suppressed_leaked_bytes) + ' in ' + fmtCount(P.suppressed_leaked_objects) +
+                    (P.suppressed_leaked_objects === 1 ? ' object' : ' objects') : ''),
                     () => { tabSet('leaks'); document.getElementById('ps-sites').scrollIntoView(); }));
   if (HAS.pool)
     cards.append(card('pool hit rate', fmtPct(D.pool_totals.hits, D.pool_totals.acquires), fmtCount(D.pool_totals.misses) +
@@ -913,7 +939,10 @@
       groups.set(key, g);
     }
     g.rows.push(r);
-    g.calls += r.calls; g.bytes += r.bytes; g.live += r.live; g.live_n += r.live_n; g.temp += r.temp;
+    g.calls += r.calls; g.bytes += r.bytes; g.temp += r.temp;
+    /* suppressed leaks (--suppress, the default list) are said apart, not in the leaks */
+    if (r.sup) { g.sup = (g.sup || 0) + r.live; g.sup_n = (g.sup_n || 0) + r.live_n; }
+    else { g.live += r.live; g.live_n += r.live_n; }
     g.peak += r.pk[r.k === 0 ? 0 : r.k === 1 ? 2 : 3];
     g.search += r.search + ' ';
   }
@@ -987,13 +1016,16 @@
     const tb = el('tbody');
     rows.slice(0, limit).forEach(g => {
       const row = el('tr', { class: 'site' });
-      const name = el('td', { class: 'sname' }, [g.label]);
-      if (g.via) name.append(el('span', { class: 'via', text: ' via ' + g.via }));
+      const fl = foldName(g.label), fv = g.via && foldName(g.via);
+      const name = el('td', { class: 'sname', title: fl !== g.label || fv !== g.via ?
+                              g.label + (g.via ? ' via ' + g.via : '') : null }, [fl]);
+      if (g.via) name.append(el('span', { class: 'via', text: ' via ' + fv }));
       if (g.rows.length > 1) name.append(el('span', { class: 'via', text: ' · ' + g.rows.length + ' stacks' }));
       row.append(name, el('td', { text: g.kindLabel }),
                  el('td', { class: 'num', text: fmtCount(g.calls) }), el('td', { class: 'num', text: fmtBytes(g.bytes) }),
                  el('td', { class: 'num', text: g.peak ? fmtBytes(g.peak) : '' }),
-                 el('td', { class: 'num', text: g.live ? fmtBytes(g.live) + ' (' + fmtCount(g.live_n) + ')' : '' }),
+                 el('td', { class: 'num', text: g.live ? fmtBytes(g.live) + ' (' + fmtCount(g.live_n) + ')' :
+                                                g.sup ? 'suppressed: ' + fmtBytes(g.sup) + ' (' + fmtCount(g.sup_n) + ')' : '' }),
                  el('td', { class: 'num', text: g.temp ? fmtCount(g.temp) : '' }),
                  el('td', { class: 'num', text: g.sel ? fmtBytes(g.sel) : '' }));
       let open = null;

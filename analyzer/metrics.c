@@ -225,6 +225,7 @@ typedef struct site {
     az_site_t s;
     uint64_t stamp;     /* peak_id when s.peak_bytes was last brought up to date */
     uint64_t wlive_bytes, wlive_count;   /* live objects allocated while counting */
+    int suppressed;                      /* its leaks are suppressed (az_site_suppress) */
 } site_t;
 
 typedef struct phase {
@@ -1129,13 +1130,28 @@ const az_site_t *az_sites(az_metrics_t *m, size_t *n)
         if (!s->s.calls && !s->s.live_bytes && !s->s.peak_bytes) continue;
         out[k] = s->s;
         if (m->finished) {         /* leaked: allocated while counting, never freed */
-            out[k].live_bytes = s->wlive_bytes;
-            out[k].live_count = s->wlive_count;
+            out[k].live_bytes = s->suppressed ? 0 : s->wlive_bytes;
+            out[k].live_count = s->suppressed ? 0 : s->wlive_count;
         }
         k++;
     }
     *n = k;
     return out;
+}
+
+int az_site_suppress(az_metrics_t *m, az_result_t *r, uint32_t stack, uint64_t *bytes, uint64_t *count)
+{
+    *bytes = *count = 0;
+    if (!m->finished || stack >= m->n_sites || m->sites[stack].suppressed) return 0;
+    site_t *s = &m->sites[stack];
+    if (!s->wlive_count) return 0;
+    s->suppressed = 1;
+    *bytes = s->wlive_bytes;
+    *count = s->wlive_count;
+    /* the leak figures are this accumulator's sums over its sites' leaks */
+    r->leaked_bytes -= *bytes < r->leaked_bytes ? *bytes : r->leaked_bytes;
+    r->leaked_count -= *count < r->leaked_count ? *count : r->leaked_count;
+    return 1;
 }
 
 void az_result_json(const az_result_t *r, az_json_t *j)

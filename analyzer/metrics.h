@@ -273,6 +273,13 @@ typedef struct az_site {
  * of the peak skipped), unordered. *n set.
  * The array is owned by m and valid until the next update. */
 const az_site_t *az_sites(az_metrics_t *m, size_t *n);
+/* After az_finish: the objects a stack leaked are suppressed (a known
+ * one-time buffer, or a --suppress pattern: analyzer/suppress.h). They
+ * leave r's leak figures (leaked_bytes, leaked_count: r is this
+ * accumulator's result) and the site's live figures in az_sites; *bytes
+ * and *count say how much went. 1 when something was suppressed, 0 when
+ * the stack leaked nothing or was suppressed already. */
+int az_site_suppress(az_metrics_t *m, az_result_t *r, uint32_t stack, uint64_t *bytes, uint64_t *count);
 
 /* ---- JSON ---------------------------------------------------------------- */
 /* Write the metric keys of one stream as members of the current JSON

@@ -6,6 +6,7 @@
  * are added beside the promised ones, never instead of them.
  */
 #include "report.h"
+#include "suppress.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
@@ -116,7 +117,7 @@ static void full_stack(FILE *out, az_sv_t *v, uint32_t stack)
     az_frame_t fr[256];
     size_t n = az_sv_frames(v, stack, fr, sizeof fr / sizeof fr[0]);
     for (size_t i = 0; i < n; i++) {
-        char b[1200];
+        char b[8192];
         fprintf(out, "  %50s#%-3u ", "", fr[i].level);
         psc_esc_text_put(out, az_sym_format(&fr[i], fr[i].pc, b, sizeof b));
         fprintf(out, "%s%s\n",
@@ -197,14 +198,39 @@ static void sites_text(FILE *out, const az_scan_t *s, az_sv_t *v, int full, cons
             psc_fmt_bytes(x->calls ? x->bytes / x->calls : 0, b3, sizeof b3);
         fprintf(out, "  %12s %12s %12s  ", psc_fmt_bytes(val, b1, sizeof b1),
                 what == 3 ? b3 : psc_fmt_count(x->calls, b2, sizeof b2), what == 3 ? "" : b3);
-        psc_esc_text_put(out, x->label);
-        if (x->via) { fputs("  via ", out); psc_esc_text_put(out, x->via); }
+        /* template arguments folded (sites.h, az_sv_fold); --full: whole */
+        char fb[8192];
+        psc_esc_text_put(out, full ? x->label : az_sv_fold(x->label, fb, sizeof fb));
+        if (x->via) { fputs("  via ", out); psc_esc_text_put(out, full ? x->via : az_sv_fold(x->via, fb, sizeof fb)); }
         fputc('\n', out);
         if (full) full_stack(out, v, x->stack);
         shown++;
     }
     if (!shown) fputs("  (none)\n", out);
     free(a);
+}
+
+/* Leaks suppressed (suppress.h): their sum under the leak line, then
+ * each pattern that took some, so none is dropped silently. */
+static void supp_text(FILE *out, const az_scan_t *s)
+{
+    const az_supp_res_t *r = s->supp;
+    if (!r || !r->n) return;
+    char a[32], b[32];
+    int defaults = 0;
+    for (size_t i = 0; i < r->n; i++) defaults |= r->hits[i].why != NULL;
+    fprintf(out, "  suppressed        %12s  in %s object%s, not in the leaks above%s\n",
+            psc_fmt_bytes(r->bytes, a, sizeof a), psc_fmt_count(r->objects, b, sizeof b), r->objects == 1 ? "" : "s",
+            defaults ? " (--no-default-suppressions counts the defaults' as leaks)" : "");
+    for (size_t i = 0; i < r->n; i++) {
+        const az_supp_hit_t *x = &r->hits[i];
+        fprintf(out, "    %12s  in %s object%s: ", psc_fmt_bytes(x->bytes, a, sizeof a),
+                psc_fmt_count(x->objects, b, sizeof b), x->objects == 1 ? "" : "s");
+        if (x->why) fprintf(out, "%s (", x->why);
+        psc_esc_text_put(out, x->pattern);
+        if (!x->why) { fputs(", ", out); psc_esc_text_put(out, x->source); }
+        fputs(x->why ? ")\n" : "\n", out);
+    }
 }
 
 static double pct(uint64_t a, uint64_t b) { return b ? 100.0 * (double)a / (double)b : 0.0; }
@@ -345,6 +371,7 @@ void az_report_text(const az_scan_t *s, const az_report_opts_t *o, FILE *out)
     fprintf(out, "  %-14s    %12s  in %s object%s%s\n", live_end_label(s), psc_fmt_bytes(h->leaked_bytes, a, sizeof a),
             psc_fmt_count(h->leaked_count, b, sizeof b), h->leaked_count == 1 ? "" : "s",
             s->phase || s->window ? " (allocated in the selection, never freed)" : "");
+    supp_text(out, s);
     fprintf(out, "  internal frag     %11.1f%%  at the peak (glibc rounding); %.1f%% time-weighted\n",
             100 * h->internal_frag, 100 * h->internal_frag_avg);
     if (hd->attach && h->unmatched_frees)   /* their allocation came before the window */
@@ -569,6 +596,22 @@ void az_report_json(const az_scan_t *s, const az_report_opts_t *o, FILE *out)
     az_json_u64(&j, "temporary_allocations", h->temporary);
     az_json_u64(&j, "leaked_bytes", h->leaked_bytes);
     az_json_u64(&j, "leaked_objects", h->leaked_count);
+    {   /* leaks suppressed (suppress.h): apart, with what took them */
+        const az_supp_res_t *sr = s->supp;
+        az_json_u64(&j, "suppressed_leaked_bytes", sr ? sr->bytes : 0);
+        az_json_u64(&j, "suppressed_leaked_objects", sr ? sr->objects : 0);
+        az_json_begin(&j, "suppressions", '[');
+        for (size_t i = 0; sr && i < sr->n; i++) {
+            az_json_begin(&j, NULL, '{');
+            az_json_str(&j, "pattern", sr->hits[i].pattern);
+            az_json_str(&j, "source", sr->hits[i].source);
+            if (sr->hits[i].why) az_json_str(&j, "reason", sr->hits[i].why);
+            az_json_u64(&j, "objects", sr->hits[i].objects);
+            az_json_u64(&j, "bytes", sr->hits[i].bytes);
+            az_json_end(&j);
+        }
+        az_json_end(&j);
+    }
     az_json_u64(&j, "lost_events", s->lost);
     az_json_f64(&j, "internal_frag", h->internal_frag);
     az_json_f64(&j, "internal_frag_avg", h->internal_frag_avg);

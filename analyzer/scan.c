@@ -5,6 +5,7 @@
  * mappings, pools and KV block ids; the accumulators bound the rest.
  */
 #include "scan.h"
+#include "suppress.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -373,6 +374,8 @@ static int scan_any(const char *path, const void *mem, size_t mem_len, const az_
         az_scan_free(s);
         return PSC_ENOENT;
     }
+    /* leaks a suppression names leave the leak figures (suppress.h) */
+    if (az_supp_apply(s)) { snprintf(msg, msglen, "out of memory"); az_scan_free(s); return PSC_ENOMEM; }
     *out = s;
     return 0;
 }
@@ -397,6 +400,7 @@ int az_scan_mem(const void *buf, size_t len, const char *name, const az_scan_opt
 void az_scan_free(az_scan_t *s)
 {
     if (!s) return;
+    az_supp_free(s->supp);
     priv_t *p = s->priv;
     if (p) {
         az_pf_destroy(p->pf);

@@ -101,6 +101,7 @@ typedef pm_pool_t az_pool_info_t;
 struct az_scan {
     const char *path;
     pst_reader_t *r;             /* kept open: strings, stacks and modules stay readable */
+    struct az_supp_res *supp;    /* leaks suppressed (suppress.h), NULL: none */
     const pst_header_t *hdr;
     const pst_status_t *status;
     az_metrics_t *heap, *pool;

@@ -157,6 +157,43 @@ const char *az_sv_short(const char *name, char *buf, size_t len)
     return buf;
 }
 
+const char *az_sv_fold(const char *name, char *buf, size_t len)
+{
+    if (!len) return buf;
+    size_t o = 0;
+    int depth = 0;
+    static const char ell[] = "\xe2\x80\xa6";   /* U+2026 */
+    for (const char *p = name; *p && o + 1 < len; p++) {
+        /* operator<, operator<<=, operator->, operator<=>: no bracket */
+        if (!strncmp(p, "operator", 8) && (p == name || strchr(": ~", p[-1]))) {
+            size_t k = 8;
+            while (p[k] && strchr("<>=-", p[k])) k++;
+            for (size_t i = 0; i < k && o + 1 < len; i++)
+                if (!depth) buf[o++] = p[i];
+            p += k - 1;
+            continue;
+        }
+        if (*p == '<' && !depth && p > name && p[-1] == ' ' && p[1] == ' ') {
+            buf[o++] = '<';   /* a label's " < " between a frame and its caller */
+            continue;
+        }
+        if (*p == '<') {
+            if (!depth++) {
+                buf[o++] = '<';
+                for (size_t i = 0; i < 3 && o + 1 < len; i++) buf[o++] = ell[i];
+            }
+            continue;
+        }
+        if (*p == '>' && depth) {
+            if (!--depth && o + 1 < len) buf[o++] = '>';
+            continue;
+        }
+        if (!depth) buf[o++] = *p;
+    }
+    buf[o] = 0;
+    return buf;
+}
+
 size_t az_sv_frames(az_sv_t *v, uint32_t stack, az_frame_t *out, size_t max)
 {
     uint32_t depth = 0;
@@ -180,7 +217,7 @@ static void append(char *buf, size_t len, size_t *o, const char *s)
 static lab_t compute(az_sv_t *v, uint32_t stack)
 {
     lab_t r = { NULL, NULL, NULL, 0 };
-    char out[2048];
+    char out[8192];
     uint32_t depth = 0;
     const uint64_t *fr = stack ? pst_stack(v->scan->r, stack, &depth) : NULL;
     if (!fr || !depth) { r.label = stack ? "(stack undefined)" : "(no stack)"; return r; }
@@ -206,7 +243,7 @@ static lab_t compute(az_sv_t *v, uint32_t stack)
     size_t m = 0;
     while (m < n && az_sv_skipped(v, &f[m])) m++;
     if (m == n) m = 0;
-    char tmp[1024];
+    char tmp[4096];
     /* A stack that runs Python is named by its innermost Python line: the
      * native frames inside it are the interpreter's (or an extension's)
      * machinery, which a Python user cannot act on; they stay in the full

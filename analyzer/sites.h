@@ -65,6 +65,16 @@ int az_sv_skipped(const az_sv_t *v, const az_frame_t *f);
  * trailing qualifiers dropped ("ns::f(int) const" -> "ns::f"). */
 const char *az_sv_short(const char *name, char *buf, size_t len);
 
+/* A long C++ name as people read it (heaptrack's habit): every template
+ * argument list folded to "<…>" (U+2026), parameters and scopes kept:
+ * "std::map<…>::operator[](std::__cxx11::basic_string<…> const&)".
+ * operator<, operator<< and the like are not taken for brackets, nor a
+ * label's " < " between a frame and its caller. The text
+ * report shows labels so unless --full; JSON, sql and the page's data keep
+ * the whole name (the page folds it for display and shows it whole on
+ * hover and click). */
+const char *az_sv_fold(const char *name, char *buf, size_t len);
+
 /* The displayed frames of a stack (az_sym_stack's, the tracer's dropped):
  * count (at most max written). */
 size_t az_sv_frames(az_sv_t *v, uint32_t stack, az_frame_t *out, size_t max);

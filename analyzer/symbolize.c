@@ -33,13 +33,16 @@
 #include <elfutils/libdw.h>
 #include <elfutils/libdwelf.h>
 #include <elfutils/libdwfl.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <gelf.h>
 #include <limits.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "demangle.h"
@@ -63,7 +66,9 @@ struct az_sym {
     Dwfl *dwfl;
     Dwfl_Callbacks cb;
     char *debuginfo_path;
-    struct { uint64_t base, size; char *name; int stale; } *mods;
+    struct { uint64_t base, size; char *name; int stale;
+             const char *path, *build_id;   /* for the note on a module without symbols */
+             int nosym_said; } *mods;
     size_t n_mods;
     psc_map_t cache;             /* looked-up address -> chain_ref_t */
     psc_map_t tramp;             /* recorded address -> 1 trampoline, 2 not */
@@ -159,14 +164,14 @@ static const char *keep(az_sym_t *s, const char *str)
 static const char *keep_name(az_sym_t *s, const char *name)
 {
     if (!name) return NULL;
-    char buf[2048];
+    char buf[8192];   /* a C++ name of template arguments runs to thousands of characters: kept whole */
     return keep(s, az_dm_name(name, buf, sizeof buf));
 }
 
 /* A message about a module: kept for az_sym_note, and given once per
  * process (the same text from a second symbolizer of the same trace is
  * not repeated). */
-static void note(az_sym_t *s, const char *msg)
+static void keep_note(az_sym_t *s, const char *msg)
 {
     const char *k = keep(s, msg);
     if (k && s->n_notes == s->cap_notes) {
@@ -175,6 +180,11 @@ static void note(az_sym_t *s, const char *msg)
         if (a) { s->notes = a; s->cap_notes = n; }
     }
     if (k && s->n_notes < s->cap_notes) s->notes[s->n_notes++] = k;
+}
+
+static void note(az_sym_t *s, const char *msg)
+{
+    keep_note(s, msg);
     for (size_t i = 0; i < g_set.n_said; i++)
         if (!strcmp(g_set.said[i], msg)) return;
     char **a = realloc(g_set.said, (g_set.n_said + 1) * sizeof *a);
@@ -294,6 +304,79 @@ static const char *choose_file(az_sym_t *s, const pst_module_t *m, uint64_t load
     return NULL;
 }
 
+/* The Debian package that installed file (`dpkg -S FILE`, run without a
+ * shell: the path comes from the trace), into pkg without its ":arch";
+ * 0, or -1 when dpkg is not there or owns no such file. */
+static int dpkg_owner(const char *file, char *pkg, size_t len)
+{
+    int fd[2];
+    if (pipe(fd)) return -1;
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, fd[1], 1);
+    posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_addclose(&fa, fd[0]);
+    char *argv[] = { "dpkg", "-S", (char *)file, NULL };
+    pid_t pid;
+    extern char **environ;
+    int rc = posix_spawnp(&pid, "dpkg", &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    close(fd[1]);
+    char out[1024];
+    size_t n = 0;
+    ssize_t k;
+    while (!rc && n + 1 < sizeof out && (k = read(fd[0], out + n, sizeof out - 1 - n)) > 0) n += (size_t)k;
+    close(fd[0]);
+    int st = 0;
+    if (rc) return -1;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0 || !n) return -1;
+    out[n] = 0;
+    /* "pkg[:arch][, pkg2...]: /path" -- the first package */
+    size_t e = strcspn(out, ":, \n");
+    if (!e || e >= len) return -1;
+    memcpy(pkg, out, e);
+    pkg[e] = 0;
+    return 0;
+}
+
+/* Once per module and symbolizer whose frames have no name (no DWARF, no
+ * symbol table entry: a stripped file): what to install or where its
+ * debug file goes, kept for az_sym_note.
+ * Debian names a package's debug symbols PKG-dbgsym (in the debug archive;
+ * a few packages ship PKG-dbg instead), installed under
+ * /usr/lib/debug/.build-id, which is searched. */
+static void nosym_note(az_sym_t *s, size_t i)
+{
+    if (s->mods[i].nosym_said || !s->mods[i].path || s->mods[i].path[0] != '/' ||
+        strstr(s->mods[i].name, "poolscope-preload"))
+        return;
+    s->mods[i].nosym_said = 1;
+    char pkg[256], where[400], e1[1200], e2[1200], msg[4000];
+    int owned = dpkg_owner(s->mods[i].path, pkg, sizeof pkg) == 0;
+    if (!owned) {
+        char real[PATH_MAX];
+        if (realpath(s->mods[i].path, real) && strcmp(real, s->mods[i].path))
+            owned = dpkg_owner(real, pkg, sizeof pkg) == 0;
+    }
+    const char *bid = s->mods[i].build_id;
+    if (bid && strlen(bid) > 2) snprintf(where, sizeof where, "/usr/lib/debug/.build-id/%.2s/%s.debug", bid, bid + 2);
+    else snprintf(where, sizeof where, "(no build-id recorded: none is looked up)");
+    if (owned)
+        snprintf(msg, sizeof msg, "%s has no symbols: its frames show as %s+0xOFFSET; install %s-dbgsym "
+                 "(dpkg -S: package %s; from Debian's debug archive; some packages ship %s-dbg), "
+                 "which puts its debug file at %s", psc_esc_text(s->mods[i].path, e1, sizeof e1),
+                 psc_esc_text(s->mods[i].name, e2, sizeof e2), pkg, pkg, pkg, where);
+    else
+        snprintf(msg, sizeof msg, "%s has no symbols: its frames show as %s+0xOFFSET; no package owns it "
+                 "(dpkg -S); looked for its debug file at %s (--debug-dir DIR looks in "
+                 "DIR/.build-id too; --binary PATH=FILE names an unstripped copy)",
+                 psc_esc_text(s->mods[i].path, e1, sizeof e1), psc_esc_text(s->mods[i].name, e2, sizeof e2), where);
+    /* advice, not a fault: in the report (Symbols, symbol_notes), not on
+     * every command's stderr as a changed binary is */
+    keep_note(s, msg);
+}
+
 /* libdwfl's debuginfo search path: the module's own directory and its
  * .debug (for .gnu_debuglink), then each --debug-dir and /usr/lib/debug
  * (absolute entries are also searched by build-id: .build-id/xx/yyyy.debug). */
@@ -335,6 +418,12 @@ static az_sym_t *create(const pst_module_t *mods, size_t n, const pst_header_t *
         s->mods[s->n_mods].base = m->base;
         s->mods[s->n_mods].size = m->size;
         s->mods[s->n_mods].name = (char *)keep(s, slash ? slash + 1 : m->path);
+        s->mods[s->n_mods].path = keep(s, m->path);
+        if (m->build_id_len && m->build_id_len <= 64) {
+            char h[160];
+            hex(m->build_id, m->build_id_len, h, sizeof h);
+            s->mods[s->n_mods].build_id = keep(s, h);
+        }
         s->n_mods++;
         if (s->dwfl && m->path[0] == '/' && strncmp(m->path, "linux-vdso", 10) != 0) {
             char file[PATH_MAX + 64];
@@ -589,11 +678,13 @@ static uint32_t resolve(az_sym_t *s, uint64_t a)
     const char *module = NULL;
     uint64_t offset = 0;
     int stale = 0;
+    size_t mi = s->n_mods;
     for (size_t i = 0; i < s->n_mods; i++)
         if (a >= s->mods[i].base && a - s->mods[i].base < s->mods[i].size) {
             module = s->mods[i].name;
             offset = a - s->mods[i].base;
             stale = s->mods[i].stale;
+            mi = i;
             break;
         }
     size_t first = s->n_fr;
@@ -668,6 +759,7 @@ static uint32_t resolve(az_sym_t *s, uint64_t a)
     /* the physical frame without a DWARF name: the symbol table's */
     az_frame_t *phys = &s->fr[s->n_fr - 1];
     if (!phys->function && mod) phys->function = keep_name(s, sym_at(s, mod, a, NULL));
+    if (!phys->function && mi < s->n_mods && !stale) nosym_note(s, mi);
     for (size_t i = first; i < s->n_fr; i++) {
         s->fr[i].module = module;
         s->fr[i].offset = offset;

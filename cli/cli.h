@@ -86,6 +86,11 @@ int cli_window_done(const char *cmd, int given, int *window, uint64_t from, uint
  * sql, export, html, diff, replay, gate), which print this in their help. */
 extern const char cli_symbols_help[];
 
+/* --suppress FILE and --no-default-suppressions (analyzer/suppress.h):
+ * taken by cli_parse_args itself for report, html, gate and diff, which
+ * print this in their help. */
+extern const char cli_suppress_help[];
+
 /* --phase-frame FUNC[=NAME], repeatable (analyzer/phase_frame.h) */
 typedef struct cli_frames { const char *specs[16]; size_t n; } cli_frames_t;
 int cli_frames_take(cli_frames_t *fr, const char *cmd, const char *v);

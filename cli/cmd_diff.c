@@ -27,6 +27,7 @@ void cmd_diff_help(FILE *out)
           "             or a corrupt chunk, have no events, or whose process was killed\n", out);
     fputs(cli_frames_help, out);
     fputs(cli_symbols_help, out);
+    fputs(cli_suppress_help, out);
     fputs("\nExit: 0 no differences, 1 differences, 2 bad usage or input.\n", out);
 }
 

@@ -47,6 +47,7 @@ void cmd_gate_help(FILE *out)
           "                 (refused by default; report --json has \"program\", \"argv\")\n", out);
     fputs(cli_frames_help, out);
     fputs(cli_symbols_help, out);
+    fputs(cli_suppress_help, out);
     fputs("\nA metric that does not apply is null in the report (no KV cache, no decode\n"
           "step): null on both sides passes a --tol as n/a; null on one side, under\n"
           "--max/--min, missing, not a number or not finite is exit 2 naming it.\n\n"

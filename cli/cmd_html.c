@@ -34,6 +34,7 @@ void cmd_html_help(FILE *out)
           "  --quiet         do not print the path written\n", out);
     fputs(cli_frames_help, out);
     fputs(cli_symbols_help, out);
+    fputs(cli_suppress_help, out);
     fputs(cli_sites_help, out);
     fputs("\nExit: 0, or 2 for bad usage, an unreadable trace or replay file, an output\n"
           "that is an input, or a write that failed (nothing is left half-written).\n", out);

@@ -15,12 +15,13 @@
 
 #include "cli.h"
 #include "escape.h"
+#include "outfile.h"
 #include "replay.h"
 #include "units.h"
 
 void cmd_replay_help(FILE *out)
 {
-    fputs("usage: poolscope replay FILE [--policy LIST] [--stream tensor|heap] [--json]\n"
+    fputs("usage: poolscope replay FILE [--policy LIST] [--stream tensor|heap] [--json] [-o OUT]\n"
           "                        [--pool-cap BYTES] [--pool-min BYTES] [--pool-sites PATTERN]\n"
           "                        [--cache-cap BYTES] [--arena-reset MARKER] [--with-kv]\n"
           "                        [--block-size N] [--kv-context N] [--kv-step N]\n"
@@ -65,6 +66,9 @@ void cmd_replay_help(FILE *out)
           "  --json               JSON on stdout: {\"trace\": ..., \"policies\": [...],\n"
           "                       \"skipped\": [{\"policy\": ..., \"reason\": ...}],\n"
           "                       \"warnings\": [...]} (warnings also on stderr)\n"
+          "  -o OUT, --output OUT write the table or the JSON to OUT (default, and -:\n"
+          "                       standard output); written whole or not at all, never\n"
+          "                       over the trace (what `html --replay` reads)\n"
           "  --pool-cap BYTES     the pool's cap on cached bytes (default: the trace's\n"
           "                       POOL_CREATE, else 1 GiB); KiB/MiB/GiB accepted\n"
           "  --pool-min BYTES     heap stream: allocations of at least this go to the pool\n"
@@ -191,11 +195,11 @@ int cmd_replay(int argc, char **argv)
     ra.cfg.pool_sites = ra.sites;
     ra.cfg.phase_frames = ra.frames.specs;
     rp_config_t *const c = &ra.cfg;
-    const char *file = NULL;
+    const char *file = NULL, *out_path = NULL;
     int json = 0;
     char msg[512];   /* "no selected policy applies" names each policy and why */
     const cli_opt_t opts[] = {
-        { "--json", &json, NULL, NULL }, { "--with-kv", &c->with_kv, NULL, NULL },
+        { "--json", &json, NULL, NULL }, { "--with-kv", &c->with_kv, NULL, NULL }, { "-o --output", NULL, &out_path, NULL },
         { "--policy --stream --pool-cap --pool-min --pool-sites --cache-cap --arena-reset --block-size "
           "--kv-context --kv-step --phase-frame", NULL, NULL, take },
         { NULL, NULL, NULL, NULL },
@@ -205,6 +209,17 @@ int cmd_replay(int argc, char **argv)
     if (rc != CLI_CONTINUE) return rc;
     if (!file) { cli_cmd_err("replay", "no trace file (usage: poolscope replay FILE [options])"); return CLI_USAGE; }
 
+    /* -o: opened before the work, so an output that is the trace is refused at once */
+    psc_out_t *o = NULL;
+    FILE *out = stdout;
+    if (out_path && strcmp(out_path, "-")) {
+        const char *inputs[1] = { file };
+        if (psc_out_open(out_path, inputs, 1, PSC_OUT_SPECIAL, &o, msg, sizeof msg)) {
+            cli_cmd_err("replay", "%s", msg);   /* msg names the file */
+            return CLI_USAGE;
+        }
+        if (!(out = psc_out_stream(o))) { psc_out_abort(o); return cli_file_err("replay", out_path, "cannot write it"); }
+    }
     cli_progress_t pg = { "replay", file, 0 };
     if (cli_progress_wanted()) {
         c->progress = cli_progress;
@@ -216,15 +231,16 @@ int cmd_replay(int argc, char **argv)
     cli_progress_done(&pg);
     /* the message and the warnings may quote the trace (its marker names): text (common/escape.h) */
     char em[sizeof msg * 4];
-    if (rc) return cli_file_err("replay", file, psc_esc_text(msg, em, sizeof em));
+    if (rc) { psc_out_abort(o); return cli_file_err("replay", file, psc_esc_text(msg, em, sizeof em)); }
     for (size_t i = 0; i < rp_report_warning_count(rep); i++) {
         fprintf(stderr, "poolscope replay: %s: warning: ", file);
         psc_esc_text_put(stderr, rp_report_warning(rep, i));
         fputc('\n', stderr);
     }
-    if (json) rp_report_json(rep, stdout);
-    else rp_report_table(rep, stdout);
+    if (json) rp_report_json(rep, out);
+    else rp_report_table(rep, out);
     rp_report_free(rep);
+    if (o) return psc_out_commit(o, msg, sizeof msg) ? cli_file_err("replay", out_path, msg) : CLI_OK;
     if (fflush(stdout) != 0) return cli_file_err("replay", file, "cannot write the output");
     return CLI_OK;
 }

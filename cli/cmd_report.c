@@ -36,9 +36,11 @@ void cmd_report_help(FILE *out)
           "  --from T --to T count only events in [T, T'] since trace start;\n"
           "                  T like 1.5s, 200ms, 30us, 100ns (plain number: seconds)\n"
           "  --no-symbols    addresses instead of symbol names (faster)\n"
-          "  --full          every frame of each site's stack under its row\n", out);
+          "  --full          every frame of each site's stack under its row, and names\n"
+          "                  whole (without it C++ template arguments show as <…>)\n", out);
     fputs(cli_frames_help, out);
     fputs(cli_symbols_help, out);
+    fputs(cli_suppress_help, out);
     fputs(cli_sites_help, out);
     fputs("\nDocuments: share/doc/poolscope/REPORT.md under the install prefix (the JSON\n"
           "keys), analyzer/REPORT.md in the source.\n", out);

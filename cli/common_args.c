@@ -15,6 +15,7 @@
 #include "input.h"
 #include "poolscope/error.h"
 #include "poolscope/format.h"
+#include "suppress.h"
 #include "symbolize.h"
 #include "units.h"
 
@@ -121,6 +122,25 @@ const char cli_symbols_help[] =
     "                    that is not the recorded build (build-id) is never used:\n"
     "                    its frames show as module+0xOFFSET [binary changed]\n";
 
+/* The subcommands whose leak figures suppressions change (suppress.h):
+ * they take --suppress and --no-default-suppressions, and apply the
+ * default list unless told not to. */
+static int suppresses(const char *cmd)
+{
+    return !strcmp(cmd, "report") || !strcmp(cmd, "html") || !strcmp(cmd, "gate") || !strcmp(cmd, "diff");
+}
+
+const char cli_suppress_help[] =
+    "  --suppress FILE   leaks to leave out of the leak figures and tables, counted\n"
+    "                    apart as suppressed: one pattern a line, '#' comments;\n"
+    "                    a glob on a frame's function, module:GLOB on its module,\n"
+    "                    file:GLOB on its source path; 'A < B' for a frame A\n"
+    "                    called from B (REPORT.md, \"Suppressions\"). Repeatable\n"
+    "  --no-default-suppressions\n"
+    "                    count the known one-time buffers of glibc and libstdc++\n"
+    "                    (stdout's buffer, the emergency exception pool, locale\n"
+    "                    data) as leaks too; by default they are suppressed\n";
+
 static int symbols_take(const char *cmd, const char *opt, const char *v)
 {
     int rc = !strcmp(opt, "--debug-dir") ? az_sym_add_debug_dir(v) : az_sym_add_binary(v);
@@ -136,6 +156,7 @@ int cli_parse_args(cli_args_t *a, int argc, char **argv)
 {
     a->n_files = 0;
     if (names_frames(a->cmd)) az_sym_set_warn(sym_warn, (void *)a->cmd);
+    if (suppresses(a->cmd)) az_supp_use_defaults(1);
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
         if (!strcmp(arg, "-h") || !strcmp(arg, "--help")) {
@@ -165,6 +186,17 @@ int cli_parse_args(cli_args_t *a, int argc, char **argv)
         if (!o && names_frames(a->cmd) && (!strcmp(arg, "--debug-dir") || !strcmp(arg, "--binary"))) {
             if (!eqv && i + 1 >= argc) { cli_cmd_err(a->cmd, "%s needs a value", arg); return CLI_USAGE; }
             if (symbols_take(a->cmd, arg, eqv ? eqv : argv[++i])) return CLI_USAGE;
+            continue;
+        }
+        if (!o && suppresses(a->cmd) && !strcmp(arg, "--no-default-suppressions")) {
+            if (eqv) { cli_cmd_err(a->cmd, "%s takes no value ('%s')", arg, argv[i]); return CLI_USAGE; }
+            az_supp_use_defaults(0);
+            continue;
+        }
+        if (!o && suppresses(a->cmd) && !strcmp(arg, "--suppress")) {
+            if (!eqv && i + 1 >= argc) { cli_cmd_err(a->cmd, "%s needs a value", arg); return CLI_USAGE; }
+            char m[4400];
+            if (az_supp_load(eqv ? eqv : argv[++i], m, sizeof m)) { cli_cmd_err(a->cmd, "--suppress %s", m); return CLI_USAGE; }
             continue;
         }
         if (!o) {

@@ -52,7 +52,8 @@ eq('total allocated', p['total_allocated'], r['total_allocated_bytes'])
 heap = [s for s in d['sites'] if s['k'] == 0]
 eq('heap site bytes', sum(s['bytes'] for s in heap), r['total_allocated_bytes'])
 eq('heap site calls', sum(s['calls'] for s in heap), r['allocations'])
-eq('heap site leaks', sum(s['live'] for s in heap), r['leaked_bytes'])
+eq('heap site leaks', sum(s['live'] for s in heap if not s.get('sup')), r['leaked_bytes'])   # suppressed rows: sup
+eq('heap site suppressed', sum(s['live'] for s in heap if s.get('sup')), r['suppressed_leaked_bytes'])
 eq('heap site temporary', sum(s['temp'] for s in heap), r['temporary_allocations'])
 eq('heap sites at the peak', sum(s['pk'][0] for s in heap), r['peak_live_bytes'])
 eq('pool site acquires', sum(s['calls'] for s in d['sites'] if s['k'] == 1), r['pool']['acquires'])

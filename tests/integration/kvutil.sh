@@ -18,7 +18,7 @@ for bs in 4 8 16 32; do
     p=$(sed -n 's/.*preemptions \([0-9]*\).*/\1/p' "$T/eng$bs.out" | head -1)
     [ "${p:-0}" -gt 0 ] && preempted=$((preempted + 1))
     "$P/kv_count" "$t" > "$T/count$bs"
-    "$PS" report "$t" --json --no-symbols > "$T/report$bs.json"
+    "$PS" report "$t" --json --no-symbols --no-default-suppressions > "$T/report$bs.json"
     "$PS" replay "$t" --policy kv-paged --json > "$T/replay$bs.json"
     # figures report and replay share come from one model: equal, not close
     "$PS" replay "$t" --policy ideal --stream heap --json > "$T/heap$bs.json"
@@ -65,7 +65,7 @@ check phase_of_points_refused sh -c "[ $rc -eq 2 ] && grep -q 'only as point mar
 # and on a multi-threaded heap (allocated on one thread, freed on others):
 # replay reads the trace in report's order, so the figures are equal too
 "$PS" record --stacks none -o "$T/ho.pst" -- "$P/truth_handoff" 3 3 20000 500 > /dev/null 2>&1
-"$PS" report "$T/ho.pst" --json --no-symbols > "$T/ho.json"
+"$PS" report "$T/ho.pst" --json --no-symbols --no-default-suppressions > "$T/ho.json"
 "$PS" replay "$T/ho.pst" --policy ideal --stream heap --json > "$T/hor.json"
 check report_and_replay_agree_across_threads python3 - "$T/ho.json" "$T/hor.json" <<'PY'
 import json, sys

@@ -9,7 +9,8 @@ command -v go > /dev/null 2>&1 || { check go_installed false; exit $status; }
     --workload fixed:8,8 --requests 3 --max-batch 2 --quiet > /dev/null 2>&1
 "$PS" export "$T/e.pst" --format pprof -o "$T/e.pb.gz"
 check export_written sh -c "[ -s '$T/e.pb.gz' ] && [ \"\$(head -c 2 '$T/e.pb.gz' | od -An -tx1 | tr -d ' ')\" = 1f8b ]"
-"$PS" report "$T/e.pst" --json --top 100000 > "$T/r.json"
+# the export suppresses nothing (suppressions are report, html, gate and diff's)
+"$PS" report "$T/e.pst" --json --top 100000 --no-default-suppressions > "$T/r.json"
 export HOME=$T GOCACHE=$T/gocache GOFLAGS=-mod=mod
 for idx in alloc_space alloc_objects inuse_space; do
     go tool pprof -top -nodecount=100000 -nodefraction=0 -edgefraction=0 -sample_index=$idx -unit=B "$T/e.pb.gz" > "$T/$idx.top" 2> "$T/$idx.err"

@@ -15,7 +15,7 @@ line_of() { grep -n "// $1\$" "$ROOT/$SRC" | head -1 | cut -d: -f1; }
 
 g++ -std=c++17 -O1 -g -o "$T/ss" "$ROOT/$SRC" || exit 1
 "$PS" record -o "$T/ss.pst" -- "$T/ss" >/dev/null 2>&1
-"$PS" report "$T/ss.pst" --top 20 >"$T/ss.txt"
+"$PS" report "$T/ss.pst" --top 20 --full >"$T/ss.txt"   # --full: names whole, template arguments too
 "$PS" sql "$T/ss.pst" -o "$T/ss.db" >/dev/null
 
 names() {
