@@ -116,9 +116,11 @@
    * name is the element's title (hover) and in the stack a click opens. */
   function foldName(s) {
     if (!s || s.indexOf('<') < 0) return s;
-    let o = '', depth = 0;
+    let o = '', depth = 0, paren = 0;
     for (let i = 0; i < s.length; i++) {
       const c = s[i];
+      if (depth && (c === '(' || c === ')')) { paren += c === '(' ? 1 : paren > 0 ? -1 : 0; continue; }
+      if (paren && (c === '<' || c === '>')) continue;   /* a comparison in a decltype, or balanced */
       if (s.startsWith('operator', i) && (i === 0 || ': ~'.indexOf(s[i - 1]) >= 0)) {
         let k = i + 8;
         while (k < s.length && '<>=-'.indexOf(s[k]) >= 0) k++;

@@ -161,7 +161,7 @@ const char *az_sv_fold(const char *name, char *buf, size_t len)
 {
     if (!len) return buf;
     size_t o = 0;
-    int depth = 0;
+    int depth = 0, paren = 0;    /* paren: parentheses open inside a template argument list */
     static const char ell[] = "\xe2\x80\xa6";   /* U+2026 */
     for (const char *p = name; *p && o + 1 < len; p++) {
         /* operator<, operator<<=, operator->, operator<=>: no bracket */
@@ -173,6 +173,10 @@ const char *az_sv_fold(const char *name, char *buf, size_t len)
             p += k - 1;
             continue;
         }
+        /* inside an argument list's parentheses (a function type, a
+         * decltype) a '<' may be a comparison: not counted there */
+        if (depth && (*p == '(' || *p == ')')) { paren += *p == '(' ? 1 : paren > 0 ? -1 : 0; continue; }
+        if (paren && (*p == '<' || *p == '>')) continue;
         if (*p == '<' && !depth && p > name && p[-1] == ' ' && p[1] == ' ') {
             buf[o++] = '<';   /* a label's " < " between a frame and its caller */
             continue;

@@ -51,6 +51,30 @@ static az_frame_t fn(const char *f, const char *file)
     return x;
 }
 
+/* heaptrack's habit (sites.h, az_sv_fold): each template argument list
+ * folded to <…>, the rest of the name kept */
+static void test_fold_template_arguments(void **st)
+{
+    (void)st;
+    char b[256];
+    assert_string_equal(az_sv_fold("std::map<int, std::vector<int, std::allocator<int> > >::at(int const&)", b, sizeof b),
+                        "std::map<\u2026>::at(int const&)");
+    assert_string_equal(az_sv_fold("f(std::function<void ()>, std::pair<a<b>, c>)", b, sizeof b),
+                        "f(std::function<\u2026>, std::pair<\u2026>)");
+    /* operators are not brackets, inside a template argument list or not */
+    assert_string_equal(az_sv_fold("a::operator<<(int)", b, sizeof b), "a::operator<<(int)");
+    assert_string_equal(az_sv_fold("a::operator<(a const&)", b, sizeof b), "a::operator<(a const&)");
+    assert_string_equal(az_sv_fold("x<y>::operator->()", b, sizeof b), "x<\u2026>::operator->()");
+    assert_string_equal(az_sv_fold("x<decltype(a<b)>::g()", b, sizeof b), "x<\u2026>::g()");
+    /* a label: frames joined by " < " stay apart */
+    assert_string_equal(az_sv_fold("g<int>(int) (a.cc:3) < main", b, sizeof b), "g<\u2026>(int) (a.cc:3) < main");
+    assert_string_equal(az_sv_fold("plain_c (a.c:1) < main", b, sizeof b), "plain_c (a.c:1) < main");
+    /* a buffer too small for the whole fold: cut, terminated */
+    char t[8];
+    az_sv_fold("std::map<int, int>::at", t, sizeof t);
+    assert_int_equal(strlen(t), 7);
+}
+
 static void test_default_wrappers_and_user_ps_functions(void **st)
 {
     (void)st;
@@ -146,6 +170,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_demangle_itanium_names),
         cmocka_unit_test(test_short_names_drop_parameters),
+        cmocka_unit_test(test_fold_template_arguments),
         cmocka_unit_test(test_default_wrappers_and_user_ps_functions),
         cmocka_unit_test(test_return_address_names_the_call_line),
     };

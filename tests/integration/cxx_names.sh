@@ -23,8 +23,12 @@ full=$(cat "$T/full.txt")
 fold() {
     python3 - "$1" <<'PY'
 import sys
-s, o, d, i = sys.argv[1], '', 0, 0
+s, o, d, i, par = sys.argv[1], '', 0, 0, 0
 while i < len(s):
+    if d and s[i] in '()':
+        par = par + 1 if s[i] == '(' else max(par - 1, 0); i += 1; continue
+    if par and s[i] in '<>':
+        i += 1; continue
     if s.startswith('operator', i) and (i == 0 or s[i - 1] in ': ~'):
         k = i + 8
         while k < len(s) and s[k] in '<>=-': k += 1
