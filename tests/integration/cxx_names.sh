@@ -129,13 +129,14 @@ check nosym_note_names_build_id_path nosym_buildid
 # here: libstdc++ (Debian ships it stripped; its symbols are libstdc++6-dbgsym)
 nosym_dpkg() {
     command -v dpkg >/dev/null || { echo "  (no dpkg: skipped)" >&2; return 0; }
-    lib=$(sed -n 's/^  \(.*libstdc++[^ ]*\) has no symbols.*/\1/p' "$T/r.txt" | head -1)
-    [ -n "$lib" ] || { echo "  (libstdc++ has symbols here: skipped)" >&2; return 0; }
+    # whether libstdc++'s frames have names here, from the --full stacks
+    grep -q 'libstdc++\.so[^ ]*+0x' "$T/rf.txt" || { echo "  (libstdc++ has symbols here: skipped)" >&2; return 0; }
+    lib=$(ldd "$T/nt" | awk '/libstdc\+\+/ {print $3}' | head -1)
     pkg=$(dpkg -S "$lib" 2>/dev/null | head -1 | cut -d: -f1)
     [ -n "$pkg" ] || pkg=$(dpkg -S "$(realpath "$lib")" 2>/dev/null | head -1 | cut -d: -f1)
     [ -n "$pkg" ] || { echo "  dpkg owns no $lib" >&2; return 1; }
-    sed -n '/^Symbols$/,$p' "$T/r.txt" | grep -F "$lib has no symbols" | grep -qF "install $pkg-dbgsym" ||
-        { sed -n '/^Symbols$/,$p' "$T/r.txt" >&2; return 1; }
+    sed -n '/^Symbols$/,$p' "$T/r.txt" | grep -F "$(basename "$lib") has no symbols" | grep -qF "install $pkg-dbgsym" ||
+        { echo "  want a note on $lib naming $pkg-dbgsym:" >&2; sed -n '/^Symbols$/,$p' "$T/r.txt" >&2; return 1; }
 }
 check nosym_note_names_debian_package nosym_dpkg
 exit $status
