@@ -117,7 +117,7 @@ static void full_stack(FILE *out, az_sv_t *v, uint32_t stack)
     az_frame_t fr[256];
     size_t n = az_sv_frames(v, stack, fr, sizeof fr / sizeof fr[0]);
     for (size_t i = 0; i < n; i++) {
-        char b[8192];
+        char b[32768];
         fprintf(out, "  %50s#%-3u ", "", fr[i].level);
         psc_esc_text_put(out, az_sym_format(&fr[i], fr[i].pc, b, sizeof b));
         fprintf(out, "%s%s\n",
@@ -199,7 +199,7 @@ static void sites_text(FILE *out, const az_scan_t *s, az_sv_t *v, int full, cons
         fprintf(out, "  %12s %12s %12s  ", psc_fmt_bytes(val, b1, sizeof b1),
                 what == 3 ? b3 : psc_fmt_count(x->calls, b2, sizeof b2), what == 3 ? "" : b3);
         /* template arguments folded (sites.h, az_sv_fold); --full: whole */
-        char fb[8192];
+        char fb[32768];
         psc_esc_text_put(out, full ? x->label : az_sv_fold(x->label, fb, sizeof fb));
         if (x->via) { fputs("  via ", out); psc_esc_text_put(out, full ? x->via : az_sv_fold(x->via, fb, sizeof fb)); }
         fputc('\n', out);

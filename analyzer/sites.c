@@ -221,7 +221,7 @@ static void append(char *buf, size_t len, size_t *o, const char *s)
 static lab_t compute(az_sv_t *v, uint32_t stack)
 {
     lab_t r = { NULL, NULL, NULL, 0 };
-    char out[8192];
+    char out[32768];
     uint32_t depth = 0;
     const uint64_t *fr = stack ? pst_stack(v->scan->r, stack, &depth) : NULL;
     if (!fr || !depth) { r.label = stack ? "(stack undefined)" : "(no stack)"; return r; }
@@ -247,7 +247,7 @@ static lab_t compute(az_sv_t *v, uint32_t stack)
     size_t m = 0;
     while (m < n && az_sv_skipped(v, &f[m])) m++;
     if (m == n) m = 0;
-    char tmp[4096];
+    char tmp[16384];
     /* A stack that runs Python is named by its innermost Python line: the
      * native frames inside it are the interpreter's (or an extension's)
      * machinery, which a Python user cannot act on; they stay in the full

@@ -164,7 +164,7 @@ static const char *keep(az_sym_t *s, const char *str)
 static const char *keep_name(az_sym_t *s, const char *name)
 {
     if (!name) return NULL;
-    char buf[8192];   /* a C++ name of template arguments runs to thousands of characters: kept whole */
+    char buf[32768];   /* a C++ name of template arguments runs to thousands of characters: kept whole */
     return keep(s, az_dm_name(name, buf, sizeof buf));
 }
 

@@ -98,6 +98,16 @@ assert any(full in x for x in strs), 'the whole name is not in the page data'
 PY
 }
 check html_data_keeps_whole_name_and_folds_it html_whole
+# in the browser (the driver html.sh installs into $BUILD/browser)
+if [ -d "$B/browser/node_modules/playwright-core" ] && command -v node >/dev/null; then
+    mkdir -p "$B/html-shots"
+    BROWSER_DEPS=$B/browser node "$ROOT/tests/browser/names_check.js" "$T/nt.html" "$full" "$short" \
+        "$B/html-shots/cxx-names.png" >"$T/browser.out" 2>&1
+    cat "$T/browser.out"
+    grep -q '^not ok' "$T/browser.out" && status=1
+else
+    echo "  (no browser driver in $B/browser: html.sh installs it; the page's names not checked in a browser)" >&2
+fi
 
 # ---- item 5: a module without symbols -------------------------------------
 # a stripped program (no symbol names at all for its own functions)
