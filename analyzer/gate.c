@@ -434,6 +434,7 @@ int az_diff_is_timing(const char *path)
 {
     static const char *const top[] = {     /* the whole run's timer-driven facts */
         "duration_ns", "time_resolution_ns", "tracer_bytes", "events", "events_total", "peak_rss_bytes",
+        "peak_live_tick_min_bytes", "peak_live_tick_max_bytes",   /* which events share a tick */
     };
     static const char *const any[] = { "kv_utilization", "kv_waste_ratio", "internal_frag_avg" };
     const char *last = strrchr(path, '.');

@@ -331,6 +331,14 @@ void az_report_text(const az_scan_t *s, const az_report_opts_t *o, FILE *out)
                 psc_fmt_count(h->peak_live_count, c, sizeof c), h->peak_live_count == 1 ? "" : "s");
     else
         fputs("  peak live heap             0 B  (nothing allocated)\n", out);
+    /* said when the order of one tick's events, which the trace does not
+     * hold, could move the peak by more than 1% (scan.h, peak_tick_lo/hi) */
+    if (s->peak_tick_hi && (s->peak_tick_hi - s->peak_tick_lo) * 100 > s->peak_tick_hi) {
+        char lo[32], hi[32];
+        fprintf(out, "    the threads' events within one tick (%s) have no recorded order: the peak was between %s and %s\n",
+                psc_fmt_ns(PST_TICK_NS, a, sizeof a), psc_fmt_bytes(s->peak_tick_lo, lo, sizeof lo),
+                psc_fmt_bytes(s->peak_tick_hi, hi, sizeof hi));
+    }
     if (s->rss_samples)
         fprintf(out, "  peak RSS          %12s  at %s (%s sample%s)\n", psc_fmt_bytes(s->peak_rss, a, sizeof a),
                 psc_fmt_ns(s->peak_rss_t - s->t_first, b, sizeof b), psc_fmt_count(s->rss_samples, c, sizeof c),
@@ -584,6 +592,8 @@ void az_report_json(const az_scan_t *s, const az_report_opts_t *o, FILE *out)
     az_json_end(&j);
     az_json_u64(&j, "peak_live_bytes", h->peak_live_bytes);
     az_json_u64(&j, "peak_live_t_ns", h->peak_live_t - s->t_first);
+    az_json_u64(&j, "peak_live_tick_min_bytes", s->peak_tick_lo);
+    az_json_u64(&j, "peak_live_tick_max_bytes", s->peak_tick_hi);
     az_json_u64(&j, "peak_selection_live_bytes", h->peak_window_live_bytes);
     az_json_u64(&j, "peak_rss_bytes", s->peak_rss);
     az_json_u64(&j, "peak_mmap_anon_bytes", s->peak_mmap_anon);

@@ -30,6 +30,11 @@ typedef struct priv {
     az_scan_opts_t opts;
     az_tl_bucket_t last;         /* gauges after the latest timeline update */
     psc_map_t stacks;            /* starts of the thread-stack mappings live now (a set) */
+    /* the tick being read, for peak_tick_lo/hi (scan.h) */
+    uint64_t tk_ts, tk_live0, tk_n;   /* its time, the heap's live bytes at its start, ticks read */
+    struct tk_climb { uint64_t tick; int64_t cum, max; } *tk;   /* by stream id */
+    uint32_t tk_cap, *tk_touched, n_touched;
+    int tk_any, tk_off;          /* a tick begun; 1: out of memory, the range is not known */
 } priv_t;
 
 /* ---- timeline ------------------------------------------------------------------ */
@@ -158,6 +163,45 @@ static int thread_stack(az_scan_t *s, const pst_event_t *ev)
     return ev->type == PST_EV_MUNMAP && psc_map_count(&p->stacks) && psc_map_del(&p->stacks, ev->f[0]) == 0;
 }
 
+/* End the tick being read: its bounds into peak_tick_lo/hi (scan.h). */
+static void tick_end(az_scan_t *s, uint64_t live)
+{
+    priv_t *p = s->priv;
+    if (!p->tk_any) return;
+    uint64_t hi = p->tk_live0;
+    for (uint32_t i = 0; i < p->n_touched; i++) hi += (uint64_t)p->tk[p->tk_touched[i]].max;
+    if (hi > s->peak_tick_hi) s->peak_tick_hi = hi;
+    if (live > s->peak_tick_lo) s->peak_tick_lo = live;
+    if (p->tk_live0 > s->peak_tick_lo) s->peak_tick_lo = p->tk_live0;
+    p->n_touched = 0;
+    p->tk_any = 0;
+}
+
+/* A heap event of stream id moved the live bytes from before to after. */
+static void tick_step(az_scan_t *s, const pst_event_t *ev, uint64_t before, uint64_t after)
+{
+    priv_t *p = s->priv;
+    if (p->tk_off) return;
+    if (p->tk_any && ev->ts > p->tk_ts) tick_end(s, before);   /* a late event stays in the tick */
+    if (!p->tk_any) { p->tk_any = 1; p->tk_ts = ev->ts; p->tk_live0 = before; p->tk_n++; }
+    uint32_t id = ev->stream;
+    if (id >= p->tk_cap) {
+        uint32_t cap = p->tk_cap ? p->tk_cap : 64;
+        while (cap <= id && cap < (1u << 24)) cap *= 2;
+        void *a = cap > id ? realloc(p->tk, cap * sizeof *p->tk) : NULL;
+        void *b = a ? realloc(p->tk_touched, cap * sizeof *p->tk_touched) : NULL;
+        if (a) p->tk = a;
+        if (!b) { p->tk_off = 1; return; }
+        p->tk_touched = b;
+        memset(p->tk + p->tk_cap, 0, (cap - p->tk_cap) * sizeof *p->tk);
+        p->tk_cap = cap;
+    }
+    struct tk_climb *c = &p->tk[id];
+    if (c->tick != p->tk_n) { c->tick = p->tk_n; c->cum = c->max = 0; p->tk_touched[p->n_touched++] = id; }
+    c->cum += (int64_t)(after - before);
+    if (c->cum > c->max) c->max = c->cum;
+}
+
 static void on_event(az_scan_t *s, const pst_event_t *ev)
 {
     priv_t *p = s->priv;
@@ -201,6 +245,7 @@ static void on_event(az_scan_t *s, const pst_event_t *ev)
         if (on) s->calls[st.call]++;
         az_heap_call(s->heap, st.call_bytes, st.call != PM_F_FREE && st.call < PM_F_MMAP);
     }
+    const uint64_t heap_before = az_state(s->heap)->live_bytes;
     for (size_t i = 0; i < st.n_ops; i++) {
         const pm_op_t *o = &st.ops[i];
         switch ((pm_kind_t)o->kind) {
@@ -232,6 +277,7 @@ static void on_event(az_scan_t *s, const pst_event_t *ev)
         default: break;          /* tensors, KV blocks and requests: replay's */
         }
     }
+    if (p->plain && !synthetic && (st.moved & PM_MOVED_HEAP)) tick_step(s, ev, heap_before, az_state(s->heap)->live_bytes);
     if (st.moved & PM_MOVED_HEAP) gauge = 2;
     if (st.moved & PM_MOVED_MAP) { copy_maps(s); gauge = 1; }
     if (st.moved & PM_MOVED_POOL) {
@@ -333,6 +379,8 @@ static int scan_any(const char *path, const void *mem, size_t mem_len, const az_
     }
     for (size_t n; p->pf && rc >= 0 && (n = az_pf_finish(p->pf, s->t_last, syn)) > 0;)
         for (size_t i = 0; i < n; i++) on_event(s, &syn[i]);
+    tick_end(s, az_state(s->heap)->live_bytes);
+    if (p->tk_off || !p->plain) s->peak_tick_lo = s->peak_tick_hi = 0;
     s->status = pst_status(s->r);
     if (rc < 0) {
         snprintf(msg, msglen, "read failed: %s", psc_strerror(rc));
@@ -405,6 +453,8 @@ void az_scan_free(az_scan_t *s)
     if (p) {
         az_pf_destroy(p->pf);
         psc_map_free(&p->stacks);
+        free(p->tk);
+        free(p->tk_touched);
         free(p);
     }
     pst_close(s->r);

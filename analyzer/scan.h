@@ -124,6 +124,15 @@ struct az_scan {
     int step_is_call;            /* the event being scanned is one of the program's hooked calls
                                     (a thread stack's mapping is not): for the hooks */
     uint64_t rss, peak_rss, peak_rss_t, rss_samples;
+    /* What the heap's peak could have been, whatever the order of the
+     * threads' events within one tick (their times tie; FORMAT.md, "Ties"):
+     * peak_tick_lo, the most live between two ticks (where every event
+     * before is known to come first), and peak_tick_hi, the most any order
+     * the ticks allow holds (the live bytes at a tick's start plus each
+     * stream's highest climb over its events of that tick). The true peak
+     * lies between (to the stamps' resolution); peak_live_bytes is the
+     * merge's estimate. Whole run only: 0 with --phase or --from/--to. */
+    uint64_t peak_tick_lo, peak_tick_hi;
     uint64_t pool_out, pool_cached;
     uint64_t kv_orphans;         /* KV events of pools never created (ignored) */
 

@@ -1371,6 +1371,11 @@ int pst_next(pst_reader_t *r, pst_event_t *ev)
             continue;
         }
         c = rd_constraint(r, s, e, &t, &tseq, &why);
+        if (c == RD_C_NONE && r->causal_times && rd_top_tied(r)) {
+            /* safe only now (a chunk was read): the tie rule as above */
+            rd_stream_t *o = rd_tie_scan(r, 0, e->ts, NULL);
+            return rd_emit(r, o ? o : s, ev);
+        }
         if (c != RD_C_NONE) {
             rd_stream_t *o = rd_tie_scan(r, 0, e->ts, NULL);
             if (o && o != s) {

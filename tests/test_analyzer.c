@@ -402,6 +402,37 @@ static void test_sqlite_rows_equal_events_and_schema(void **st)
 /* More events than one insert batch and not a multiple of it: every event
  * is one row, ids follow the merged order from 1, and the columns and the
  * detail tables' event ids agree with what was written. */
+/* Two threads within one tick, where the trace holds no order: the range
+ * the peak could have had, by hand. Live 600 before the tick (thread 1
+ * holds 500, thread 2 100). In the tick thread 1 frees its 500 and takes
+ * 50; thread 2 takes 1000. Between ticks: 600 before, 1150 after (the
+ * least peak: min 1150). Any order: 600 + 0 (thread 1's highest climb,
+ * before its free) + 1000 = 1600 (the most). */
+static void test_scan_peak_range_of_a_tick(void **st)
+{
+    (void)st;
+    char p[512], msg[256];
+    path_in(p, sizeof p, "tick.pst");
+    int err = 0;
+    pst_writer_cfg_t cfg = { .pid = 7, .exe = "/tick" };
+    pst_writer_t *w = pst_writer_open(p, &cfg, &err);
+    assert_non_null(w);
+    at(w, 1000);
+    PST_EMIT(w, 1, PST_EV_MALLOC, 0xb000, 500);
+    PST_EMIT(w, 2, PST_EV_MALLOC, 0xa000, 100);
+    at(w, 2000);
+    PST_EMIT(w, 1, PST_EV_FREE, 0xb000);
+    PST_EMIT(w, 1, PST_EV_MALLOC, 0xc000, 50);
+    PST_EMIT(w, 2, PST_EV_MALLOC, 0xd000, 1000);
+    assert_int_equal(pst_writer_close(w), 0);
+    az_scan_t *s = NULL;
+    assert_int_equal(az_scan_file(p, NULL, &s, msg, sizeof msg), 0);
+    assert_int_equal(s->peak_tick_lo, 1150);
+    assert_int_equal(s->peak_tick_hi, 1600);
+    assert_true(s->heap_r.peak_live_bytes >= s->peak_tick_lo && s->heap_r.peak_live_bytes <= s->peak_tick_hi);
+    az_scan_free(s);
+}
+
 static void test_sqlite_batched_rows_match_events(void **st)
 {
     (void)st;
@@ -1015,6 +1046,7 @@ int main(void)
         cmocka_unit_test(test_truncated_trace_still_scans_with_warning),
         cmocka_unit_test(test_sqlite_rows_equal_events_and_schema),
         cmocka_unit_test(test_sqlite_batched_rows_match_events),
+        cmocka_unit_test(test_scan_peak_range_of_a_tick),
         cmocka_unit_test(test_sqlite_allocations_pair_each_object),
         cmocka_unit_test(test_sqlite_raw_addresses_and_kinds_read_back),
         cmocka_unit_test(test_exports_parse),

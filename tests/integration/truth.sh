@@ -25,6 +25,14 @@
 #     allocated); its leak figures are printed for information.
 #  6. a C++ program: leaks equal its own count (the C++ runtime's emergency
 #     pool is freed at exit, not reported as a leak).
+#  7. the peak across threads: truth_handoff without its burst, where the
+#     program's own highest count of its live bytes (a malloc counted after
+#     it returned, a free before it was called) is a lower bound of what
+#     was really live. The order of the threads' events within a tick is
+#     not in the trace, so report states the range the peak could have had
+#     (peak_live_tick_min/max_bytes): the program's count must not pass its
+#     top, and the report's peak must lie inside it; over several runs, the
+#     last ones beside nproc+1 busy loops.
 #
 # Both runs of a program (ours and heaptrack's, and the untraced one) use
 # GLIBC_TUNABLES=glibc.pthread.stack_cache_size=0: glibc callocs each new
@@ -199,6 +207,27 @@ for c in $CASES; do
     check ${c}_leaks_equal_heaptrack leaks_ht
     check ${c}_peak_live_equal_heaptrack eq peak_live_bytes "$pk" "$h_pk" heaptrack
 done
+
+# ---- 7: the peak across threads: the stated range holds the program's own count
+peak_bound() { # RUN: one traced run of truth_handoff without its burst
+    f=$T/pb$1
+    "$PS" record --stacks none -o "$f.pst" -- "$P/truth_handoff" 4 3 25000 0 noburst >"$f.out" 2>"$f.rec" ||
+        { cat "$f.rec" >&2; return 1; }
+    "$PS" report "$f.pst" --json >"$f.json" || return 1
+    own=$(key "$f.out" peak_live_bytes) pk=$(jnum "$f.json" peak_live_bytes)
+    lo=$(jnum "$f.json" peak_live_tick_min_bytes) hi=$(jnum "$f.json" peak_live_tick_max_bytes)
+    echo "  peak run $1: program's own highest count $own B; report's peak ${pk:-?} B," \
+        "within a tick's orders ${lo:-?}..${hi:-?} B" >&2
+    [ -n "$own" ] && [ -n "$pk" ] && [ -n "$lo" ] && [ -n "$hi" ] && [ "$own" -gt 0 ] &&
+        [ "$hi" -ge "$own" ] && [ "$lo" -le "$pk" ] && [ "$pk" -le "$hi" ]
+}
+if [ "${TRUTH_ORDER:-1}" = 1 ]; then
+    for i in 1 2 3; do check peak_range_holds_program_count_run$i peak_bound $i; done
+    pb_load=
+    for i in $(seq 0 "$(nproc)"); do sh -c 'while :; do :; done' >/dev/null 2>&1 & pb_load="$pb_load $!"; done
+    for i in 4 5 6; do check peak_range_holds_program_count_loaded_run$i peak_bound $i; done
+    kill $pb_load 2>/dev/null; wait $pb_load 2>/dev/null
+fi
 
 # ---- 3: timestamps of known instants
 
