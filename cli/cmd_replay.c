@@ -215,7 +215,7 @@ int cmd_replay(int argc, char **argv)
     if (out_path && strcmp(out_path, "-")) {
         const char *inputs[1] = { file };
         if (psc_out_open(out_path, inputs, 1, PSC_OUT_SPECIAL, &o, msg, sizeof msg)) {
-            cli_cmd_err("replay", "%s", msg);   /* msg names the file */
+            cli_file_err("replay", file, msg);   /* as html and export: the trace, then what is wrong with -o */
             return CLI_USAGE;
         }
         if (!(out = psc_out_stream(o))) { psc_out_abort(o); return cli_file_err("replay", out_path, "cannot write it"); }

@@ -54,8 +54,8 @@ int psc_out_check_inputs(const char *path, const char *const *inputs, size_t n,
 {
     for (size_t i = 0; i < n; i++) {
         if (!inputs[i] || !psc_same_file(path, inputs[i])) continue;
-        if (!strcmp(path, inputs[i]))
-            snprintf(msg, msglen, "%s: the output is the input; refusing to overwrite it", path);
+        if (!strcmp(path, inputs[i]))   /* callers name the input before the message: once is enough */
+            snprintf(msg, msglen, "the output is the input; refusing to overwrite it");
         else
             snprintf(msg, msglen, "%s is the input file %s (same file); refusing to overwrite it",
                      path, inputs[i]);
