@@ -217,7 +217,17 @@ static const char inject_py[] =
     "    if h:\n"
     "        gdb.execute('sharedlibrary libpoolscope-preload')\n"
     "        r = int(gdb.parse_and_eval('(int)poolscope_attach_start(\"%s\", %d, \"%s\")'))\n"
-    "        print('POOLSCOPE_RESULT %%d' %% r)\n";
+    "        print('POOLSCOPE_RESULT %%d' %% r)\n"
+    /* pool and KV events go through the program's ps__api pointer (libtrace/
+     * api.c), filled by a constructor that ran before we were loaded: point
+     * it at our table (it stays so after detach: a stopped tracer's emit
+     * records nothing) */
+    "        if r == 0 and gdb.lookup_global_symbol('ps__api') is not None:\n"
+    "            try:\n"
+    "                gdb.execute('set var ps__api = (const ps_api_t *)&poolscope_api', to_string=True)\n"
+    "                print('POOLSCOPE_API 1')\n"
+    "            except gdb.error as e:\n"
+    "                print('POOLSCOPE_API 0 %%s' %% e)\n";
 
 /* gdb -p PID with the script: dlopen the library, start recording. The
  * library's answer (0 recording), -1 with msg, or -2: no thread was safe

@@ -178,6 +178,29 @@ touch "$T/tstop"
 wait $TP; trc=$?
 check allocating_thread_attached_three_times sh -c "[ $tfail -eq 0 ] && [ $trc -eq 0 ] && grep -qx 'checked=ok' '$T/tight.out'"
 
+# the event API: refengine's tensor events go through its ps__api pointer,
+# filled before the attach; attach points it at the tracer, so the window
+# has them, and the engine's output is the same as unattached
+ENG=$B/bin/refengine
+ENG_ARGS="--synthetic dim=128,layers=2,heads=4,kv_heads=2,hidden=320,vocab=1024,seq=256 --requests 400
+    --max-batch 4 --workload fixed:16,128 --block-size 4 --alloc pool"
+if [ -x "$ENG" ]; then
+    "$ENG" $ENG_ARGS --json > "$T/eng.plain" 2>&1
+    "$ENG" $ENG_ARGS --json > "$T/eng.out" 2>&1 &
+    EP=$!
+    sleep 1
+    "$PS" attach $EP -o "$T/eng.pst" --duration 1 2> "$T/eng.attach"; arc=$?
+    wait $EP; erc=$?
+    eng_same() { python3 - "$T/eng.plain" "$T/eng.out" <<'PY'
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:])
+assert a["requests"] == b["requests"] and a["stats"]["steps"] == b["stats"]["steps"]
+PY
+    }
+    check engine_attached_output_unchanged sh -c "[ $arc -eq 0 ] && [ $erc -eq 0 ]" && check engine_output_same eng_same
+    check engine_tensor_events_in_window sh -c "n=\$('$DUMP' '$T/eng.pst' | sed -n 's/^tensor_acquire=//p'); [ \"\${n:-0}\" -gt 0 ]"
+fi
+
 # refusals, one line each
 "$PS" attach 999999999 -o "$T/x.pst" 2> "$T/nopid.err"; rc=$?
 check refuses_no_such_pid sh -c "[ $rc -eq 2 ] && [ \$(wc -l < '$T/nopid.err') -eq 1 ] && grep -q 'no such process' '$T/nopid.err' && [ ! -e '$T/x.pst' ]"
