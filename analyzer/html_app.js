@@ -129,6 +129,9 @@
         continue;
       }
       if (c === '<' && !depth && s[i - 1] === ' ' && s[i + 1] === ' ') { o += c; continue; }   /* " < ": a caller */
+      /* a template's list opens right after its name (sites.c, az_sv_fold):
+       * Python's <module>, <locals>, <frozen ...> are not one */
+      if (c === '<' && !depth && !(i > 0 && /[A-Za-z0-9_]/.test(s[i - 1]))) { o += c; continue; }
       if (c === '<') { if (!depth++) o += '<…'; continue; }
       if (c === '>' && depth) { if (!--depth) o += '>'; continue; }
       if (!depth) o += c;

@@ -80,12 +80,6 @@ void az_json_u64(az_json_t *j, const char *key, uint64_t v)
     fprintf(j->out, "%llu", (unsigned long long)v);
 }
 
-void az_json_i64(az_json_t *j, const char *key, int64_t v)
-{
-    prefix(j, key);
-    fprintf(j->out, "%lld", (long long)v);
-}
-
 void az_json_f64(az_json_t *j, const char *key, double v)
 {
     prefix(j, key);

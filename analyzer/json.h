@@ -37,7 +37,6 @@ void az_json_init(az_json_t *j, FILE *out, int pretty);
 void az_json_begin(az_json_t *j, const char *key, char kind);
 void az_json_end(az_json_t *j);
 void az_json_u64(az_json_t *j, const char *key, uint64_t v);
-void az_json_i64(az_json_t *j, const char *key, int64_t v);
 void az_json_f64(az_json_t *j, const char *key, double v);
 void az_json_str(az_json_t *j, const char *key, const char *s);   /* NULL: null */
 void az_json_bool(az_json_t *j, const char *key, int v);

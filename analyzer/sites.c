@@ -9,6 +9,7 @@
  */
 #include "sites.h"
 
+#include <ctype.h>
 #include <fnmatch.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -16,6 +17,7 @@
 #include <string.h>
 
 #include "hashmap.h"
+#include "strkeep.h"
 
 /* The default wrappers. Function patterns match the demangled name with
  * its parameters ("operator new(unsigned long)"), hence the trailing '*'
@@ -55,8 +57,7 @@ struct az_sv {
     psc_map_t memo;              /* stack id -> index into labs */
     lab_t *labs;
     size_t n_labs, cap_labs;
-    char **strs;
-    size_t n_strs, cap_strs;
+    psc_strs_t strs;             /* labels, files and callers' names */
     az_dsite_t *rows;
     size_t n_rows;
     int rows_done;
@@ -64,19 +65,7 @@ struct az_sv {
     size_t cap_buf;
 };
 
-static const char *keep(az_sv_t *v, const char *str)
-{
-    if (!str) return NULL;
-    if (v->n_strs == v->cap_strs) {
-        size_t n = v->cap_strs ? v->cap_strs * 2 : 256;
-        char **a = realloc(v->strs, n * sizeof *a);
-        if (!a) return NULL;
-        v->strs = a; v->cap_strs = n;
-    }
-    char *c = strdup(str);
-    if (c) v->strs[v->n_strs++] = c;
-    return c;
-}
+static const char *keep(az_sv_t *v, const char *str) { return psc_strs_keep(&v->strs, str); }
 
 az_sv_t *az_sv_create(const az_scan_t *s, az_sym_t *sym, const az_sv_opts_t *o)
 {
@@ -94,8 +83,7 @@ void az_sv_destroy(az_sv_t *v)
 {
     if (!v) return;
     psc_map_free(&v->memo);
-    for (size_t i = 0; i < v->n_strs; i++) free(v->strs[i]);
-    free(v->strs);
+    psc_strs_free(&v->strs);
     free(v->labs);
     free(v->rows);
     free(v->buf);
@@ -179,6 +167,13 @@ const char *az_sv_fold(const char *name, char *buf, size_t len)
         if (paren && (*p == '<' || *p == '>')) continue;
         if (*p == '<' && !depth && p > name && p[-1] == ' ' && p[1] == ' ') {
             buf[o++] = '<';   /* a label's " < " between a frame and its caller */
+            continue;
+        }
+        /* a template's list opens right after its name; a '<' after
+         * anything else at the top level is not one: Python's <module>,
+         * <locals>, <frozen importlib._bootstrap>, a '[<unknown>]' */
+        if (*p == '<' && !depth && !(p > name && (isalnum((unsigned char)p[-1]) || p[-1] == '_'))) {
+            buf[o++] = '<';
             continue;
         }
         if (*p == '<') {

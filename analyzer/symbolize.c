@@ -49,6 +49,7 @@
 #include "escape.h"
 #include "hashmap.h"
 #include "poolscope/error.h"
+#include "strkeep.h"
 
 typedef struct chain_ref { uint32_t first, count; } chain_ref_t;
 
@@ -74,8 +75,7 @@ struct az_sym {
     psc_map_t tramp;             /* recorded address -> 1 trampoline, 2 not */
     az_frame_t *fr;              /* every chain, back to back */
     size_t n_fr, cap_fr;
-    char **strs;                 /* owned strings */
-    size_t n_strs, cap_strs;
+    psc_strs_t strs;             /* owned strings */
     modsyms_t *ms;               /* per module: its sorted symbols */
     size_t n_ms, cap_ms;
     const pst_reader_t *r;       /* az_sym_open: the strings that name Python frames */
@@ -146,19 +146,7 @@ void az_sym_reset_settings(void)
     memset(&g_set, 0, sizeof g_set);
 }
 
-static const char *keep(az_sym_t *s, const char *str)
-{
-    if (!str) return NULL;
-    if (s->n_strs == s->cap_strs) {
-        size_t n = s->cap_strs ? s->cap_strs * 2 : 256;
-        char **a = realloc(s->strs, n * sizeof *a);
-        if (!a) return NULL;
-        s->strs = a; s->cap_strs = n;
-    }
-    char *c = strdup(str);
-    if (c) s->strs[s->n_strs++] = c;
-    return c;
-}
+static const char *keep(az_sym_t *s, const char *str) { return psc_strs_keep(&s->strs, str); }
 
 /* The demangled form of a name, kept. */
 static const char *keep_name(az_sym_t *s, const char *name)
@@ -460,8 +448,7 @@ void az_sym_destroy(az_sym_t *s)
     if (!s) return;
     pst_close(s->owned);
     if (s->dwfl) dwfl_end(s->dwfl);
-    for (size_t i = 0; i < s->n_strs; i++) free(s->strs[i]);
-    free(s->strs);
+    psc_strs_free(&s->strs);
     free(s->fr);
     psc_map_free(&s->cache);
     psc_map_free(&s->tramp);
@@ -828,19 +815,6 @@ size_t az_sym_stack(az_sym_t *s, const uint64_t *pcs, uint32_t depth, az_frame_t
         n = copy_chain(s, pc, a, i, out, n, max);
     }
     return n;
-}
-
-size_t az_sym_chain(az_sym_t *s, uint64_t pc, int ret_addr, az_frame_t *out, size_t max)
-{
-    return copy_chain(s, pc, ret_addr && pc && !PST_IS_PYFRAME(pc) ? pc - 1 : pc, 0, out, 0, max);
-}
-
-void az_sym_lookup(az_sym_t *s, uint64_t pc, int ret_addr, az_frame_t *out)
-{
-    az_frame_t one;
-    memset(&one, 0, sizeof one);
-    if (!az_sym_chain(s, pc, ret_addr, &one, 1)) one.pc = pc;
-    *out = one;
 }
 
 const char *az_sym_format(const az_frame_t *f, uint64_t pc, char *buf, size_t len)

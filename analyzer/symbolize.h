@@ -125,13 +125,6 @@ size_t az_sym_stack(az_sym_t *s, const uint64_t *pcs, uint32_t depth, az_frame_t
  * report to show what az_sym_set_warn said once. */
 const char *az_sym_note(const az_sym_t *s, size_t i);
 
-/* One address: its inline chain at pc (ret_addr 0) or pc - 1 (ret_addr 1),
- * innermost first, as az_sym_stack. */
-size_t az_sym_chain(az_sym_t *s, uint64_t pc, int ret_addr, az_frame_t *out, size_t max);
-
-/* The innermost function of the chain (for callers wanting one name). */
-void az_sym_lookup(az_sym_t *s, uint64_t pc, int ret_addr, az_frame_t *out);
-
 /* "function (file:line)" / "function" / "module+0x1a2b" / "0x7f..." into
  * buf (file as its basename, or shown_file); a stale frame's module form
  * ends " [binary changed]". Returns buf. */

@@ -206,7 +206,6 @@ int re_alloc_reset(re_alloc_t *a)
     return 0;
 }
 
-re_alloc_mode_t re_alloc_mode(const re_alloc_t *a) { return a->mode; }
 bp_pool_t *re_alloc_pool(const re_alloc_t *a) { return a ? a->pool : NULL; }
 
 void re_alloc_stats(const re_alloc_t *a, re_alloc_stats_t *out)

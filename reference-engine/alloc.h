@@ -72,7 +72,6 @@ void re_tensor_release(re_alloc_t *a, re_tensor_t *t);
  * PSC_EBUSY otherwise); other modes only check. */
 int re_alloc_reset(re_alloc_t *a);
 
-re_alloc_mode_t re_alloc_mode(const re_alloc_t *a);
 void re_alloc_stats(const re_alloc_t *a, re_alloc_stats_t *out);
 /* The buffer pool in pool mode, else NULL. */
 bp_pool_t *re_alloc_pool(const re_alloc_t *a);

@@ -100,8 +100,6 @@ void re_tok_free(re_tok_t *t)
     free(t);
 }
 
-int re_tok_vocab_size(const re_tok_t *t) { return t->vocab_size; }
-
 int re_tok_lookup(const re_tok_t *t, const char *piece)
 {
     /* the first index whose piece is >= `piece`: the lowest id among equals */

@@ -22,8 +22,6 @@ enum { RE_TOK_BOS = 1, RE_TOK_EOS = 2 };
 re_tok_t *re_tok_load(const char *path, int vocab_size, char *msg, size_t cap);
 void re_tok_free(re_tok_t *t);   /* NULL ok */
 
-int re_tok_vocab_size(const re_tok_t *t);
-
 /* The id whose piece is exactly `piece` (the lowest such id), or -1. */
 int re_tok_lookup(const re_tok_t *t, const char *piece);
 

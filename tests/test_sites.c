@@ -69,6 +69,12 @@ static void test_fold_template_arguments(void **st)
     /* a label: frames joined by " < " stay apart */
     assert_string_equal(az_sv_fold("g<int>(int) (a.cc:3) < main", b, sizeof b), "g<\u2026>(int) (a.cc:3) < main");
     assert_string_equal(az_sv_fold("plain_c (a.c:1) < main", b, sizeof b), "plain_c (a.c:1) < main");
+    /* Python's names in angle brackets are no template (the Python names
+     * report prints, as CPython spells them) */
+    assert_string_equal(az_sv_fold("outer.<locals>.<dictcomp> (wl.py:2) < <module> (wl.py:9)", b, sizeof b),
+                        "outer.<locals>.<dictcomp> (wl.py:2) < <module> (wl.py:9)");
+    assert_string_equal(az_sv_fold("_call_with_frames_removed (<frozen importlib._bootstrap>:241)", b, sizeof b),
+                        "_call_with_frames_removed (<frozen importlib._bootstrap>:241)");
     /* a buffer too small for the whole fold: cut, terminated */
     char t[8];
     az_sv_fold("std::map<int, int>::at", t, sizeof t);

@@ -36,6 +36,7 @@ while i < len(s):
         i = k; continue
     c = s[i]
     if c == '<' and not d and s[i - 1:i] == ' ' and s[i + 1:i + 2] == ' ': o += c
+    elif c == '<' and not d and not (i > 0 and (s[i - 1].isalnum() or s[i - 1] == '_')): o += c
     elif c == '<':
         if not d: o += '<\u2026'
         d += 1
