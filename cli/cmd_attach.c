@@ -137,6 +137,12 @@ static int refuse(long pid)
         cli_err("attach: cannot read /proc/%ld/maps: %s", pid, strerror(errno));
         return 1;
     }
+    char exe[PATH_MAX];
+    snprintf(p, sizeof p, "/proc/%ld/exe", pid);
+    if (!ld && readlink(p, exe, sizeof exe) < 0 && errno == ENOENT) {   /* no program file: a kernel thread */
+        cli_err("attach: pid %ld is a kernel thread, not a program", pid);
+        return 1;
+    }
     if (!ld) {
         cli_err("attach: pid %ld is a static binary (no dynamic loader): it cannot load the tracer", pid);
         return 1;
@@ -459,6 +465,9 @@ int cmd_detach(int argc, char **argv)
     link_path(lp, sizeof lp, pid);
     ssize_t n = readlink(lp, dir, sizeof dir - 1);
     struct stat st;
+    char pp[64];
+    snprintf(pp, sizeof pp, "/proc/%ld", pid);
+    if (n <= 0 && stat(pp, &st) != 0) { cli_err("detach: no such process: %ld", pid); return CLI_USAGE; }
     if (n <= 0) { cli_err("detach: pid %ld is not attached by poolscope attach (no %s)", pid, lp); return CLI_USAGE; }
     dir[n] = 0;
     if (lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 077)) {

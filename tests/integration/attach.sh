@@ -222,5 +222,7 @@ if [ "$(id -u)" = 0 ] && command -v setpriv > /dev/null; then
     check refuses_other_users_process sh -c "[ $rc -eq 2 ] && [ \$(wc -l < '$T/user.err') -eq 1 ] && grep -q 'belongs to user 0' '$T/user.err'"
 fi
 "$PS" detach 999999999 2> "$T/det.err"; rc=$?
-check detach_refuses_unattached sh -c "[ $rc -eq 2 ] && grep -q 'not attached' '$T/det.err'"
+check detach_refuses_no_such_pid sh -c "[ $rc -eq 2 ] && grep -q 'no such process' '$T/det.err'"
+"$PS" detach $$ 2> "$T/det2.err"; rc=$?
+check detach_refuses_unattached sh -c "[ $rc -eq 2 ] && grep -q 'not attached' '$T/det2.err'"
 exit $status
