@@ -3,7 +3,7 @@
  * events moved out of the record stream before zstd, put back after it.
  *
  * Pure computation on caller buffers (no allocation, no I/O, no locks), so
- * the interposer's flusher (core.c), the file writer (writer.c) and the
+ * the interposer's flusher (preload/compress.c), the file writer (writer.c) and the
  * reader (rd_inflate.c) share this one copy. Record boundaries come from
  * the layout table of format.c (pst_event_layout).
  */

@@ -17,7 +17,7 @@
  * chunk's damage like a bad frame.
  *
  * The reader (rd_chunk.c), `record`'s exec lookup (launch.c) and the test
- * tools call this; the interposer only compresses (core.c).
+ * tools call this; the interposer only compresses (preload/compress.c).
  */
 #include <stdlib.h>
 

@@ -41,7 +41,6 @@
 
 #define EXPORT __attribute__((visibility("default")))
 
-extern void *__libc_stack_end;   /* glibc: the main thread's stack top */
 
 /* The functions hooked in an attached process: hooks_alloc.c's. */
 static const char *const att_names[] = {

@@ -25,7 +25,7 @@
  * definition, and no lookup is made for it.
  *
  * No allocation, no lock of ours, no loader call but dl_iterate_phdr;
- * writes to read-only (RELRO) pages go through raw mprotect syscalls.
+ * writes to read-only (RELRO) pages go through raw mprotect syscalls (sys.c).
  */
 #include "preload.h"
 
@@ -33,7 +33,6 @@
 #include <link.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 typedef struct got_dyn {
@@ -322,8 +321,8 @@ int ps_got_write(const ps_got_slot_t *s, uintptr_t value)
     uintptr_t pgsz = (uintptr_t)ps_g.page_size;
     uintptr_t pg = s->addr & ~(pgsz - 1), rend = s->relro_hi & ~(pgsz - 1);
     int ro = s->addr >= s->relro_lo && pg + pgsz <= rend;
-    if (ro && syscall(SYS_mprotect, pg, (size_t)pgsz, PROT_READ | PROT_WRITE) != 0) return -1;
+    if (ro && ps_sys_mprotect((void *)pg, (size_t)pgsz, PROT_READ | PROT_WRITE) != 0) return -1;
     __atomic_store_n((uintptr_t *)s->addr, value, __ATOMIC_RELEASE);
-    if (ro) syscall(SYS_mprotect, pg, (size_t)pgsz, PROT_READ);
+    if (ro) ps_sys_mprotect((void *)pg, (size_t)pgsz, PROT_READ);
     return 0;
 }

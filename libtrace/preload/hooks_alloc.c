@@ -28,24 +28,17 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <malloc.h>   /* the prototypes of what we define */
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #define EXPORT __attribute__((visibility("default")))
 
 ps_real_t ps_real;
 volatile int ps_real_ready;
-
-extern void *__libc_malloc(size_t);
-extern void  __libc_free(void *);
-extern void *__libc_calloc(size_t, size_t);
-extern void *__libc_realloc(void *, size_t);
-extern void *__libc_memalign(size_t, size_t);
-extern void *__libc_valloc(size_t);
-extern void *__libc_pvalloc(size_t);
 
 /* ---- bootstrap arena ------------------------------------------------------ */
 
@@ -88,11 +81,9 @@ static void *fb_reallocarray(void *p, size_t a, size_t b)
 }
 static size_t fb_usable(void *p) { (void)p; return 0; }
 
-
 #define NEXT(name, fb) do { void *f_ = dlsym(RTLD_NEXT, #name); \
     r.name = f_ ? (__typeof__(r.name))f_ : (fb); } while (0)
 
-void ps_proc_resolve(void);   /* hooks_proc.c */
 
 void ps_resolve_real(void)
 {
@@ -126,7 +117,7 @@ void ps_resolve_real(void)
 /* A real call made with the guard held: calls it makes to interposed
  * functions are its own (glibc's reallocarray calls realloc, another
  * allocator its mmap), passed through and not counted as a signal
- * handler's (core.c, nested_lost). */
+ * handler's (threads.c, nested_lost). */
 #define PS_OWN(call) __extension__({ ps_tls.busy += PS_BUSY_OWN; __typeof__(call) r_ = (call); \
                                      ps_tls.busy -= PS_BUSY_OWN; r_; })
 #define PS_OWN_VOID(call) do { ps_tls.busy += PS_BUSY_OWN; call; ps_tls.busy -= PS_BUSY_OWN; } while (0)
@@ -517,8 +508,7 @@ void ps_alloc_resolve_mm(void)
 static void *do_mmap(void *a, size_t len, int prot, int flags, int fd, off_t off)
 {
     if (ps_real.mmap) return ps_real.mmap(a, len, prot, flags, fd, off);
-    long r = syscall(SYS_mmap, a, len, prot, flags, fd, off);
-    return (void *)r;
+    return ps_sys_mmap_raw(a, len, prot, flags, fd, off);
 }
 
 /* MMAP_NAME (format 1.4) of a file mapping at r: the path of fd as
@@ -538,7 +528,7 @@ static __attribute__((noinline)) void emit_mmap_name(ps_thr_t *t, uintptr_t r, i
     size_t o = 14;
     while (nd) link[o++] = digits[--nd];
     link[o] = 0;
-    long n = syscall(SYS_readlinkat, AT_FDCWD, link, path, sizeof path);
+    long n = ps_sys_readlinkat(AT_FDCWD, link, path, sizeof path);
     if (n <= 0 || n >= (long)sizeof path) return;
     path[n] = 0;
     pst_event_t ev = { .type = PST_EV_MMAP_NAME, .f = { r, ps_string_id(path) } };
@@ -583,7 +573,7 @@ EXPORT int munmap(void *a, size_t len)
         ps_emit_generic(t, &ev);   /* before the call, as free */
         ps_leave_inline();
     }
-    return ps_real.munmap ? ps_real.munmap(a, len) : (int)syscall(SYS_munmap, a, len);
+    return ps_real.munmap ? ps_real.munmap(a, len) : ps_sys_munmap_raw(a, len);
 }
 
 EXPORT void *mremap(void *old, size_t old_len, size_t new_len, int flags, ...)
@@ -601,7 +591,7 @@ EXPORT void *mremap(void *old, size_t old_len, size_t new_len, int flags, ...)
     int multi = t && ps_g.multi;
     uint32_t xo = multi && old ? ps_vtake(t, (uintptr_t)old) : 0;   /* before the call, as realloc */
     void *r = ps_real.mremap ? ps_real.mremap(old, old_len, new_len, flags, na)
-                          : (void *)syscall(SYS_mremap, old, old_len, new_len, flags, na);
+                          : ps_sys_mremap(old, old_len, new_len, flags, na);
     if (!t) return r;
     int e = errno;
     pst_event_t ev = { .type = PST_EV_MREMAP, .stack = stack_of(t),
@@ -632,8 +622,8 @@ EXPORT int madvise(void *a, size_t len, int advice)
 {
     ENSURE_REAL();
     if (!drops_pages(advice))
-        return ps_real.madvise ? ps_real.madvise(a, len, advice) : (int)syscall(SYS_madvise, a, len, advice);
-    int r = ps_real.madvise ? ps_real.madvise(a, len, advice) : (int)syscall(SYS_madvise, a, len, advice);
+        return ps_real.madvise ? ps_real.madvise(a, len, advice) : ps_sys_madvise(a, len, advice);
+    int r = ps_real.madvise ? ps_real.madvise(a, len, advice) : ps_sys_madvise(a, len, advice);
     ps_thr_t *t = ps_enter();
     if (!t) return r;
     int e = errno;
@@ -653,7 +643,7 @@ EXPORT int madvise(void *a, size_t len, int advice)
 EXPORT int mprotect(void *a, size_t len, int prot)
 {
     ENSURE_REAL();
-    int r = ps_real.mprotect ? ps_real.mprotect(a, len, prot) : (int)syscall(SYS_mprotect, a, len, prot);
+    int r = ps_real.mprotect ? ps_real.mprotect(a, len, prot) : ps_sys_mprotect(a, len, prot);
     ps_thr_t *t = ps_enter();
     if (!t) return r;
     int e = errno;

@@ -45,7 +45,6 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -234,7 +233,7 @@ static uintptr_t copy_bytes(uintptr_t args)
     if (next - args >= PS_FN_ARGS) return PS_FN_ARGS;
     char b;
     struct iovec l = { &b, 1 }, r = { (void *)next, 1 };
-    if (syscall(SYS_process_vm_readv, ps_g.pid, &l, 1UL, &r, 1UL, 0UL) == 1) return PS_FN_ARGS;
+    if (ps_sys_process_vm_readv(ps_g.pid, &l, 1UL, &r, 1UL, 0UL) == 1) return PS_FN_ARGS;
     return (next - args) & ~(uintptr_t)7;
 }
 

@@ -1,6 +1,6 @@
 /* hooks_proc.c — process-level hooks and the event API table.
  *
- *   fork/vfork     the pthread_atfork handlers (core.c) do the work; the
+ *   fork/vfork     the pthread_atfork handlers (fork.c) do the work; the
  *                  hook records PST_EV_FORK with the child pid. vfork is a
  *                  fork: a wrapper cannot return twice into a shared stack.
  *   exec*          the envp handed on gets POOLSCOPE_GEN and
@@ -30,19 +30,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "poolscope/poolscope.h"
 
 #define EXPORT __attribute__((visibility("default")))
 
-extern char **environ;
-
 /* The next definitions of the hooked process functions: ps_g.proc. */
 
-void ps_alloc_resolve_mm(void);
-void ps_resolve_real(void);
 static void stack_key_make(void);   /* "Thread stacks" below */
 
 #define R(name) ps_g.proc.name = (__typeof__(ps_g.proc.name))dlsym(RTLD_NEXT, #name)
@@ -313,7 +308,7 @@ static char *put_dec(char *p, unsigned long v)
     return p;
 }
 
-/* Called by ps_ensure_child (core.c) when the child's trace cannot be
+/* Called by ps_ensure_child (fork.c) when the child's trace cannot be
  * opened (errno err): the child runs untraced, and `poolscope record` is
  * told so. With no descriptor to spare (RLIMIT_NOFILE reached: the usual
  * cause) nothing can be opened, not even the manifest, so the note is a
@@ -348,7 +343,7 @@ EXPORT __attribute__((noreturn)) void _exit(int status)
     ENSURE_REAL();
     if (!ps_tls.busy) ps_final();
     if (ps_g.proc._exit) ps_g.proc._exit(status);
-    for (;;) syscall(SYS_exit_group, status);
+    ps_sys_exit_group(status);
 }
 
 EXPORT __attribute__((noreturn)) void _Exit(int status)
@@ -356,7 +351,7 @@ EXPORT __attribute__((noreturn)) void _Exit(int status)
     ENSURE_REAL();
     if (!ps_tls.busy) ps_final();
     if (ps_g.proc._Exit) ps_g.proc._Exit(status);
-    for (;;) syscall(SYS_exit_group, status);
+    ps_sys_exit_group(status);
 }
 
 /* ---- modules ---------------------------------------------------------------------- */
@@ -382,13 +377,13 @@ EXPORT int close(int fd)
     ENSURE_REAL();
     if (PS_UNLIKELY(fd == ps_g.fd) && !ps_tls.busy && ps_is_trace_fd(fd))
         return 0;   /* ours: pretend success, keep it */
-    return ps_g.proc.close ? ps_g.proc.close(fd) : (int)syscall(SYS_close, fd);
+    return ps_g.proc.close ? ps_g.proc.close(fd) : ps_real_close(fd);
 }
 
 static int sys_close_range(unsigned lo, unsigned hi, int flags)
 {
     if (ps_g.proc.close_range) return ps_g.proc.close_range(lo, hi, flags);
-    return (int)syscall(SYS_close_range, lo, hi, flags);
+    return ps_sys_close_range(lo, hi, flags);
 }
 
 EXPORT int close_range(unsigned lo, unsigned hi, int flags)
@@ -415,12 +410,12 @@ EXPORT void closefrom(int lo)
     int fd = ps_g.fd;
     if (ps_tls.busy || fd < 0 || fd < lo || !ps_is_trace_fd(fd)) {
         if (ps_g.proc.closefrom) ps_g.proc.closefrom(lo);
-        else syscall(SYS_close_range, lo, ~0U, 0);
+        else ps_sys_close_range((unsigned)lo, ~0U, 0);
         return;
     }
     long rc = 0;
-    if (fd > lo) rc = syscall(SYS_close_range, (unsigned)lo, (unsigned)fd - 1, 0);
-    if (rc == 0) rc = syscall(SYS_close_range, (unsigned)fd + 1, ~0U, 0);
+    if (fd > lo) rc = ps_sys_close_range((unsigned)lo, (unsigned)fd - 1, 0);
+    if (rc == 0) rc = ps_sys_close_range((unsigned)fd + 1, ~0U, 0);
     if (rc != 0 && ps_g.proc.closefrom)
         ps_g.proc.closefrom(lo);   /* no close_range: our fd goes too; re-opened by path */
 }
@@ -429,14 +424,14 @@ EXPORT int dup2(int old, int nfd)
 {
     ENSURE_REAL();
     if (nfd == ps_g.fd && old != nfd && !ps_tls.busy) ps_move_trace_fd_from(nfd, nfd);
-    return ps_g.proc.dup2 ? ps_g.proc.dup2(old, nfd) : (int)syscall(SYS_dup2, old, nfd);
+    return ps_g.proc.dup2 ? ps_g.proc.dup2(old, nfd) : ps_sys_dup2(old, nfd);
 }
 
 EXPORT int dup3(int old, int nfd, int flags)
 {
     ENSURE_REAL();
     if (nfd == ps_g.fd && old != nfd && !ps_tls.busy) ps_move_trace_fd_from(nfd, nfd);
-    return ps_g.proc.dup3 ? ps_g.proc.dup3(old, nfd, flags) : (int)syscall(SYS_dup3, old, nfd, flags);
+    return ps_g.proc.dup3 ? ps_g.proc.dup3(old, nfd, flags) : ps_sys_dup3(old, nfd, flags);
 }
 
 /* ---- threads ----------------------------------------------------------------------- */
@@ -459,7 +454,7 @@ EXPORT int dup3(int old, int nfd, int flags)
  * the trampoline: the trampoline calls the function last (a tail call),
  * so no frame of this library lies under the program's frames, where the
  * stack walkers stop (stacks.c). The key is made when the real functions
- * are resolved, before core.c's (ps_init): glibc runs destructors in key
+ * are resolved, before init.c's (ps_init): glibc runs destructors in key
  * order, so the MUNMAPs come before the thread's THREAD_END, in its
  * stream. A key past glibc's first 32 would make pthread_setspecific
  * allocate for us and the thread's exit free it where the trace sees it:
@@ -472,7 +467,7 @@ EXPORT int dup3(int old, int nfd, int flags)
  * (the child's trace never had its MMAP). Every thread of the program
  * registers at its start, before its function runs, so a first allocation
  * made inside pthread_getattr_np (which holds the thread's lock) does not
- * register it there: core.c's registration asks pthread_getattr_np too,
+ * register it there: threads.c's registration asks pthread_getattr_np too,
  * and with stacks on the thread deadlocked on its own lock. */
 #define PS_MMAP_THREAD_STACK PST_MMAP_THREAD_STACK   /* format.h */
 #define PS_STACK_NAME "[stack]"

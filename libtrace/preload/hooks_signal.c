@@ -32,7 +32,6 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #define EXPORT __attribute__((visibility("default")))
@@ -123,7 +122,7 @@ static void on_fatal(int sig, siginfo_t *si, void *uc)
     real_sigaction(sig, &dfl, NULL);
     s->ours = 0;
     if (!is_fault(sig) || !si || si->si_code <= 0)
-        syscall(SYS_tgkill, (long)getpid(), (long)syscall(SYS_gettid), (long)sig);
+        ps_sys_tgkill(getpid(), ps_gettid(), sig);
     errno = saved_errno;
 }
 

@@ -1,14 +1,34 @@
 /* preload.h — internal declarations shared by the interposer's files.
  *
- *   core.c        globals, init from the environment, the trace file (header,
- *                 chunks, CRC, fd protection), META buffer, per-thread rings,
- *                 the flusher thread (flush every 50 ms, RSS every 10 ms),
- *                 final flush, fork child re-initialisation.
+ *   sys.c         every raw system call: the tracer's mappings, the hooks'
+ *                 fallbacks (no SYS_dup2: dup3, for aarch64).
+ *   clock.c       the time base: clock, shared tick, cycle-counter rate.
+ *   writer.c      the trace file's chunks (fd check, whole writes, CRC),
+ *                 the META buffer, END.
+ *   compress.c    zstd over raw mmap memory, EVENTS in column form.
+ *   ring.c        per-thread rings: drain to a chunk, grow, LOST records,
+ *                 generic events.
+ *   ctl.c         the counters file (ctl.h) and record's stop file.
+ *   threads.c     the thread registry, thread exit, the exit stream, the
+ *                 hooks' slow entry.
+ *   flusher.c     the tracer's thread: tick, drains, RSS, flush rounds,
+ *                 SYNC, stop.
+ *   end.c         the end of an image: exit, fatal signal, exec.
+ *   tracefile.c   the trace file's name, header, manifest line, fd moves.
+ *   init.c        globals, init from the environment, constructor and
+ *                 destructor, the pieces attach.c needs.
+ *   fork.c        the atfork handlers, the child's lazy file.
  *   hooks_alloc.c the malloc and mmap families (the hot path).
  *   hooks_proc.c  fork, exec, _exit, dlopen, close*, dup2/3, pthread_create,
  *                 posix_spawn, the toggle signal and the poolscope_api table.
+ *   hooks_signal.c the fatal-signal handlers that write END.
+ *   hooks_func.c  scope functions (POOLSCOPE_SCOPE_FUNCS) through GOT stubs.
+ *   got.c         GOT slots found, looked up and written without the loader.
+ *   attach.c      `poolscope attach`: start and stop in a running process.
  *   stacks.c      fp and dwarf stack capture, the stack and string tables,
  *                 module maps (META records).
+ *   cfi.c         the dwarf walk's own .eh_frame CFI walker and rule cache.
+ *   python.c      CPython 3.11 frames and pymalloc.
  *   enc_inline.h  hand-coded encoders for the hottest events.
  *
  * Nothing here is exported: the library is built -fvisibility=hidden and
@@ -23,6 +43,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 
 #include "poolscope/format.h"
 #include "ctl.h"
@@ -44,7 +65,7 @@ _Static_assert(PS_REC_MAX <= PS_RING_SLACK, "a record must fit the ring's slack"
  * thread whose ring reaches 7/8 (the flusher has not kept up) doubles it,
  * up to PS_RING_MAX, so its events still go out compressed. A ring at
  * PS_RING_MAX, or any ring once the program has a second thread (used as
- * PS_RING_SIZE bytes then: core.c, ps_make_room), is drained by its own
+ * PS_RING_SIZE bytes then: ring.c, ps_make_room), is drained by its own
  * thread at 7/8, uncompressed. */
 #define PS_RING_MAX    (4u << 20)
 #define PS_SELF_FILL(size) ((size) / 8 * 7)       /* the producer grows or drains its ring above this */
@@ -112,7 +133,7 @@ typedef struct ps_tls {
     ps_thr_t *thr;          /* NULL unregistered, PS_THR_DEAD after THREAD_END */
     int busy;               /* reentrancy guard: 1 a hook is recording (it calls nothing
                                interposable meanwhile), + PS_BUSY_OWN for each level of the
-                               tracer's own code that may (core.c, nested_lost) */
+                               tracer's own code that may (threads.c, nested_lost) */
     uint32_t parent_stream; /* set by the pthread_create trampoline */
     uint32_t nobuf;         /* events lost because no ring could be mapped */
     int exec_locked;        /* this thread holds the locks across its exec */
@@ -184,7 +205,7 @@ typedef struct ps_table {
     uint32_t next_id;
 } ps_table_t;
 typedef struct ps_mod { uint64_t base, size; uint64_t key; } ps_mod_t;
-#define PS_UR_SLOTS (1u << 13)   /* dwarf rule cache slots (stacks.c: UR_SLOTS) */
+#define PS_UR_SLOTS (1u << 13)   /* dwarf rule cache slots (cfi.c: UR_SLOTS) */
 typedef struct ps_stk {
     ps_table_t stab, strtab;
     pthread_mutex_t modlock;
@@ -198,7 +219,7 @@ typedef struct ps_stk {
 extern ps_real_t ps_real;
 extern volatile int ps_real_ready;   /* malloc family resolved */
 
-/* core.c's compressor (format 1.5): one zstd context over raw mmap memory,
+/* compress.c's compressor (format 1.5): one zstd context over raw mmap memory,
  * used by the flusher thread and by closing paths that are not a signal's,
  * never by a thread in its own malloc. Lock order: a ring's clock < lock <
  * wlock. */
@@ -262,7 +283,7 @@ typedef struct ps_global {
     pthread_mutex_t wlock;
     pthread_mutex_t child_lock; /* a fork child opening its file */
     pthread_mutex_t late_lock;  /* the exit stream: one thread at a time records into it */
-    ps_thr_t *late;             /* the exit stream (core.c, late_enter), NULL until needed */
+    ps_thr_t *late;             /* the exit stream (threads.c, late_enter), NULL until needed */
     uint64_t retry_after;    /* ps_now() before which a failed file is not retried */
     long page_size;
     uint64_t exec_end_off, exec_unflushed, exec_counted;  /* undo state of an exec that may fail */
@@ -291,7 +312,7 @@ typedef struct ps_global {
     ps_thr_t *thr_free;      /* retired thread records, reused (under tlock) */
     /* The records' mappings as they were at fork (ps_prepare_fork, under
      * tlock), in private memory: the child unmaps from this copy, never by
-     * walking the records, which are shared with the parent (core.c). */
+     * walking the records, which are shared with the parent (fork.c). */
     struct ps_recmap { void *rec, *ring; size_t rec_len, ring_len; } *fork_maps;
     size_t fork_n, fork_cap;  /* fork_n: entries; SIZE_MAX: no copy (the child keeps them mapped) */
     uint64_t ev_written;     /* under wlock */
@@ -309,7 +330,7 @@ typedef struct ps_global {
     pthread_mutex_t mlock;
     uint8_t *meta;
     size_t meta_len, meta_cap;
-    ps_z_t z;                    /* compression (core.c) */
+    ps_z_t z;                    /* compression (compress.c) */
     /* the other files' state */
     ps_stk_t stk;                /* stacks.c */
     ps_sig_t sigs[PS_NSIG];      /* hooks_signal.c */
@@ -360,44 +381,128 @@ static inline int ps_tick_stale(ps_thr_t *t)
     return 0;
 }
 
-/* ---- core.c ---- */
+/* ---- sys.c: every raw system call (the OS boundary) ---- */
+void *ps_sys_mmap(size_t len);
+void ps_sys_munmap(void *p, size_t len);
+void *ps_map_shared(int fd, size_t len, uint64_t off);   /* MAP_SHARED of a file, counted too */
+int ps_real_close(int fd);
+pid_t ps_gettid(void);
+void *ps_sys_mmap_raw(void *a, size_t len, int prot, int flags, int fd, off_t off);   /* MAP_FAILED on failure */
+int ps_sys_munmap_raw(void *a, size_t len);
+void *ps_sys_mremap(void *old, size_t old_len, size_t new_len, int flags, void *na);
+int ps_sys_madvise(void *a, size_t len, int advice);
+int ps_sys_mprotect(void *a, size_t len, int prot);
+long ps_sys_readlinkat(int dirfd, const char *path, char *buf, size_t cap);
+long ps_sys_process_vm_readv(pid_t pid, const struct iovec *l, unsigned long nl,
+                             const struct iovec *r, unsigned long nr, unsigned long flags);
+long ps_sys_membarrier(int cmd);
+__attribute__((noreturn)) void ps_sys_exit_group(int status);
+int ps_sys_close_range(unsigned lo, unsigned hi, int flags);
+int ps_sys_dup2(int old, int nfd);      /* dup3, or an fcntl check when old == nfd */
+int ps_sys_dup3(int old, int nfd, int flags);
+int ps_sys_tgkill(pid_t pid, pid_t tid, int sig);
+
+/* ---- clock.c: time base ---- */
+uint64_t ps_mono_ns(void);              /* CLOCK_MONOTONIC in ns */
 uint64_t ps_now(void);                  /* ns since trace start */
-void ps_init_if_needed(void);
-ps_thr_t *ps_enter_slow(void);          /* registers the thread; NULL: pass through */
-void ps_leave(void);
-ps_thr_t *ps_enter_paused(void);        /* a free while paused: its record, or NULL */
-int ps_make_room(ps_thr_t *t);          /* 0 ok, -1: drop this event */
-void ps_flush_thr(ps_thr_t *t, int z);   /* z: compress (never from a hook or a signal) */
-void ps_flush_all(int z);
-void ps_final(void);                    /* flush everything, write END */
-void ps_final_from_signal(void);        /* the same from a fatal signal's handler */
-void ps_signals_init(void);             /* hooks_signal.c */
+uint64_t ps_tick_advance(uint64_t *clock);   /* the tick moved to the clock; the tick after */
+uint64_t ps_cyc_to_ns(uint64_t cyc);    /* at the measured rate, rounded up */
+void ps_calibrate(void);                /* stale_cyc from the measured rate */
+
+/* ---- writer.c: the file's chunks, META, END ---- */
+void ps_add_lost(uint64_t n);           /* lost_total += n */
+int ps_lock_c(pthread_mutex_t *m);      /* a lock on a closing path: -1 past a fatal signal's deadline */
+int ps_move_fd_high(int fd, int avoid_lo, int avoid_hi);
+int ps_write_chunk_raw_locked(uint8_t kind, unsigned flags, uint32_t stream, struct iovec *iov, int n);
+int ps_meta_flush_locked(int z);        /* pending META as a chunk; wlock (and z.lock if z) held */
+int ps_write_chunk_locked(uint8_t kind, uint32_t stream, struct iovec *iov, int n);
 int ps_write_end_locked(void);          /* wlock held */
 uint64_t ps_file_off_locked(void);
 void ps_truncate_locked(uint64_t off);
 void ps_meta_append(const void *p, size_t n); /* mlock held by caller */
 void ps_meta_lock(void);
 void ps_meta_unlock(void);
+
+/* ---- compress.c: zstd ---- */
+#define PS_Z_LEVEL 3      /* zstd level: ~ 15x on dwarf stacks, the flusher keeps up with >100 MB/s */
+#define PS_Z_MIN   256    /* payloads below this are written as they are */
+int ps_z_room(uint8_t **b, size_t *cap, size_t n);   /* a raw-mmap buffer of at least n bytes */
+size_t ps_z_compress(const struct iovec *iov, int n, size_t len, uint8_t **out, size_t *cap);
+int ps_z_take(int want);                /* 1: z.lock held, compress; 0: write plain */
+void ps_z_give(int held);
+
+/* ---- ring.c: per-thread rings ---- */
+int ps_make_room(ps_thr_t *t);          /* 0 ok, -1: drop this event */
+void ps_flush_thr(ps_thr_t *t, int z);   /* z: compress (never from a hook or a signal) */
+void ps_put_lost(ps_thr_t *t, uint64_t n, unsigned reason);   /* a LOST record into t's ring */
+int ps_emit_generic(ps_thr_t *t, const pst_event_t *ev);   /* 1 written, 0 dropped or invalid */
+
+/* ---- ctl.c: the counters file (ctl.h) ---- */
+#define PS_REC_BYTES ((sizeof(ps_thr_t) + 4095) & ~(size_t)4095)   /* a thread record's slot */
+int ps_ctl_fd_ok(void);                 /* 0: ctl_fd is the counters file (re-opened if need be) */
+void ps_ctl_dir_take(const char *dir);  /* POOLSCOPE_CTL_DIR, if it is record's private directory */
+int ps_run_stopped(void);               /* record stopped the run's recording */
+void ps_ctl_open(void);                 /* after the trace file: its counters file */
+void ps_ctl_done(void);                 /* END is written */
+
+/* ---- threads.c: thread registry, slow entry ---- */
+ps_thr_t *ps_thr_register(void);        /* this thread's record and stream; NULL: none */
+void ps_thread_exit(ps_thr_t *t);
+void ps_key_dtor(void *v);              /* the pthread key's destructor: ps_thread_exit */
+ps_thr_t *ps_enter_slow(void);          /* registers the thread; NULL: pass through */
+void ps_leave(void);
+ps_thr_t *ps_enter_paused(void);        /* a free while paused: its record, or NULL */
+
+/* ---- flusher.c: the tracer's thread ---- */
+void ps_start_flusher(void);
+void *ps_flusher_main(void *arg);      /* the tracer's own thread */
+int ps_flush_sync(void);                /* poolscope_api.flush: a flush round now, waited for */
+void ps_write_sync_locked(uint64_t mark);   /* a SYNC chunk; wlock held */
+
+/* ---- end.c: exit, fatal signal, exec ---- */
+void ps_flush_all(int z);
+void ps_final(void);                    /* flush everything, write END */
+void ps_final_from_signal(void);        /* the same from a fatal signal's handler */
+void ps_emit_toggle(ps_thr_t *t);       /* write a pending TRACE_ON/OFF marker */
+void ps_exec_begin(const char *path);   /* EXEC event, flush, END; keeps the file locked */
+void ps_exec_failed(void);              /* the exec returned: undo END, unlock */
+
+/* ---- tracefile.c: name, header, manifest, fd ---- */
+int ps_open_trace(int first_image);     /* the file created, its header written; -1: untraced */
+int ps_is_trace_fd(int fd);
+int ps_move_trace_fd_from(int lo, int hi); /* moves the trace fd out of [lo,hi] */
+
+/* ---- init.c: state and start ---- */
+void ps_init(void);                     /* once: constructor or first hooked call */
+int ps_common_open(int first_image);    /* clock start, trace file, counters file, modules */
+void ps_recompute_on(void);
+
+/* ---- fork.c ---- */
 void ps_child_after_fork(void);
 void ps_prepare_fork(void);
 void ps_parent_after_fork(void);
 void ps_ensure_child(void);             /* fork child: open its file now */
-int ps_emit_generic(ps_thr_t *t, const pst_event_t *ev);   /* 1 written, 0 dropped or invalid */
-void *ps_sys_mmap(size_t len);
-void ps_sys_munmap(void *p, size_t len);
-int ps_real_close(int fd);
-void ps_start_flusher(void);
-void *ps_flusher_main(void *arg);      /* the tracer's own thread */
-int ps_flush_sync(void);                /* poolscope_api.flush: a flush round now, waited for */
-int ps_is_trace_fd(int fd);
-int ps_move_trace_fd_from(int lo, int hi); /* moves the trace fd out of [lo,hi] */
-void ps_thread_exit(ps_thr_t *t);
-void ps_recompute_on(void);
-void ps_exec_begin(const char *path);   /* EXEC event, flush, END; keeps the file locked */
-void ps_emit_toggle(ps_thr_t *t);       /* write a pending TRACE_ON/OFF marker */
-void ps_exec_failed(void);              /* the exec returned: undo END, unlock */
-void ps_tables_lock_all(void);
+
+/* ---- hooks_*.c ---- */
+void ps_resolve_real(void);             /* hooks_alloc.c: the real malloc family */
+void ps_alloc_resolve_mm(void);         /* hooks_alloc.c: the real mmap family */
+void ps_proc_resolve(void);             /* hooks_proc.c: the real process functions */
+void ps_install_signal(void);           /* hooks_proc.c: POOLSCOPE_SIGNAL's toggle handler */
+void ps_note_untraced(int err);         /* hooks_proc.c: tells record this fork child is untraced */
+void ps_signals_init(void);             /* hooks_signal.c */
+void ps_tables_lock_all(void);          /* stacks.c: around fork */
 void ps_tables_unlock_all(void);
+
+/* ---- glibc ---- */
+extern void *__libc_stack_end;          /* the main thread's stack top */
+extern char **environ;
+void *__libc_malloc(size_t);
+void  __libc_free(void *);
+void *__libc_calloc(size_t, size_t);
+void *__libc_realloc(void *, size_t);
+void *__libc_memalign(size_t, size_t);
+void *__libc_valloc(size_t);
+void *__libc_pvalloc(size_t);
 
 /* Hook entry: the thread's record with the reentrancy guard taken, or NULL
  * (pass the call through). One TLS block, two plain loads, no atomics. */
@@ -416,9 +521,9 @@ static inline ps_thr_t *ps_enter(void)
     return ps_enter_slow();
 }
 
-void ps_late_leave(void);               /* core.c: the end of a call recorded in the exit stream */
+void ps_late_leave(void);               /* threads.c: the end of a call recorded in the exit stream */
 
-/* ps_leave (core.c) inlined, for the hooks' hot paths: the same steps. */
+/* ps_leave (threads.c) inlined, for the hooks' hot paths: the same steps. */
 static inline void ps_leave_inline(void)
 {
     PS_SIGFENCE();
@@ -426,8 +531,8 @@ static inline void ps_leave_inline(void)
     ps_tls.busy = 0;
 }
 
-uint64_t ps_stale_tick(void);          /* core.c: the tick moved to the clock's time */
-void ps_tick_now(void);                 /* core.c: move the tick to the clock's time */
+uint64_t ps_stale_tick(void);          /* clock.c: the tick moved to the clock's time */
+void ps_tick_now(void);                 /* clock.c: move the tick to the clock's time */
 
 /* The fast paths' budget while ps_g.fast1 (one program thread, no stacks).
  * A fast record needs none of the checks of ps_rec_begin but the tick's:
@@ -458,7 +563,7 @@ static inline void ps_fast_sync(ps_thr_t *t)
  * stamped after their call). A TS record is written only when the
  * tick has moved since the stream's previous one. `inflight` covers the
  * read of the tick up to the release store of head: the flusher's
- * watermark (core.c) waits for a thread caught in between. */
+ * watermark (flusher.c) waits for a thread caught in between. */
 static inline uint8_t *ps_rec_begin(ps_thr_t *t)
 {
     ps_fast_sync(t);
@@ -623,6 +728,10 @@ void ps_modules_reset(void);
 void ps_tables_reset(void);
 void ps_stacks_init(void);
 
+/* ---- cfi.c: the dwarf walk's own CFI walker ---- */
+int ps_walk_cfi(ps_thr_t *t, uint64_t *out, int max);   /* frames, or -1: use libunwind */
+void ps_ucache_clear(void);             /* the rule cache, when a module goes away */
+
 /* ---- python.c ---- */
 int ps_py_init(int frames, int pymalloc);   /* after ps_stacks_init: a CPython 3.11 process gets both;
                                            1: this is a Python process (of any version) */
@@ -654,12 +763,15 @@ uintptr_t ps_got_definition(const ps_got_slot_t *s, uintptr_t canon);   /* what 
 int ps_got_write(const ps_got_slot_t *s, uintptr_t value);
 
 /* ---- attach.c: `poolscope attach` ---- */
-void ps_core_ctl_dir(const char *dir);  /* core.c: ps_init's pieces for a late start */
+void ps_core_ctl_dir(const char *dir);  /* init.c: ps_init's pieces for a late start */
 int ps_core_open(void);
 void ps_core_self(void);
 int ps_core_key(void);
 void ps_att_restore(void);              /* the stop: every slot we wrote back to the program's */
 void ps_att_poll(void);                 /* flusher: hook what the loader added */
+/* exported for `poolscope attach` (gdb calls them by name; cli/cmd_attach.c) */
+int poolscope_attach_start(const char *out, int stacks, const char *ctl_dir);
+unsigned poolscope_attach_slots(void);
 
 /* ---- hooks_func.c ---- */
 void ps_fn_parse(const char *spec);     /* POOLSCOPE_SCOPE_FUNCS */

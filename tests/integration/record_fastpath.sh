@@ -64,7 +64,7 @@ check ring_wraps_exact_fp ring_wraps fp
 # (every 50 ms) waits for: 150 ms asleep there, then 400,000 malloc/free
 # pairs (about 2.2 MB of records, below what a 4 MiB ring holds at 7/8).
 # The thread's ring must grow rather than be
-# written uncompressed by the thread (core.c, ps_make_room): every event
+# written uncompressed by the thread (ring.c, ps_make_room): every event
 # recorded, and no uncompressed EVENTS chunk beyond a few small ones
 # (rings with less than 256 bytes at a flush round, the flusher's own
 # stream). Should the flusher be scheduled and drain all along, there is
