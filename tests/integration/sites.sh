@@ -62,7 +62,7 @@ cxx() {
     command -v g++ >/dev/null || { echo "  no g++: skipped" >&2; return 0; }
     g++ -std=c++17 -O1 -g -o "$T/cxx" "$ROOT/tests/cxx/sites_cxx.cpp" &&
         "$PS" record --stacks dwarf -o "$T/cxx.pst" -- "$T/cxx" >/dev/null 2>&1 &&
-        "$PS" report "$T/cxx.pst" >"$T/cxx.txt" &&
+        "$PS" report --full "$T/cxx.pst" >"$T/cxx.txt" &&   # whole names (the default folds <…>)
         "$PS" export "$T/cxx.pst" --format folded -o "$T/cxx.folded" &&
         "$PS" export "$T/cxx.pst" --format chrome -o "$T/cxx.json" &&
         "$PS" sql "$T/cxx.pst" -o "$T/cxx.db" >/dev/null || return 1
