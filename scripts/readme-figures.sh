@@ -1,6 +1,8 @@
 #!/bin/sh
-# readme-figures.sh — the README's "Measured figures" block, generated from
-# bench/results.md (which `make bench` writes).
+# readme-figures.sh — a markdown file's figures block, generated from
+# bench/results.md (which `make bench` writes). The README held such a block
+# until issue 29; it now keeps a summary and points at bench/results.md
+# (docs/benchmarks.md), so no committed file uses this today.
 #
 #   sh scripts/readme-figures.sh [--results FILE]                  print the block
 #   sh scripts/readme-figures.sh [--results FILE] --update README.md  rewrite it in place
