@@ -33,6 +33,7 @@
 #include "escape.h"
 #include "hashmap.h"
 #include "json.h"
+#include "marks.h"
 #include "outfile.h"
 #include "poolscope/error.h"
 #include "scan.h"
@@ -599,17 +600,7 @@ static int64_t frame_id(frames_t *fr, strtab_t *strs, const az_frame_t *f)
 
 /* ---- marker lanes ---------------------------------------------------------------- */
 
-typedef struct mk { uint64_t t, inst; uint32_t name, seq; uint8_t kind; } mk_t;
 typedef struct item { uint64_t t0, t1, inst, n; uint32_t name; uint8_t point; } item_t;
-
-static int mk_cmp(const void *a, const void *b)
-{
-    const mk_t *x = a, *y = b;
-    if (x->name != y->name) return x->name < y->name ? -1 : 1;
-    if (x->inst != y->inst) return x->inst < y->inst ? -1 : 1;
-    if (x->t != y->t) return x->t < y->t ? -1 : 1;
-    return x->seq < y->seq ? -1 : x->seq > y->seq;
-}
 
 static int item_cmp(const void *a, const void *b)
 {
@@ -629,8 +620,7 @@ static int lane_cmp(const void *a, const void *b)
 }
 
 /* "lanes":[{name, scopes, points, merged, s:[t0,t1,inst,n,...], p:[t,n,...]}]:
- * scopes paired by (name, instance), nested ones of an instance as the
- * outermost, one still open at the end running to the end. More than
+ * scopes paired by (name, instance) as marks.h says. More than
  * AZ_HTML_LANE_ITEMS items of a kind in a lane: those closer than
  * span / AZ_HTML_LANE_ITEMS are merged (n = how many). */
 static int write_lanes(FILE *f, const az_scan_t *s, size_t *hidden)
@@ -639,25 +629,15 @@ static int write_lanes(FILE *f, const az_scan_t *s, size_t *hidden)
     *hidden = 0;
     fputs("\"lanes\":[", f);
     if (!n) { fputc(']', f); return 0; }
-    mk_t *m = malloc(n * sizeof *m);
+    az_mark_span_t *sp;
+    long ns = az_marks_pair(s, &sp);
     item_t *it = malloc(n * sizeof *it);
     lane_t *ln = malloc(n * sizeof *ln);
-    if (!m || !it || !ln) { free(m); free(it); free(ln); fputc(']', f); return PSC_ENOMEM; }
-    for (size_t i = 0; i < n; i++)
-        m[i] = (mk_t){ s->markers[i].t, s->markers[i].instance, s->markers[i].name, (uint32_t)i, s->markers[i].kind };
-    qsort(m, n, sizeof *m, mk_cmp);
-    size_t ni = 0;
-    for (size_t i = 0; i < n;) {
-        size_t j = i;
-        uint64_t depth = 0, start = 0;
-        for (; j < n && m[j].name == m[i].name && m[j].inst == m[i].inst; j++) {
-            if (m[j].kind == AZ_MARK_POINT) { it[ni++] = (item_t){ m[j].t, m[j].t, 0, 1, m[j].name, 1 }; continue; }
-            if (m[j].kind == AZ_MARK_BEGIN) { if (!depth++) start = m[j].t; continue; }
-            if (depth && !--depth) it[ni++] = (item_t){ start, m[j].t, m[i].inst, 1, m[i].name, 0 };
-        }
-        if (depth) it[ni++] = (item_t){ start, s->t_last, m[i].inst, 1, m[i].name, 0 };
-        i = j;
-    }
+    if (ns < 0 || !it || !ln) { free(sp); free(it); free(ln); fputc(']', f); return PSC_ENOMEM; }
+    size_t ni = (size_t)ns;
+    for (size_t i = 0; i < ni; i++)
+        it[i] = (item_t){ sp[i].t0, sp[i].t1, sp[i].inst, 1, sp[i].name, sp[i].point };
+    free(sp);
     qsort(it, ni, sizeof *it, item_cmp);
     size_t nl = 0;
     for (size_t i = 0; i < ni;) {
@@ -702,7 +682,7 @@ static int write_lanes(FILE *f, const az_scan_t *s, size_t *hidden)
         fputc('}', f);
     }
     fputc(']', f);
-    free(m); free(it); free(ln);
+    free(it); free(ln);
     return 0;
 }
 

@@ -36,6 +36,7 @@
 
 #include "escape.h"
 #include "json.h"
+#include "marks.h"
 #include "outfile.h"
 #include "poolscope/error.h"
 #include "report.h"
@@ -169,12 +170,6 @@ static double page_title(FILE *f, const char *title, int h)
 
 /* ---- memory over time, with the marker lane ------------------------------ */
 
-typedef struct mk {              /* a marker event, sortable by (name, instance, time) */
-    uint64_t t, inst;
-    uint32_t name, seq;
-    uint8_t kind;
-} mk_t;
-
 typedef struct item {            /* what the lane draws: a scope [t0, t1] or a point (t0) */
     uint64_t t0, t1;
     uint32_t name;
@@ -186,15 +181,6 @@ typedef struct lane {
     uint64_t first, scopes, points;
     size_t from, n;              /* its items: items[from .. from + n) */
 } lane_t;
-
-static int mk_cmp(const void *a, const void *b)
-{
-    const mk_t *x = a, *y = b;
-    if (x->name != y->name) return x->name < y->name ? -1 : 1;
-    if (x->inst != y->inst) return x->inst < y->inst ? -1 : 1;
-    if (x->t != y->t) return x->t < y->t ? -1 : 1;
-    return x->seq < y->seq ? -1 : x->seq > y->seq;
-}
 
 static int item_cmp(const void *a, const void *b)
 {
@@ -210,9 +196,8 @@ static int lane_cmp(const void *a, const void *b)
     return x->first < y->first ? -1 : x->first > y->first;
 }
 
-/* The marker lane: scopes paired by (name, instance) — nested scopes of one
- * instance count as the outermost —, a scope still open at the end runs to
- * the end, everything clipped to [lo, hi] (trace times). Items of one name
+/* The marker lane: scopes paired by (name, instance) as marks.h says,
+ * everything clipped to [lo, hi] (trace times). Items of one name
  * closer than eps ns are merged, and a scope is at least eps wide, so a
  * long run makes at most about (hi - lo) / eps marks per row however many
  * events it has, and no scope is too thin to see. Writes markers.dat
@@ -222,35 +207,23 @@ static int lane_cmp(const void *a, const void *b)
 static int marker_lanes(const az_scan_t *s, uint64_t lo, uint64_t hi, uint64_t eps,
                         lane_t *lanes, size_t *hidden, FILE *f)
 {
-    size_t n = s->n_markers;
     *hidden = 0;
-    if (!n) return 0;
-    mk_t *m = malloc(n * sizeof *m);
-    item_t *it = malloc(n * sizeof *it);
-    lane_t *all = malloc(n * sizeof *all);
-    if (!m || !it || !all) { free(m); free(it); free(all); return -1; }
-    for (size_t i = 0; i < n; i++)
-        m[i] = (mk_t){ s->markers[i].t, s->markers[i].instance, s->markers[i].name, (uint32_t)i, s->markers[i].kind };
-    qsort(m, n, sizeof *m, mk_cmp);
+    if (!s->n_markers) return 0;
+    az_mark_span_t *sp;
+    long n = az_marks_pair(s, &sp);
+    if (n < 0) return -1;
+    item_t *it = malloc(s->n_markers * sizeof *it);        /* no more than one span per event */
+    lane_t *all = malloc(s->n_markers * sizeof *all);
+    if (!it || !all) { free(sp); free(it); free(all); return -1; }
     size_t ni = 0;
     uint64_t end = s->t_last > hi ? hi : s->t_last;
-#define PUT(a, b, nm, pt) do {                                                     \
-        uint64_t a_ = (a) < lo ? lo : (a), b_ = (b) > end ? end : (b);             \
-        if ((b) >= lo && (a) <= hi && a_ <= b_) it[ni++] = (item_t){ a_, b_, (nm), (pt) }; \
-    } while (0)
-    for (size_t i = 0; i < n;) {
-        size_t j = i;
-        uint64_t depth = 0, start = 0;
-        for (; j < n && m[j].name == m[i].name && m[j].inst == m[i].inst; j++) {
-            if (m[j].kind == AZ_MARK_POINT) { PUT(m[j].t, m[j].t, m[j].name, 1); continue; }
-            if (m[j].kind == AZ_MARK_BEGIN) { if (!depth++) start = m[j].t; continue; }
-            if (depth && !--depth) PUT(start, m[j].t, m[j].name, 0);   /* an END without BEGIN: nothing */
-        }
-        if (depth) PUT(start, s->t_last, m[i].name, 0);
-        i = j;
+    for (long k = 0; k < n; k++) {
+        uint64_t a = sp[k].t0, b = sp[k].t1;
+        uint64_t a_ = a < lo ? lo : a, b_ = b > end ? end : b;
+        if (b >= lo && a <= hi && a_ <= b_) it[ni++] = (item_t){ a_, b_, sp[k].name, sp[k].point };
     }
-#undef PUT
-    /* items of a name are contiguous (m was sorted by name first) */
+    free(sp);
+    /* items of a name are contiguous (the spans come grouped by name) */
     size_t nl = 0;
     for (size_t i = 0; i < ni;) {
         lane_t l = { it[i].name, UINT64_MAX, 0, 0, i, 0 };
@@ -278,7 +251,7 @@ static int marker_lanes(const az_scan_t *s, uint64_t lo, uint64_t hi, uint64_t e
                     r, pt ? 0 : 1);
         }
     }
-    free(m); free(it); free(all);
+    free(it); free(all);
     return (int)rows;
 }
 
