@@ -1,17 +1,22 @@
 /* pool_adapter.c — bufpool and blockpool observer events to trace events.
  * See pool_adapter.h for the contract.
  *
- * Global state: one atomic counter handing out pool ids. Ids only have to
- * be unique within a process image; a counter is the simplest thing that
- * is, and it is touched once per pool, never per event.
+ * Global state: one atomic counter handing out pool ids, and a table of
+ * what each pool's CREATE event says, so that a pool made before the trace
+ * began (an attach, a fork child's own file, a pause) is named at its first
+ * event in that trace. Ids only have to be unique within a process image; a
+ * counter is the simplest thing that is, and it is touched once per pool.
  *
  * The observers run under the pool's lock, so they only fill a ps_event_t on
  * the stack and hand it to the tracer; the tracer stamps it into the calling
  * thread's stream and the pool_seq restores the pool's order across threads.
+ * The same lock makes a pool's table entry single-writer: only its own
+ * observer touches it once the pool exists.
  */
 #include "poolscope/pool_adapter.h"
 
 #include <stdatomic.h>
+#include <stdio.h>
 #include <unistd.h>
 
 #include "poolscope/format.h"
@@ -26,12 +31,66 @@ static uint64_t psa_new_id(void)
 
 static uint64_t ctx_id(void *ctx) { return (uint64_t)(uintptr_t)ctx; }
 
+/* A pool's CREATE event as it would be emitted now, and the trace file it
+ * last went to. Pools past the table (a program making pools in a loop) are
+ * named only when made while recording, as before the table. */
+#define PSA_NAMED 256
+typedef struct {
+    ps_event_t create;     /* type 0: no entry */
+    uint64_t trace;        /* poolscope_api.session when CREATE was emitted */
+    int sent;              /* CREATE was emitted (in trace `trace`) */
+    char name[96];
+} psa_named_t;
+static psa_named_t psa_named[PSA_NAMED];
+
+static psa_named_t *named(uint64_t id) { return id < PSA_NAMED ? &psa_named[id] : NULL; }
+
+/* The tracer's current trace file; 0 for a tracer without the entry. */
+static uint64_t trace_now(void) { return ps__api->session ? ps__api->session() : 0; }
+
+/* Emit the pool's CREATE unless this trace has it. Not while paused: the
+ * event would be dropped, and the pool must be named when recording
+ * resumes. */
+static void announce(psa_named_t *n)
+{
+    if (!n || !n->create.type || !ps__api->enabled()) return;
+    uint64_t t = trace_now();
+    if (n->sent && n->trace == t) return;
+    n->sent = 1;
+    n->trace = t;
+    ps__api->emit(&n->create);
+}
+
+/* Keep the CREATE event for id; returns its entry (NULL past the table). */
+static psa_named_t *remember(uint64_t id, const ps_event_t *e, const char *name)
+{
+    psa_named_t *n = named(id);
+    if (!n) return NULL;
+    n->create = *e;
+    snprintf(n->name, sizeof n->name, "%s", name);
+    n->create.name = n->name;
+    n->sent = 0;
+    return n;
+}
+
+/* The pool is gone: DESTROY if this trace named it. */
+static void destroyed(uint64_t id, uint32_t type)
+{
+    psa_named_t *n = named(id);
+    int in_trace = ps_active() && (!n || (n->sent && n->trace == trace_now()));
+    if (n) n->create.type = 0;
+    if (!in_trace) return;
+    ps_event_t e = { .type = type, .n_fields = 1, .f = { id } };
+    ps__api->emit(&e);
+}
+
 /* ---- buffer pool ------------------------------------------------------- */
 
 void psa_bufpool_observe(void *ctx, const bp_event_t *ev)
 {
     if (!ps_active() || !ev) return;
     uint64_t id = ctx_id(ctx);
+    announce(named(id));
     ps_event_t e = { 0 };
     switch (ev->kind) {
     case BP_EV_ACQUIRE:
@@ -62,14 +121,18 @@ void psa_bufpool_observe(void *ctx, const bp_event_t *ev)
 bp_config_t psa_bufpool_config(const bp_config_t *cfg)
 {
     bp_config_t out = cfg ? *cfg : bp_config_default();
-    if (!ps_active()) return out;
     uint64_t id = psa_new_id();
-    out.observe = psa_bufpool_observe;
-    out.observe_ctx = (void *)(uintptr_t)id;
     ps_event_t e = { .type = PS_POOL_CREATE, .n_fields = 4,
                      .f = { id, 0, (1u << BP_ARM_F32) | (1u << BP_ARM_SLAB), out.max_cached_bytes },
                      .name = out.name ? out.name : "bufpool" };
-    ps__api->emit(&e);
+    psa_named_t *n = remember(id, &e, e.name);
+    /* past the table a pool made unrecorded stays unobserved (no cost) */
+    if (!n && !ps_active()) return out;
+    out.observe = psa_bufpool_observe;
+    out.observe_ctx = (void *)(uintptr_t)id;
+    if (!ps_active()) return out;
+    if (n) announce(n);
+    else ps__api->emit(&e);
     return out;
 }
 
@@ -81,9 +144,7 @@ uint64_t psa_bufpool_id(const bp_config_t *cfg)
 void psa_bufpool_destroyed(const bp_config_t *cfg)
 {
     uint64_t id = psa_bufpool_id(cfg);
-    if (!id || !ps_active()) return;
-    ps_event_t e = { .type = PS_POOL_DESTROY, .n_fields = 1, .f = { id } };
-    ps__api->emit(&e);
+    if (id) destroyed(id, PS_POOL_DESTROY);
 }
 
 /* ---- block pool -------------------------------------------------------- */
@@ -108,8 +169,17 @@ static void emit_with_ids(ps_event_t *e, const int32_t *ids, int32_t n, int toke
 
 void psa_blockpool_observe(void *ctx, const kvb_event_t *ev)
 {
-    if (!ps_active() || !ev) return;
+    if (!ev) return;
     uint64_t id = ctx_id(ctx);
+    psa_named_t *n = named(id);
+    /* a CREATE emitted later must give the blocks the pool has then */
+    if (n && ev->n_ids > 0 && (ev->kind == KVB_EV_GROW || ev->kind == KVB_EV_SHRINK)) {
+        uint64_t *nb = &n->create.f[3];
+        uint64_t k = (uint64_t)ev->n_ids;
+        *nb = ev->kind == KVB_EV_GROW ? *nb + k : *nb > k ? *nb - k : 0;
+    }
+    if (!ps_active()) return;
+    announce(n);
     ps_event_t e = { 0 };
     e.f[0] = id;
     e.f[1] = ev->seq;
@@ -177,17 +247,20 @@ static uint64_t slot_bytes(const kvb_config_t *c)
 kvb_config_t psa_blockpool_config(const kvb_config_t *cfg, const char *name)
 {
     kvb_config_t out = cfg ? *cfg : kvb_config_default();
-    if (!ps_active()) return out;
     uint64_t id = psa_new_id();
-    out.observe = psa_blockpool_observe;
-    out.observe_ctx = (void *)(uintptr_t)id;
     /* "uSuuuuuu" pool id, name, block_size, n_blocks, separate_kv, grow, max_blocks, slot bytes */
     ps_event_t e = { .type = PS_KVB_CREATE, .n_fields = 8,
                      .f = { id, 0, (uint64_t)out.block_size, (uint64_t)out.n_blocks,
                             out.separate_kv ? 1 : 0, out.grow_on_exhaustion ? 1 : 0,
                             (uint64_t)out.max_blocks, slot_bytes(&out) },
                      .name = name ? name : "kvb" };
-    ps__api->emit(&e);
+    psa_named_t *n = remember(id, &e, e.name);
+    if (!n && !ps_active()) return out;
+    out.observe = psa_blockpool_observe;
+    out.observe_ctx = (void *)(uintptr_t)id;
+    if (!ps_active()) return out;
+    if (n) announce(n);
+    else ps__api->emit(&e);
     return out;
 }
 
@@ -199,7 +272,5 @@ uint64_t psa_blockpool_id(const kvb_config_t *cfg)
 void psa_blockpool_destroyed(const kvb_config_t *cfg)
 {
     uint64_t id = psa_blockpool_id(cfg);
-    if (!id || !ps_active()) return;
-    ps_event_t e = { .type = PS_KVB_DESTROY, .n_fields = 1, .f = { id } };
-    ps__api->emit(&e);
+    if (id) destroyed(id, PS_KVB_DESTROY);
 }

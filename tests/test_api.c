@@ -53,7 +53,7 @@ static int fake_enabled(void) { return enabled_flag; }
 static int flushes;
 static int fake_flush(void) { flushes++; return 0; }
 
-static const ps_api_t fake = { PS_API_VERSION, sizeof(ps_api_t), fake_emit, fake_enable, fake_enabled, fake_flush };
+static const ps_api_t fake = { PS_API_VERSION, sizeof(ps_api_t), fake_emit, fake_enable, fake_enabled, fake_flush, NULL };
 
 static int install_fake(void **state)
 {
@@ -102,21 +102,104 @@ static void test_without_preload_api_is_null_and_helpers_do_nothing(void **state
     assert_int_equal(flushes, 0);
 }
 
-static void test_adapter_without_tracer_leaves_config_unchanged(void **state)
+/* A tracer that says which trace file it writes (poolscope_api.session). */
+static uint64_t fake_trace = 1;
+static uint64_t fake_session(void) { return fake_trace; }
+static const ps_api_t fake_s = { PS_API_VERSION, sizeof(ps_api_t), fake_emit, fake_enable, fake_enabled,
+                                 fake_flush, fake_session };
+
+static int first_of(uint32_t type)
+{
+    for (int i = 0; i < n_seen; i++)
+        if (seen[i].ev.type == type) return i;
+    return -1;
+}
+
+/* Pools made before a tracer came (poolscope attach): silent until it
+ * comes, then named at their first event in its trace, once per trace, a
+ * pool of blocks with the blocks it has then; a pool the trace never named
+ * gets no DESTROY. */
+static void test_pools_made_before_the_tracer_are_named_at_their_first_event(void **state)
 {
     (void)state;
     bp_config_t c = bp_config_default();
-    c.name = "p";
-    bp_config_t o = psa_bufpool_config(&c);
-    assert_null(o.observe);
-    assert_int_equal(psa_bufpool_id(&o), 0);
-    assert_int_equal(o.max_cached_bytes, c.max_cached_bytes);
+    c.name = "early";
+    c = psa_bufpool_config(&c);
+    uint64_t id = psa_bufpool_id(&c);
+    assert_true(id > 0);
+    bp_config_t q = bp_config_default();
+    q.name = "quiet";
+    q = psa_bufpool_config(&q);
     kvb_config_t k = kvb_config_default();
-    kvb_config_t ko = psa_blockpool_config(&k, "kv");
-    assert_null(ko.observe);
-    assert_int_equal(psa_blockpool_id(&ko), 0);
-    psa_bufpool_destroyed(&o);       /* no tracer, no id: nothing happens */
-    psa_blockpool_destroyed(&ko);
+    k.block_size = 4;
+    k.n_blocks = 4;
+    k.separate_kv = false;
+    k.grow_on_exhaustion = true;
+    k.max_blocks = 64;
+    k = psa_blockpool_config(&k, "earlykv");
+    uint64_t kid = psa_blockpool_id(&k);
+    int err = 0;
+    bp_pool_t *p = bp_create(&c, &err), *pq = bp_create(&q, &err);
+    kvb_pool_t *kp = kvb_create(&k, &err);
+    assert_non_null(p);
+    assert_non_null(pq);
+    assert_non_null(kp);
+    bp_buf_t *held = bp_acquire(p, 1000, &err);          /* before the tracer */
+    int32_t ids[32];
+    assert_int_equal(kvb_allocate(kp, KVB_STREAM_KV, 40, 7, KVB_FMT_F32, ids, 32), 10);   /* grows past 4 */
+    kvb_stats_t ks;
+    assert_int_equal(kvb_stats(kp, &ks), 0);
+    assert_true(ks.n_blocks > 4);
+
+    n_seen = 0;
+    fake_trace = 1;
+    ps__api = &fake_s;                                    /* the attach */
+    assert_int_equal(bp_release(held), 1);
+    bp_buf_t *b = bp_acquire(p, 1000, &err);
+    assert_int_equal(bp_release(b), 1);
+    assert_int_equal(count_type(PST_EV_POOL_CREATE), 1);
+    assert_int_equal(first_of(PST_EV_POOL_CREATE), 0);   /* before the pool's first event */
+    assert_string_equal(seen[0].name, "early");
+    assert_int_equal(seen[0].ev.f[0], id);
+    assert_int_equal(count_type(PST_EV_POOL_ACQUIRE), 1);
+    assert_int_equal(kvb_free_all(kp, 7), 10);
+    int kc = first_of(PST_EV_KVB_CREATE);
+    assert_true(kc >= 0 && kc < first_of(PST_EV_KVB_FREE));
+    assert_string_equal(seen[kc].name, "earlykv");
+    assert_int_equal(seen[kc].ev.f[0], kid);
+    assert_int_equal(seen[kc].ev.f[3], (uint64_t)ks.n_blocks);   /* the blocks it has now */
+
+    fake_trace = 2;                                       /* a second attach: a new file */
+    int before = n_seen;
+    b = bp_acquire(p, 1000, &err);
+    assert_int_equal(bp_release(b), 1);
+    assert_int_equal(seen[before].ev.type, PST_EV_POOL_CREATE);
+    assert_int_equal(count_type(PST_EV_POOL_CREATE), 2);
+
+    enabled_flag = 0;                                     /* paused: named when it resumes */
+    fake_trace = 3;
+    before = n_seen;
+    b = bp_acquire(p, 1000, &err);
+    assert_int_equal(bp_release(b), 1);
+    enabled_flag = 1;
+    int32_t one[1];
+    assert_int_equal(kvb_allocate(kp, KVB_STREAM_KV, 4, 1, KVB_FMT_F32, one, 1), 1);
+    b = bp_acquire(p, 1000, &err);
+    assert_int_equal(bp_release(b), 1);
+    assert_int_equal(count_type(PST_EV_POOL_CREATE), 3);
+    assert_int_equal(count_type(PST_EV_KVB_CREATE), 2);
+    (void)before;
+
+    assert_int_equal(bp_destroy(p), 0);
+    psa_bufpool_destroyed(&c);
+    assert_int_equal(bp_destroy(pq), 0);
+    psa_bufpool_destroyed(&q);                            /* never named in this trace */
+    kvb_destroy(kp);
+    psa_blockpool_destroyed(&k);
+    assert_int_equal(count_type(PST_EV_POOL_DESTROY), 1);
+    assert_int_equal(seen[first_of(PST_EV_POOL_DESTROY)].ev.f[0], id);
+    assert_int_equal(count_type(PST_EV_KVB_DESTROY), 1);
+    ps__api = NULL;
 }
 
 static void test_table_with_wrong_version_or_size_is_refused(void **state)
@@ -320,7 +403,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_without_preload_api_is_null_and_helpers_do_nothing),
-        cmocka_unit_test(test_adapter_without_tracer_leaves_config_unchanged),
+        cmocka_unit_test(test_pools_made_before_the_tracer_are_named_at_their_first_event),
         cmocka_unit_test(test_table_with_wrong_version_or_size_is_refused),
         cmocka_unit_test_setup_teardown(test_helpers_emit_events_in_format_layouts, install_fake, remove_fake),
         cmocka_unit_test_setup_teardown(test_bufpool_events_rebuild_pool_stats, install_fake, remove_fake),

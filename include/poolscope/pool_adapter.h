@@ -2,10 +2,12 @@
  * (prefix psa_).
  *
  * The pools in pool/ know nothing of traces: each reports through one
- * observer callback in its config. This adapter supplies that callback. It
- * costs nothing when the program is not being recorded: without a tracer the
- * config comes back unchanged (no observer), so the pool does not even make
- * the call.
+ * observer callback in its config. This adapter supplies that callback,
+ * with or without a tracer: a tracer attached later (poolscope attach), or
+ * a fork child's own trace, must see pools made before it. Without a tracer
+ * the callback returns at its first test; a pool of blocks also counts its
+ * grown blocks there, so that its CREATE, emitted at the pool's first event
+ * in a trace that has not named it, gives the blocks it has then.
  *
  *   bp_config_t cfg = bp_config_default();
  *   cfg.name = "acts";
@@ -23,9 +25,12 @@
  *
  * The pools do not report their own creation or destruction (the block pool
  * reports creation, but without a name), so the adapter emits POOL_CREATE /
- * KVB_CREATE itself when it makes the config, and *_destroyed() emits the
- * DESTROY event; call it after the pool's destroy (or after a failed
- * create, to close the pool in the trace).
+ * KVB_CREATE itself: when it makes the config if recording then, else
+ * before the pool's first event in each trace (names are kept up to 95
+ * bytes, for the first 255 pools of a process; later pools are observed
+ * only when made while recording). *_destroyed() emits the DESTROY event
+ * when the trace named the pool; call it after the pool's destroy (or
+ * after a failed create, to close the pool in the trace).
  *
  * Fields follow the layouts of format.h. Notes:
  *   - POOL_CREATE "arms" is a bit set: bit i set for each arm bp_arm_t i the
@@ -49,7 +54,7 @@ extern "C" {
 #endif
 
 /* A copy of *cfg with observe/observe_ctx set to the adapter, after emitting
- * POOL_CREATE (name, arms, cap). Without a tracer: *cfg unchanged. */
+ * POOL_CREATE (name, arms, cap) when recording. */
 bp_config_t psa_bufpool_config(const bp_config_t *cfg);
 /* Emit POOL_DESTROY for a config returned by psa_bufpool_config (nothing
  * for one the adapter did not touch). */

@@ -57,6 +57,11 @@ typedef struct ps_api {
      * older tracer). Everything recorded so far goes to the trace file
      * before it returns: 0, or -1 (no file, closing, timed out). */
     int  (*flush)(void);
+    /* Appended with attach: a number that changes whenever this process
+     * starts a new trace file (an attach, a fork child's own file). The
+     * pool adapter names a pool it has not named in the current trace at
+     * the pool's first event there. */
+    uint64_t (*session)(void);
 } ps_api_t;
 
 /* NULL unless the preload library is loaded. Resolved once by a constructor

@@ -667,6 +667,8 @@ static void api_enable(int on)
 
 static int api_enabled(void) { return ps_g.on; }
 
+static uint64_t api_session(void) { return __atomic_load_n(&ps_g.trace_files, __ATOMIC_ACQUIRE); }
+
 /* Layers 2-4 and thread names; MPROTECT and MMAP_NAME (22, 23) lie inside
  * that range but are the interposer's own heap events. */
 static int api_type_ok(unsigned type)
@@ -735,4 +737,5 @@ EXPORT const ps_api_t poolscope_api = {
     .enable = api_enable,
     .enabled = api_enabled,
     .flush = api_flush,
+    .session = api_session,
 };

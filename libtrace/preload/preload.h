@@ -271,6 +271,7 @@ typedef struct ps_global {
     pid_t pid;
     pid_t parent_pid;        /* fork child: the parent; else 0 */
     uint64_t gen;            /* exec generation of this image */
+    uint64_t trace_files;    /* trace files this process has opened (poolscope_api.session) */
     uint64_t start_mono;     /* ns */
     uint64_t start_real;
     uintptr_t self_lo, self_hi; /* our own text, skipped in stacks */

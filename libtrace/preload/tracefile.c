@@ -116,6 +116,9 @@ int ps_open_trace(int first_image)
     ps_g.ino = st.st_ino;
     ps_g.fd = fd;
     ps_g.write_broken = 0;
+    /* pools the program made before this file (an attach, a fork child)
+     * are named again at their first event in it (pool_adapter.c) */
+    __atomic_add_fetch(&ps_g.trace_files, 1, __ATOMIC_RELEASE);
     if (ps_g.manifest[0]) {
         int m = open(ps_g.manifest, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
         if (m >= 0) {

@@ -199,6 +199,16 @@ PY
     }
     check engine_attached_output_unchanged sh -c "[ $arc -eq 0 ] && [ $erc -eq 0 ]" && check engine_output_same eng_same
     check engine_tensor_events_in_window sh -c "n=\$('$DUMP' '$T/eng.pst' | sed -n 's/^tensor_acquire=//p'); [ \"\${n:-0}\" -gt 0 ]"
+    # its pools were made before the attach: each is named at its first
+    # event in the window, and every tensor the engine acquired there came
+    # from the buffer pool (--alloc pool: one pool acquire per tensor)
+    "$DUMP" "$T/eng.pst" > "$T/eng.dump"
+    "$PS" report "$T/eng.pst" > "$T/eng.report" 2>&1
+    dumpv() { sed -n "s/^$1=//p" "$T/eng.dump"; }
+    check engine_pools_made_before_attach_named sh -c "[ '$(dumpv pool_create)' = 1 ] && [ '$(dumpv kvb_create)' = 1 ] &&
+        grep -q 'refengine.transient' '$T/eng.report' && grep -q 'refengine.kv' '$T/eng.report'"
+    check engine_pool_acquires_equal_tensor_acquires sh -c "[ '$(dumpv pool_acquire)' = '$(dumpv tensor_acquire)' ] &&
+        [ '$(dumpv pool_acquire)' -gt 0 ] && [ '$(dumpv kvb_alloc)' -gt 0 ]"
 fi
 
 # refusals, one line each
