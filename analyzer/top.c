@@ -46,6 +46,7 @@ static void last_minute(const az_scan_t *s, int ser, uint64_t *mn, uint64_t *mx,
         uint64_t t0 = s->tl_t0 + ((uint64_t)i << s->tl_shift), t1 = t0 + (1ull << s->tl_shift);
         if (!b->set || t1 <= from || t0 > s->t_last) continue;
         uint64_t v = field(b, ser);
+        if (ser == SER_RSS && v == 0) continue;   /* before the first sample: no reading, not 0 B */
         if (v < *mn) *mn = v;
         if (v > *mx) *mx = v;
         uint64_t mid = t0 < from ? from : t0;
@@ -79,7 +80,8 @@ static int by_live(const void *a, const void *b)
 }
 
 /* A line cut to the frame's width (escape.h: names from the trace never
- * reach the terminal as control bytes). */
+ * reach the terminal as control bytes), ending in "..." where it was cut:
+ * a single '>' there read as a template's closing bracket. */
 static void put_cut(FILE *out, const char *text, unsigned cols)
 {
     char b[2048];
@@ -88,7 +90,12 @@ static void put_cut(FILE *out, const char *text, unsigned cols)
     if (n > cols) {
         n = cols;
         while (n && (b[n] & 0xc0) == 0x80) n--;   /* not inside a UTF-8 sequence */
-        if (n > 1) { b[n - 1] = '>'; }
+        if (n > 3) {
+            n -= 3;
+            while (n && (b[n] & 0xc0) == 0x80) n--;
+            memcpy(b + n, "...", 3);
+            n += 3;
+        }
     }
     fwrite(b, 1, n, out);
     fputc('\n', out);

@@ -64,7 +64,8 @@ want = [s for s in r["sites"]["leaks"]][:len(rows)]
 if not rows: bad.append("no site rows")
 for x, w in zip(rows, want):
     label = w["site"] + (" via " + w["via"] if w.get("via") else "")
-    shown = x.group(3).rstrip(">")
+    shown = x.group(3)
+    shown = shown[:-3] if shown.endswith("...") else shown
     if n(x.group(1)) != w["leaked_bytes"] or not label.startswith(shown):
         bad.append(f"site: top {x.group(1)} {shown!r}, report {w['leaked_bytes']} {label!r}")
 print("\n".join(bad) or f"{len(rows)} sites, heap and events equal")
@@ -79,6 +80,53 @@ strip() { sed '3d; s/ *$//' "$1" | awk 'NF { p = NR } { l[NR] = $0 } END { for (
 strip "$T/screen.txt" >"$T/screen3.txt"
 strip "$T/once.txt" >"$T/once3.txt"
 check "--once prints the terminal's frame" cmp -s "$T/screen3.txt" "$T/once3.txt"
+
+# RSS of a running program is never 0 B: its least over the last minute is
+# the least sample, not a bucket before the first sample (the run has RSS:
+# report's peak). In a 40-column terminal the site labels are cut with
+# "...", not with a '>' that reads as a template's end; each cut row is a
+# prefix of report's label.
+python3 - "$T/screen.txt" "$T/r.json" <<'EOF' >"$T/rss.txt" 2>&1
+import json, re, sys
+scr = open(sys.argv[1]).read().splitlines()
+r = json.load(open(sys.argv[2]))
+row = next((l for l in scr if l.startswith("  RSS ")), "")
+m = re.search(r"(\S+ \S+) \.\. ", row)
+ok = r["peak_rss_bytes"] > 0 and m is not None and not m.group(1).startswith("0 ")
+print(f"RSS row {row.strip()!r}, report peak {r['peak_rss_bytes']}")
+sys.exit(0 if ok else 1)
+EOF
+rc=$?; sed 's/^/  /' "$T/rss.txt"
+check "RSS least over the last minute is a sample, not 0 B" test $rc -eq 0
+tm new-session -d -s narrow -x 40 -y 24 "env PS1='$ ' sh"
+tm send-keys -t narrow "cd '$T' && clear && '$PS' top --once t.pst; echo na''rrow" Enter
+i=0
+until tm capture-pane -p -t narrow | grep -q '^narrow'; do i=$((i + 1)); [ $i -gt 400 ] && break; sleep 0.05; done
+tm capture-pane -p -t narrow >"$T/narrow.txt"
+tm kill-session -t narrow   # gone before "-t top" is asked for again
+python3 - "$T/narrow.txt" "$T/r.json" <<'EOF' >"$T/narrow.cmp" 2>&1
+import json, re, sys
+scr = open(sys.argv[1]).read().splitlines()
+r = json.load(open(sys.argv[2]))
+i = next((k for k, l in enumerate(scr) if "top sites" in l), None)
+bad = [] if i is not None else ["no sites header"]
+rows = [re.match(r"\s+([\d,]+)\s+([\d,]+)  (.*)$", l) for l in scr[(i or 0) + 1:]]
+rows = [x for x in rows if x]
+cut = 0
+for x, w in zip(rows, r["sites"]["leaks"]):
+    label = w["site"] + (" via " + w["via"] if w.get("via") else "")
+    shown = x.group(3)
+    if len(x.group(0)) > 40: bad.append(f"wider than 40: {x.group(0)!r}")
+    if shown.endswith("..."):
+        cut += 1
+        if not label.startswith(shown[:-3]): bad.append(f"cut {shown!r} is not a prefix of {label!r}")
+    elif shown != label: bad.append(f"{shown!r} is neither {label!r} nor cut with ...")
+if not cut: bad.append("no label was cut at 40 columns")
+print("\n".join(bad) or f"{cut} of {len(rows)} labels cut with ...")
+sys.exit(1 if bad else 0)
+EOF
+rc=$?; sed 's/^/  /' "$T/narrow.cmp"
+check "labels cut to 40 columns end in ..." test $rc -eq 0
 
 # Ctrl-C quits as cleanly as q
 tm send-keys -t top "clear; '$PS' top t.pst; echo top-exit=\$? >exit.c; stty -g >after.c; echo ba''ck2" Enter
