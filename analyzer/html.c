@@ -117,6 +117,7 @@ typedef struct hb {
     int last_valid[K_N];
     uint32_t E[P_N];
     uint64_t peak_v[P_N];
+    uint64_t peak_t[P_N];        /* when each peak was first reached: the moment the rows' pk hold */
     gauge_t *g, last;
     count_t *c;
     size_t used;
@@ -370,9 +371,9 @@ static void obj_free(hb_t *h, int kind, uint64_t key, size_t b)
     psc_map_erase_sz(&h->live[kind], ob, sizeof(obj_t));
 }
 
-static void peak_check(hb_t *h, int p, uint64_t v)
+static void peak_check(hb_t *h, int p, uint64_t v, uint64_t t)
 {
-    if (v > h->peak_v[p]) { h->peak_v[p] = v; h->E[p]++; }
+    if (v > h->peak_v[p]) { h->peak_v[p] = v; h->E[p]++; h->peak_t[p] = t; }
 }
 
 static void hook(void *ctx, const pst_event_t *ev, const az_scan_t *s)
@@ -412,10 +413,10 @@ static void hook(void *ctx, const pst_event_t *ev, const az_scan_t *s)
         }
     }
     const az_state_t *hs = az_state(s->heap);
-    peak_check(h, P_HEAP, hs->live_bytes);
-    peak_check(h, P_RSS, s->rss);
-    peak_check(h, P_POOL, s->pool_out);
-    peak_check(h, P_KV, hs->kv_blocks);
+    peak_check(h, P_HEAP, hs->live_bytes, ev->ts);
+    peak_check(h, P_RSS, s->rss, ev->ts);
+    peak_check(h, P_POOL, s->pool_out, ev->ts);
+    peak_check(h, P_KV, hs->kv_blocks, ev->ts);
     if (!st.moved) return;
     uint64_t mapped = s->mmap_anon + s->mmap_file;
     gauge_t now = {
@@ -921,6 +922,11 @@ static void write_meta(FILE *f, const az_scan_t *s, const hb_t *h, const char *t
     ju(f, &first, "unknown_frees", r->unmatched_frees);
     ju(f, &first, "failed_allocs", s->failed_allocs);
     jd(f, &first, "internal_frag", r->internal_frag);
+    /* the moments the rows' "pk" describe (heap, RSS, pool outstanding, KV
+     * blocks): the page opens its cursor on one of them */
+    jkey(f, &first, "pk_t");
+    fprintf(f, "[%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 "]", rel(s, h->peak_t[P_HEAP]), rel(s, h->peak_t[P_RSS]),
+            rel(s, h->peak_t[P_POOL]), rel(s, h->peak_t[P_KV]));
     fputc('}', f);
 }
 

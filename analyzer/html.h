@@ -17,7 +17,8 @@
  *     displayed frames (outermost first, wrappers at the inner end dropped
  *     as the report's labels do), totals (calls, bytes, live at exit,
  *     temporary), what it held at the peaks of heap, RSS, pool outstanding
- *     and KV blocks, and per site bucket (AZ_HTML_TL_BUCKETS / 2 of them)
+ *     and KV blocks (the moments of those peaks are peaks.pk_t: the page
+ *     opens its cursor on one), and per site bucket (AZ_HTML_TL_BUCKETS / 2 of them)
  *     the bytes allocated, the allocations and the bytes freed, from which
  *     the page derives what is live at each bucket's end. While reading,
  *     4096 stacks have rows at once: when more allocate, the quarter that

@@ -53,6 +53,9 @@
     return t + '%';
   }
   function fmtRatio(v) { return v == null || !isFinite(v) ? '-' : v.toFixed(2) + '×'; }
+  /* a count and its noun, "1 object" and "2 objects": every count label on
+   * the page goes through here (tests/browser/story_check.js reads them all) */
+  function nOf(n, one, many) { return fmtCount(n) + ' ' + (Math.round(n) === 1 ? one : many || one + 's'); }
 
   /* ---- DOM helpers ------------------------------------------------------------ */
   function el(tag, attrs, kids) {
@@ -219,8 +222,8 @@
     flameAlloc.reset();
     redraw();
   }
-  function setCursor(t, mode) {
-    S.cursor = { t: Math.max(0, Math.min(DUR, t)), mode: mode || 'bucket' };
+  function setCursor(t, mode, why) {
+    S.cursor = { t: Math.max(0, Math.min(DUR, t)), mode: mode || 'bucket', why: why || null };
     if (S.cursor.t < S.v0 || S.cursor.t > S.v1) {
       const w = S.v1 - S.v0;
       setView(S.cursor.t - w / 2, S.cursor.t + w / 2);
@@ -341,7 +344,7 @@
       }
       sv('line', { class: 'axis', x1: ML, x2: ML + PW, y1: axisY, y2: axisY }, svg);
       for (const L of lay) {
-        const g = sv('g', { class: 'track' }, svg);
+        const g = sv('g', { class: 'track', 'data-title': L.tr.title }, svg);
         svgText(g, 4, L.y - 5, L.tr.title, { class: 'ttitle' });
         if (L.tr.kind === 'lanes') drawLanes(g, L, X, PW, a, b, opts.id);
         else drawSeries(g, L, X, PW, a, b, opts.id);
@@ -456,14 +459,17 @@
     const YR = v => L.y + L.h - (v / tR.top) * L.h;
     const grid = sv('g', { class: 'grid' }, g);
     const leftAxis = tr.series.some(s => !s.right);
-    for (const v of (leftAxis ? tl : tR).ticks) {
+    /* a lane under 80 px names every other grid line, so labels keep apart */
+    const named = i => L.h >= 80 || i % 2 === 0;
+    (leftAxis ? tl : tR).ticks.forEach((v, i) => {
       const y = leftAxis ? Y(v) : YR(v);
       sv('line', { x1: ML, x2: ML + PW, y1: y, y2: y }, grid);
-      if (leftAxis) svgText(g, ML - 6, y + 4, tl.fmt ? tl.fmt(v) : fmtCount(v), { class: 'tick', 'text-anchor': 'end' });
-    }
+      if (leftAxis && named(i)) svgText(g, ML - 6, y + 4, tl.fmt ? tl.fmt(v) : fmtCount(v), { class: 'tick', 'text-anchor': 'end' });
+    });
     if (tr.series.some(s => s.right))
-      for (const v of tR.ticks)
-        svgText(g, ML + PW + 6, YR(v) + 4, tr.rightUnit === 'pct' ? v + '%' : fmtCount(v), { class: 'tick' });
+      tR.ticks.forEach((v, i) => {
+        if (named(i)) svgText(g, ML + PW + 6, YR(v) + 4, tr.rightUnit === 'pct' ? v + '%' : fmtCount(v), { class: 'tick' });
+      });
     sv('rect', { class: 'frame', x: ML, y: L.y, width: PW, height: L.h }, g);
     const cg = sv('g', { 'clip-path': 'url(#' + (id || 'c') + '-clip)' }, g);
     for (const s of on) {
@@ -497,7 +503,7 @@
         xa0 = xa; px = xb; pv = v;
       }
       if (px != null) flush(xa0, px, pv);
-      sv('path', { d: d, class: 'line', stroke: s.color, 'stroke-dasharray': s.dash || null,
+      sv('path', { d: d, class: 'line', 'data-series': s.label, stroke: s.color, 'stroke-dasharray': s.dash || null,
                    'stroke-width': s.width || 1.8 }, cg);
     }
   }
@@ -532,13 +538,14 @@
   }
   function drawLanes(g, L, X, PW, a, b, id) {
     let y = L.y;
-    if (!LANES.length) svgText(g, ML + 6, y + 14, 'no markers in this trace', { class: 'tick' });
+    if (!LANES.length) svgText(g, ML + 6, y + 14, 'no markers in this trace', { class: 'plotnote' });
     const bg = sv('g', null, g);
     const cg = sv('g', { 'clip-path': 'url(#' + (id || 'c') + '-clip)' }, g);
     LANES.forEach((ln, li) => {
       const lab = ln.name + ' (' + fmtCount(ln.nScopes + ln.nPoints) + ')';
-      svgText(g, ML - 6, y + Math.min(ln.rows * ROW_H, 2 * ROW_H) / 2 + 4, lab.length > 24 ? lab.slice(0, 23) + '…' : lab,
-              { class: 'lanelabel', 'text-anchor': 'end' });
+      const lg = sv('g', null, g), fit = fitText(lab, ML - 12, g.ownerSVGElement);
+      svgText(lg, ML - 6, y + Math.min(ln.rows * ROW_H, 2 * ROW_H) / 2 + 4, fit, { class: 'lanelabel', 'text-anchor': 'end' });
+      if (fit !== lab) sv('title', null, lg).textContent = lab;   /* the whole name on hover */
       sv('rect', { class: 'lanebg', x: ML, y: y, width: PW, height: ln.rows * ROW_H }, bg);
       const prow = ln.points.length ? 1 : 0;
       /* scopes: at most one rectangle per pixel and row */
@@ -629,6 +636,40 @@
     return root.v + '|' + leaves.slice(0, 40).join(';');
   }
 
+  /* Labels fitted by measuring them in the font they are drawn in (a
+   * canvas with the SVG text's computed font), not by counting characters:
+   * "mmm" and "iii" differ by three times. */
+  const LABEL_W = 28;
+  let measureCtx = null;
+  const measureCache = new Map();
+  function textWidth(s, svg) {
+    if (!measureCtx) {
+      const probe = sv('text', { x: -1000, y: -1000 }, sv('g', { class: 'fnode' }, svg));
+      const cs = getComputedStyle(probe);
+      measureCtx = document.createElement('canvas').getContext('2d');
+      measureCtx.font = cs.fontStyle + ' ' + cs.fontWeight + ' ' + cs.fontSize + ' ' + cs.fontFamily;
+      probe.parentNode.remove();
+    }
+    let w = measureCache.get(s);
+    if (w === undefined) {
+      w = measureCtx.measureText(s).width;
+      if (measureCache.size > 50000) measureCache.clear();
+      measureCache.set(s, w);
+    }
+    return w;
+  }
+  /* the longest prefix of s (with "…" when cut) at most avail px wide; '' if none */
+  function fitText(s, avail, svg) {
+    const slack = 1;                      /* sub-pixel rounding between canvas and SVG text */
+    if (textWidth(s, svg) <= avail - slack) return s;
+    let lo = 0, hi = s.length - 1;
+    while (lo < hi) {
+      const m = (lo + hi + 1) >> 1;
+      if (textWidth(s.slice(0, m) + '…', svg) <= avail - slack) lo = m; else hi = m - 1;
+    }
+    return lo ? s.slice(0, lo) + '…' : '';
+  }
+
   function Flame(parent, opts) {
     const box = el('div', { class: 'flamebox' });
     const head = el('div', { class: 'flamehead' });
@@ -644,7 +685,7 @@
       clear(head);
       head.append(el('span', { class: 'fh', text: info.title }),
                   el('span', { class: 'fsub', text: [...root.kids.values()].sort((p, q) => p.kind - q.kind).map(k =>
-                               KIND_NAME[k.kind] + ' ' + fmtBytes(k.v) + (k.n ? ' in ' + fmtCount(k.n) + ' allocations' : '')).join(' · ') }));
+                               KIND_NAME[k.kind] + ' ' + fmtBytes(k.v) + (k.n ? ' in ' + nOf(k.n, 'allocation') : '')).join(' · ') }));
       if (info.note) head.append(el('div', { class: 'fnote', text: info.note }));
       /* the focus may be gone from a new tree: find it again by its path */
       let f = root;
@@ -659,6 +700,7 @@
       svg.setAttribute('height', height);
       svg.setAttribute('viewBox', '0 0 ' + width + ' ' + height);
       svg.setAttribute('data-total', root.v);
+      KIND_NAME.forEach((k, i) => svg.setAttribute('data-' + k.toLowerCase(), root.kids.has('k' + i) ? root.kids.get('k' + i).v : 0));
       svg.setAttribute('data-sig', treeSig(root));
       clear(crumbs);
       if (!root.v) {
@@ -675,31 +717,47 @@
         crumbs.append(el('button', { type: 'button', class: 'crumb', text: n.name,
                                      onclick: () => { focus = pathOf(n); draw(); } }));
       });
-      let nodes = 0;
-      function rect(n, x, w, y) {
+      let nodes = 0, cut = 0;
+      function rect(n, x, w, y, more) {
         if (w < 0.4) return;
         nodes++;
-        const g = sv('g', { class: 'fnode' }, svg);
+        const g = sv('g', { class: 'fnode', 'data-kind': n.kind, 'data-depth': n.depth }, svg);
         const fill = n === root ? '#d0d4da' : n.via ? '#e3e3e3' : n.depth === 1 ? ['#f2b38a', '#b7a6e6', '#92d6a4'][n.kind] :
                      nodeColor(Math.max(0, n.kind), n.full, n.fr && n.fr.inl);
         const r = sv('rect', { x: x + 0.5, y: y, width: Math.max(0.5, w - 1), height: RH - 1, fill: fill, rx: 1.5 }, g);
         if (n.fr && n.fr.inl) r.setAttribute('class', 'inl');
-        if (w > 28) {
-          const chars = Math.floor((w - 8) / 6.6);
-          const lab = n === root ? 'all: ' + fmtBytes(n.v) : n.depth === 1 ? n.name + ': ' + fmtBytes(n.v) : n.name;
-          svgText(g, x + 4, y + RH - 5.5, lab.length > chars ? lab.slice(0, Math.max(1, chars - 1)) + '…' : lab);
+        /* a stack cut below this box (see lay): a dark strip at its foot */
+        if (more) sv('rect', { class: 'more', x: x + 0.5, y: y + RH - 4, width: Math.max(0.5, w - 1), height: 3 }, g);
+        if (w >= LABEL_W) {
+          const lab = fitText(n === root ? 'all: ' + fmtBytes(n.v) : n.depth === 1 ? n.name + ': ' + fmtBytes(n.v) : n.name,
+                              w - 8, svg);
+          if (lab) svgText(g, x + 4, y + RH - 5.5, lab);
         }
         g.addEventListener('mousemove', ev => showTip(ev, nodeTip(n)));
         g.addEventListener('mouseleave', hideTip);
         g.addEventListener('click', () => { focus = pathOf(n); draw(); });
       }
-      function lay(n, x, w, y) {
-        rect(n, x, w, y);
+      /* A subtree is drawn down to its deepest row holding a box wide enough
+       * for a name (LABEL_W): below that only slivers are left, and a deep
+       * narrow stack (Python's import machinery, libc's stdio) would hang a
+       * tall band of empty rows under the whole graph. Boxes with stacks
+       * cut below them say so (rect's strip); a click zooms into them. */
+      function rows(n, w) {
+        if (w < LABEL_W) return 0;
+        let d = 0;
+        for (const c of n.kids.values()) d = Math.max(d, rows(c, w * c.v / n.v));
+        return d + 1;
+      }
+      function lay(n, x, w, y, left) {
         const kids = [...n.kids.values()].sort((p, q) => q.v - p.v || (p.name < q.name ? -1 : 1));
+        const more = left <= 1 && kids.length > 0;
+        if (more && w >= 0.4) cut++;
+        rect(n, x, w, y, more);
+        if (more) return;
         let cx = x;
         for (const c of kids) {
           const cw = w * c.v / n.v;
-          if (cw >= 0.4) lay(c, cx, cw, y + RH);
+          if (cw >= 0.4) lay(c, cx, cw, y + RH, left - 1);
           cx += cw;
         }
       }
@@ -709,15 +767,18 @@
          * gigabytes of acquires would leave a heap's megabytes no room */
         let y = 0;
         for (const k of [...root.kids.values()].sort((p, q) => p.kind - q.kind)) {
-          lay(k, 0, width, y);
-          y += treeDepth(k) * RH + 8;
+          const d = Math.max(1, rows(k, width));
+          lay(k, 0, width, y, d);
+          y += d * RH + 8;
         }
-        hh = y - 4;
+        hh = y - 8;
       } else {
-        for (let i = 0; i < chain.length - 1; i++) rect(chain[i], 0, width, i * RH);
-        lay(f, 0, width, (chain.length - 1) * RH);
-        hh = (chain.length - 1 + treeDepth(f)) * RH + 4;
+        for (let i = 0; i < chain.length - 1; i++) rect(chain[i], 0, width, i * RH, false);
+        const d = Math.max(1, rows(f, width));
+        lay(f, 0, width, (chain.length - 1) * RH, d);
+        hh = (chain.length - 1 + d) * RH;
       }
+      if (cut) head.append(el('div', { class: 'fnote', text: 'A dark foot on a box: narrower stacks go on below it; click the box to see them.' }));
       svg.setAttribute('data-nodes', nodes);
       svg.setAttribute('height', hh);
       svg.setAttribute('viewBox', '0 0 ' + width + ' ' + hh);
@@ -736,7 +797,7 @@
         if (n.fr.py) lines.push('Python');
       }
       lines.push(fmtBytes(n.v) + ' (' + fmtPct(n.v, root.v) + ' of this view)' +
-                 (n.n ? ', ' + fmtCount(n.n) + ' allocations' : ''));
+                 (n.n ? ', ' + nOf(n.n, 'allocation') : ''));
       lines.push('click: zoom in');
       return lines;
     }
@@ -783,7 +844,7 @@
     el('h1', null, ['poolscope ', el('span', { class: 'prog', text: exe.replace(/^.*\//, '') })]),
     el('div', { class: 'argv', text: (M.argv || []).join(' ') }),
     el('div', { class: 'meta', text: 'trace ' + M.trace + ' · pid ' + M.pid + ' · ' + fmtNs(M.duration) + ' · ' +
-                fmtCount(M.events) + ' events · ' + M.threads + ' thread' + (M.threads === 1 ? '' : 's') +
+                nOf(M.events, 'event') + ' · ' + nOf(M.threads, 'thread') +
                 ' · stacks: ' + M.stacks + (M.resolution ? ' · times within ' + fmtNs(M.resolution) : '') }),
   ]);
   app.append(hdr);
@@ -791,16 +852,18 @@
   if (M.warning) warns.push(M.live_end === 'live now' ? 'This page shows a ' + M.warning + '.' : 'The trace is damaged: ' + M.warning + '.');
   if (M.live_end === 'live at stop') warns.push('Recording stopped before the program ended: what was live at the stop is not a leak.');
   if (M.killed) warns.push('The process was killed (SIGKILL or OOM): the trace ends where its rings did.');
-  if (M.lost) warns.push(fmtCount(M.lost) + ' events were lost by the tracer.');
+  if (M.lost) warns.push(nOf(M.lost, 'event') + (M.lost === 1 ? ' was' : ' were') + ' lost by the tracer.');
   if (M.incomplete_sites) warns.push('Out of memory while attributing objects to sites: some are missing.');
-  if (M.markers_dropped) warns.push(fmtCount(M.markers_dropped) + ' markers past the first ones kept are not drawn.');
-  if (D.lanes_hidden) warns.push(D.lanes_hidden + ' more marker names are not drawn (the first ' + LANES.length + ' by time are).');
+  if (M.markers_dropped) warns.push(nOf(M.markers_dropped, 'marker') + ' past the first ones kept ' +
+                                    (M.markers_dropped === 1 ? 'is' : 'are') + ' not drawn.');
+  if (D.lanes_hidden) warns.push(nOf(D.lanes_hidden, 'more marker name') + (D.lanes_hidden === 1 ? ' is' : ' are') +
+                                 ' not drawn (the first ' + LANES.length + ' by time are).');
   if (M.stacks === 'none') warns.push('Recorded with --stacks none: every site is "(no stack)".');
   warns.forEach(w => app.append(el('div', { class: 'warn', text: w })));
 
   const cards = el('div', { class: 'cards' });
   app.append(cards);
-  cards.append(card('peak live heap', fmtBytes(P.heap), 'at ' + fmtNs(P.heap_t) + ', ' + fmtCount(P.heap_objects) + ' objects',
+  cards.append(card('peak live heap', fmtBytes(P.heap), 'at ' + fmtNs(P.heap_t) + ', ' + nOf(P.heap_objects, 'object'),
                     () => jumpPeak('heap')));
   if (HAS.rss)
     cards.append(card('peak RSS', fmtBytes(P.rss), 'at ' + fmtNs(P.rss_t) + (M.tracer_bytes ? '; tracer\'s own ≤ ' +
@@ -808,17 +871,16 @@
   if (HAS.mmap)
     cards.append(card('peak mmap', fmtBytes(P.mmap_total), 'committed ' + fmtBytes(P.mmap_committed) + ', reserved ' +
                       fmtBytes(P.mmap_reserved) + '; file-backed ' + fmtBytes(P.mmap_file)));
-  cards.append(card('allocated', fmtBytes(P.total_allocated), fmtCount(P.allocations) + ' heap allocations, ' +
+  cards.append(card('allocated', fmtBytes(P.total_allocated), nOf(P.allocations, 'heap allocation') + ', ' +
                     fmtCount(P.temporary) + ' temporary'));
   /* suppressed leaks (known one-time buffers, --suppress) are said, never dropped */
-  cards.append(card(M.live_end || 'leaked at exit', fmtBytes(P.leaked_bytes), fmtCount(P.leaked_objects) +
-                    (P.leaked_objects === 1 ? ' object' : ' objects') + (P.suppressed_leaked_objects ?
-                    '; suppressed ' + fmtBytes(P.suppressed_leaked_bytes) + ' in ' + fmtCount(P.suppressed_leaked_objects) +
-                    (P.suppressed_leaked_objects === 1 ? ' object' : ' objects') : ''),
+  cards.append(card(M.live_end || 'leaked at exit', fmtBytes(P.leaked_bytes), nOf(P.leaked_objects, 'object') +
+                    (P.suppressed_leaked_objects ? '; suppressed ' + fmtBytes(P.suppressed_leaked_bytes) + ' in ' +
+                    nOf(P.suppressed_leaked_objects, 'object') : ''),
                     () => { tabSet('leaks'); document.getElementById('ps-sites').scrollIntoView(); }));
   if (HAS.pool)
-    cards.append(card('pool hit rate', fmtPct(D.pool_totals.hits, D.pool_totals.acquires), fmtCount(D.pool_totals.misses) +
-                      ' misses in ' + fmtCount(D.pool_totals.acquires) + ' acquires'));
+    cards.append(card('pool hit rate', fmtPct(D.pool_totals.hits, D.pool_totals.acquires), nOf(D.pool_totals.misses, 'miss', 'misses') +
+                      ' in ' + nOf(D.pool_totals.acquires, 'acquire')));
   if (HAS.kv)
     cards.append(card('KV blocks at peak', fmtCount(D.kv.peak_blocks), 'utilization ' + (100 * D.kv.util).toFixed(1) +
                       '% time-weighted', () => setCursor(D.kv.peak_t, 'kv')));
@@ -843,41 +905,53 @@
       (S.cursor ? ' · cursor ' + fmtNs(S.cursor.t) : '');
   });
   const fB = v => fmtBytes(v), fC = v => fmtCount(v);
-  const memSeries = [{ label: 'heap live', v: TL.heap, color: COLORS.heap, fmt: fB, width: 2.2,
-                       note: 'sum of the requested bytes of live heap objects' }];
-  if (HAS.mmap) {
-    memSeries.push({ label: 'mmap committed', v: TL.committed, color: COLORS.committed, fmt: fB,
-                     note: 'mapped and accessible: anonymous + file-backed − reserved' });
-    if (HAS.reserved) memSeries.push({ label: 'mmap reserved', v: TL.reserved, color: COLORS.reserved, fmt: fB, dash: '5 3',
-                                       note: 'mapped PROT_NONE: address space only' });
-    memSeries.push({ label: 'mmap anonymous', v: TL.anon, color: COLORS.anon, fmt: fB, off: true, dash: '2 2' });
-    memSeries.push({ label: 'mmap file-backed', v: TL.file, color: COLORS.file, fmt: fB, off: !(D.peaks.mmap_file > 0), dash: '2 2' });
-  }
-  if (HAS.rss) memSeries.push({ label: 'RSS', v: TL.rss, color: COLORS.rss, fmt: fB, width: 2,
-                                note: M.tracer_bytes ? 'sampled every 10 ms; includes the tracer\'s own memory (at most ' +
-                                fmtBytes(M.tracer_bytes) + ' mapped)' : 'sampled every 10 ms' });
-  if (HAS.pool || D.peaks.pool_out > 0) {
-    memSeries.push({ label: 'pool outstanding', v: TL.pool_out, color: COLORS.pool_out, fmt: fB, dash: '6 3',
-                     note: 'granted bytes of the buffers handed out' });
-    memSeries.push({ label: 'pool reserved', v: TL.pool_res, color: COLORS.pool_res, fmt: fB, dash: '2 3', width: 2.2,
-                     note: 'outstanding + cached: what the pools hold' });
-  }
-  const tracks = [{ title: 'memory', kind: 'lines', height: 230, unit: 'bytes', series: memSeries }];
+  /* One lane per series, each on its own scale (issue 30): on one axis the
+   * heap's and the pools' megabytes lay flat under the mmap and RSS lines,
+   * and their shape is the story. A lane holds only series that are parts
+   * or bounds of one another (mmap committed and its anonymous and
+   * file-backed parts; a pool's outstanding and reserved bytes). */
+  const tracks = [];
+  const LANE_H = 64;
+  if (HAS.rss)
+    tracks.push({ title: 'RSS', kind: 'lines', height: LANE_H, unit: 'bytes', series: [
+      { label: 'RSS', v: TL.rss, color: COLORS.rss, fmt: fB, width: 2,
+        note: M.tracer_bytes ? 'sampled every 10 ms; includes the tracer\'s own memory (at most ' +
+                               fmtBytes(M.tracer_bytes) + ' mapped)' : 'sampled every 10 ms' }] });
+  if (HAS.mmap)
+    tracks.push({ title: 'mmap', kind: 'lines', height: LANE_H, unit: 'bytes', series: [
+      { label: 'mmap committed', v: TL.committed, color: COLORS.committed, fmt: fB,
+        note: 'mapped and accessible: anonymous + file-backed − reserved' },
+      { label: 'mmap anonymous', v: TL.anon, color: COLORS.anon, fmt: fB, off: true, dash: '2 2' },
+      { label: 'mmap file-backed', v: TL.file, color: COLORS.file, fmt: fB, off: !(D.peaks.mmap_file > 0), dash: '2 2' }] });
+  if (HAS.reserved)
+    tracks.push({ title: 'mmap reserved', kind: 'lines', height: LANE_H, unit: 'bytes', series: [
+      { label: 'mmap reserved', v: TL.reserved, color: COLORS.reserved, fmt: fB, dash: '5 3',
+        note: 'mapped PROT_NONE: address space only' }] });
+  tracks.push({ title: 'heap live', kind: 'lines', height: LANE_H, unit: 'bytes', series: [
+    { label: 'heap live', v: TL.heap, color: COLORS.heap, fmt: fB, width: 2.2,
+      note: 'sum of the requested bytes of live heap objects' }] });
+  if (HAS.pool || D.peaks.pool_out > 0)
+    tracks.push({ title: 'pools', kind: 'lines', height: LANE_H, unit: 'bytes', series: [
+      { label: 'pool outstanding', v: TL.pool_out, color: COLORS.pool_out, fmt: fB, dash: '6 3',
+        note: 'granted bytes of the buffers handed out' },
+      { label: 'pool reserved', v: TL.pool_res, color: COLORS.pool_res, fmt: fB, dash: '2 3', width: 2.2,
+        note: 'outstanding + cached: what the pools hold' }] });
   if (HAS.kv) {
     const util = new Float64Array(NB);
     for (let i = 0; i < NB; i++) util[i] = TL.kv_cap[i] ? 100 * TL.kv_tokens[i] / TL.kv_cap[i] : 0;
-    tracks.push({ title: 'KV cache', kind: 'lines', height: 90, unit: 'count', rightUnit: 'pct', series: [
+    tracks.push({ title: 'KV cache', kind: 'lines', height: LANE_H + 10, unit: 'count', rightUnit: 'pct', series: [
       { label: 'KV blocks in use', v: TL.kv_blocks, color: COLORS.kv_blocks, fmt: fC },
       { label: 'KV utilization (tokens / capacity)', v: util, color: COLORS.kv_util, fmt: v => v.toFixed(1) + '%', right: true,
         gap: k => !TL.kv_cap[k], dash: '4 2' }] });
   }
   tracks.push({ title: 'markers', kind: 'lanes' });
   TimeChart(secT, tracks, { id: 'ps-timeline',
-                            note: M.tracer_bytes && HAS.rss ? 'RSS includes the tracer\'s own share (≤ ' + fmtBytes(M.tracer_bytes) + ')' : null });
+                            note: 'each lane on a scale of its own' + (M.tracer_bytes && HAS.rss ?
+                                  '; RSS includes the tracer\'s own share (≤ ' + fmtBytes(M.tracer_bytes) + ')' : '') });
 
   /* phases */
   if (D.phases.length) {
-    const det = el('details', { class: 'phases' }, [el('summary', { text: 'Phases (' + D.phases.length + ' marker names)' })]);
+    const det = el('details', { class: 'phases' }, [el('summary', { text: 'Phases (' + nOf(D.phases.length, 'marker name') + ')' })]);
     det.append(table(['marker', 'scopes', 'heap calls', 'heap bytes', 'calls / scope', 'time open'],
       D.phases.map(p => [p.name, fmtCount(p.count), fmtCount(p.heap_calls), fmtBytes(p.heap_bytes),
                          p.count ? (p.heap_calls / p.count).toFixed(1) : '-', fmtNs(p.time)])));
@@ -922,9 +996,10 @@
     const c = S.cursor;
     if (c.mode !== 'bucket') {
       const i = PKI[c.mode];
-      const what = { heap: 'the heap peak', rss: 'the RSS peak', kv: 'the KV blocks peak' }[c.mode];
+      const what = { heap: 'the heap peak', rss: 'the RSS peak', pool: 'the pool outstanding peak',
+                     kv: 'the KV blocks peak' }[c.mode];
       return { title: 'Live at ' + what + ', ' + fmtNs(c.t), value: r => [r.pk[i], 0],
-               note: 'exact: what each stack held at that moment', empty: 'nothing live then' };
+               note: (c.why ? c.why + ' ' : '') + 'Exact: what each stack held at that moment.', empty: 'nothing live then' };
     }
     const j = sbOf(c.t);
     return { title: 'Live at ' + fmtNs(c.t), value: r => [rowLive(r, j), 0], empty: 'nothing live then',
@@ -1017,7 +1092,7 @@
       const c = typeof x === 'string' ? x.localeCompare(y) : x - y;
       return c * sortDir || b.bytes - a.bytes;
     });
-    scount.textContent = fmtCount(rows.length) + ' of ' + fmtCount(G.length) + ' sites';
+    scount.textContent = fmtCount(rows.length) + ' of ' + nOf(G.length, 'site');
     const tb = el('tbody');
     rows.slice(0, limit).forEach(g => {
       const row = el('tr', { class: 'site' });
@@ -1025,7 +1100,7 @@
       const name = el('td', { class: 'sname', title: fl !== g.label || fv !== g.via ?
                               g.label + (g.via ? ' via ' + g.via : '') : null }, [fl]);
       if (g.via) name.append(el('span', { class: 'via', text: ' via ' + fv }));
-      if (g.rows.length > 1) name.append(el('span', { class: 'via', text: ' · ' + g.rows.length + ' stacks' }));
+      if (g.rows.length > 1) name.append(el('span', { class: 'via', text: ' · ' + nOf(g.rows.length, 'stack') }));
       row.append(name, el('td', { text: g.kindLabel }),
                  el('td', { class: 'num', text: fmtCount(g.calls) }), el('td', { class: 'num', text: fmtBytes(g.bytes) }),
                  el('td', { class: 'num', text: g.peak ? fmtBytes(g.peak) : '' }),
@@ -1072,42 +1147,68 @@
     if (k !== lastSel) { lastSel = k; drawSites(); }
   });
 
-  /* pools */
+  /* pools: what they held (peak reserved against peak live, the figures of
+   * the report's Pools section and of replay's pool row) and how often a
+   * cached buffer served an acquire, first; the cumulative bytes requested
+   * and granted are throughput (each re-use of a buffer counts its whole
+   * size again), not memory held, and come second, in small print. */
   if (BUFPOOLS.length) {
     const secP = section('Pools', 'ps-pools', 'Buffer pools as the trace\'s pool events describe them.');
-    secP.append(table(['pool', 'acquires', 'hits', 'hit rate', 'misses', 'requested', 'granted', 'granted / requested',
-                       '> 2× the request', 'peak outstanding', 'peak cached', 'cap'],
-      BUFPOOLS.map(p => [p.name, fmtCount(p.acquires), fmtCount(p.hits), fmtPct(p.hits, p.acquires), fmtCount(p.acquires - p.hits),
-                         fmtBytes(p.req_bytes), fmtBytes(p.granted_bytes), fmtRatio(p.req_bytes ? p.granted_bytes / p.req_bytes : NaN),
-                         fmtCount(p.oversized) + ' (' + fmtPct(p.oversized, p.acquires) + ')', fmtBytes(p.peak_out),
-                         fmtBytes(p.peak_cached), p.cap ? fmtBytes(p.cap) : '-'])));
-    /* requested vs granted, as bars */
-    const rg = el('div', { class: 'rgbars' });
-    const top = Math.max(1, ...BUFPOOLS.map(p => p.granted_bytes), ...BUFPOOLS.map(p => p.req_bytes));
-    BUFPOOLS.forEach(p => {
-      const bars = el('div', { class: 'rgrow' }, [el('div', { class: 'rgname', text: p.name })]);
-      [['requested', p.req_bytes, COLORS.req], ['granted', p.granted_bytes, COLORS.granted]].forEach(([lab, v, c]) => {
-        const b = el('div', { class: 'rgbar' });
-        b.style.width = Math.max(0.5, 75 * v / top) + '%';
-        b.style.background = c;
-        bars.append(el('div', { class: 'rgline' }, [b, el('span', { text: lab + ' ' + fmtBytes(v) })]));
-      });
-      rg.append(bars);
+    const PT = D.pool_totals, resv = P.pool_reserved, live = PT.peak_live;
+    const figs = el('div', { class: 'cards poolfigs' });
+    const fig = (id, label, value, sub, data) => {
+      const c = card(label, value, sub);
+      c.id = id;
+      if (data != null) c.setAttribute('data-value', data);
+      return c;
+    };
+    figs.append(
+      fig('ps-pool-reserved', 'peak reserved', fmtBytes(resv), 'outstanding + cached at most, at ' + fmtNs(P.pool_reserved_t) +
+          (BUFPOOLS.length > 1 ? ', all ' + BUFPOOLS.length + ' pools' : ''), resv),
+      fig('ps-pool-ratio', 'peak reserved / peak live', fmtRatio(PT.reserved_over_live), 'peak live ' + fmtBytes(live) +
+          ': the most requested bytes out at once', PT.reserved_over_live),
+      fig('ps-pool-hitrate', 'hit rate', fmtPct(PT.hits, PT.acquires), nOf(PT.misses, 'miss', 'misses') + ' in ' +
+          nOf(PT.acquires, 'acquire') + '; ' + nOf(PT.backing_allocs, 'backing allocation'), PT.acquires ? PT.hits / PT.acquires : null));
+    secP.append(figs);
+    /* peak live and peak reserved as bars on one scale: the gap is the pool's cost */
+    const rl = el('div', { class: 'rgbars', id: 'ps-pool-bars' });
+    const top = Math.max(1, resv, live);
+    [['peak live', live, COLORS.pool_out], ['peak reserved', resv, COLORS.pool_res]].forEach(([lab, v, c]) => {
+      const b = el('div', { class: 'rgbar' });
+      b.style.width = Math.max(0.5, 75 * v / top) + '%';
+      b.style.background = c;
+      rl.append(el('div', { class: 'rgline' }, [b, el('span', { text: lab + ' ' + fmtBytes(v) })]));
     });
-    secP.append(rg);
-    const acq = sumPools('acq'), miss = sumPools('miss'), req = sumPools('req'), gr = sumPools('granted');
+    secP.append(rl);
+    let req = 0, gr = 0, over = 0;
+    for (const p of BUFPOOLS) { req += p.req_bytes; gr += p.granted_bytes; over += p.oversized; }
+    secP.append(el('p', { class: 'fnote', id: 'ps-pool-cumulative', text: 'Over the whole run (throughput, not memory held): ' +
+      nOf(PT.acquires, 'acquire') + ' requested ' + fmtBytes(req) + ' and were handed buffers of ' + fmtBytes(gr) + ' in all (' +
+      fmtRatio(req ? gr / req : NaN) + '); ' + nOf(over, 'acquire') + ' (' + fmtPct(over, PT.acquires) + ') got a cached ' +
+      'buffer more than twice the request, as a first-fit pool re-uses a larger buffer rather than allocate.' }));
+    secP.append(table(['pool', 'peak outstanding', 'peak cached', 'hit rate', 'acquires', 'misses', 'requested', 'granted',
+                       'granted / requested', '> 2× the request', 'cap'],
+      BUFPOOLS.map(p => [p.name, fmtBytes(p.peak_out), fmtBytes(p.peak_cached), fmtPct(p.hits, p.acquires), fmtCount(p.acquires),
+                         fmtCount(p.acquires - p.hits), fmtBytes(p.req_bytes), fmtBytes(p.granted_bytes),
+                         fmtRatio(p.req_bytes ? p.granted_bytes / p.req_bytes : NaN),
+                         fmtCount(p.oversized) + ' (' + fmtPct(p.oversized, p.acquires) + ')', p.cap ? fmtBytes(p.cap) : '-'])));
+    const acq = sumPools('acq'), miss = sumPools('miss'), reqB = sumPools('req'), grB = sumPools('granted');
     const rate = new Float64Array(NB);
     for (let i = 0; i < NB; i++) rate[i] = acq[i] ? 100 * (acq[i] - miss[i]) / acq[i] : 0;
+    /* lanes of their own, as on the timeline: misses are a few dozen among
+     * thousands of acquires, the requested bytes a fiftieth of the granted */
     TimeChart(secP, [
-      { title: 'acquires and misses per bucket of ' + fmtNs(BW), kind: 'bars', height: 90, unit: 'count', rightUnit: 'pct', series: [
-        { label: 'acquires', v: acq, color: COLORS.acq, fmt: fC },
+      { title: 'acquires per bucket of ' + fmtNs(BW), kind: 'bars', height: 60, unit: 'count', series: [
+        { label: 'acquires', v: acq, color: COLORS.acq, fmt: fC }] },
+      { title: 'misses per bucket', kind: 'bars', height: 40, unit: 'count', series: [
         { label: 'misses', v: miss, color: COLORS.miss, fmt: fC }] },
-      { title: 'hit rate per bucket', kind: 'lines', height: 70, unit: 'count', rightUnit: 'pct', series: [
+      { title: 'hit rate per bucket', kind: 'lines', height: 60, unit: 'count', rightUnit: 'pct', series: [
         { label: 'hit rate', v: rate, color: '#2ca02c', fmt: v => v.toFixed(1) + '%', right: true, gap: k => !acq[k] }] },
-      { title: 'requested vs granted bytes per bucket', kind: 'lines', height: 90, unit: 'bytes', series: [
-        { label: 'requested', v: req, color: COLORS.req, fmt: fB },
-        { label: 'granted', v: gr, color: COLORS.granted, fmt: fB, dash: '4 2' }] },
-    ], { id: 'ps-poolchart', note: 'same time axis as the timeline' });
+      { title: 'requested bytes per bucket', kind: 'lines', height: 60, unit: 'bytes', series: [
+        { label: 'requested', v: reqB, color: COLORS.req, fmt: fB }] },
+      { title: 'granted bytes per bucket', kind: 'lines', height: 60, unit: 'bytes', series: [
+        { label: 'granted', v: grB, color: COLORS.granted, fmt: fB, dash: '4 2' }] },
+    ], { id: 'ps-poolchart', note: 'same time axis as the timeline; each lane on a scale of its own' });
   }
 
   /* KV */
@@ -1119,7 +1220,7 @@
               card('utilization', (100 * k.util).toFixed(1) + '%', 'tokens stored / block capacity, time-weighted'),
               card('at the peak', (100 * k.util_at_peak).toFixed(1) + '%', 'utilization when most blocks were held'),
               card('waste', (100 * k.waste).toFixed(1) + '%', '1 − utilization'));
-    if (k.util_per_step != null) kc.append(card('per decode step', (100 * k.util_per_step).toFixed(1) + '%', fmtCount(k.decode_steps) + ' steps'));
+    if (k.util_per_step != null) kc.append(card('per decode step', (100 * k.util_per_step).toFixed(1) + '%', nOf(k.decode_steps, 'step')));
     secK.append(kc);
     secK.append(table(['KV pool', 'block size (tokens)', 'blocks', 'bytes per block'],
       KVPOOLS.map(p => [p.name, fmtCount(p.block_size), p.n_blocks ? fmtCount(p.n_blocks) : '-', fmtBytes(p.block_bytes)])));
@@ -1152,8 +1253,31 @@
   }
 
   app.append(el('footer', { text: 'Made by poolscope html from ' + M.trace + '. Self-contained: this file loads nothing. ' +
-    fmtCount(SITES.length) + ' site rows, ' + fmtCount(NB) + ' timeline buckets of ' + fmtNs(BW) + ', site buckets of ' + fmtNs(SBW) + '.' }));
+    nOf(SITES.length, 'site row') + ', ' + nOf(NB, 'timeline bucket') + ' of ' + fmtNs(BW) + ', site buckets of ' + fmtNs(SBW) + '.' }));
 
+  /* The page opens on a peak, its live flame graph drawn. Which peak: the
+   * one at which the stacks tell the most, i.e. at which the rows (heap,
+   * pool and KV alike) held the most bytes in all (r.pk: exact, what each
+   * stack held at that moment). The candidates are every peak the rows
+   * were saved at: heap live, RSS, pool outstanding, KV blocks. Heap or RSS
+   * alone would open the demo at the end of its run, where its flat heap
+   * (the weights) first reaches its top and RSS is highest, after every
+   * request has returned its blocks and buffers; there the graph shows the
+   * weights and nothing of serving. RSS by itself is no reason: it is the
+   * largest figure but holds what no stack owns (the binary, the tracer,
+   * freed memory glibc keeps). A tie goes to the earlier in this order,
+   * the heap peak (the report's own figure) first. */
+  (function openOnPeak() {
+    const has = [true, HAS.rss, HAS.pool, HAS.kv], sum = [0, 0, 0, 0];
+    for (const r of SITES) for (let i = 0; i < 4; i++) sum[i] += r.pk[i];
+    let best = 0;
+    for (let i = 1; i < 4; i++) if (has[i] && sum[i] > sum[best]) best = i;
+    const mode = ['heap', 'rss', 'pool', 'kv'][best], name = ['heap', 'RSS', 'pool outstanding', 'KV blocks'];
+    const others = [0, 1, 2, 3].filter(i => i !== best && has[i]).map(i => fmtBytes(sum[i]) + ' at the ' + name[i] + ' peak');
+    setCursor(P.pk_t[best], mode, 'Opened here: the stacks hold the most at this peak, ' + fmtBytes(sum[best]) +
+              (others.length ? ' (' + others.join(', ') + ').' : '.'));
+  })();
+  if (raf) { cancelAnimationFrame(raf); raf = 0; }
   views.forEach(v => v());
   const tti = performance.now();
   window.__poolscope = { ready: true, parse_ms: tti - t_start, tti_ms: tti, setCursor: setCursor, setSelection: setSelection,

@@ -11,12 +11,15 @@
 #     cut short (a page, with a warning);
 #   - the browser: Debian's chromium, driven headless by playwright-core
 #     installed with `npm ci` from tests/browser/package-lock.json into
-#     $BUILD/browser (the registry is used here, at setup, never by the
-#     page): no console error, no request but the file, the timeline and
-#     flame graphs draw, a click on a marker scope changes the flame graph,
-#     "jump to peak heap" puts the cursor at report's peak_live_t_ns and
-#     shows peak_live_bytes live, the site table, pools, KV and replay
-#     panels (tests/browser/html_check.js). Screenshots: $BUILD/html-shots/.
+#     $BUILD/browser (tests/browser/deps.sh; the registry is used there,
+#     at setup, never by the page): no console error, no request but the
+#     file, the timeline and flame graphs draw, a click on a marker scope
+#     changes the flame graph, "jump to peak heap" puts the cursor at
+#     report's peak_live_t_ns and shows peak_live_bytes live, the site
+#     table, pools, KV and replay panels (tests/browser/html_check.js).
+#     Screenshots: $BUILD/html-shots/[0-9]-*.png. What the page tells on
+#     opening (the peak, the scales, plurals, labels, the pool figures) is
+#     html_story.sh's.
 # Without chromium, node or the npm packages the browser checks fail.
 . tests/integration/lib.sh
 
@@ -46,6 +49,7 @@ def eq(what, got, want):
 p = d['peaks']
 eq('peak heap', p['heap'], r['peak_live_bytes'])
 eq('peak heap time', p['heap_t'], r['peak_live_t_ns'])
+eq('moment of the rows\' heap peak', p['pk_t'][0], r['peak_live_t_ns'])   # the page may open its cursor there
 eq('peak RSS', p['rss'], r['peak_rss_bytes'])
 eq('leaked bytes', p['leaked_bytes'], r['leaked_bytes'])
 eq('total allocated', p['total_allocated'], r['total_allocated_bytes'])
@@ -101,21 +105,10 @@ check html_cut_trace_gives_page_with_warning sh -c "[ $rc -eq 0 ] && [ -s '$D/cu
 
 # the browser
 SHOTS=$B/html-shots
-DEPS=$B/browser
-browser_deps() {
-    command -v node > /dev/null || { echo "  node is not installed (scripts/deps.sh installs nodejs)" >&2; return 1; }
-    command -v npm > /dev/null || { echo "  npm is not installed (scripts/deps.sh installs npm)" >&2; return 1; }
-    command -v chromium > /dev/null || { echo "  chromium is not installed (scripts/deps.sh installs it)" >&2; return 1; }
-    mkdir -p "$DEPS" || return 1
-    if cmp -s tests/browser/package-lock.json "$DEPS/package-lock.json" && [ -d "$DEPS/node_modules/playwright-core" ]; then
-        return 0
-    fi
-    cp tests/browser/package.json tests/browser/package-lock.json "$DEPS/" &&
-        (cd "$DEPS" && npm ci --no-audit --no-fund --loglevel=error > npm.log 2>&1) ||
-        { echo "  npm ci failed (is the npm registry reachable?):" >&2; sed 's/^/    /' "$DEPS/npm.log" >&2; rm -f "$DEPS/package-lock.json"; return 1; }
-}
+. tests/browser/deps.sh
+DEPS=$BROWSER_DIR
 check browser_deps_installed browser_deps
-rm -rf "$SHOTS"
+rm -f "$SHOTS"/[0-9]-*.png        # this script's; others (html_story.sh, cxx_names.sh) keep theirs
 if [ -d "$DEPS/node_modules/playwright-core" ]; then
     BROWSER_DEPS=$DEPS CHROMIUM=$(command -v chromium) \
         node tests/browser/html_check.js "$D/e.html" "$D/report.json" "$D/replay.json" "$SHOTS" > "$D/browser.out" 2>&1
