@@ -6,16 +6,17 @@
  * rd_read_chunk frames one chunk, checks its CRC, version and stream id,
  * and dispatches it: META records define strings, stacks and modules (first
  * definition wins; pst_string / pst_stack / pst_modules answer from them),
- * EVENTS go to rd_process_events (rd_decode.c), END counts are checked
- * against what was read, SYNC raises the watermark the merge uses to decide
- * what is safe, unknown kinds are skipped by length. Damage is noted in the
- * status (truncated / corrupt) and ends the input; nothing here knows about
- * the merge order.
+ * END counts are checked against what was read, SYNC raises the watermark
+ * the merge uses to decide what is safe, unknown kinds are skipped by
+ * length. An EVENTS chunk is handed back to the caller, the decode stage
+ * (rd_decode_chunk), which ends it with rd_chunk_done: this first stage of
+ * the reader calls no later one. Damage is noted in the status (truncated /
+ * corrupt) and ends the input; nothing here knows about the merge order.
  */
 #include <errno.h>
 #include <unistd.h>
 
-#include "rd_internal.h"
+#include "rd_chunk.h"
 
 #define RD_MAX_HDR_TLV     (16u << 20)
 #define RD_MAX_STACK_DEPTH 4096
@@ -318,8 +319,9 @@ const pst_module_t *pst_modules(const pst_reader_t *r, size_t *n)
 
 /* ---- chunks ------------------------------------------------------------------ */
 
-/* Read and process one chunk. 1 done, 0 nothing more (eof), negative error. */
-int rd_read_chunk(pst_reader_t *r)
+/* Read and process one chunk. 1 done, 0 nothing more (eof), negative error;
+ * RD_CHUNK_EVENTS: an EVENTS chunk in *c for the caller (rd_chunk.h). */
+int rd_read_chunk(pst_reader_t *r, rd_chunk_t *c)
 {
     if (r->eof) return 0;
     const uint8_t *p;
@@ -361,6 +363,7 @@ int rd_read_chunk(pst_reader_t *r)
         end = pl + ilen;
         if (h.flags & PST_CHUNK_ZSTD) r->zchunks++;
     }
+    *c = (rd_chunk_t){ h, pl, end, at };
     int rc = 0;
     switch (h.kind) {
     case PST_CHUNK_META:
@@ -369,8 +372,7 @@ int rd_read_chunk(pst_reader_t *r)
         rc = rc < 0 ? rc : 0;
         break;
     case PST_CHUNK_EVENTS:
-        rc = rd_process_events(r, &h, pl, end, at);
-        break;
+        return RD_CHUNK_EVENTS;     /* the decode stage's; it calls rd_chunk_done */
     case PST_CHUNK_END: {
         uint64_t ev, lost, ns, flags = 0;
         const uint8_t *q = pl;
@@ -419,9 +421,14 @@ int rd_read_chunk(pst_reader_t *r)
         r->st.skipped_chunks++;
         break;
     }
+    return rd_chunk_done(r, c, rc);
+}
+
+int rd_chunk_done(pst_reader_t *r, const rd_chunk_t *c, int rc)
+{
     if (rc < 0) return rc;
     if (r->st.corrupt) return 0;
-    rd_src_consume(r, PST_CHUNK_HDR + (size_t)h.len);
+    rd_src_consume(r, PST_CHUNK_HDR + (size_t)c->h.len);
     r->st.chunks++;
     return 1;
 }

@@ -6,20 +6,25 @@
  * their limits, values inside the chunk), and the strings and stacks it
  * names must be defined already. The same pass notes the frees (by address)
  * and the pool events (by pool_seq) the merge needs to order against; only
- * when the whole chunk has proven good are they indexed and its raw bytes
- * appended to the stream's byte queue, so a corrupt chunk leaves nothing
- * behind. Queued bytes are decoded a second time, one head at a time, by
- * rd_head_next (rd_internal.h) — that decode cannot fail.
+ * when the whole chunk has proven good are its raw bytes appended to the
+ * stream's byte queue and the notes handed on (rd_decode_chunk: the merge
+ * indexes them), so a corrupt chunk leaves nothing behind. Queued bytes are
+ * decoded a second time, one head at a time, by rd_head_next (rd_decode.h)
+ * — that decode cannot fail.
  *
  * The decoder itself: malloc, free, calloc, realloc and TS are decoded
- * inline (rd_dec_rec, with branch-free short varints, in rd_internal.h so
+ * inline (rd_dec_rec, with branch-free short varints, in rd_decode.h so
  * the merge inlines it too; the validating loop below has its own inline
  * cases for malloc, with and without a stack id, free and TS); every other type goes through
  * rd_dec_generic here, i.e. pst_decode_event. Streams are created here as
  * their first chunk arrives (ids are not announced), and with them the
- * rule that a lone stream's frees need no index until a second one appears.
+ * rule that a lone stream's frees need no index until a second one appears
+ * (the merge then indexes the first one's queue: rd_merge.c, rd_pull).
+ *
+ * The second stage of the reader: it pulls chunks from the first
+ * (rd_read_chunk) and calls no later stage.
  */
-#include "rd_internal.h"
+#include "rd_decode.h"
 
 /* ---- decoding ------------------------------------------------------------------ */
 
@@ -72,30 +77,6 @@ static inline int rd_stack_defined(pst_reader_t *r, uint32_t id)
 
 /* ---- streams ------------------------------------------------------------------ */
 
-/* Index the frees queued in s (the head included), in order: done for the
- * only stream when a second one appears, which gives the chains the order
- * they would have had if indexed when read. */
-static int rd_index_queued(pst_reader_t *r, rd_stream_t *s)
-{
-    if (!s->qlen) return 0;
-    int sp;
-    uint64_t a, seq = s->emit_seq;
-    /* versioned frees are ordered by their versions, not by this index
-     * (but for realloc's: rd_merge.c) */
-    if (rd_pend_indexed(s, &s->head) && rd_frees_addr(&s->head, &sp, &a) && rd_pend_add(&r->pend[sp], a, s, sp, seq, s->head.ts))
-        return PSC_ENOMEM;
-    pst_enc_t d = s->hdec;
-    const uint8_t *p = s->b + s->bhead, *end = s->b + s->btail;
-    rd_hev_t e;
-    while (p < end && (p = rd_dec_rec(r, &d, p, end, &e, r->idbuf))) {
-        if (e.type == PST_EV_TS || e.type == PST_EV_VER) continue;
-        seq++;
-        if (rd_pend_indexed(s, &e) && rd_frees_addr(&e, &sp, &a) && rd_pend_add(&r->pend[sp], a, s, sp, seq, d.last_ts))
-            return PSC_ENOMEM;
-    }
-    return 0;
-}
-
 static rd_stream_t *rd_stream_get(pst_reader_t *r, uint32_t id, int *err)
 {
     uint64_t i;
@@ -107,8 +88,6 @@ static rd_stream_t *rd_stream_get(pst_reader_t *r, uint32_t id, int *err)
         r->sv = a;
         r->cap_sv = cap;
     }
-    /* a second stream: the first one's queued frees were not indexed */
-    if (r->n_sv == 1 && (*err = rd_index_queued(r, r->sv[0]))) return NULL;
     rd_stream_t *s = calloc(1, sizeof *s);
     if (!s || rd_map_put(&r->stream_ids, id, r->n_sv)) {
         free(s);
@@ -205,11 +184,12 @@ static int rd_blk_push(rd_stream_t *s, uint32_t len)
     return 0;
 }
 
-/* Validate one EVENTS chunk, index its frees and pool events, and append its
- * event bytes to the stream's queue. 0 ok (or corrupt, noted), negative
- * error. A corrupt chunk leaves nothing behind. */
-int rd_process_events(pst_reader_t *r, const pst_chunk_hdr_t *h, const uint8_t *p,
-                      const uint8_t *end, uint64_t at)
+/* Validate one EVENTS chunk, note its frees and pool events (r->fops,
+ * r->pops), and append its event bytes to the stream's queue: then *out says
+ * what was queued (rd_queued_t). 0 ok (or corrupt, noted), negative error.
+ * A corrupt chunk leaves nothing behind. */
+static int rd_process_events(pst_reader_t *r, const pst_chunk_hdr_t *h, const uint8_t *p,
+                             const uint8_t *end, uint64_t at, rd_queued_t *out)
 {
     int err = 0;
     if (h->stream == 0) { rd_set_corrupt(r, at, "events chunk without a stream"); return 0; }
@@ -227,7 +207,8 @@ int rd_process_events(pst_reader_t *r, const pst_chunk_hdr_t *h, const uint8_t *
     rd_hev_t e;
     int wrapped = 0;
     /* With one stream there is no other stream's free to wait for: its
-     * frees are indexed only when a second stream appears (rd_index_queued).
+     * frees are indexed only when a second stream appears (rd_merge.c,
+     * rd_index_queued).
      * Frees and pool events are noted here and indexed once the chunk has
      * proven good, so a corrupt chunk leaves nothing behind. */
     const int index_frees = r->n_sv > 1;
@@ -367,12 +348,8 @@ int rd_process_events(pst_reader_t *r, const pst_chunk_hdr_t *h, const uint8_t *
      * before such an event can become the head */
     if (has_l && !s->ids && !(s->ids = malloc(PST_MAX_IDS * sizeof *s->ids))) return PSC_ENOMEM;
     if ((err = rd_squeue_append(s, body, (size_t)(end - body)))) return err;
-    /* commit */
+    /* commit (the frees and pool events noted: the merge's, rd_queued_t) */
     if (wrapped) r->ts_wrapped = 1;
-    for (uint32_t i = 0; i < r->n_fops; i++) {
-        const rd_free_op_t *op = &r->fops[i];
-        if (rd_pend_add(&r->pend[op->sp], op->addr, s, (int)op->sp, op->seq, op->ts)) return PSC_ENOMEM;
-    }
     for (uint32_t i = 0; i < r->n_bclose; i++) {
         if (s->hblk_open) {            /* the head's block: its length is known now */
             s->hblk_len = r->bclose[i];
@@ -382,10 +359,6 @@ int rd_process_events(pst_reader_t *r, const pst_chunk_hdr_t *h, const uint8_t *
         }
     }
     s->vblk = bcnt;
-    for (uint32_t i = 0; i < r->n_pops; i++) {
-        const rd_pool_op_t *op = &r->pops[i];
-        if (rd_pool_add(r, s, op->pool, op->pseq, op->seq)) return PSC_ENOMEM;
-    }
     r->st.lost += lost;
     int was_empty = s->qlen == 0;
     s->qlen += k;
@@ -399,11 +372,23 @@ int rd_process_events(pst_reader_t *r, const pst_chunk_hdr_t *h, const uint8_t *
     if (dec.last_ts > r->newest_ts) r->newest_ts = dec.last_ts;
     r->st.queued += k;
     if (r->st.queued > r->st.peak_queued) r->st.peak_queued = r->st.queued;
+    out->s = s;
     if (was_empty && k) {
         if ((err = rd_head_next(r, s))) return err;
-        if (rd_sheap_push(&r->hq, s)) return PSC_ENOMEM;
+        out->head = 1;
     }
     return 0;
 }
 #undef SHORT_DONE
+
+int rd_decode_chunk(pst_reader_t *r, rd_queued_t *q)
+{
+    rd_chunk_t c;
+    q->s = NULL;
+    q->head = 0;
+    int rc = rd_read_chunk(r, &c);
+    if (rc != RD_CHUNK_EVENTS) return rc;
+    rc = rd_process_events(r, &c.h, c.p, c.end, c.at, q);
+    return rd_chunk_done(r, &c, rc);
+}
 

@@ -16,625 +16,77 @@
  *
  * A head goes out only when it is safe: stamped before the latest SYNC
  * watermark, or older than the newest time read minus the window, or the
- * input has ended; until then pst_next reads another chunk (rd_chunk.c).
- * The validating pass (rd_decode.c) feeds the tables here through
- * rd_pend_add, rd_pool_add and rd_sheap_push; heads are decoded again by
- * rd_head_next (rd_internal.h).
+ * input has ended; until then pst_next pulls another chunk through the
+ * decode stage (rd_pull: rd_decode_chunk, which reads it with rd_chunk.c's
+ * rd_read_chunk), and indexes what it queued in the tables (rd_tables.c):
+ * its frees, its pool events, its stream in the heap. Heads are decoded
+ * again by rd_head_next (rd_decode.h). The last stage of the reader:
+ * it calls the earlier ones (rd_internal.h has the order), never the
+ * reverse.
  *
  * The address tables are touched for nearly every event: the live set is a
- * specialised inline table (rd_internal.h says why, with its figures); the
+ * specialised inline table (rd_types.h says why, with its figures); the
  * pending-free heads and the per-stream runs are common/hashmap.h maps used
- * through its inline _sz fast paths.
+ * through its inline _sz fast paths (rd_tables.h). Versions and the scans
+ * of other streams' queues are in rd_version.c.
  */
-#include "rd_internal.h"
+#include "rd_merge.h"
 
-/* ---- address tables: the live set and the pending-free heads ---------------- */
-/* The live set: keyed by addresses, never 0 (rd_internal.h). Linear probing
- * at load <= 1/2, dead slots instead of deletion, everything inline. */
-#define RD_AHASH(k, shift) ((uint32_t)(((k) * 0x9E3779B97F4A7C15ull) >> (shift)))
+#define RD_MAP_FIXED_FLAG  0x10    /* Linux MAP_FIXED: replaces, not an allocation to order */
 
-/* The live set keeps a freed address's slot, marked dead, so the churn of
- * a program (an address freed, then allocated again) costs one probe each
- * way and no moves. Dead slots go at the next rebuild, which happens when
- * live + dead would pass half the table: the table stays within four times
- * the live addresses (plus the dead ones since the last rebuild, at most as
- * many again). */
-static inline int rd_aset_has(const rd_aset_t *s, uint64_t k)
+/* ---- feeding the merge --------------------------------------------------------- */
+
+/* Index the frees queued in s (the head included), in order: done for the
+ * only stream when a second one appears, which gives the chains the order
+ * they would have had if indexed when read. */
+static int rd_index_queued(pst_reader_t *r, rd_stream_t *s)
 {
-    if (!s->n) return 0;
-    for (uint32_t i = RD_AHASH(k, s->shift);; i = (i + 1) & s->mask) {
-        uint64_t x = s->k[i];
-        if (x == k) return s->live[i];
-        if (!x) return 0;
+    if (!s->qlen) return 0;
+    int sp;
+    uint64_t a, seq = s->emit_seq;
+    /* versioned frees are ordered by their versions, not by this index
+     * (but for realloc's: rd_merge.c) */
+    if (rd_pend_indexed(s, &s->head) && rd_frees_addr(&s->head, &sp, &a) && rd_pend_add(&r->pend[sp], a, s, sp, seq, s->head.ts))
+        return PSC_ENOMEM;
+    pst_enc_t d = s->hdec;
+    const uint8_t *p = s->b + s->bhead, *end = s->b + s->btail;
+    rd_hev_t e;
+    while (p < end && (p = rd_dec_rec(r, &d, p, end, &e, r->idbuf))) {
+        if (e.type == PST_EV_TS || e.type == PST_EV_VER) continue;
+        seq++;
+        if (rd_pend_indexed(s, &e) && rd_frees_addr(&e, &sp, &a) && rd_pend_add(&r->pend[sp], a, s, sp, seq, d.last_ts))
+            return PSC_ENOMEM;
     }
-}
-
-/* Rebuild without the dead slots, twice as large when the live keys alone
- * fill more than a quarter. */
-static int rd_aset_rebuild(rd_aset_t *s)
-{
-    uint32_t cap = s->k ? s->mask + 1 : 64;
-    while ((s->n + 1) * 4 > cap) cap *= 2;
-    if (cap > (1u << 31)) return PSC_ENOMEM;
-    uint64_t *k = calloc(cap, sizeof *k);
-    uint8_t *lv = malloc(cap);
-    uint32_t *ow = malloc(cap * sizeof *ow);
-    if (!k || !lv || !ow) { free(k); free(lv); free(ow); return PSC_ENOMEM; }
-    uint32_t shift = 64 - (uint32_t)__builtin_ctz(cap), mask = cap - 1;
-    for (uint32_t i = 0; s->k && i <= s->mask; i++) {
-        if (!s->k[i] || !s->live[i]) continue;
-        uint32_t j = RD_AHASH(s->k[i], shift);
-        while (k[j]) j = (j + 1) & mask;
-        k[j] = s->k[i];
-        lv[j] = 1;
-        ow[j] = s->own[i];
-    }
-    free(s->k);
-    free(s->live);
-    free(s->own);
-    s->k = k;
-    s->live = lv;
-    s->own = ow;
-    s->mask = mask;
-    s->shift = shift;
-    s->dead = 0;
     return 0;
 }
 
-/* Add k (no-op when live), allocated by stream index who. 0 or PSC_ENOMEM. */
-static inline int rd_aset_add(rd_aset_t *s, uint64_t k, uint32_t who)
+/* Pull one chunk through the decode stage and index what it queued: its
+ * frees and pool events, its stream in the heap once it has a head. When a
+ * second stream appears the first one's queued frees are indexed, before
+ * the new stream's (with one stream there was no other stream's free to
+ * wait for). 1 read one, 0 no more, negative error. */
+static int rd_pull(pst_reader_t *r)
 {
-    if (!s->k && rd_aset_rebuild(s)) return PSC_ENOMEM;
-    for (uint32_t i = RD_AHASH(k, s->shift);; i = (i + 1) & s->mask) {
-        uint64_t x = s->k[i];
-        if (x == k) {
-            if (!s->live[i]) { s->live[i] = 1; s->dead--; s->n++; }
-            s->own[i] = who;
-            return 0;
-        }
-        if (!x) {
-            if ((s->n + s->dead + 1) * 2 > s->mask + 1) {
-                if (rd_aset_rebuild(s)) return PSC_ENOMEM;
-                return rd_aset_add(s, k, who);
-            }
-            s->k[i] = k;
-            s->live[i] = 1;
-            s->own[i] = who;
-            s->n++;
-            return 0;
-        }
+    uint32_t n_sv = r->n_sv;   /* a chunk creates at most one stream */
+    rd_queued_t q;
+    int rc = rd_decode_chunk(r, &q), xr;
+    if (n_sv == 1 && r->n_sv > 1 && (xr = rd_index_queued(r, r->sv[0]))) return xr;
+    if (rc < 0 || !q.s) return rc;
+    rd_stream_t *s = q.s;
+    for (uint32_t i = 0; i < r->n_fops; i++) {
+        const rd_free_op_t *op = &r->fops[i];
+        if (rd_pend_add(&r->pend[op->sp], op->addr, s, (int)op->sp, op->seq, op->ts)) return PSC_ENOMEM;
     }
-}
-
-/* 1 if k was live (and is not any more: freed by stream index who), 0 if
- * it was not live. */
-static inline int rd_aset_del(rd_aset_t *s, uint64_t k, uint32_t who)
-{
-    if (!s->n) return 0;
-    for (uint32_t i = RD_AHASH(k, s->shift);; i = (i + 1) & s->mask) {
-        uint64_t x = s->k[i];
-        if (x == k) {
-            if (!s->live[i]) return 0;
-            s->live[i] = 0; s->n--; s->dead++;
-            s->own[i] = who;
-            return 1;
-        }
-        if (!x) return 0;
+    for (uint32_t i = 0; i < r->n_pops; i++) {
+        const rd_pool_op_t *op = &r->pops[i];
+        if (rd_pool_add(r, s, op->pool, op->pseq, op->seq)) return PSC_ENOMEM;
     }
-}
-
-/* The stream that last allocated (live) or freed (dead, until the next
- * rebuild) k; UINT32_MAX when not known. */
-static inline uint32_t rd_aset_owner(const rd_aset_t *s, uint64_t k)
-{
-    if (!s->k) return UINT32_MAX;
-    for (uint32_t i = RD_AHASH(k, s->shift);; i = (i + 1) & s->mask) {
-        uint64_t x = s->k[i];
-        if (x == k) return s->own[i];
-        if (!x) return UINT32_MAX;
-    }
-}
-
-/* Where k is (1), or the empty slot where looking for it stopped (0), in
- * *at. The table exists (s->k). For the fast path of pst_next, which looks
- * once and then changes that slot in place (rd_fast_heap). */
-/* (always_inline: the scan budget's few lines made GCC call it out of line
- * from rd_fast_heap, +0.7% instructions per event on bench_reader --read) */
-static inline __attribute__((always_inline)) int rd_aset_slot(const rd_aset_t *s, uint64_t k, uint32_t *at)
-{
-    for (uint32_t i = RD_AHASH(k, s->shift);; i = (i + 1) & s->mask) {
-        uint64_t x = s->k[i];
-        if (x == k || !x) { *at = i; return x == k; }
-    }
-}
-
-/* The address maps (pending-free heads, a stream's runs per address) are
- * the project's map with u64 values, through its inline _sz paths (see
- * rd_internal.h for the measurements). The value of k, or NULL; the pointer
- * holds until the next reserve, insert or del on that map. */
-static inline uint64_t *rd_amap_ref(const psc_map_t *m, uint64_t k)
-{
-    return (uint64_t *)psc_map_get_sz(m, k, sizeof(uint64_t));
-}
-
-/* Room for one more key: the next insert neither fails nor moves entries.
- * 0 or PSC_ENOMEM. */
-static inline int rd_amap_reserve(psc_map_t *m)
-{
-    return psc_map_full(m) ? psc_map_reserve(m, psc_map_count(m) + 1) : 0;
-}
-
-/* Insert k, which is not present. 0 or PSC_ENOMEM. */
-static inline int rd_amap_insert(psc_map_t *m, uint64_t k, uint64_t v)
-{
-    int is_new;
-    uint64_t *p = (uint64_t *)psc_map_put_sz(m, k, &is_new, sizeof(uint64_t));
-    if (!p) return PSC_ENOMEM;
-    *p = v;
-    return 0;
-}
-
-/* Remove k if present (inline: a free that goes out removes up to two keys). */
-static inline void rd_amap_del(psc_map_t *m, uint64_t k)
-{
-    uint64_t *p = (uint64_t *)psc_map_get_sz(m, k, sizeof(uint64_t));
-    if (p) psc_map_erase_sz(m, p, sizeof(uint64_t));
-}
-
-/* ---- heap of streams ----------------------------------------------------------- */
-
-static inline uint64_t rd_sheap_key(const rd_sheap_t *h, const rd_stream_t *s)
-{
-    (void)h;
-    return s->head.ts;
-}
-static inline int rd_sheap_less(const rd_sheap_t *h, const rd_stream_t *a, const rd_stream_t *b)
-{
-    uint64_t ka = rd_sheap_key(h, a), kb = rd_sheap_key(h, b);
-    return ka < kb || (ka == kb && a->id < b->id);
-}
-static inline int *rd_sheap_pos(const rd_sheap_t *h, rd_stream_t *s) { (void)h; return &s->hq_pos; }
-
-static void rd_sheap_set(rd_sheap_t *h, uint32_t i, rd_stream_t *s) { h->a[i] = s; *rd_sheap_pos(h, s) = (int)i; }
-
-static void rd_sheap_up(rd_sheap_t *h, uint32_t i)
-{
-    rd_stream_t *s = h->a[i];
-    while (i > 0) {
-        uint32_t p = (i - 1) / 2;
-        if (!rd_sheap_less(h, s, h->a[p])) break;
-        rd_sheap_set(h, i, h->a[p]);
-        i = p;
-    }
-    rd_sheap_set(h, i, s);
-}
-
-static void rd_sheap_down(rd_sheap_t *h, uint32_t i)
-{
-    rd_stream_t *s = h->a[i];
-    for (;;) {
-        uint32_t c = 2 * i + 1;
-        if (c >= h->n) break;
-        if (c + 1 < h->n && rd_sheap_less(h, h->a[c + 1], h->a[c])) c++;
-        if (!rd_sheap_less(h, h->a[c], s)) break;
-        rd_sheap_set(h, i, h->a[c]);
-        i = c;
-    }
-    rd_sheap_set(h, i, s);
-}
-
-int rd_sheap_push(rd_sheap_t *h, rd_stream_t *s)
-{
-    if (h->n == h->cap) {
-        uint32_t cap = h->cap ? h->cap * 2 : 16;
-        rd_stream_t **a = realloc(h->a, cap * sizeof *a);
-        if (!a) return PSC_ENOMEM;
-        h->a = a;
-        h->cap = cap;
-    }
-    h->a[h->n] = s;
-    rd_sheap_up(h, h->n++);
-    return 0;
-}
-
-static void rd_sheap_remove(rd_sheap_t *h, rd_stream_t *s)
-{
-    int *pp = rd_sheap_pos(h, s);
-    if (*pp < 0) return;
-    uint32_t i = (uint32_t)*pp;
-    *pp = -1;
-    rd_stream_t *last = h->a[--h->n];
-    if (i == h->n) return;
-    rd_sheap_set(h, i, last);
-    rd_sheap_up(h, i);
-    rd_sheap_down(h, (uint32_t)*rd_sheap_pos(h, last));
-}
-
-static void rd_sheap_fix(rd_sheap_t *h, rd_stream_t *s)
-{
-    int p = *rd_sheap_pos(h, s);
-    if (p < 0) return;
-    rd_sheap_up(h, (uint32_t)p);
-    rd_sheap_down(h, (uint32_t)*rd_sheap_pos(h, s));
-}
-/* ---- pending frees: address -> chain of queued free-like events ------------- */
-/* (the layout is described with the types, in rd_internal.h) */
-
-static int rd_pend_new_run(rd_pendtab_t *t, uint32_t *out)
-{
-    uint32_t idx;
-    if (t->rfree) {
-        idx = t->rfree - 1;
-        t->rfree = t->runs[idx].next;
-    } else {
-        if (t->rn == t->rcap) {
-            if (t->rcap > (UINT32_MAX >> 2)) return PSC_ENOMEM;
-            uint32_t cap = t->rcap ? t->rcap * 2 : 64;
-            rd_prun_t *a = realloc(t->runs, cap * sizeof *a);
-            if (!a) return PSC_ENOMEM;
-            t->runs = a;
-            t->rcap = cap;
-        }
-        idx = t->rn++;
-    }
-    *out = idx + 1;
-    return 0;
-}
-
-static inline void rd_pend_free_run(rd_pendtab_t *t, uint32_t ri)
-{
-    t->runs[ri - 1].next = t->rfree;
-    t->rfree = ri;
-}
-
-static inline void rd_pend_free_node(rd_pendtab_t *t, uint32_t me)
-{
-    t->nodes[me - 1].next = 0;
-    if (t->free_tail) t->nodes[t->free_tail - 1].next = me;
-    else t->free_head = me;
-    t->free_tail = me;
-}
-
-/* q is full: twice the room, the entries moved to the front. 0 or PSC_ENOMEM. */
-static __attribute__((noinline)) int rd_pfifo_grow(rd_pfifo_t *q)
-{
-    if (q->cap > (UINT32_MAX >> 2)) return PSC_ENOMEM;
-    uint32_t cap = q->cap ? q->cap * 2 : 64;
-    uint32_t *a = malloc(cap * sizeof *a);
-    if (!a) return PSC_ENOMEM;
-    for (uint32_t i = 0; i < q->n; i++) a[i] = q->a[(q->h + i) & (q->cap - 1)];
-    free(q->a);
-    q->a = a;
-    q->cap = cap;
-    q->h = 0;
-    return 0;
-}
-
-int rd_pend_add(rd_pendtab_t *t, uint64_t addr, rd_stream_t *s, int sp, uint64_t seq, uint64_t ts)
-{
-    rd_pfifo_t *q = &s->pq[sp];
-    if (q->n == q->cap && rd_pfifo_grow(q)) return PSC_ENOMEM;
-    uint32_t idx;
-    if (t->free_head) {
-        idx = t->free_head - 1;
-        t->free_head = t->nodes[idx].next;
-        if (!t->free_head) t->free_tail = 0;
-    } else {
-        if (t->n == t->cap) {
-            if (t->cap > (UINT32_MAX >> 2)) return PSC_ENOMEM;
-            uint32_t cap = t->cap ? t->cap * 2 : 256;
-            rd_pnode_t *a = realloc(t->nodes, cap * sizeof *a);
-            if (!a) return PSC_ENOMEM;
-            t->nodes = a;
-            t->cap = cap;
-        }
-        idx = t->n++;
-    }
-    uint32_t me = idx + 1, ri;
-    t->nodes[idx] = (rd_pnode_t){ seq, ts, 0, 0 };
-    uint64_t *v = rd_amap_ref(&t->head, addr);
-    if (v && t->runs[(*v >> 32) - 1].sidx == s->idx) {
-        ri = (uint32_t)(*v >> 32);
-        rd_prun_t *last = &t->runs[ri - 1];                  /* extend the stream's run */
-        t->nodes[last->tail - 1].next = me;
-        last->tail = me;
-        last->len++;
-        q->a[(q->h + q->n++) & (q->cap - 1)] = ri;
-        return 0;
-    }
-    /* room in the map first, so nothing below fails half-way (growing
-     * moves the entries: look v up again) */
-    if ((!v && rd_amap_reserve(&t->head)) || rd_pend_new_run(t, &ri)) goto nomem;
-    v = rd_amap_ref(&t->head, addr);
-    if (v) {
-        uint32_t li = (uint32_t)(*v >> 32);
-        rd_prun_t *last = &t->runs[li - 1];
-        t->nodes[last->tail - 1].next = me;
-        last->next = ri;
-        t->runs[ri - 1] = (rd_prun_t){ me, me, 1, li, 0, s->idx };
-        *v = (*v & 0xffffffffu) | (uint64_t)ri << 32;
-    } else {
-        t->runs[ri - 1] = (rd_prun_t){ me, me, 1, 0, 0, s->idx };
-        rd_amap_insert(&t->head, addr, (uint64_t)ri | (uint64_t)ri << 32);
-    }
-    q->a[(q->h + q->n++) & (q->cap - 1)] = ri;
-    return 0;
-nomem:
-    rd_pend_free_node(t, me);
-    return PSC_ENOMEM;
-}
-
-/* The free (s, seq) of addr goes out. If it is indexed, it is the oldest of
- * s's indexed frees (they go out in s's order): the front of s's FIFO, the
- * head node of the run there. Otherwise (a versioned free, or one from
- * before a second stream appeared) that node is another event's. */
-static void rd_pend_del(rd_pendtab_t *t, uint64_t addr, rd_stream_t *s, int sp, uint64_t seq)
-{
-    rd_pfifo_t *q = &s->pq[sp];
-    if (!q->n) return;
-    uint32_t ri = q->a[q->h];
-    rd_prun_t *ru = &t->runs[ri - 1];
-    uint32_t cur = ru->head;
-    if (t->nodes[cur - 1].seq != seq) return;           /* not indexed */
-    q->h = (q->h + 1) & (q->cap - 1);
-    q->n--;
-    uint32_t next = t->nodes[cur - 1].next;
-    if (ru->prev) t->nodes[t->runs[ru->prev - 1].tail - 1].next = next;
-    if (ru->len > 1) {
-        ru->head = next;                                /* the run's next node heads it now */
-        ru->len--;
-    } else {
-        uint32_t pr = ru->prev, nx = ru->next;
-        if (pr) t->runs[pr - 1].next = nx;
-        if (nx) t->runs[nx - 1].prev = pr;
-        if (!pr && !nx) {
-            rd_amap_del(&t->head, addr);
-        } else if (!pr || !nx) {
-            uint64_t *v = rd_amap_ref(&t->head, addr);     /* the key exists */
-            if (v && !pr) *v = (*v & ~(uint64_t)0xffffffffu) | nx;
-            if (v && !nx) *v = (*v & 0xffffffffu) | (uint64_t)pr << 32;
-        }
-        rd_pend_free_run(t, ri);
-    }
-    rd_pend_free_node(t, cur);
-}
-
-/* The queued free of addr in a stream other than `not`, earliest by ts
- * (then stream id) among the first RD_PEND_SCAN_MAX nodes of the chain:
- * 1 with its stream and seq. *in_self = 1 when `not` itself has one there. */
-static int rd_pend_find(const rd_pendtab_t *t, rd_stream_t *const *sv, uint64_t addr, const rd_stream_t *not,
-                        int *in_self, int by_node, rd_stream_t **bs, uint64_t *bseq, uint64_t *bts)
-{
-    *in_self = 0;
-    uint64_t *v = rd_amap_ref(&t->head, addr);
-    if (!v) return 0;
-    const rd_pnode_t *best = NULL;
-    uint32_t bsidx = 0;
-    uint64_t pos = 0;
-    for (uint32_t ri = (uint32_t)*v; ri && pos < RD_PEND_SCAN_MAX; ri = t->runs[ri - 1].next) {
-        const rd_prun_t *ru = &t->runs[ri - 1];
-        if (ru->sidx == not->idx) { *in_self = 1; pos += ru->len; continue; }
-        /* by_node: every node of the run within the first RD_PEND_SCAN_MAX;
-         * otherwise the run's first node, its earliest */
-        uint32_t cur = ru->head, lim = by_node ? ru->len : 1;
-        for (uint32_t j = 0; j < lim && pos + j < RD_PEND_SCAN_MAX; j++, cur = t->nodes[cur - 1].next) {
-            const rd_pnode_t *nd = &t->nodes[cur - 1];
-            if (!best || nd->ts < best->ts || (nd->ts == best->ts && sv[ru->sidx]->id < sv[bsidx]->id)) {
-                best = nd;
-                bsidx = ru->sidx;
-            }
-        }
-        pos += ru->len;
-    }
-    if (!best) return 0;
-    *bs = sv[bsidx];
-    *bseq = best->seq;
-    *bts = best->ts;
-    return 1;
-}
-
-/* ---- pools ------------------------------------------------------------------ */
-
-static inline int rd_pent_less(const rd_pent_t *a, const rd_pent_t *b)
-{
-    return a->pseq < b->pseq || (a->pseq == b->pseq && a->s->id < b->s->id) ||
-           (a->pseq == b->pseq && a->s == b->s && a->seq < b->seq);
-}
-
-static int rd_pool_push(rd_pool_t *p, rd_pent_t e)
-{
-    if (p->n == p->cap) {
-        uint32_t cap = p->cap ? p->cap * 2 : 64;
-        rd_pent_t *a = realloc(p->h, cap * sizeof *a);
-        if (!a) return PSC_ENOMEM;
-        p->h = a;
-        p->cap = cap;
-    }
-    uint32_t i = p->n++;
-    while (i > 0 && rd_pent_less(&e, &p->h[(i - 1) / 2])) { p->h[i] = p->h[(i - 1) / 2]; i = (i - 1) / 2; }
-    p->h[i] = e;
-    return 0;
-}
-
-static void rd_pool_pop(rd_pool_t *p)
-{
-    rd_pent_t e = p->h[--p->n];
-    uint32_t i = 0;
-    for (;;) {
-        uint32_t c = 2 * i + 1;
-        if (c >= p->n) break;
-        if (c + 1 < p->n && rd_pent_less(&p->h[c + 1], &p->h[c])) c++;
-        if (!rd_pent_less(&p->h[c], &e)) break;
-        p->h[i] = p->h[c];
-        i = c;
-    }
-    if (p->n) p->h[i] = e;
-}
-
-/* The smallest still-queued entry, dropping those already handed out. */
-static rd_pent_t *rd_pool_top(rd_pool_t *p)
-{
-    while (p->n && p->h[0].seq < p->h[0].s->emit_seq) rd_pool_pop(p);
-    return p->n ? &p->h[0] : NULL;
-}
-
-int rd_pool_add(pst_reader_t *r, rd_stream_t *s, uint64_t pool, uint64_t pseq, uint64_t seq)
-{
-    uint64_t pi;
-    if (!rd_map_get(&r->pool_ids, pool, &pi)) {
-        RD_GROW(r->pools, r->n_pools, r->cap_pools, 8);
-        pi = r->n_pools;
-        if (rd_map_put(&r->pool_ids, pool, pi)) return PSC_ENOMEM;
-        memset(&r->pools[r->n_pools++], 0, sizeof(rd_pool_t));
-    }
-    return rd_pool_push(&r->pools[pi], (rd_pent_t){ pseq, s, seq });
-}
-
-/* ---- versions (minor 3) ------------------------------------------------------ */
-/* An event's VER records give the versions of its ordered addresses in field
- * order (format.h, pst_vslot). vexp[slot] is the version the slot's next
- * event must carry: an event whose version is ahead of it waits for the
- * events of that slot before it, wherever they are queued. One behind it
- * (two threads that raced for one counter, colliding addresses only) is a
- * duplicate and goes. */
-
-/* The ordered addresses of e, in field order: what its versions belong to. */
-static inline unsigned rd_ver_addrs(const rd_hev_t *e, uint64_t a[2]) { return pst_ver_addrs(e->type, e->f, a); }
-
-static inline int rd_vahead(uint16_t v, uint16_t x)
-{
-    uint16_t d = (uint16_t)(v - x);
-    return d != 0 && d < 0x8000;
-}
-
-/* The versions of e, the head of s, into v (the number of its ordered
- * addresses a[], or 0 when it has none that count). An event without VER
- * records in a stream that has had them has implicit versions: the slot's
- * previous version was its own thread's, so it is the one after that
- * (vlast); if another stream's came out since (only when an event went
- * ahead), the slot's expected one. */
-static __attribute__((noinline)) unsigned rd_ver_of_(const pst_reader_t *r, const rd_stream_t *s, const rd_hev_t *e, rd_vinfo_t *o)
-{
-    unsigned n = rd_ver_addrs(e, o->a);
-    o->n = 0;
-    if (!r->vexp || !n) return 0;
-    if (e->n_ver) {
-        if (n != e->n_ver) return 0;
-        o->v[0] = e->ver[0];
-        o->v[1] = e->ver[1];
-        for (unsigned i = 0; i < n; i++) o->sl[i] = pst_vslot(o->a[i]);
-        return o->n = n;
-    }
-    if (!s->vers) return 0;
-    for (unsigned i = 0; i < n; i++) {
-        uint32_t sl = o->sl[i] = pst_vslot(o->a[i]);
-        uint64_t l = r->vlast[sl];
-        o->v[i] = (l >> 16) == (uint64_t)s->idx + 1 ? pst_vnext((uint16_t)l) : r->vexp[sl];
-        if (i == 1 && sl == o->sl[0]) o->v[1] = pst_vnext(o->v[0]);
-    }
-    return o->n = n;
-}
-
-/* rd_ver_of_ of s's head, computed once per head: the merge asks for it when
- * it checks the head (rd_constraint) and again when the head goes out
- * (rd_ver_apply). The answer depends on the head and on the counters
- * (vexp, vlast), so it is kept until the head changes (seq) or a counter
- * is written (r->vgen). Other events (e not the head) are computed into
- * tmp. The answer holds until the next rd_ver_of of s. */
-static inline __attribute__((always_inline)) const rd_vinfo_t *rd_ver_of(pst_reader_t *r, rd_stream_t *s, const rd_hev_t *e, rd_vinfo_t *tmp)
-{
-    if (e != &s->head) {
-        rd_ver_of_(r, s, e, tmp);
-        return tmp;
-    }
-    if (!(s->vc_valid && s->vc_gen == r->vgen && s->vc_seq == e->seq)) {
-        unsigned t = e->type;
-        if ((t == PST_EV_MALLOC || t == PST_EV_FREE || t == PST_EV_CALLOC) && !e->n_ver && s->vers && r->vexp && e->f[0]) {
-            /* rd_ver_of_'s answer for the common heads, inline: one ordered
-             * address (f[0]) with an implicit version */
-            rd_vinfo_t *o = &s->vc;
-            uint32_t sl = pst_vslot(e->f[0]);
-            uint64_t l = r->vlast[sl];
-            o->a[0] = e->f[0];
-            o->sl[0] = sl;
-            o->v[0] = (l >> 16) == (uint64_t)s->idx + 1 ? pst_vnext((uint16_t)l) : r->vexp[sl];
-            o->n = 1;
-        } else {
-            rd_ver_of_(r, s, e, &s->vc);
-        }
-        s->vc_gen = r->vgen;
-        s->vc_seq = e->seq;
-        s->vc_valid = 1;
-    }
-    return &s->vc;
-}
-
-/* -1: e carries no versions that apply (an older trace, one thread, a
- * count that does not match its addresses); 0: its versions (rd_ver_of,
- * into *vip) are next in their slots; otherwise the addresses it must wait
- * for, bit i for a[i]. */
-static inline __attribute__((always_inline)) int rd_ver_state(pst_reader_t *r, rd_stream_t *s, const rd_hev_t *e, const rd_vinfo_t **vip,
-                               rd_vinfo_t *tmp)
-{
-    const rd_vinfo_t *vi = *vip = rd_ver_of(r, s, e, tmp);
-    if (!vi->n) return -1;
-    uint32_t s0 = vi->sl[0];
-    int m = rd_vahead(vi->v[0], r->vexp[s0]);
-    if (vi->n == 2) {
-        uint32_t s1 = vi->sl[1];
-        if (rd_vahead(vi->v[1], s1 == s0 ? pst_vnext(vi->v[0]) : r->vexp[s1])) m |= 2;
-    }
-    return m;
-}
-
-/* Events handed out ahead of their slot's next version, because what they
- * waited for was another address's (rd_vwait_resolve): (slot << 16 |
- * version) -> 1 until the slot's count reaches them. */
-static inline uint64_t rd_ahead_key(uint32_t sl, uint16_t v) { return (uint64_t)sl << 16 | v; }
-
-/* The version slot sl expects next what follows v, past the versions that
- * already went ahead (each taken off `ahead` as the count reaches it). */
-static inline uint16_t rd_vexp_after(pst_reader_t *r, uint32_t sl, uint16_t v)
-{
-    v = pst_vnext(v);
-    uint64_t *p;
-    while (psc_map_count(&r->ahead) && (p = psc_map_get_sz(&r->ahead, rd_ahead_key(sl, v), sizeof(uint64_t)))) {
-        psc_map_erase_sz(&r->ahead, p, sizeof(uint64_t));
-        v = pst_vnext(v);
-    }
-    return v;
-}
-
-/* e goes out: its slots expect the versions after its own, and after any
- * that went ahead. An event ahead of its slot that is not in the ahead set
- * jumps the slot's count (an event of that slot was lost) and is counted
- * in ver_gaps. */
-static inline __attribute__((always_inline)) void rd_ver_apply_vi(pst_reader_t *r, const rd_stream_t *s, const rd_vinfo_t *vi)
-{
-    for (unsigned i = 0; i < vi->n; i++) {
-        uint32_t sl = vi->sl[i];
-        uint16_t x = r->vexp[sl], v = vi->v[i];
-        r->vlast[sl] = (uint64_t)(s->idx + 1) << 16 | v;
-        r->vgen++;
-        if ((uint16_t)(v - x) >= 0x8000) continue;        /* behind: a duplicate */
-        if (v != x) {
-            if (psc_map_count(&r->ahead) && psc_map_get_sz(&r->ahead, rd_ahead_key(sl, v), sizeof(uint64_t)))
-                continue;                                   /* went ahead: the count reaches it later */
-            r->st.ver_gaps++;
-        }
-        r->vexp[sl] = rd_vexp_after(r, sl, v);
-    }
-}
-
-static void rd_ver_apply(pst_reader_t *r, rd_stream_t *s, const rd_hev_t *e)
-{
-    rd_vinfo_t tmp;
-    rd_ver_apply_vi(r, s, rd_ver_of(r, s, e, &tmp));
+    if (q.head && rd_sheap_push(&r->hq, s)) return PSC_ENOMEM;
+    return rc;
 }
 
 /* ---- merge ------------------------------------------------------------------ */
 
-enum { RD_C_NONE, RD_C_FORCE, RD_C_WAIT, RD_C_UNORDERED, RD_C_BLOCKED, RD_C_VWAIT };
 enum { RD_WHY_CAUSAL = 1, RD_WHY_POOL = 2 };
 
 /* realloc, reallocarray and mremap are stamped before their call
@@ -644,61 +96,6 @@ enum { RD_WHY_CAUSAL = 1, RD_WHY_POOL = 2 };
 static inline int rd_acquires_inside(unsigned t)
 {
     return t == PST_EV_REALLOC || t == PST_EV_REALLOCARRAY || t == PST_EV_MREMAP;
-}
-
-/* The scans below look through other streams' queued bytes. Together they
- * decode at most RD_SCAN_BASE + scan_per_event records per event read
- * (rd_internal.h): the records one scan may still decode end at this
- * count of scan_steps. */
-static inline uint64_t rd_scan_budget(const pst_reader_t *r)
-{
-    return r->scan_base + r->scan_per_event * r->decoded;
-}
-
-/* A scan has used up the budget: it answers "nothing found", so the event
- * goes without the order the scan would have found; that is counted
- * (scans_cut, and st.unordered, which pst_status shows). */
-static __attribute__((noinline, cold)) int rd_scan_cut(pst_reader_t *r)
-{
-    r->scans_cut++;
-    r->st.unordered++;
-    return 0;
-}
-
-/* The queued event of another stream than s, stamped up to lim, that frees
- * (want_free) or allocates address a of space sp, the earliest stamped of
- * the first one in each stream: 1 with its stream and seq. */
-static __attribute__((noinline)) int rd_addr_scan(pst_reader_t *r, const rd_stream_t *s, int sp, uint64_t a, int want_free, uint64_t lim,
-                        rd_stream_t **t, uint64_t *tseq)
-{
-    int found = 0;
-    uint64_t best_ts = 0, budget = rd_scan_budget(r);
-    r->scans++;
-    for (uint32_t i = 0; i < r->n_sv; i++) {
-        rd_stream_t *o = r->sv[i];
-        if (o == s || !o->qlen || o->head.ts > lim || (found && o->head.ts >= best_ts)) continue;
-        if (r->scan_steps >= budget) return rd_scan_cut(r);
-        pst_enc_t d = o->hdec;
-        const uint8_t *p = o->b + o->bhead, *end = o->b + o->btail;
-        rd_hev_t x = o->head;
-        uint64_t seq = o->emit_seq, ts = o->head.ts;
-        for (;;) {
-            if (x.type != PST_EV_TS && x.type != PST_EV_VER) {
-                int xsp;
-                uint64_t xa;
-                if ((want_free ? rd_frees_addr(&x, &xsp, &xa) : rd_allocs_addr(&x, &xsp, &xa)) && xsp == sp && xa == a) {
-                    if (!found || ts < best_ts) { found = 1; best_ts = ts; *t = o; *tseq = seq; }
-                    break;
-                }
-                seq++;
-            }
-            if (p >= end || !(p = rd_dec_rec(r, &d, p, end, &x, r->idbuf))) break;
-            if (++r->scan_steps >= budget) return rd_scan_cut(r);
-            ts = d.last_ts;
-            if (ts > lim || (found && ts >= best_ts)) break;
-        }
-    }
-    return found;
 }
 
 /* Versions say e may go (its own are next in their slots, or behind them):
@@ -1129,7 +526,6 @@ static inline int rd_top_tied(const pst_reader_t *r)
     return (h->n > 1 && h->a[1]->head.ts == ts) || (h->n > 2 && h->a[2]->head.ts == ts);
 }
 
-
 static int rd_force_push(pst_reader_t *r, rd_stream_t *t, uint64_t target)
 {
     if (r->n_force == r->cap_force) {
@@ -1147,120 +543,6 @@ static int rd_force_push(pst_reader_t *r, rd_stream_t *t, uint64_t target)
 static void rd_force_pop(pst_reader_t *r)
 {
     r->force[--r->n_force].s->on_force = 0;
-}
-
-/* A head waits on a version (RD_C_VWAIT): which event is it waiting for?
- * The counter of a slot is shared by every address that maps to it, so the
- * event with the version it lacks may belong to another address; then
- * there is nothing to wait for. Only an event of its own address with a
- * version in the gap is a real wait, and that one is stamped no later than
- * e (the address passed from it to e's thread: FORMAT.md "Time"), so it is
- * queued already, behind some stream's head: that stream is drained up to
- * it (RD_C_FORCE). The one exception: another thread may be handed the old
- * block of a realloc (reallocarray, mremap) inside that call, which is
- * stamped when it returns, however long that took; so an allocation of an
- * address still live looks through everything queued. (That realloc is
- * queued: its thread was in flight from its version on, so no watermark
- * passed before it was published.) Otherwise e goes ahead of its slot's
- * count (RD_C_NONE, noted in the ahead set): a wait on another address, or
- * on a lost event (the count jumps when the slot is RD_VER_LOST behind,
- * counted in ver_gaps). */
-#define RD_VER_LOST  1024u
-
-/* The first queued event, stamped up to lim, of an address e waits for (bit
- * j of vs: a[j]) with a version in its gap [lo[j], ver[j]): 1 with its
- * stream and seq. Implicit versions are followed along each stream: from
- * the slot's last version out if that was the stream's, else unknown (the
- * stream's first event on the slot then counts as in the gap: its thread's
- * previous one on the slot has gone out, so e's came later). */
-static int rd_vwait_scan(pst_reader_t *r, rd_stream_t *s, unsigned n, int vs, const uint64_t *a,
-                         const uint16_t *v, const uint16_t *lo, uint64_t lim, rd_stream_t **t, uint64_t *tseq)
-{
-    uint32_t sl[2] = { pst_vslot(a[0]), n > 1 ? pst_vslot(a[1]) : UINT32_MAX };
-    uint64_t budget = rd_scan_budget(r);
-    r->scans++;
-    for (uint32_t i = 0; i < r->n_sv; i++) {
-        rd_stream_t *o = r->sv[i];
-        if (o == s || !o->qlen || o->head.ts > lim) continue;
-        if (r->scan_steps >= budget) return rd_scan_cut(r);
-        pst_enc_t d = o->hdec;
-        const uint8_t *p = o->b + o->bhead, *end = o->b + o->btail;
-        rd_hev_t x = o->head;
-        uint64_t seq = o->emit_seq;
-        int vers = o->vers, known[2], past[2] = { 0, 0 };
-        uint16_t cur[2];
-        for (unsigned j = 0; j < 2; j++) {
-            uint64_t l = sl[j] == UINT32_MAX ? 0 : r->vlast[sl[j]];
-            known[j] = (l >> 16) == (uint64_t)o->idx + 1;
-            cur[j] = (uint16_t)l;
-        }
-        for (;;) {
-            uint64_t xa[2];
-            unsigned nx;
-            if (x.type != PST_EV_TS && x.type != PST_EV_VER && (nx = rd_ver_addrs(&x, xa))) {
-                if (x.n_ver) vers = 1;
-                int expl = x.n_ver == nx;
-                if (expl || (vers && !x.n_ver))
-                    for (unsigned k = 0; k < nx; k++)
-                        for (unsigned j = 0; j < n; j++) {
-                            if (!(vs >> j & 1) || past[j] || pst_vslot(xa[k]) != sl[j]) continue;
-                            if (expl) { cur[j] = x.ver[k]; known[j] = 1; }
-                            else if (known[j]) cur[j] = pst_vnext(cur[j]);
-                            int in_gap = !known[j] || (uint16_t)(cur[j] - lo[j]) < (uint16_t)(v[j] - lo[j]);
-                            if (known[j] && !in_gap && (uint16_t)(cur[j] - lo[j]) < 0x8000) { past[j] = 1; continue; }
-                            if (in_gap && xa[k] == a[j]) {
-                                *t = o;
-                                *tseq = seq;
-                                return 1;
-                            }
-                        }
-                seq++;
-            } else if (x.type != PST_EV_TS && x.type != PST_EV_VER) {
-                seq++;
-            }
-            if (p >= end || !(p = rd_dec_rec(r, &d, p, end, &x, r->idbuf)) || d.last_ts > lim) break;
-            if (++r->scan_steps >= budget) return rd_scan_cut(r);
-        }
-    }
-    return 0;
-}
-
-static int rd_vwait_resolve(pst_reader_t *r, rd_stream_t *s, const rd_hev_t *e, rd_stream_t **t, uint64_t *tseq)
-{
-    uint64_t a[2] = { 0, 0 }, la;
-    uint16_t lo[2] = { 0, 0 }, v[2] = { 0, 0 };
-    const rd_vinfo_t *vi;
-    rd_vinfo_t vtmp;
-    int vs = rd_ver_state(r, s, e, &vi, &vtmp), sp;
-    if (vs <= 0) return RD_C_NONE;
-    unsigned n = vi->n;
-    for (unsigned j = 0; j < n; j++) { a[j] = vi->a[j]; v[j] = vi->v[j]; }
-    uint32_t s0 = pst_vslot(a[0]);
-    for (unsigned j = 0; j < n; j++) {
-        uint32_t sl = pst_vslot(a[j]);
-        lo[j] = j == 1 && sl == s0 ? pst_vnext(v[0]) : r->vexp[sl];
-    }
-    int live_alloc = rd_allocs_addr(e, &sp, &la) && rd_aset_has(&r->live[sp], la);
-    if (rd_vwait_scan(r, s, n, vs, a, v, lo, live_alloc ? UINT64_MAX : e->ts, t, tseq)) return RD_C_FORCE;
-    /* Nothing queued to wait for, but a trace with exact watermarks can
-     * still deliver it: e was let out before the watermark passed it (the
-     * memory guard, rd_safe). Going ahead may be wrong: counted. */
-    if (r->guard_early && !r->eof && e->ts >= r->sync_ts) r->st.unordered++;
-    for (unsigned j = 0; j < n; j++) {
-        if (!(vs >> j & 1)) continue;
-        uint32_t sl = pst_vslot(a[j]);
-        if ((uint16_t)(v[j] - lo[j]) > RD_VER_LOST) {
-            r->vexp[sl] = v[j];                /* lost: the count jumps */
-            r->vgen++;
-            r->st.ver_gaps++;
-            continue;
-        }
-        int is_new;
-        uint64_t *p = psc_map_put_sz(&r->ahead, rd_ahead_key(sl, v[j]), &is_new, sizeof(uint64_t));
-        if (!p) return PSC_ENOMEM;
-        *p = 1;
-    }
-    return RD_C_NONE;
 }
 
 /* An allocation of a live address whose free is not queued, in a trace
@@ -1361,13 +643,13 @@ int pst_next(pst_reader_t *r, pst_event_t *ev)
         }
         if (!r->hq.n) {
             if (r->eof) { rd_drop_queues(r); return 0; }
-            if ((rc = rd_read_chunk(r)) < 0) return rc;
+            if ((rc = rd_pull(r)) < 0) return rc;
             continue;
         }
         s = r->hq.a[0];
         rd_hev_t *e = &s->head;
         if (!rd_safe(r, e)) {
-            if ((rc = rd_read_chunk(r)) < 0) return rc;
+            if ((rc = rd_pull(r)) < 0) return rc;
             continue;
         }
         c = rd_constraint(r, s, e, &t, &tseq, &why);
@@ -1395,7 +677,7 @@ int pst_next(pst_reader_t *r, pst_event_t *ev)
             continue;
         }
         if (c == RD_C_WAIT && !r->causal_times && !r->eof && !rd_window_passed(r, e) && !rd_wait_over(r, s, e)) {
-            if ((rc = rd_read_chunk(r)) < 0) return rc;
+            if ((rc = rd_pull(r)) < 0) return rc;
             continue;
         }
         if (c == RD_C_WAIT || c == RD_C_UNORDERED) r->st.unordered++;
