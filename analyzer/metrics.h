@@ -42,7 +42,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "json.h"
+#include "json.h"             /* az_json_t, which scan.h takes from here; the
+                               * result's JSON members are metrics_json.h's */
 
 typedef struct az_metrics az_metrics_t;
 
@@ -280,22 +281,6 @@ const az_site_t *az_sites(az_metrics_t *m, size_t *n);
  * and *count say how much went. 1 when something was suppressed, 0 when
  * the stack leaked nothing or was suppressed already. */
 int az_site_suppress(az_metrics_t *m, az_result_t *r, uint32_t stack, uint64_t *bytes, uint64_t *count);
-
-/* ---- JSON ---------------------------------------------------------------- */
-/* Write the metric keys of one stream as members of the current JSON
- * object (peak_live_bytes, peak_reserved_bytes, reserved_over_live,
- * internal_frag, internal_frag_avg, total_allocated_bytes, leaked_bytes,
- * hits, misses, hit_rate, backing_allocs, peak_cached_bytes,
- * peak_outstanding_bytes, kv_utilization, kv_waste_ratio, ...) — for
- * replay's `policies` entries. */
-void az_result_json(const az_result_t *r, az_json_t *j);
-
-/* The report's "kv" members (inside an open object) and its decode-step
- * keys (decode_steps, allocs_per_decode_step, heap_calls_per_decode_step):
- * a figure that does not apply (no KV blocks, no decode step) is null,
- * never 0 — a gate must not read it as perfect. */
-void az_result_kv_json(const az_result_t *r, az_json_t *j);
-void az_result_steps_json(const az_result_t *r, az_json_t *j);
 
 /* glibc's malloc rounding on 64-bit: usable bytes of a malloc(req) chunk
  * (24 minimum, 16-byte steps, page-rounded mmap chunks from 128 KiB). Used

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "escape.h"
+#include "metrics_json.h"
 #include "phase_frame.h"
 
 /* Every name in the text comes from the trace (program, files, markers,
@@ -246,17 +247,19 @@ static const char *live_end_label(const az_scan_t *s)
     return "leaked at exit";
 }
 
-void az_report_text(const az_scan_t *s, const az_report_opts_t *o, FILE *out)
-{
-    unsigned top = o && o->top ? o->top : 10;
-    const az_result_t *h = &s->heap_r, *p = &s->pool_r;
-    const pst_header_t *hd = s->hdr;
-    char a[64], b[64], c[64], d[64], e[64];
-    az_sym_t *sym = NULL;
-    if (!(o && o->no_symbols)) {
-        sym = az_sym_open(s->r);
-    }
+/* What every section of the text report reads. */
+typedef struct rctx {
+    const az_scan_t *s;
+    const az_report_opts_t *o;   /* may be NULL */
+    az_sym_t *sym;               /* NULL with no_symbols */
+    unsigned top;
+} rctx_t;
 
+static void head_text(const rctx_t *ctx, FILE *out)
+{
+    const az_scan_t *s = ctx->s;
+    const pst_header_t *hd = ctx->s->hdr;
+    char a[64], b[64], c[64];
     char nb[1200];
     fprintf(out, "poolscope report: %s\n", ESC(s->path, nb));
     fprintf(out, "  program     %s (pid %" PRIu64 ")%s\n", ESC(hd->exe && hd->exe[0] ? hd->exe : "?", nb), hd->pid,
@@ -302,7 +305,7 @@ void az_report_text(const az_scan_t *s, const az_report_opts_t *o, FILE *out)
         else
             fprintf(out, ", none cut at the depth limit (%u)\n", hd->depth);
     }
-    /* events by kind, in rows of four */
+    /* events by kind, in rows of three */
     int col = 0;
     for (unsigned t = 0; t < PST_EV_MAX; t++) {
         if (!s->by_type[t] || t == PST_EV_THREAD_START) continue;
@@ -323,7 +326,15 @@ void az_report_text(const az_scan_t *s, const az_report_opts_t *o, FILE *out)
                 s->phase ? "phase '" : "", s->phase ? ESC(s->phase, nb) : "", s->phase ? "'" : "",
                 s->phase && s->window ? ", " : "", w);
     }
+}
 
+static void memory_text(const rctx_t *ctx, FILE *out)
+{
+    const az_scan_t *s = ctx->s;
+    const az_result_t *h = &ctx->s->heap_r;
+    const pst_header_t *hd = ctx->s->hdr;
+    char a[64], b[64], c[64], d[64];
+    char nb[1200];
     fputs("\nMemory\n", out);
     if (h->peak_live_bytes)
         fprintf(out, "  peak live heap    %12s  at %s, %s object%s (sum of requested bytes)\n",
@@ -390,7 +401,13 @@ void az_report_text(const az_scan_t *s, const az_report_opts_t *o, FILE *out)
     if (h->implausible_allocs)
         fprintf(out, "  damaged trace     %s allocations left out: they would take the live heap past any\n"
                      "                    address space (2^57 bytes)\n", psc_fmt_count(h->implausible_allocs, a, sizeof a));
+}
 
+static void over_time_text(const rctx_t *ctx, FILE *out)
+{
+    const az_scan_t *s = ctx->s;
+    const az_result_t *h = &ctx->s->heap_r;
+    char a[64], b[64], c[64], d[64], e[64];
     /* over time: at most 16 rows, each the maximum over its slice */
     if (s->tl_used) {
         size_t rows = s->tl_used < 16 ? s->tl_used : 16;
@@ -423,10 +440,22 @@ void az_report_text(const az_scan_t *s, const az_report_opts_t *o, FILE *out)
             fputc('\n', out);
         }
     }
+}
 
+static void hists_text(const rctx_t *ctx, FILE *out)
+{
+    const az_scan_t *s = ctx->s;
+    const az_result_t *h = &ctx->s->heap_r;
     hist_text(out, "Allocation sizes (requested)", h->size_hist, 1, 0);
     hist_text(out, "Lifetimes (allocation to free)", h->lifetime_hist, 0, resolution(s));
+}
 
+static void pools_text(const rctx_t *ctx, FILE *out)
+{
+    const az_scan_t *s = ctx->s;
+    const az_result_t *p = &ctx->s->pool_r;
+    char a[64], b[64], c[64], d[64], e[64];
+    char nb[1200];
     fputs("\nPools\n", out);
     if (!p->acquires && !s->n_pools) {
         fputs("  (no pool events in this trace)\n", out);
@@ -466,7 +495,12 @@ void az_report_text(const az_scan_t *s, const az_report_opts_t *o, FILE *out)
                     psc_fmt_bytes(x->peak_cached, c, sizeof c));
         }
     }
+}
 
+static void reuse_text(const rctx_t *ctx, FILE *out)
+{
+    const az_result_t *h = &ctx->s->heap_r;
+    char a[64];
     fputs("\nAddress reuse (heap)\n", out);
     fprintf(out, "  same address as the last free of that size  %5.1f%%\n", 100 * h->same_address_reuse);
     fprintf(out, "  fresh addresses (never handed out before)   %5.1f%%\n", 100 * h->fresh_address_ratio);
@@ -484,7 +518,13 @@ void az_report_text(const az_scan_t *s, const az_report_opts_t *o, FILE *out)
             fputc('\n', out);
         }
     }
+}
 
+static void kv_text(const rctx_t *ctx, FILE *out)
+{
+    const az_scan_t *s = ctx->s;
+    const az_result_t *h = &ctx->s->heap_r;
+    char a[64];
     fputs("\nKV cache\n", out);
     if (!h->has_kv) {
         fputs("  (no KV block events in this trace)\n", out);
@@ -496,7 +536,14 @@ void az_report_text(const az_scan_t *s, const az_report_opts_t *o, FILE *out)
     if (s->kv_orphans)
         fprintf(out, "  %s KV events of pools the trace never created were ignored (no block size)\n",
                 psc_fmt_count(s->kv_orphans, a, sizeof a));
+}
 
+static void phases_text(const rctx_t *ctx, FILE *out)
+{
+    const az_scan_t *s = ctx->s;
+    const az_result_t *h = &ctx->s->heap_r;
+    char a[64], b[64], c[64], d[64];
+    char nb[1200];
     fputs("\nPhases (heap calls while a marker's scope is open)\n", out);
     if (!h->n_phases) fputs("  (no markers)\n", out);
     else fprintf(out, "  %-16s %10s %12s %12s %12s %10s\n", "marker", "count", "heap calls", "heap bytes", "calls/each", "time");
@@ -516,7 +563,15 @@ void az_report_text(const az_scan_t *s, const az_report_opts_t *o, FILE *out)
                 h->allocs_per_decode_step, h->heap_calls_per_decode_step, psc_fmt_count(h->decode_steps, a, sizeof a),
                 h->decode_steps == 1 ? "" : "s");
     az_pf_notes_text(s, out, "  ");   /* --phase-frame calls that may have merged */
+}
 
+static void sites_all_text(const rctx_t *ctx, FILE *out)
+{
+    const az_scan_t *s = ctx->s;
+    const az_report_opts_t *o = ctx->o;
+    const az_result_t *h = &ctx->s->heap_r;
+    az_sym_t *sym = ctx->sym;
+    unsigned top = ctx->top;
     az_sv_t *v = az_sv_create(s, sym, o ? &o->sites : NULL);
     int full = o && o->full_stacks;
     stacks_note(out, s, v);
@@ -533,6 +588,11 @@ void az_report_text(const az_scan_t *s, const az_report_opts_t *o, FILE *out)
                    : s->status && s->status->end_stopped ? "Live at stop by site" : "Leaks at exit by site",
                    by_live, top, 3);
     az_sv_destroy(v);
+}
+
+static void symbols_text(const rctx_t *ctx, FILE *out)
+{
+    az_sym_t *sym = ctx->sym;
     /* modules whose file on disk is not the recorded build (symbolize.h):
      * said after the sites, whose symbolization found them */
     const char *note = az_sym_note(sym, 0);
@@ -542,7 +602,31 @@ void az_report_text(const az_scan_t *s, const az_report_opts_t *o, FILE *out)
         psc_esc_text_put(out, note);
         fputc('\n', out);
     }
-    az_sym_destroy(sym);
+}
+
+/* The text report, section by section in this order: a new section is one
+ * function and one row here. */
+static void (*const text_sections[])(const rctx_t *, FILE *) = {
+    head_text,        /* program, duration, events, stacks, events by kind, selection */
+    memory_text,      /* peaks, totals, leaks, suppressions, anomalies */
+    over_time_text,   /* at most 16 slices */
+    hists_text,       /* sizes, lifetimes */
+    pools_text,
+    reuse_text,
+    kv_text,
+    phases_text,
+    sites_all_text,   /* at the peak, by calls, by bytes, leaks */
+    symbols_text,     /* modules whose file is not the recorded build */
+};
+
+void az_report_text(const az_scan_t *s, const az_report_opts_t *o, FILE *out)
+{
+    rctx_t ctx = { .s = s, .o = o, .top = o && o->top ? o->top : 10 };
+    if (!(o && o->no_symbols)) {
+        ctx.sym = az_sym_open(s->r);
+    }
+    for (size_t i = 0; i < sizeof text_sections / sizeof *text_sections; i++) text_sections[i](&ctx, out);
+    az_sym_destroy(ctx.sym);
 }
 
 static void sites_json(az_json_t *j, const char *key, az_sv_t *v,

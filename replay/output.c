@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "escape.h"
+#include "metrics_json.h"
 #include "fmt.h"
 #include "rp_internal.h"
 

@@ -10,6 +10,7 @@
 
 #include "json.h"
 #include "metrics.h"
+#include "metrics_json.h"
 #include "poolscope/error.h"
 #include "units.h"
 
