@@ -737,13 +737,15 @@
         g.addEventListener('mouseleave', hideTip);
         g.addEventListener('click', () => { focus = pathOf(n); draw(); });
       }
-      /* A subtree is drawn down to its deepest row holding a box wide enough
-       * for a name (LABEL_W): below that only slivers are left, and a deep
-       * narrow stack (Python's import machinery, libc's stdio) would hang a
-       * tall band of empty rows under the whole graph. Boxes with stacks
-       * cut below them say so (rect's strip); a click zooms into them. */
+      /* A subtree is drawn down to its deepest row holding a box of at least
+       * a twentieth of the width (and wide enough for a name): below that a
+       * deep narrow stack (Python's import machinery, libc's stdio) would
+       * hang a tall band of rows, empty but for a thin column, under the
+       * whole graph. Boxes with stacks cut below them say so (rect's strip);
+       * a click zooms into them, at the whole width. */
+      const rowMin = Math.max(LABEL_W, width / 20);
       function rows(n, w) {
-        if (w < LABEL_W) return 0;
+        if (w < rowMin) return 0;
         let d = 0;
         for (const c of n.kids.values()) d = Math.max(d, rows(c, w * c.v / n.v));
         return d + 1;
