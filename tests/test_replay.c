@@ -724,6 +724,30 @@ static void test_kv_policies_exact(void **st)
     unlink(b.path);
 }
 
+/* --kv-step N (rp_config_t.kv_step): kv-step reserves the tokens rounded
+ * up to a multiple of N and never gives slots back while the request is
+ * resident. write_kv_trace's 10, 16, 17 tokens with N = 12: 12, then 24
+ * (16 rounds up to 24), then 24 (17 still fits): peak 24 slots, 2400
+ * bytes at 100 bytes per token; the default step (256) is asserted in
+ * test_kv_policies_exact. */
+static void test_kv_step_grows_in_steps_of_kv_step(void **st)
+{
+    (void)st;
+    tb_t b;
+    write_kv_trace(&b);
+    rp_config_t cfg = rp_config_default();
+    cfg.kv_step = 12;
+    rp_report_t *r = replay(b.path, "kv-step", &cfg);
+    const rp_result_t *sp = get(r, RP_KV_STEP);
+    assert_int_equal(sp->peak_kv_reserved_tokens, 24);
+    assert_int_equal(sp->m.peak_reserved_bytes, 2400);
+    assert_int_equal(sp->kv_block_size, 12);     /* what --json prints as kv_step */
+    assert_double_equal(sp->m.kv_utilization, (10.0 / 12 + 16.0 / 24 + 17.0 / 24) / 3, 1e-9);
+    assert_int_equal(sp->kv_overflows, 0);
+    rp_report_free(r);
+    unlink(b.path);
+}
+
 /* The KV policies' runs are skipped for batches without KV requests
  * (replay.c): with one request per batch nearly every batch is such, and
  * the KV events sit between runs of tensor traffic. The figures must be
@@ -1846,6 +1870,7 @@ int main(void)
         cmocka_unit_test(test_caching_segment_sizes),
         cmocka_unit_test(test_seed_chain_pool_two_arena_sixteen),
         cmocka_unit_test(test_kv_policies_exact),
+        cmocka_unit_test(test_kv_step_grows_in_steps_of_kv_step),
         cmocka_unit_test(test_kv_policies_same_with_batches_of_one),
         cmocka_unit_test(test_acquire_again_frees_the_old_object),
         cmocka_unit_test(test_heap_stream_and_ideal_matches_report),
