@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "escape.h"
+#include "grow.h"
 #include "hashmap.h"
 #include "json.h"
 #include "outfile.h"
@@ -105,12 +106,7 @@ static void big_note(chrome_t *c, const pst_event_t *ev)
     uint64_t b = alloc_bytes(ev);
     if (!b || ev->type == PST_EV_FREE || (!c->all_allocs && b < CHROME_BIG_BYTES)) return;
     if (c->n_big >= (c->all_allocs ? CHROME_ALL_MAX : CHROME_BIG_MAX)) { c->big_dropped++; return; }
-    if (c->n_big == c->cap_big) {
-        size_t n = c->cap_big ? c->cap_big * 2 : 256;
-        big_t *a = realloc(c->big, n * sizeof *a);
-        if (!a) return;
-        c->big = a; c->cap_big = n;
-    }
+    if (psc_grow((void **)&c->big, &c->cap_big, c->n_big, sizeof *c->big, 256)) return;
     c->big[c->n_big++] = (big_t){ ev->ts, b, ev->tid, ev->stack };
 }
 

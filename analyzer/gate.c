@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "escape.h"
+#include "grow.h"
 #include "input.h"
 #include "phase_frame.h"
 #include "poolscope/format.h"
@@ -225,12 +226,7 @@ static void collect(const az_jv_t *v, const char *prefix, leaves_t *out)
             if (!*prefix && !strcmp(c->key, "sites")) continue;
             collect(c, p, out);
         } else if (c->type == AZ_JV_NUM || c->type == AZ_JV_BOOL) {
-            if (out->n == out->cap) {
-                size_t n = out->cap ? out->cap * 2 : 64;
-                leaf_t *a = realloc(out->a, n * sizeof *a);
-                if (!a) return;
-                out->a = a; out->cap = n;
-            }
+            if (psc_grow((void **)&out->a, &out->cap, out->n, sizeof *out->a, 64)) return;
             snprintf(out->a[out->n].path, sizeof out->a[out->n].path, "%s", p);
             out->a[out->n].v = c->num;
             out->n++;

@@ -50,6 +50,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "grow.h"
 #include "hashmap.h"
 #include "poolscope/error.h"
 
@@ -429,15 +430,10 @@ static inline void advance(az_metrics_t *m, uint64_t t)
 
 static site_t *site_grow(az_metrics_t *m, uint32_t stack)
 {
-    size_t n = m->n_sites ? m->n_sites : 64;
-    while (n <= stack) n *= 2;
-    site_t *s = realloc(m->sites, n * sizeof *s);
-    if (!s) return NULL;
-    memset(s + m->n_sites, 0, (n - m->n_sites) * sizeof *s);
-    for (size_t i = m->n_sites; i < n; i++) s[i].s.stack = (uint32_t)i;
-    m->sites = s;
-    m->n_sites = n;
-    return s;
+    size_t old = m->n_sites;
+    if (psc_grow((void **)&m->sites, &m->n_sites, stack, sizeof *m->sites, 64)) return NULL;
+    for (size_t i = old; i < m->n_sites; i++) m->sites[i].s.stack = (uint32_t)i;
+    return m->sites;
 }
 
 static inline site_t *site_get(az_metrics_t *m, uint32_t stack)
@@ -792,14 +788,7 @@ typedef struct obj_ent {
 
 static int objs_grow(az_metrics_t *m, uint32_t obj)
 {
-    size_t n = m->n_objs ? m->n_objs : 1024;
-    while (n <= obj) n *= 2;
-    obj_ent_t *e = realloc(m->objs, n * sizeof *e);
-    if (!e) return PSC_ENOMEM;
-    memset(e + m->n_objs, 0, (n - m->n_objs) * sizeof *e);
-    m->objs = e;
-    m->n_objs = n;
-    return 0;
+    return psc_grow((void **)&m->objs, &m->n_objs, obj, sizeof *m->objs, 1024);
 }
 
 int az_alloc_obj(az_metrics_t *m, uint32_t obj, uint64_t t, uint64_t addr, uint64_t req, uint64_t rnd,
@@ -919,13 +908,9 @@ static phase_t *phase_get(az_metrics_t *m, const char *name)
     for (size_t i = 0; i < m->n_phases; i++)
         if (strcmp(m->phases[i].p.name, name) == 0) return m->last_phase = &m->phases[i];
     if (m->n_phases == m->cap_phases) {
-        size_t n = m->cap_phases ? m->cap_phases * 2 : 16;
-        phase_t *p = realloc(m->phases, n * sizeof *p);
-        if (!p) return NULL;
         /* pointers into the array move: re-aim them */
         int step_idx = m->step ? (int)(m->step - m->phases) : -1;
-        m->phases = p;
-        m->cap_phases = n;
+        if (psc_grow((void **)&m->phases, &m->cap_phases, m->n_phases, sizeof *m->phases, 16)) return NULL;
         m->step = step_idx >= 0 ? &m->phases[step_idx] : NULL;
     }
     char *copy = strdup(name);

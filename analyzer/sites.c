@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grow.h"
 #include "hashmap.h"
 #include "strkeep.h"
 
@@ -281,11 +282,7 @@ const char *az_sv_label(az_sv_t *v, uint32_t stack, const char **via)
         r = v->labs[*hit];
     } else {
         r = compute(v, stack);
-        if (v->n_labs == v->cap_labs) {
-            size_t c = v->cap_labs ? v->cap_labs * 2 : 256;
-            lab_t *a = realloc(v->labs, c * sizeof *a);
-            if (a) { v->labs = a; v->cap_labs = c; }
-        }
+        (void)psc_grow((void **)&v->labs, &v->cap_labs, v->n_labs, sizeof *v->labs, 256);   /* else not memoized */
         if (v->n_labs < v->cap_labs) {
             uint32_t *slot = psc_map_put_sz(&v->memo, stack, NULL, sizeof(uint32_t));
             if (slot) { *slot = (uint32_t)v->n_labs; v->labs[v->n_labs++] = r; }

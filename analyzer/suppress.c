@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grow.h"
 #include "poolscope/error.h"
 #include "scan.h"
 #include "sites.h"
@@ -96,13 +97,7 @@ static int pat_make(pat_t *p, const char *text, const char *source, const char *
 
 static int add(const char *text, const char *source, const char *why)
 {
-    if (g.n == g.cap) {
-        size_t c = g.cap ? g.cap * 2 : 16;
-        pat_t *a = realloc(g.p, c * sizeof *a);
-        if (!a) return PSC_ENOMEM;
-        g.p = a;
-        g.cap = c;
-    }
+    if (psc_grow((void **)&g.p, &g.cap, g.n, sizeof *g.p, 16)) return PSC_ENOMEM;
     int rc = pat_make(&g.p[g.n], text, source, why);
     if (rc) { pat_free(&g.p[g.n]); return rc; }
     g.n++;

@@ -47,6 +47,7 @@
 
 #include "demangle.h"
 #include "escape.h"
+#include "grow.h"
 #include "hashmap.h"
 #include "poolscope/error.h"
 #include "strkeep.h"
@@ -162,11 +163,7 @@ static const char *keep_name(az_sym_t *s, const char *name)
 static void keep_note(az_sym_t *s, const char *msg)
 {
     const char *k = keep(s, msg);
-    if (k && s->n_notes == s->cap_notes) {
-        size_t n = s->cap_notes ? s->cap_notes * 2 : 8;
-        const char **a = realloc(s->notes, n * sizeof *a);
-        if (a) { s->notes = a; s->cap_notes = n; }
-    }
+    if (k) (void)psc_grow((void **)&s->notes, &s->cap_notes, s->n_notes, sizeof *s->notes, 8);
     if (k && s->n_notes < s->cap_notes) s->notes[s->n_notes++] = k;
 }
 
@@ -463,12 +460,7 @@ void az_sym_destroy(az_sym_t *s)
 
 static az_frame_t *push(az_sym_t *s)
 {
-    if (s->n_fr == s->cap_fr) {
-        size_t n = s->cap_fr ? s->cap_fr * 2 : 1024;
-        az_frame_t *a = realloc(s->fr, n * sizeof *a);
-        if (!a) return NULL;
-        s->fr = a; s->cap_fr = n;
-    }
+    if (psc_grow((void **)&s->fr, &s->cap_fr, s->n_fr, sizeof *s->fr, 1024)) return NULL;
     az_frame_t *f = &s->fr[s->n_fr++];
     memset(f, 0, sizeof *f);
     return f;
@@ -513,13 +505,7 @@ static modsyms_t *syms_of(az_sym_t *s, Dwfl_Module *mod)
 {
     for (size_t i = 0; i < s->n_ms; i++)
         if (s->ms[i].mod == mod) return &s->ms[i];
-    if (s->n_ms == s->cap_ms) {
-        size_t n = s->cap_ms ? s->cap_ms * 2 : 16;
-        modsyms_t *a = realloc(s->ms, n * sizeof *a);
-        if (!a) return NULL;
-        s->ms = a;
-        s->cap_ms = n;
-    }
+    if (psc_grow((void **)&s->ms, &s->cap_ms, s->n_ms, sizeof *s->ms, 16)) return NULL;
     modsyms_t *m = &s->ms[s->n_ms++];
     m->mod = mod;
     m->v = NULL;

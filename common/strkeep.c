@@ -6,15 +6,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grow.h"
+
 const char *psc_strs_keep(psc_strs_t *k, const char *str)
 {
     if (!str) return NULL;
-    if (k->n == k->cap) {
-        size_t n = k->cap ? k->cap * 2 : 256;
-        char **a = realloc(k->v, n * sizeof *a);
-        if (!a) return NULL;
-        k->v = a; k->cap = n;
-    }
+    if (psc_grow((void **)&k->v, &k->cap, k->n, sizeof *k->v, 256)) return NULL;
     char *c = strdup(str);
     if (c) k->v[k->n++] = c;
     return c;

@@ -80,13 +80,7 @@ int rp_slots_get(rp_slots_t *s, uint32_t *slot)
 
 int rp_slots_put(rp_slots_t *s, uint32_t slot)
 {
-    if (s->n_free == s->cap_free) {
-        size_t cap = s->cap_free ? s->cap_free * 2 : 256;
-        uint32_t *f = realloc(s->free, cap * sizeof *f);
-        if (!f) return PSC_ENOMEM;
-        s->free = f;
-        s->cap_free = cap;
-    }
+    if (psc_grow((void **)&s->free, &s->cap_free, s->n_free, sizeof *s->free, 256)) return PSC_ENOMEM;
     s->free[s->n_free++] = slot;
     return 0;
 }
@@ -95,17 +89,4 @@ void rp_slots_free(rp_slots_t *s)
 {
     free(s->free);
     memset(s, 0, sizeof *s);
-}
-
-int rp_grow_slow(void **arr, size_t *cap, size_t need, size_t elem)
-{
-    if (need < *cap) return 0;
-    size_t n = *cap ? *cap : 256;
-    while (n <= need) n *= 2;
-    unsigned char *p = realloc(*arr, n * elem);
-    if (!p) return PSC_ENOMEM;
-    memset(p + *cap * elem, 0, (n - *cap) * elem);
-    *arr = p;
-    *cap = n;
-    return 0;
 }

@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "grow.h"
 #include "hashmap.h"
 #include "metrics.h"
 #include "poolscope/reader.h"
@@ -48,13 +49,12 @@ int  rp_slots_get(rp_slots_t *s, uint32_t *slot);
 int  rp_slots_put(rp_slots_t *s, uint32_t slot);
 void rp_slots_free(rp_slots_t *s);
 
-/* Grow a per-slot array to hold index `need` (zero-filling new entries).
- * Inline for the common case (it holds it already): the policies call it
- * once or twice per request. */
-int rp_grow_slow(void **arr, size_t *cap, size_t need, size_t elem);
+/* Grow a per-slot array to hold index `need` (zero-filling new entries):
+ * common/grow.h's, from 256 slots. Inline for the common case (it holds it
+ * already): the policies call it once or twice per request. */
 static inline int rp_grow(void **arr, size_t *cap, size_t need, size_t elem)
 {
-    return need < *cap ? 0 : rp_grow_slow(arr, cap, need, elem);
+    return psc_grow(arr, cap, need, elem, 256);
 }
 
 /* ---- requests ------------------------------------------------------------ */
