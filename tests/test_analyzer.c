@@ -1036,6 +1036,442 @@ static void test_diff_of_a_trace_with_itself_is_empty(void **st)
     az_json_free(c);
 }
 
+/* ---- mutation tests (issue 12) ---------------------------------------------------
+ *
+ * Each pins one documented rule to numbers worked out by hand in its
+ * comment and fails under the mutant that breaks it (once test_mutants.c,
+ * folded into the suites by module). KV behaviour is checked only through
+ * what az_scan_file and rp_run hand back, never through internal tables.
+ * Their helpers keep their own names under the mu_ prefix; each test makes
+ * and removes its own temporary directory (mu_setup, mu_teardown). */
+
+/* This cmocka has no assert_double_equal. */
+#define mu_assert_near(a, b) mu_near_((double)(a), (double)(b), #a, __FILE__, __LINE__)
+static void mu_near_(double a, double b, const char *what, const char *file, int line)
+{
+    if (!(a - b <= 1e-9 && b - a <= 1e-9)) {
+        fprintf(stderr, "%s:%d: %s = %.12g, want %.12g\n", file, line, what, a, b);
+        fail();
+    }
+}
+
+static char mu_dir[256];
+
+static int mu_setup(void **st)
+{
+    (void)st;
+    snprintf(mu_dir, sizeof mu_dir, "/tmp/test_analyzer.mu.XXXXXX");
+    return mkdtemp(mu_dir) ? 0 : -1;
+}
+
+static int mu_teardown(void **st)
+{
+    (void)st;
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", mu_dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static pst_writer_t *mu_open_trace(char *path, size_t len, const char *name)
+{
+    snprintf(path, len, "%s/%s", mu_dir, name);
+    int err = 0;
+    pst_writer_cfg_t cfg = { .pid = 12, .exe = "/mutants" };
+    pst_writer_t *w = pst_writer_open(path, &cfg, &err);
+    assert_non_null(w);
+    return w;
+}
+
+/* ---- gate and diff: utilizations are higher-is-better --------------------------- */
+
+static az_jdoc_t *mu_doc(const char *text)
+{
+    int err = 0;
+    az_jdoc_t *d = az_json_parse(text, strlen(text), &err, NULL, 0);
+    assert_non_null(d);
+    return d;
+}
+
+/* az_gate_check of one --tol rule (or the default rules when rule is NULL);
+ * the gate's lines go to *lines (malloc'ed, the caller frees). */
+static int mu_gate_lines(const char *cur, const char *base, const char *rule, double dflt_tol, char **lines)
+{
+    az_jdoc_t *c = mu_doc(cur), *b = mu_doc(base);
+    az_gate_rule_t r;
+    char msg[256] = "";
+    if (rule) assert_int_equal(az_gate_rule_parse(AZ_RULE_TOL, rule, &r, msg, sizeof msg), 0);
+    size_t len = 0;
+    FILE *out = open_memstream(lines, &len);
+    assert_non_null(out);
+    int rc = az_gate_check(az_json_root(c), az_json_root(b), rule ? &r : NULL, rule ? 1 : 0, dflt_tol,
+                           out, msg, sizeof msg);
+    fclose(out);
+    if (rc == 2) fprintf(stderr, "gate: %s\n", msg);
+    az_json_free(c);
+    az_json_free(b);
+    return rc;
+}
+
+static int mu_gate(const char *cur, const char *base, const char *rule)
+{
+    char *lines = NULL;
+    int rc = mu_gate_lines(cur, base, rule, 0, &lines);
+    free(lines);
+    return rc;
+}
+
+static void test_gate_utilizations_are_higher_is_better(void **st)
+{
+    (void)st;
+    assert_int_equal(az_gate_higher_is_better("kv.kv_utilization"), 1);
+    assert_int_equal(az_gate_higher_is_better("kv.kv_utilization_per_step"), 1);
+    assert_int_equal(az_gate_higher_is_better("kv.kv_utilization_at_peak"), 1);
+    assert_int_equal(az_gate_higher_is_better("kv_utilization"), 1);     /* the last part decides */
+    assert_int_equal(az_gate_higher_is_better("kv.kv_waste_ratio"), 0);  /* waste: lower is better */
+    assert_int_equal(az_gate_higher_is_better("kv.peak_blocks_in_use"), 0);
+}
+
+/* Baseline 0.9. A drop to 0.5 is worse by 0.4, more than 10% of 0.9 (0.09):
+ * regressed. A rise to 0.95 is better: passes even with 0% allowed. */
+static void test_gate_fails_a_drop_in_kv_utilization(void **st)
+{
+    (void)st;
+    const char *base = "{\"kv\": {\"kv_utilization\": 0.9}}";
+    assert_int_equal(mu_gate("{\"kv\": {\"kv_utilization\": 0.5}}", base, "kv.kv_utilization=10"), 1);
+    assert_int_equal(mu_gate("{\"kv\": {\"kv_utilization\": 0.95}}", base, "kv.kv_utilization=0"), 0);
+    /* 0.85 is worse by 0.05, within 10% (0.09) */
+    assert_int_equal(mu_gate("{\"kv\": {\"kv_utilization\": 0.85}}", base, "kv.kv_utilization=10"), 0);
+    char *lines = NULL;
+    assert_int_equal(mu_gate_lines("{\"kv\": {\"kv_utilization\": 0.5}}", base, "kv.kv_utilization=10", 0, &lines), 1);
+    assert_non_null(strstr(lines, "REGRESSED"));
+    assert_non_null(strstr(lines, "higher is better"));
+    free(lines);
+}
+
+/* The same for the per-step figure, with an explicit rule and with the
+ * default rules (kv.kv_utilization_per_step is a headline metric): 0.8 ->
+ * 0.4 is worse by 0.4 > 0.08 (10%); 0.4 -> 0.8 is better. */
+static void test_gate_fails_a_drop_in_kv_utilization_per_step(void **st)
+{
+    (void)st;
+    const char *hi = "{\"kv\": {\"kv_utilization_per_step\": 0.8}}";
+    const char *lo = "{\"kv\": {\"kv_utilization_per_step\": 0.4}}";
+    assert_int_equal(mu_gate(lo, hi, "kv.kv_utilization_per_step=10"), 1);
+    assert_int_equal(mu_gate(hi, lo, "kv.kv_utilization_per_step=0"), 0);
+    char *lines = NULL;
+    assert_int_equal(mu_gate_lines(lo, hi, NULL, 10, &lines), 1);      /* defaults, 10% */
+    assert_non_null(strstr(lines, "REGRESSED kv.kv_utilization_per_step"));
+    free(lines);
+    lines = NULL;
+    assert_int_equal(mu_gate_lines(hi, lo, NULL, 0, &lines), 0);       /* defaults, 0%: a rise passes */
+    assert_null(strstr(lines, "REGRESSED"));
+    free(lines);
+}
+
+/* diff calls a rise in the per-step utilization (not a timing figure)
+ * "better" and a drop "worse". */
+static void test_diff_calls_a_rise_in_utilization_better(void **st)
+{
+    (void)st;
+    az_jdoc_t *lo = mu_doc("{\"kv\": {\"kv_utilization_per_step\": 0.4}}");
+    az_jdoc_t *hi = mu_doc("{\"kv\": {\"kv_utilization_per_step\": 0.8}}");
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&buf, &len);
+    assert_non_null(out);
+    assert_int_equal(az_diff_docs(az_json_root(lo), az_json_root(hi), 0, out), 1);
+    fclose(out);
+    assert_non_null(strstr(buf, "better"));
+    assert_null(strstr(buf, "worse"));
+    free(buf);
+    buf = NULL;
+    out = open_memstream(&buf, &len);
+    assert_non_null(out);
+    assert_int_equal(az_diff_docs(az_json_root(hi), az_json_root(lo), 0, out), 1);
+    fclose(out);
+    assert_non_null(strstr(buf, "worse"));
+    assert_null(strstr(buf, "better"));
+    free(buf);
+    az_json_free(lo);
+    az_json_free(hi);
+}
+
+/* ---- KV in the report (az_scan_file) --------------------------------------------- */
+
+static void mu_kv_create(pst_writer_t *w, uint64_t pool, uint64_t block_size, uint64_t n_blocks,
+                      uint64_t slot_bytes)
+{
+    pst_event_t ev;
+    memset(&ev, 0, sizeof ev);
+    ev.type = PST_EV_KVB_CREATE;
+    ev.str = "kv";
+    ev.f[0] = pool; ev.f[2] = block_size; ev.f[3] = n_blocks; ev.f[7] = slot_bytes;
+    assert_int_equal(pst_writer_event(w, 1, &ev), 0);
+}
+
+static void mu_kv_alloc(pst_writer_t *w, uint64_t pool, uint64_t seq, uint64_t owner, uint64_t n_tokens,
+                     const uint32_t *ids, uint32_t n)
+{
+    pst_event_t ev;
+    memset(&ev, 0, sizeof ev);
+    ev.type = PST_EV_KVB_ALLOC;
+    ev.f[0] = pool; ev.f[1] = seq;
+    ev.f[2] = 2;                        /* KVB_STREAM_KV: its tokens count */
+    ev.f[3] = owner; ev.f[5] = n_tokens;
+    ev.ids = ids; ev.n_ids = n;
+    assert_int_equal(pst_writer_event(w, 1, &ev), 0);
+}
+
+static void mu_kv_free(pst_writer_t *w, uint64_t pool, uint64_t seq, const uint32_t *ids, uint32_t n)
+{
+    pst_event_t ev;
+    memset(&ev, 0, sizeof ev);
+    ev.type = PST_EV_KVB_FREE;
+    ev.f[0] = pool; ev.f[1] = seq;
+    ev.ids = ids; ev.n_ids = n;
+    assert_int_equal(pst_writer_event(w, 1, &ev), 0);
+}
+
+static void mu_mark(pst_writer_t *w, int begin, const char *name, uint64_t inst, int64_t p0, int64_t p1)
+{
+    pst_event_t ev;
+    memset(&ev, 0, sizeof ev);
+    ev.type = begin ? PST_EV_MARK_BEGIN : PST_EV_MARK_END;
+    ev.str = name;
+    ev.f[1] = inst;
+    if (begin && (p0 || p1)) {
+        ev.payload[0] = p0;
+        ev.payload[1] = p1;
+        ev.n_payload = 2;
+    }
+    assert_int_equal(pst_writer_event(w, 1, &ev), 0);
+}
+
+/* One pool of 16-token blocks:
+ *
+ *   t=100  ALLOC {0,1}, 32 tokens     blocks 16 + 16: tokens 32, capacity 32
+ *   t=150  decode step 1 starts       sample 32/32 = 1
+ *   t=200  FREE {0,1}                 tokens 0, capacity 0
+ *   t=300  ALLOC {2,3,4}, 40 tokens   16 + 16 + 8: tokens 40, capacity 48 (the peak: 3 blocks)
+ *   t=350  decode step 2 starts       sample 40/48 = 5/6
+ *   t=400  FREE {2,3,4}               tokens 0, capacity 0
+ *
+ * kv_utilization_at_peak = 40/48 = 5/6. kv_utilization is the time-weighted
+ * mean while capacity > 0: [100,200) at 1, [300,400) at 5/6: (1 + 5/6) / 2
+ * = 11/12. kv_utilization_per_step = (1 + 5/6) / 2 = 11/12.
+ * If the freed blocks kept their 32 tokens, the peak would read 72/48 = 1.5;
+ * if blocks started empty (n_tokens ignored), 0/48 = 0. */
+static void test_report_kv_freed_blocks_take_their_tokens(void **st)
+{
+    (void)st;
+    char p[512], msg[256];
+    pst_writer_t *w = mu_open_trace(p, sizeof p, "kvscan.pst");
+    mu_kv_create(w, 1, 16, 8, 16 * 64);
+    const uint32_t first[2] = { 0, 1 }, second[3] = { 2, 3, 4 };
+    pst_writer_time(w, 100); mu_kv_alloc(w, 1, 1, 1, 32, first, 2);
+    pst_writer_time(w, 150); mu_mark(w, 1, "decode", 1, 0, 0);
+    pst_writer_time(w, 160); mu_mark(w, 0, "decode", 1, 0, 0);
+    pst_writer_time(w, 200); mu_kv_free(w, 1, 2, first, 2);
+    pst_writer_time(w, 300); mu_kv_alloc(w, 1, 3, 1, 40, second, 3);
+    pst_writer_time(w, 350); mu_mark(w, 1, "decode", 2, 0, 0);
+    pst_writer_time(w, 360); mu_mark(w, 0, "decode", 2, 0, 0);
+    pst_writer_time(w, 400); mu_kv_free(w, 1, 4, second, 3);
+    assert_int_equal(pst_writer_close(w), 0);
+
+    az_scan_t *s = NULL;
+    int rc = az_scan_file(p, NULL, &s, msg, sizeof msg);
+    if (rc) fprintf(stderr, "scan: %s\n", msg);
+    assert_int_equal(rc, 0);
+    const az_result_t *h = &s->heap_r;
+    assert_true(h->has_kv);
+    assert_int_equal(h->peak_kv_blocks, 3);
+    assert_int_equal(h->peak_kv_t, 300);
+    mu_assert_near(h->kv_utilization_at_peak, 40.0 / 48.0);
+    mu_assert_near(h->kv_utilization, 11.0 / 12.0);
+    mu_assert_near(h->kv_waste_ratio, 1.0 / 12.0);
+    assert_int_equal(h->kv_step_samples, 2);
+    mu_assert_near(h->kv_utilization_per_step, 11.0 / 12.0);
+    az_scan_free(s);
+}
+
+/* A block freed and taken again (same id) starts from the new ALLOC's
+ * tokens, not from what it held before:
+ *
+ *   t=100  ALLOC {0}, 16 tokens   tokens 16, capacity 16
+ *   t=200  FREE {0}               tokens 0, capacity 0
+ *   t=300  ALLOC {0,1}, 20 tokens 16 + 4: tokens 20, capacity 32 (the peak)
+ *   t=400  FREE {0,1}
+ *
+ * at the peak 20/32 = 0.625; time-weighted (16/16 + 20/32) / 2 = 0.8125.
+ * (Keeping the freed 16 would read 36/32 at the peak.) */
+static void test_report_kv_reused_block_id_starts_from_its_new_tokens(void **st)
+{
+    (void)st;
+    char p[512], msg[256];
+    pst_writer_t *w = mu_open_trace(p, sizeof p, "kvreuse.pst");
+    mu_kv_create(w, 1, 16, 4, 16 * 64);
+    const uint32_t one[1] = { 0 }, two[2] = { 0, 1 };
+    pst_writer_time(w, 100); mu_kv_alloc(w, 1, 1, 1, 16, one, 1);
+    pst_writer_time(w, 200); mu_kv_free(w, 1, 2, one, 1);
+    pst_writer_time(w, 300); mu_kv_alloc(w, 1, 3, 1, 20, two, 2);
+    pst_writer_time(w, 400); mu_kv_free(w, 1, 4, two, 2);
+    assert_int_equal(pst_writer_close(w), 0);
+
+    az_scan_t *s = NULL;
+    int rc = az_scan_file(p, NULL, &s, msg, sizeof msg);
+    if (rc) fprintf(stderr, "scan: %s\n", msg);
+    assert_int_equal(rc, 0);
+    const az_result_t *h = &s->heap_r;
+    assert_int_equal(h->peak_kv_blocks, 2);
+    mu_assert_near(h->kv_utilization_at_peak, 20.0 / 32.0);
+    mu_assert_near(h->kv_utilization, (1.0 + 20.0 / 32.0) / 2);
+    az_scan_free(s);
+}
+
+/* ---- mutation tests (issue 27, item 11) -------------------------------------------
+ *
+ * One test per mutation that survived every other test; numbers worked out
+ * by hand in each comment. Helpers under the mu27_ prefix; each test makes
+ * and removes its own temporary directory (mu27_setup, mu27_teardown). */
+
+static char mu27_dir[256];
+
+static int mu27_setup(void **st)
+{
+    (void)st;
+    snprintf(mu27_dir, sizeof mu27_dir, "/tmp/test_analyzer.mu27.XXXXXX");
+    return mkdtemp(mu27_dir) ? 0 : -1;
+}
+
+static int mu27_teardown(void **st)
+{
+    (void)st;
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", mu27_dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+/* ---- building traces ------------------------------------------------------ */
+
+typedef struct mu27_tb {
+    char path[512];
+    pst_writer_t *w;
+    uint64_t t;
+} mu27_tb_t;
+
+static void mu27_tb_open(mu27_tb_t *b, const char *name)
+{
+    snprintf(b->path, sizeof b->path, "%s/%s", mu27_dir, name);
+    int err = 0;
+    pst_writer_cfg_t cfg = { .pid = 27, .exe = "/mutants27" };
+    b->w = pst_writer_open(b->path, &cfg, &err);
+    assert_non_null(b->w);
+    b->t = 0;
+}
+
+static void mu27_tb_close(mu27_tb_t *b) { assert_int_equal(pst_writer_close(b->w), 0); }
+
+/* ---- the peak's time: the first time it is reached -------------------------- */
+
+/* One thread, heap calls:
+ *
+ *   t=1000  malloc X 0x1000, 10 B     live 10
+ *   t=2000  malloc A 0x2000, 100 B    live 110   the peak, first reached
+ *   t=3000  free A                    live 10
+ *   t=4000  malloc B 0x3000, 100 B    live 110   the same peak again
+ *   t=5000  free B                    live 10
+ *   t=6000  free X                    live 0
+ *
+ * REPORT.md: peak_live_bytes 110, peak_live_t_ns "when (first time)": A's
+ * allocation, 2000 - 1000 (the first event) = 1000 ns; taken at its last
+ * time it would be 3000. sql takes the peak as the metrics do (SCHEMA.md):
+ * meta's peak_live_event_id is A's allocation and peak_live_ts_ns its time
+ * (sql's clock: events.ts_ns); metrics.peak_live_t_ns is report's 1000. */
+static void mu27_write_peak_twice(char *path, size_t len)
+{
+    mu27_tb_t b;
+    mu27_tb_open(&b, "peak_twice.pst");
+    pst_writer_time(b.w, 1000); assert_int_equal(PST_EMIT(b.w, 1, PST_EV_MALLOC, 0x1000, 10), 0);
+    pst_writer_time(b.w, 2000); assert_int_equal(PST_EMIT(b.w, 1, PST_EV_MALLOC, 0x2000, 100), 0);
+    pst_writer_time(b.w, 3000); assert_int_equal(PST_EMIT(b.w, 1, PST_EV_FREE, 0x2000), 0);
+    pst_writer_time(b.w, 4000); assert_int_equal(PST_EMIT(b.w, 1, PST_EV_MALLOC, 0x3000, 100), 0);
+    pst_writer_time(b.w, 5000); assert_int_equal(PST_EMIT(b.w, 1, PST_EV_FREE, 0x3000), 0);
+    pst_writer_time(b.w, 6000); assert_int_equal(PST_EMIT(b.w, 1, PST_EV_FREE, 0x1000), 0);
+    mu27_tb_close(&b);
+    snprintf(path, len, "%s", b.path);
+}
+
+static void test_peak_time_is_the_first_time_reached_in_report(void **st)
+{
+    (void)st;
+    char p[512], msg[256];
+    mu27_write_peak_twice(p, sizeof p);
+    az_scan_t *s = NULL;
+    int rc = az_scan_file(p, NULL, &s, msg, sizeof msg);
+    if (rc) fprintf(stderr, "scan: %s\n", msg);
+    assert_int_equal(rc, 0);
+    assert_int_equal(s->t_first, 1000);
+    assert_int_equal(s->heap_r.peak_live_bytes, 110);
+    assert_int_equal(s->heap_r.peak_live_t, 2000);
+
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    assert_non_null(f);
+    az_report_opts_t o = { .no_symbols = 1 };
+    az_report_json(s, &o, f);
+    fclose(f);
+    int err = 0;
+    az_jdoc_t *d = az_json_parse(buf, len, &err, NULL, 0);
+    assert_non_null(d);
+    const az_jv_t *r = az_json_root(d);
+    assert_non_null(az_json_path(r, "peak_live_bytes"));
+    assert_int_equal(az_json_path(r, "peak_live_bytes")->u, 110);
+    assert_non_null(az_json_path(r, "peak_live_t_ns"));
+    assert_int_equal(az_json_path(r, "peak_live_t_ns")->u, 1000);
+    az_json_free(d);
+    free(buf);
+    az_scan_free(s);
+}
+
+static int64_t mu27_q_int(sqlite3 *db, const char *sql)
+{
+    sqlite3_stmt *q = NULL;
+    if (sqlite3_prepare_v2(db, sql, -1, &q, NULL) != SQLITE_OK) {
+        fprintf(stderr, "%s: %s\n", sql, sqlite3_errmsg(db));
+        fail();
+    }
+    assert_int_equal(sqlite3_step(q), SQLITE_ROW);
+    assert_int_not_equal(sqlite3_column_type(q, 0), SQLITE_NULL);
+    int64_t v = sqlite3_column_int64(q, 0);
+    sqlite3_finalize(q);
+    return v;
+}
+
+static void test_peak_time_is_the_first_time_reached_in_sql(void **st)
+{
+    (void)st;
+    char p[512], dbp[600], msg[256];
+    mu27_write_peak_twice(p, sizeof p);
+    snprintf(dbp, sizeof dbp, "%s/peak_twice.sqlite", mu27_dir);
+    az_sql_stats_t sst;
+    int warning = 0;
+    int rc = az_sql_write(p, dbp, &sst, &warning, msg, sizeof msg);
+    if (rc) fprintf(stderr, "sql: %s\n", msg);
+    assert_int_equal(rc, 0);
+    sqlite3 *db = NULL;
+    assert_int_equal(sqlite3_open_v2(dbp, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    int64_t a_id = mu27_q_int(db, "SELECT id FROM allocations WHERE addr = 4096 * 2");
+    int64_t a_ts = mu27_q_int(db, "SELECT ts_ns FROM allocations WHERE addr = 4096 * 2");
+    int64_t b_ts = mu27_q_int(db, "SELECT ts_ns FROM allocations WHERE addr = 4096 * 3");
+    assert_true(a_ts < b_ts);
+    assert_int_equal(mu27_q_int(db, "SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'peak_live_bytes'"), 110);
+    assert_int_equal(mu27_q_int(db, "SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'peak_live_event_id'"), a_id);
+    assert_int_equal(mu27_q_int(db, "SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'peak_live_ts_ns'"), a_ts);
+    assert_int_equal(mu27_q_int(db, "SELECT CAST(value AS INTEGER) FROM metrics WHERE name = 'peak_live_t_ns'"), 1000);
+    sqlite3_close(db);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1057,6 +1493,14 @@ int main(void)
         cmocka_unit_test(test_unknown_phase_is_an_error),
         cmocka_unit_test(test_kv_split_allocation_spreads_tokens),
         cmocka_unit_test(test_scan_without_reuse_keeps_other_figures),
+        cmocka_unit_test_setup_teardown(test_gate_utilizations_are_higher_is_better, mu_setup, mu_teardown),
+        cmocka_unit_test_setup_teardown(test_gate_fails_a_drop_in_kv_utilization, mu_setup, mu_teardown),
+        cmocka_unit_test_setup_teardown(test_gate_fails_a_drop_in_kv_utilization_per_step, mu_setup, mu_teardown),
+        cmocka_unit_test_setup_teardown(test_diff_calls_a_rise_in_utilization_better, mu_setup, mu_teardown),
+        cmocka_unit_test_setup_teardown(test_report_kv_freed_blocks_take_their_tokens, mu_setup, mu_teardown),
+        cmocka_unit_test_setup_teardown(test_report_kv_reused_block_id_starts_from_its_new_tokens, mu_setup, mu_teardown),
+        cmocka_unit_test_setup_teardown(test_peak_time_is_the_first_time_reached_in_report, mu27_setup, mu27_teardown),
+        cmocka_unit_test_setup_teardown(test_peak_time_is_the_first_time_reached_in_sql, mu27_setup, mu27_teardown),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

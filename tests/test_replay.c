@@ -25,6 +25,7 @@
 #include "rp_internal.h"
 #include "scan.h"
 #include "poolscope/writer.h"
+#include "poolscope/error.h"
 
 /* This cmocka has no assert_double_equal. */
 #define assert_double_equal(a, b, eps) near_((double)(a), (double)(b), (eps), #a, __FILE__, __LINE__)
@@ -1849,6 +1850,555 @@ static void use_built_malloc_helper(void)
     setenv("POOLSCOPE_MALLOC_HELPER", exe, 1);
 }
 
+/* ---- mutation tests (issue 12) ---------------------------------------------------
+ *
+ * Each pins one documented rule to numbers worked out by hand in its
+ * comment and fails under the mutant that breaks it (once test_mutants.c,
+ * folded into the suites by module). KV behaviour is checked only through
+ * what az_scan_file and rp_run hand back, never through internal tables.
+ * Their helpers keep their own names under the mu_ prefix; each test makes
+ * and removes its own temporary directory (mu_setup, mu_teardown). */
+
+#define mu_MIB ((uint64_t)1 << 20)
+
+/* This cmocka has no assert_double_equal. */
+#define mu_assert_near(a, b) mu_near_((double)(a), (double)(b), #a, __FILE__, __LINE__)
+static void mu_near_(double a, double b, const char *what, const char *file, int line)
+{
+    if (!(a - b <= 1e-9 && b - a <= 1e-9)) {
+        fprintf(stderr, "%s:%d: %s = %.12g, want %.12g\n", file, line, what, a, b);
+        fail();
+    }
+}
+
+static char mu_dir[256];
+
+static int mu_setup(void **st)
+{
+    (void)st;
+    snprintf(mu_dir, sizeof mu_dir, "/tmp/test_replay.mu.XXXXXX");
+    return mkdtemp(mu_dir) ? 0 : -1;
+}
+
+static int mu_teardown(void **st)
+{
+    (void)st;
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", mu_dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static pst_writer_t *mu_open_trace(char *path, size_t len, const char *name)
+{
+    snprintf(path, len, "%s/%s", mu_dir, name);
+    int err = 0;
+    pst_writer_cfg_t cfg = { .pid = 12, .exe = "/mutants" };
+    pst_writer_t *w = pst_writer_open(path, &cfg, &err);
+    assert_non_null(w);
+    return w;
+}
+
+/* ---- arena: 64-byte bumps ------------------------------------------------------- */
+
+/* n mallocs of `size` bytes at distinct addresses, all live at once, then
+ * all freed. */
+static void mu_write_live_together(const char *name, char *path, size_t len, uint64_t size, uint64_t n)
+{
+    pst_writer_t *w = mu_open_trace(path, len, name);
+    for (uint64_t i = 0; i < n; i++) {
+        pst_writer_time(w, 1000 + i);
+        assert_int_equal(PST_EMIT(w, 1, PST_EV_MALLOC, 0x10000000ull + 0x100ull * i, size), 0);
+    }
+    for (uint64_t i = 0; i < n; i++) {
+        pst_writer_time(w, 1000 + n + i);
+        assert_int_equal(PST_EMIT(w, 1, PST_EV_FREE, 0x10000000ull + 0x100ull * i), 0);
+    }
+    assert_int_equal(pst_writer_close(w), 0);
+}
+
+static rp_report_t *mu_replay_heap(const char *path, const char *policies)
+{
+    rp_config_t cfg = rp_config_default();
+    char msg[256];
+    assert_int_equal(rp_policy_parse(policies, &cfg.policies, msg, sizeof msg), 0);
+    cfg.stream = RP_STREAM_HEAP;
+    rp_report_t *rep = NULL;
+    int rc = rp_run(path, &cfg, &rep, msg, sizeof msg);
+    if (rc) fprintf(stderr, "rp_run %s: %s\n", path, msg);
+    assert_int_equal(rc, 0);
+    assert_non_null(rep);
+    return rep;
+}
+
+/* Three 10-byte objects live together: each bumps 64 bytes (10 rounded up
+ * to 64), so the arena hands out 3 x 64 = 192 bytes for 30 requested — not
+ * 3 x 16 = 48. At the live peak: rnd 192, req 30, internal fragmentation
+ * (192 - 30) / 192 = 162 / 192 = 0.84375. All of it fits the first 1 MiB
+ * chunk: reserved 1 MiB, one chunk. */
+static void test_arena_bumps_small_objects_in_64_byte_steps(void **st)
+{
+    (void)st;
+    char p[512];
+    mu_write_live_together("arena3.pst", p, sizeof p, 10, 3);
+    rp_report_t *r = mu_replay_heap(p, "arena");
+    const rp_result_t *a = rp_report_find(r, RP_ARENA);
+    assert_non_null(a);
+    assert_int_equal(a->m.allocs, 3);
+    assert_int_equal(a->m.peak_live_bytes, 30);
+    assert_int_equal(a->m.peak_live_rnd_bytes, 192);
+    mu_assert_near(a->m.internal_frag, 162.0 / 192.0);
+    assert_int_equal(a->m.peak_reserved_bytes, mu_MIB);
+    assert_int_equal(a->chunks_allocated, 1);
+    rp_report_free(r);
+}
+
+/* 1-byte objects each take a 64-byte step, so the first 1 MiB chunk holds
+ * exactly 2^20 / 64 = 16384 of them. 16384 live objects: one chunk, 1 MiB
+ * reserved. One more (16385): the first chunk has 0 bytes left, so a chunk
+ * of twice its size (2 MiB) is taken: 2 chunks, 3 MiB reserved, 2 backing
+ * allocations. (With 16-byte steps 65536 would fit in 1 MiB.) */
+static void test_arena_first_chunk_holds_16384_one_byte_objects(void **st)
+{
+    (void)st;
+    char p[512];
+    mu_write_live_together("arena16384.pst", p, sizeof p, 1, 16384);
+    rp_report_t *r = mu_replay_heap(p, "arena");
+    const rp_result_t *a = rp_report_find(r, RP_ARENA);
+    assert_non_null(a);
+    assert_int_equal(a->m.allocs, 16384);
+    assert_int_equal(a->chunks_allocated, 1);
+    assert_int_equal(a->m.peak_reserved_bytes, mu_MIB);
+    assert_int_equal(a->m.peak_live_rnd_bytes, 16384 * 64);
+    rp_report_free(r);
+
+    mu_write_live_together("arena16385.pst", p, sizeof p, 1, 16385);
+    r = mu_replay_heap(p, "arena");
+    a = rp_report_find(r, RP_ARENA);
+    assert_non_null(a);
+    assert_int_equal(a->m.allocs, 16385);
+    assert_int_equal(a->chunks_allocated, 2);
+    assert_int_equal(a->m.backing_allocs, 2);
+    assert_int_equal(a->m.peak_reserved_bytes, 3 * mu_MIB);
+    rp_report_free(r);
+}
+
+/* ---- KV in the report (az_scan_file) --------------------------------------------- */
+
+static void mu_kv_create(pst_writer_t *w, uint64_t pool, uint64_t block_size, uint64_t n_blocks,
+                      uint64_t slot_bytes)
+{
+    pst_event_t ev;
+    memset(&ev, 0, sizeof ev);
+    ev.type = PST_EV_KVB_CREATE;
+    ev.str = "kv";
+    ev.f[0] = pool; ev.f[2] = block_size; ev.f[3] = n_blocks; ev.f[7] = slot_bytes;
+    assert_int_equal(pst_writer_event(w, 1, &ev), 0);
+}
+
+static void mu_kv_alloc(pst_writer_t *w, uint64_t pool, uint64_t seq, uint64_t owner, uint64_t n_tokens,
+                     const uint32_t *ids, uint32_t n)
+{
+    pst_event_t ev;
+    memset(&ev, 0, sizeof ev);
+    ev.type = PST_EV_KVB_ALLOC;
+    ev.f[0] = pool; ev.f[1] = seq;
+    ev.f[2] = 2;                        /* KVB_STREAM_KV: its tokens count */
+    ev.f[3] = owner; ev.f[5] = n_tokens;
+    ev.ids = ids; ev.n_ids = n;
+    assert_int_equal(pst_writer_event(w, 1, &ev), 0);
+}
+
+static void mu_kv_free(pst_writer_t *w, uint64_t pool, uint64_t seq, const uint32_t *ids, uint32_t n)
+{
+    pst_event_t ev;
+    memset(&ev, 0, sizeof ev);
+    ev.type = PST_EV_KVB_FREE;
+    ev.f[0] = pool; ev.f[1] = seq;
+    ev.ids = ids; ev.n_ids = n;
+    assert_int_equal(pst_writer_event(w, 1, &ev), 0);
+}
+
+static void mu_mark(pst_writer_t *w, int begin, const char *name, uint64_t inst, int64_t p0, int64_t p1)
+{
+    pst_event_t ev;
+    memset(&ev, 0, sizeof ev);
+    ev.type = begin ? PST_EV_MARK_BEGIN : PST_EV_MARK_END;
+    ev.str = name;
+    ev.f[1] = inst;
+    if (begin && (p0 || p1)) {
+        ev.payload[0] = p0;
+        ev.payload[1] = p1;
+        ev.n_payload = 2;
+    }
+    assert_int_equal(pst_writer_event(w, 1, &ev), 0);
+}
+
+/* ---- KV in replay (rp_run) ------------------------------------------------------- */
+
+/* One request (owner 7, marker payload prompt 20 + max 20 = 40) in a pool
+ * of 16-token blocks of 1600 bytes (100 bytes per token):
+ *
+ *   t=100  ALLOC {0,1}, 32 tokens   request: 32 tokens, 2 blocks
+ *          "request" begins         reserve known: 40
+ *   t=200  FREE {0}                 16 tokens (block 0 took its 16 away), 1 block
+ *   t=300  ALLOC {2}, 16 tokens     32 tokens, 2 blocks
+ *   t=400  FREE {1,2}; "request" ends
+ *
+ * The request never holds more than 32 tokens:
+ *   kv-paged (16):  slots 32, 16, 32: peak 32 reserved, 32 stored (3200 B);
+ *                   full throughout: utilization 1
+ *   kv-reserve:     40 slots (32 at the very first update, before the
+ *                   marker, at t=100 too): peak 40; 32 <= 40, no overflow;
+ *                   utilization (32 + 16 + 32) / 3 / 40 = 2/3
+ *   kv-contiguous:  context 40 (the largest prompt + max): no overflow,
+ *                   peak 32 stored
+ * Had the free left the 16 tokens in the request, it would reach 48 at
+ * t=300: a 48-token peak and an overflow of kv-reserve's 40. */
+static void test_replay_kv_free_takes_tokens_out_of_the_request(void **st)
+{
+    (void)st;
+    char p[512], msg[256];
+    pst_writer_t *w = mu_open_trace(p, sizeof p, "kvreplay.pst");
+    mu_kv_create(w, 1, 16, 64, 16 * 100);
+    const uint32_t b01[2] = { 0, 1 }, b0[1] = { 0 }, b2[1] = { 2 }, b12[2] = { 1, 2 };
+    pst_writer_time(w, 100);
+    mu_kv_alloc(w, 1, 1, 7, 32, b01, 2);
+    mu_mark(w, 1, "request", 7, 20, 20);
+    pst_writer_time(w, 200); mu_kv_free(w, 1, 2, b0, 1);
+    pst_writer_time(w, 300); mu_kv_alloc(w, 1, 3, 7, 16, b2, 1);
+    pst_writer_time(w, 400);
+    mu_kv_free(w, 1, 4, b12, 2);
+    mu_mark(w, 0, "request", 7, 0, 0);
+    assert_int_equal(pst_writer_close(w), 0);
+
+    rp_config_t cfg = rp_config_default();
+    assert_int_equal(rp_policy_parse("kv", &cfg.policies, msg, sizeof msg), 0);
+    rp_report_t *r = NULL;
+    int rc = rp_run(p, &cfg, &r, msg, sizeof msg);
+    if (rc) fprintf(stderr, "rp_run: %s\n", msg);
+    assert_int_equal(rc, 0);
+    const rp_result_t *pg = rp_report_find(r, RP_KV_PAGED), *rs = rp_report_find(r, RP_KV_RESERVE),
+                      *c = rp_report_find(r, RP_KV_CONTIGUOUS);
+    assert_non_null(pg);
+    assert_non_null(rs);
+    assert_non_null(c);
+    assert_int_equal(pg->kv_token_bytes, 100);
+    assert_int_equal(pg->peak_kv_tokens, 32);
+    assert_int_equal(pg->peak_kv_reserved_tokens, 32);
+    assert_int_equal(pg->m.peak_live_bytes, 3200);
+    assert_int_equal(pg->kv_overflows, 0);
+    mu_assert_near(pg->m.kv_utilization, 1.0);
+    assert_int_equal(rs->kv_requests, 1);
+    assert_int_equal(rs->peak_kv_tokens, 32);
+    assert_int_equal(rs->peak_kv_reserved_tokens, 40);
+    assert_int_equal(rs->kv_overflows, 0);
+    mu_assert_near(rs->m.kv_utilization, 2.0 / 3.0);
+    assert_int_equal(c->kv_context, 40);
+    assert_int_equal(c->peak_kv_tokens, 32);
+    assert_int_equal(c->kv_overflows, 0);
+    rp_report_free(r);
+}
+
+/* ---- mutation tests (issue 27, item 11) -------------------------------------------
+ *
+ * One test per mutation that survived every other test; numbers worked out
+ * by hand in each comment. Helpers under the mu27_ prefix; each test makes
+ * and removes its own temporary directory (mu27_setup, mu27_teardown). */
+
+#define mu27_MIB ((uint64_t)1 << 20)
+#define mu27_KIB ((uint64_t)1 << 10)
+
+/* This cmocka has no assert_double_equal. */
+#define mu27_assert_near(a, b) mu27_near_((double)(a), (double)(b), #a, __FILE__, __LINE__)
+static void mu27_near_(double a, double b, const char *what, const char *file, int line)
+{
+    if (!(a - b <= 1e-9 && b - a <= 1e-9)) {
+        fprintf(stderr, "%s:%d: %s = %.12g, want %.12g\n", file, line, what, a, b);
+        fail();
+    }
+}
+
+static char mu27_dir[256];
+
+static int mu27_setup(void **st)
+{
+    (void)st;
+    snprintf(mu27_dir, sizeof mu27_dir, "/tmp/test_replay.mu27.XXXXXX");
+    return mkdtemp(mu27_dir) ? 0 : -1;
+}
+
+static int mu27_teardown(void **st)
+{
+    (void)st;
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", mu27_dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+/* ---- building traces ------------------------------------------------------ */
+
+typedef struct mu27_tb {
+    char path[512];
+    pst_writer_t *w;
+    uint64_t t;
+} mu27_tb_t;
+
+static void mu27_tb_open(mu27_tb_t *b, const char *name)
+{
+    snprintf(b->path, sizeof b->path, "%s/%s", mu27_dir, name);
+    int err = 0;
+    pst_writer_cfg_t cfg = { .pid = 27, .exe = "/mutants27" };
+    b->w = pst_writer_open(b->path, &cfg, &err);
+    assert_non_null(b->w);
+    b->t = 0;
+}
+
+static void mu27_tb_close(mu27_tb_t *b) { assert_int_equal(pst_writer_close(b->w), 0); }
+
+static void mu27_tick(mu27_tb_t *b)
+{
+    b->t += 10;
+    pst_writer_time(b->w, b->t);
+}
+
+/* a tensor of `bytes` bytes (a multiple of 4: f32 elements) */
+static void mu27_acq(mu27_tb_t *b, uint64_t id, uint64_t bytes)
+{
+    assert_int_equal(bytes % 4, 0);
+    mu27_tick(b);
+    assert_int_equal(PST_EMIT(b->w, 1, PST_EV_TENSOR_ACQUIRE, id, 0, 0, bytes / 4, bytes), 0);
+}
+
+static void mu27_rel(mu27_tb_t *b, uint64_t id)
+{
+    mu27_tick(b);
+    assert_int_equal(PST_EMIT(b->w, 1, PST_EV_TENSOR_RELEASE, id), 0);
+}
+
+static void mu27_mark(mu27_tb_t *b, int begin, const char *name, uint64_t inst)
+{
+    pst_event_t ev;
+    memset(&ev, 0, sizeof ev);
+    ev.type = begin ? PST_EV_MARK_BEGIN : PST_EV_MARK_END;
+    ev.str = name;
+    ev.f[1] = inst;
+    mu27_tick(b);
+    assert_int_equal(pst_writer_event(b->w, 1, &ev), 0);
+}
+
+static rp_report_t *mu27_replay(const char *path, const char *policies)
+{
+    rp_config_t cfg = rp_config_default();
+    char msg[256];
+    assert_int_equal(rp_policy_parse(policies, &cfg.policies, msg, sizeof msg), 0);
+    rp_report_t *rep = NULL;
+    int rc = rp_run(path, &cfg, &rep, msg, sizeof msg);
+    if (rc) fprintf(stderr, "rp_run %s: %s\n", path, msg);
+    assert_int_equal(rc, 0);
+    assert_non_null(rep);
+    return rep;
+}
+
+static const rp_result_t *mu27_get(const rp_report_t *r, rp_policy_t p)
+{
+    const rp_result_t *x = rp_report_find(r, p);
+    assert_non_null(x);
+    return x;
+}
+
+/* ---- caching: the 10 MiB boundary of the large pool's segments -------------- */
+
+/* One tensor each (rule 1: rounded up to 512 B; all above 1 MiB: the large
+ * pool; rule 4: a new segment, 20 MiB when the rounded size is under
+ * 10 MiB, else the size rounded up to a multiple of 2 MiB; rule 5: split
+ * when more than 1 MiB would be left):
+ *
+ *   10 MiB - 512 = 10485248 B: rounded 10485248 < 10 MiB: a 20971520
+ *     segment; 10486272 left > 1 MiB: split. Reserved 20 MiB, outstanding
+ *     10485248, 1 split, fragmentation 1 - 10485248 / 20971520.
+ *   10 MiB = 10485760 B: rounded 10485760, not under 10 MiB: a segment of
+ *     10485760 (already a multiple of 2 MiB); nothing left: no split.
+ *     Reserved = outstanding = 10 MiB, fragmentation 0.
+ *   10 MiB + 4 = 10485764 B: rounded 10486272: a 12582912 segment (6 x
+ *     2 MiB); 2096640 left > 1 MiB: split. Reserved 12 MiB, outstanding
+ *     10486272.
+ * With "<= 10 MiB" for "< 10 MiB" the 10 MiB tensor would take 20 MiB;
+ * with the boundary at 11 MiB it would too, at 9 MiB the first would take
+ * 10 MiB. */
+static void mu27_caching_one(const char *name, uint64_t bytes, uint64_t reserved, uint64_t outstanding,
+                        uint64_t splits)
+{
+    mu27_tb_t b;
+    mu27_tb_open(&b, name);
+    mu27_acq(&b, 1, bytes);
+    mu27_rel(&b, 1);
+    mu27_tb_close(&b);
+    rp_report_t *r = mu27_replay(b.path, "caching");
+    const rp_result_t *c = mu27_get(r, RP_CACHING);
+    if (c->m.peak_reserved_bytes != reserved)
+        fprintf(stderr, "%llu B: reserved %llu, want %llu\n", (unsigned long long)bytes,
+                (unsigned long long)c->m.peak_reserved_bytes, (unsigned long long)reserved);
+    assert_int_equal(c->m.allocs, 1);
+    assert_int_equal(c->m.peak_live_bytes, bytes);
+    assert_int_equal(c->m.peak_reserved_bytes, reserved);
+    assert_int_equal(c->m.peak_outstanding_bytes, outstanding);
+    assert_int_equal(c->segments_allocated, 1);
+    assert_int_equal(c->splits, splits);
+    mu27_assert_near(c->fragmentation, 1.0 - (double)outstanding / (double)reserved);
+    rp_report_free(r);
+}
+
+static void test_caching_segment_below_10_mib_is_20_mib(void **st)
+{
+    (void)st;
+    mu27_caching_one("ca_below.pst", 10 * mu27_MIB - 512, 20 * mu27_MIB, 10 * mu27_MIB - 512, 1);
+}
+
+static void test_caching_segment_at_10_mib_is_its_size(void **st)
+{
+    (void)st;
+    mu27_caching_one("ca_at.pst", 10 * mu27_MIB, 10 * mu27_MIB, 10 * mu27_MIB, 0);
+}
+
+static void test_caching_segment_above_10_mib_rounds_to_2_mib(void **st)
+{
+    (void)st;
+    mu27_caching_one("ca_above.pst", 10 * mu27_MIB + 4, 12 * mu27_MIB, 10 * mu27_MIB + 512, 1);
+}
+
+/* ---- arena: resets with pinned chunks ---------------------------------------- */
+
+/* Every chunk pinned. 600 KiB = 614400 B (a multiple of 64).
+ *   forward 0: A 600 KiB in chunk c1 (1 MiB, 434176 left); B 600 KiB does
+ *     not fit: c2, twice c1, 2 MiB. A and B outlive the forward: at the
+ *     reset both are violations (1228800 B), both chunks pinned (3 MiB
+ *     pinned at once), none is free: the next chunk gets the size the
+ *     merge would have had, 1 + 2 = 3 MiB.
+ *   forward 1: C 600 KiB: a new chunk c3 of 3 MiB; reserved 1 + 2 + 3 =
+ *     6 MiB (the peak). C dies inside; the reset rewinds c3.
+ *   A dies: c1 goes back; B dies: c2 goes back (3 MiB left).
+ * Chunks 3, backing allocs 3, frees 2, pinned 2, peak pinned 3 MiB.
+ * Were the cycle's size not kept for the next chunk (or only the first
+ * chunk's counted), c3 would be 1 MiB and the peak 4 MiB. */
+static void test_arena_every_chunk_pinned_next_chunk_takes_the_cycle(void **st)
+{
+    (void)st;
+    mu27_tb_t b;
+    mu27_tb_open(&b, "arena_all_pinned.pst");
+    mu27_mark(&b, 1, "forward", 0);
+    mu27_acq(&b, 1, 600 * mu27_KIB);    /* A */
+    mu27_acq(&b, 2, 600 * mu27_KIB);    /* B */
+    mu27_mark(&b, 0, "forward", 0);
+    mu27_mark(&b, 1, "forward", 1);
+    mu27_acq(&b, 3, 600 * mu27_KIB);    /* C */
+    mu27_rel(&b, 3);
+    mu27_mark(&b, 0, "forward", 1);
+    mu27_rel(&b, 1);
+    mu27_rel(&b, 2);
+    mu27_tb_close(&b);
+    rp_report_t *r = mu27_replay(b.path, "arena");
+    const rp_result_t *a = mu27_get(r, RP_ARENA);
+    assert_int_equal(a->resets, 2);
+    assert_int_equal(a->lifetime_violations, 2);
+    assert_int_equal(a->violation_bytes, 2 * 600 * mu27_KIB);
+    assert_int_equal(a->pinned_chunks, 2);
+    assert_int_equal(a->peak_pinned_bytes, 3 * mu27_MIB);
+    assert_int_equal(a->chunks_allocated, 3);
+    assert_int_equal(a->m.backing_allocs, 3);
+    assert_int_equal(a->m.backing_frees, 2);
+    assert_int_equal(a->m.peak_reserved_bytes, 6 * mu27_MIB);
+    assert_int_equal(a->longlived_objects, 0);
+    rp_report_free(r);
+}
+
+/* Every chunk past the first pinned.
+ *   forward 0: A 600 KiB in c1 (1 MiB); B 600 KiB: c2 (2 MiB, 1482752
+ *     left); C 1.5 MiB = 1572864 B does not fit: c3 (4 MiB). A dies inside.
+ *     At the reset B and C are violations (614400 + 1572864 = 2187264 B),
+ *     c2 and c3 pinned (6 MiB at once); c1, the only free chunk, is
+ *     rewound and kept.
+ *   forward 1: D 600 KiB in c1 at offset 0 (A's address): no new chunk.
+ *   B dies: c2 goes back; C dies: c3 goes back.
+ * Reserved peak 1 + 2 + 4 = 7 MiB; 3 chunks, 2 given back; addresses
+ * A, B, C fresh, D A's: fresh ratio 3/4; held at once: A, B, C = 3. */
+static void test_arena_chunks_past_the_first_pinned_first_is_rewound(void **st)
+{
+    (void)st;
+    mu27_tb_t b;
+    mu27_tb_open(&b, "arena_past_first_pinned.pst");
+    mu27_mark(&b, 1, "forward", 0);
+    mu27_acq(&b, 1, 600 * mu27_KIB);    /* A */
+    mu27_acq(&b, 2, 600 * mu27_KIB);    /* B */
+    mu27_acq(&b, 3, 1536 * mu27_KIB);   /* C */
+    mu27_rel(&b, 1);
+    mu27_mark(&b, 0, "forward", 0);
+    mu27_mark(&b, 1, "forward", 1);
+    mu27_acq(&b, 4, 600 * mu27_KIB);    /* D */
+    mu27_rel(&b, 4);
+    mu27_mark(&b, 0, "forward", 1);
+    mu27_rel(&b, 2);
+    mu27_rel(&b, 3);
+    mu27_tb_close(&b);
+    rp_report_t *r = mu27_replay(b.path, "arena");
+    const rp_result_t *a = mu27_get(r, RP_ARENA);
+    assert_int_equal(a->resets, 2);
+    assert_int_equal(a->lifetime_violations, 2);
+    assert_int_equal(a->violation_bytes, 600 * mu27_KIB + 1536 * mu27_KIB);
+    assert_int_equal(a->pinned_chunks, 2);
+    assert_int_equal(a->peak_pinned_bytes, 6 * mu27_MIB);
+    assert_int_equal(a->chunks_allocated, 3);
+    assert_int_equal(a->m.backing_allocs, 3);
+    assert_int_equal(a->m.backing_frees, 2);
+    assert_int_equal(a->m.peak_reserved_bytes, 7 * mu27_MIB);
+    assert_int_equal(a->peak_outstanding_buffers, 3);
+    mu27_assert_near(a->m.fresh_address_ratio, 3.0 / 4.0);
+    rp_report_free(r);
+}
+
+/* Only the first chunk pinned.
+ *   forward 0: A, B, C as above in c1, c2, c3 (7 MiB); B and C die
+ *     inside. At the reset A is the one violation (614400 B), c1 pinned
+ *     (1 MiB); c2 and c3 are free and merged into one chunk c4 of 6 MiB
+ *     (2 frees, 1 alloc): 1 + 6 = 7 MiB.
+ *   forward 1: D 600 KiB in c4: no new chunk.
+ *   A dies: c1 goes back (6 MiB left).
+ * Reserved peak 7 MiB; 4 chunks allocated, 3 given back; every address
+ * fresh (c1, c2, c3, c4 at offset 0). Had the walk over the cycle stopped
+ * at the pinned chunk, c2 and c3 would be neither merged nor given back
+ * and D would take a chunk of its own (8 MiB). */
+static void test_arena_only_first_chunk_pinned_rest_merged(void **st)
+{
+    (void)st;
+    mu27_tb_t b;
+    mu27_tb_open(&b, "arena_first_pinned.pst");
+    mu27_mark(&b, 1, "forward", 0);
+    mu27_acq(&b, 1, 600 * mu27_KIB);    /* A */
+    mu27_acq(&b, 2, 600 * mu27_KIB);    /* B */
+    mu27_acq(&b, 3, 1536 * mu27_KIB);   /* C */
+    mu27_rel(&b, 2);
+    mu27_rel(&b, 3);
+    mu27_mark(&b, 0, "forward", 0);
+    mu27_mark(&b, 1, "forward", 1);
+    mu27_acq(&b, 4, 600 * mu27_KIB);    /* D */
+    mu27_rel(&b, 4);
+    mu27_mark(&b, 0, "forward", 1);
+    mu27_rel(&b, 1);
+    mu27_tb_close(&b);
+    rp_report_t *r = mu27_replay(b.path, "arena");
+    const rp_result_t *a = mu27_get(r, RP_ARENA);
+    assert_int_equal(a->resets, 2);
+    assert_int_equal(a->lifetime_violations, 1);
+    assert_int_equal(a->violation_bytes, 600 * mu27_KIB);
+    assert_int_equal(a->pinned_chunks, 1);
+    assert_int_equal(a->peak_pinned_bytes, mu27_MIB);
+    assert_int_equal(a->chunks_allocated, 4);
+    assert_int_equal(a->m.backing_allocs, 4);
+    assert_int_equal(a->m.backing_frees, 3);
+    assert_int_equal(a->m.peak_reserved_bytes, 7 * mu27_MIB);
+    mu27_assert_near(a->m.fresh_address_ratio, 1.0);
+    rp_report_free(r);
+}
+
 int main(void)
 {
     use_built_malloc_helper();
@@ -1884,6 +2434,15 @@ int main(void)
         cmocka_unit_test(test_all_on_full_trace_runs_every_policy),
         cmocka_unit_test(test_malloc_variants_side_by_side),
         cmocka_unit_test(test_malloc_without_helper_skipped_from_all),   /* last: it changes the environment */
+        cmocka_unit_test_setup_teardown(test_arena_bumps_small_objects_in_64_byte_steps, mu_setup, mu_teardown),
+        cmocka_unit_test_setup_teardown(test_arena_first_chunk_holds_16384_one_byte_objects, mu_setup, mu_teardown),
+        cmocka_unit_test_setup_teardown(test_replay_kv_free_takes_tokens_out_of_the_request, mu_setup, mu_teardown),
+        cmocka_unit_test_setup_teardown(test_caching_segment_below_10_mib_is_20_mib, mu27_setup, mu27_teardown),
+        cmocka_unit_test_setup_teardown(test_caching_segment_at_10_mib_is_its_size, mu27_setup, mu27_teardown),
+        cmocka_unit_test_setup_teardown(test_caching_segment_above_10_mib_rounds_to_2_mib, mu27_setup, mu27_teardown),
+        cmocka_unit_test_setup_teardown(test_arena_every_chunk_pinned_next_chunk_takes_the_cycle, mu27_setup, mu27_teardown),
+        cmocka_unit_test_setup_teardown(test_arena_chunks_past_the_first_pinned_first_is_rewound, mu27_setup, mu27_teardown),
+        cmocka_unit_test_setup_teardown(test_arena_only_first_chunk_pinned_rest_merged, mu27_setup, mu27_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
