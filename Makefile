@@ -20,6 +20,8 @@
 #
 # Variants: `make asan` and `make tsan` build into build/asan, build/tsan and
 # run the unit suites (never the preload library: sanitizers replace malloc).
+# `make debug` builds into build/debug with the internal checks compiled in
+# (common/invariant.h) and runs the unit suites; `make test` runs them too.
 
 BUILD   ?= build
 CC      ?= cc
@@ -97,7 +99,7 @@ BINS   = $(if $(CLI_SRC),$(BUILD)/bin/poolscope) \
          $(if $(wildcard reference-engine/main.c),$(BUILD)/bin/refengine) \
          $(if $(HELPER_SRC),$(BUILD)/bin/poolscope-malloc-helper)
 
-.PHONY: all libs deps test check-unit check-integration check-order asan tsan bench fuzz demo install clean
+.PHONY: all libs deps test check-unit check-integration check-order asan tsan debug debug-build bench fuzz demo install clean
 # A sanitizer build makes the libraries, the CLIs and the unit suites only:
 # the preload library and the programs run under it stay plain.
 all: libs $(BINS) $(TESTS) $(if $(SAN),,$(if $(PRELOAD_SRC),$(PRELOAD)) $(PROGS) $(BENCHES))
@@ -184,7 +186,8 @@ $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(LIBS)
 test: deps
 	@sh scripts/check-layers.sh
 	@$(MAKE) --no-print-directory all
-	@BUILD=$(BUILD) sh scripts/run-tests.sh all
+	@$(MAKE) --no-print-directory $(DEBUG_VARS) debug-build
+	@BUILD=$(BUILD) DEBUG_BUILD=$(DEBUG_BUILD) sh scripts/run-tests.sh all
 
 check-unit: all
 	@BUILD=$(BUILD) sh scripts/run-tests.sh unit
@@ -202,6 +205,26 @@ asan: deps
 
 tsan: deps
 	@$(MAKE) --no-print-directory BUILD=build/tsan SAN=thread check-unit
+
+# The debug build (common/invariant.h): -DPS_DEBUG=1 at -O1, still -Werror
+# (but for -Wmaybe-uninitialized, whose guesses change with the optimizer:
+# -O1 flags a variable in rd_version.c that -O2 proves set; the -O2 build
+# keeps that warning an error).
+# Every pool operation ends with the pool's invariant walker, the model
+# checks itself after each event, and pst_next's callers reach it through
+# reader.c's check of its output (--wrap). Into build/debug, or
+# <BUILD>-debug when BUILD is not the default; DEBUG_BUILD names another.
+# Like a sanitizer build it makes the libraries, the CLIs and the unit
+# suites only. PS_DEBUG_EVERY=k in the environment walks every k-th
+# operation only.
+DEBUG_BUILD ?= $(if $(filter build,$(BUILD)),build/debug,$(BUILD)-debug)
+DEBUG_VARS   = BUILD=$(DEBUG_BUILD) OPT=-O1 LDFLAGS=-Wl,--wrap=pst_next \
+               CFLAGS='-DPS_DEBUG=1 -Wno-maybe-uninitialized'
+debug: deps
+	@$(MAKE) --no-print-directory $(DEBUG_VARS) debug-build
+	@BUILD=$(DEBUG_BUILD) sh scripts/run-tests.sh unit
+
+debug-build: libs $(BINS) $(TESTS)
 
 bench: deps
 	@$(MAKE) --no-print-directory all

@@ -12,6 +12,7 @@
 
 #include "checked.h"
 #include "hashmap.h"
+#include "invariant.h"
 #include "poolscope/blockpool.h"
 #include "poolscope/error.h"
 
@@ -90,6 +91,9 @@ struct pm_model {
 
     uint64_t rss, peak_rss, peak_rss_t, rss_samples;
 
+#if PS_DEBUG
+    unsigned dbg_ops, dbg_every;   /* model_check runs every dbg_every-th event */
+#endif
     size_t n_ops;
     pm_op_t ops[2 * PST_MAX_IDS + 16];
 };
@@ -100,6 +104,9 @@ pm_model_t *pm_create(int *err)
     int rc = PSC_ENOMEM;
     if (!m) goto fail;
     m->counting = 1;
+#if PS_DEBUG
+    m->dbg_every = psc_debug_every();
+#endif
     if ((rc = psc_map_init(&m->maps, sizeof(mapent_t), 128, 50, NULL)) ||
         (rc = psc_map_init(&m->files, sizeof(filent_t), 8, 0, NULL)) ||
         (rc = psc_map_init(&m->blocks, sizeof(kvblk_t), 256, 0, NULL)) ||
@@ -779,6 +786,98 @@ static __attribute__((noinline)) int other_event(pm_model_t *m, const pst_event_
     return rc;
 }
 
+/* ---- the debug build's self-check ----------------------------------------------- */
+
+#if PS_DEBUG
+/* Peaks are taken while counting, so then none is below what is held now
+ * (a mapping's peaks wait one event when peaks_due). */
+static const char *check_peaks(const pm_model_t *m)
+{
+    if (!m->counting) return NULL;
+    for (size_t i = 0; i < m->n_pools; i++) {
+        const pm_pool_t *p = &m->pools[i];
+        if (p->peak_out < p->outstanding || p->peak_cached < p->cached)
+            return "a buffer pool holds more than its peak while counting";
+    }
+    if (m->rss_samples && m->peak_rss < m->rss) return "RSS is above its peak while counting";
+    const pm_maps_t *t = &m->mt;
+    uint64_t total = t->anon + t->file, committed = total - (t->reserved < total ? t->reserved : total);
+    if (!m->peaks_due && (t->peak_anon < t->anon || t->peak_file < t->file || t->peak_total < total ||
+                          t->peak_reserved < t->reserved || t->peak_arena < t->arena ||
+                          t->peak_committed < committed))
+        return "mapped memory is above its peak while counting";
+    size_t it = 0;
+    void *v;
+    while (psc_map_next(&m->files, &it, NULL, &v)) {
+        const filent_t *f = v;
+        if (f->peak < f->bytes) return "a file's mapped bytes are above their peak while counting";
+    }
+    return NULL;
+}
+
+/* Every request slot the owner map names is live and names the owner back;
+ * no slot is both live and free. */
+static const char *check_requests(const pm_model_t *m)
+{
+    size_t live = 0;
+    for (uint32_t o = 0; o < m->next_req; o++) {
+        const kvreq_t *q = &m->req[o];
+        if (!q->live) continue;
+        live++;
+        const uint32_t *v = psc_map_get_sz(&m->owners, q->id, sizeof(uint32_t));
+        if (!v || *v != o) return "a live request slot is not its owner's";
+    }
+    if (live != psc_map_count(&m->owners)) return "the owner map and the live request slots differ";
+    for (size_t i = 0; i < m->n_free_req; i++)
+        if (m->free_req[i] >= m->next_req || m->req[m->free_req[i]].live)
+            return "a free request slot is live";
+    return NULL;
+}
+
+/* Each KV pool's blocks and tokens, and each request's, are the sums over
+ * the blocks it holds. sums: 2 per pool then 2 per request slot, zeroed. */
+static const char *check_kv(const pm_model_t *m, uint64_t *sums)
+{
+    uint64_t *ps = sums, *rs = sums + 2 * m->n_pools;
+    size_t it = 0;
+    uint64_t key;
+    void *v;
+    while (psc_map_next(&m->blocks, &it, &key, &v)) {
+        const kvblk_t *b = v;
+        uint64_t ix = (key >> 32) - 1;
+        if ((key >> 32) == 0 || ix >= m->n_pools || !m->pools[ix].kv)
+            return "a KV block belongs to no KV pool";
+        if (b->owner >= m->next_req || !m->req[b->owner].live)
+            return "a KV block is held by a request that is over";
+        ps[2 * ix]++;
+        ps[2 * ix + 1] += b->n_used;
+        rs[2 * b->owner]++;
+        if (b->counts) rs[2 * b->owner + 1] += b->n_used;
+    }
+    for (size_t i = 0; i < m->n_pools; i++)
+        if (m->pools[i].kv && (m->pools[i].blocks != ps[2 * i] || m->pools[i].tokens != ps[2 * i + 1]))
+            return "a KV pool's blocks or tokens differ from the sum over its blocks";
+    for (uint32_t o = 0; o < m->next_req; o++)
+        if (m->req[o].live && (m->req[o].blocks != rs[2 * o] || m->req[o].tokens != rs[2 * o + 1]))
+            return "a request's blocks or tokens differ from the sum over its blocks";
+    return NULL;
+}
+
+static const char *model_check(const pm_model_t *m)
+{
+    if (m->n_ops > sizeof m->ops / sizeof m->ops[0]) return "one event made more operations than fit";
+    if (m->mt.n_live != psc_map_count(&m->maps)) return "the live-mapping count differs from the table";
+    const char *why = check_peaks(m);
+    if (!why) why = check_requests(m);
+    if (why) return why;
+    uint64_t *sums = calloc(2 * (m->n_pools + m->next_req) + 1, sizeof *sums);
+    if (!sums) return NULL;            /* nothing to count with: no verdict */
+    why = check_kv(m, sums);
+    free(sums);
+    return why;
+}
+#endif
+
 int pm_event(pm_model_t *m, const pst_event_t *ev, pm_step_t *st)
 {
     int rc = 0;
@@ -790,6 +889,10 @@ int pm_event(pm_model_t *m, const pst_event_t *ev, pm_step_t *st)
     if (!heap_event(m, ev, st)) rc = other_event(m, ev, st);
     st->n_ops = m->n_ops;
     st->ops = m->ops;
+#if PS_DEBUG
+    if (psc_debug_due(&m->dbg_ops, m->dbg_every))
+        PSC_VERIFY("model", NULL, model_check(m));
+#endif
     return rc;
 }
 

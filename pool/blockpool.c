@@ -34,62 +34,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "hashmap.h"
-
-#define NIL (-1)
-
-enum { F_EVER = 1, F_RETIRED = 2, F_RESIDENT = 4 };
-
-struct blk {
-    uint8_t *slot;     /* storage slot, NULL without storage */
-    int64_t  owner;    /* -1 when free or retired */
-    int32_t  next;     /* free list: next down the stack; owner list: next */
-    int32_t  prev;     /* owner list only */
-    int32_t  n_used;
-    uint8_t  list;     /* free-list index 0 (K or KV) / 1 (V) */
-    uint8_t  format;
-    uint8_t  flags;
-};
-
-struct owner {          /* the value of an owner id in the owner map */
-    int32_t head, tail;
-    int32_t count;
-    int32_t active;
-};
-
-struct chunk {
-    uint8_t *base;
-    size_t   len;
-};
-
-struct kvb_pool {
-    pthread_mutex_t mu;
-    kvb_config_t    cfg;
-    kvb_alloc_t     a;
-
-    struct blk *blk;           /* [n_ids] */
-    int32_t     n_ids, blk_cap;
-
-    int         n_lists;       /* 2 with separate_kv, else 1 */
-    int32_t     top[2];        /* free-list heads */
-    int32_t     n_free[2];
-    int32_t     n_total[2];    /* managed blocks per list (not retired) */
-    int32_t     cap[2];        /* growth cap per list; 0 = none */
-
-    psc_map_t       own;       /* owner id -> struct owner; grows beyond 1/2 full */
-
-    int64_t n_alloc, n_frees, n_reused, n_exh, n_grown, n_retired, peak;
-    int64_t n_partial, n_resident;
-
-    kvb_stats_t *hist;         /* ring of KVB_HISTORY_LEN */
-    uint32_t     hist_head, hist_n;
-
-    uint64_t seq;
-
-    size_t        slot_bytes;  /* 0 = no storage */
-    struct chunk *chunks;
-    int32_t       n_chunks, chunk_cap;
-};
+#include "blockpool_int.h"
 
 /* ---- small helpers -------------------------------------------------------- */
 
@@ -98,6 +43,20 @@ static void  sys_free(void *ctx, void *p)   { (void)ctx; free(p); }
 
 static void *m_alloc(kvb_pool_t *p, size_t n) { return p->a.alloc(p->a.ctx, n); }
 static void  m_free(kvb_pool_t *p, void *q)   { if (q) p->a.free(p->a.ctx, q); }
+
+static const char *check_locked(kvb_pool_t *p);
+
+/* Every operation that changes the pool unlocks here: in the debug build
+ * the walker runs first, still under the lock, so a broken invariant is
+ * reported by the operation that broke it. Queries unlock plainly. */
+static void pool_unlock(kvb_pool_t *p)
+{
+#if PS_DEBUG
+    if (psc_debug_due(&p->dbg_ops, p->dbg_every))
+        PSC_VERIFY("KV block pool", NULL, check_locked(p));
+#endif
+    pthread_mutex_unlock(&p->mu);
+}
 
 const char *kvb_stream_name(kvb_stream_t s)
 {
@@ -389,6 +348,9 @@ kvb_pool_t *kvb_create(const kvb_config_t *cfg, int *err)
     if (!p)
         goto fail;
     memset(p, 0, sizeof *p);
+#if PS_DEBUG
+    p->dbg_every = psc_debug_every();
+#endif
     p->cfg = *cfg;
     p->a = a;
     p->n_lists = cfg->separate_kv ? 2 : 1;
@@ -439,7 +401,7 @@ kvb_pool_t *kvb_create(const kvb_config_t *cfg, int *err)
         ev.config = &p->cfg;
         emit(p, &ev);
     }
-    pthread_mutex_unlock(&p->mu);
+    pool_unlock(p);
     if (err)
         *err = 0;
     return p;
@@ -579,7 +541,7 @@ int kvb_allocate(kvb_pool_t *p, kvb_stream_t stream, int64_t n_tokens,
     hist_push(p);
     rc = need;
 out:
-    pthread_mutex_unlock(&p->mu);
+    pool_unlock(p);
     return rc;
 }
 
@@ -637,7 +599,7 @@ int kvb_free(kvb_pool_t *p, const int32_t *ids, int32_t n)
     pthread_mutex_lock(&p->mu);
     for (int32_t i = 0; i < n; i++) {
         if (ids[i] < 0 || ids[i] >= p->n_ids) {
-            pthread_mutex_unlock(&p->mu);
+            pool_unlock(p);
             return PSC_EINVAL;
         }
     }
@@ -668,7 +630,7 @@ int kvb_free(kvb_pool_t *p, const int32_t *ids, int32_t n)
     }
     batch_flush(p, &bt);
     hist_push(p);
-    pthread_mutex_unlock(&p->mu);
+    pool_unlock(p);
     return freed;
 }
 
@@ -698,7 +660,7 @@ int kvb_free_all(kvb_pool_t *p, int64_t owner)
             emit_owner(p, KVB_EV_OWNER_RELEASE, owner);
     }
     hist_push(p);
-    pthread_mutex_unlock(&p->mu);
+    pool_unlock(p);
     return freed;
 }
 
@@ -746,7 +708,7 @@ int kvb_set_used(kvb_pool_t *p, int32_t id, int32_t n_used)
         set_used_locked(p, id, b, n_used);
         hist_push(p);
     }
-    pthread_mutex_unlock(&p->mu);
+    pool_unlock(p);
     return rc;
 }
 
@@ -795,7 +757,7 @@ int kvb_register_owner(kvb_pool_t *p, int64_t owner)
         emit_owner(p, KVB_EV_OWNER_REGISTER, owner);
         hist_push(p);
     }
-    pthread_mutex_unlock(&p->mu);
+    pool_unlock(p);
     return rc;
 }
 
@@ -812,7 +774,7 @@ int kvb_release_owner(kvb_pool_t *p, int64_t owner)
         emit_owner(p, KVB_EV_OWNER_RELEASE, owner);
     }
     hist_push(p);
-    pthread_mutex_unlock(&p->mu);
+    pool_unlock(p);
     return 0;
 }
 
@@ -853,7 +815,7 @@ int kvb_shrink(kvb_pool_t *p, kvb_stream_t stream, int32_t target_free)
         k = 0;
     }
     hist_push(p);
-    pthread_mutex_unlock(&p->mu);
+    pool_unlock(p);
     return k;
 }
 
@@ -889,14 +851,12 @@ const kvb_alloc_t *kvb_pool_allocator(const kvb_pool_t *p)
 
 /* ---- invariant walker ------------------------------------------------------------ */
 
-#define CHECK(c) do { if (!(c)) { rc = PSC_ECORRUPT; goto done; } } while (0)
+/* NULL when sound, or the invariant found broken (the debug build's abort
+ * message names it; kvb_check says PSC_ECORRUPT). Under the lock. */
+#define CHECK(c, what) do { if (!(c)) return (what); } while (0)
 
-int kvb_check(kvb_pool_t *p)
+static const char *check_locked(kvb_pool_t *p)
 {
-    if (!p)
-        return PSC_EINVAL;
-    int rc = 0;
-    pthread_mutex_lock(&p->mu);
     /* The walker borrows no memory (it must work when allocation fails):
      * it counts blocks reached through the lists and compares with a scan of
      * the records; the per-list step bounds also stop cycles. */
@@ -905,13 +865,14 @@ int kvb_check(kvb_pool_t *p)
     for (int l = 0; l < p->n_lists; l++) {
         int32_t n = 0;
         for (int32_t id = p->top[l]; id != NIL; id = p->blk[id].next) {
-            CHECK(id >= 0 && id < p->n_ids);
+            CHECK(id >= 0 && id < p->n_ids, "a free list links to a block id out of range");
             struct blk *b = &p->blk[id];
-            CHECK(b->owner == -1 && b->list == l && !(b->flags & F_RETIRED));
-            CHECK(b->n_used == 0);
-            CHECK(++n <= p->n_free[l]);   /* also stops a cycle */
+            CHECK(b->owner == -1 && b->list == l && !(b->flags & F_RETIRED),
+                  "a free list holds a block that is owned, retired or of the other stream");
+            CHECK(b->n_used == 0, "a free block holds tokens");
+            CHECK(++n <= p->n_free[l], "a free list is longer than its free count (or a cycle)");
         }
-        CHECK(n == p->n_free[l]);
+        CHECK(n == p->n_free[l], "a free list is shorter than its free count");
         seen_free += n;
     }
     size_t owners = 0, it = 0;
@@ -921,54 +882,68 @@ int kvb_check(kvb_pool_t *p)
         struct owner *o = ov;
         int64_t key = (int64_t)okey;
         owners++;
-        CHECK(key >= 0 && own_find(p, key) == o);
-        CHECK(o->active || o->count > 0);
+        CHECK(key >= 0 && own_find(p, key) == o, "the owner map does not find an owner it holds");
+        CHECK(o->active || o->count > 0, "an owner neither registered nor holding blocks is kept");
         int32_t n = 0, prev = NIL;
         for (int32_t id = o->head; id != NIL; id = p->blk[id].next) {
-            CHECK(id >= 0 && id < p->n_ids);
+            CHECK(id >= 0 && id < p->n_ids, "an owner's list links to a block id out of range");
             struct blk *b = &p->blk[id];
-            CHECK(b->owner == key && b->prev == prev);
-            CHECK(b->n_used >= 0 && b->n_used <= p->cfg.block_size);
-            CHECK(++n <= o->count);
+            CHECK(b->owner == key && b->prev == prev,
+                  "an owner's list is not a doubly linked list of its blocks");
+            CHECK(b->n_used >= 0 && b->n_used <= p->cfg.block_size,
+                  "a block holds more tokens than block_size");
+            CHECK(++n <= o->count, "an owner's list is longer than its count (or a cycle)");
             prev = id;
         }
-        CHECK(n == o->count && o->tail == prev);
+        CHECK(n == o->count && o->tail == prev, "an owner's list disagrees with its count or tail");
         seen_owned += n;
     }
-    CHECK(owners == psc_map_count(&p->own));
+    CHECK(owners == psc_map_count(&p->own), "the owner map's count differs from its entries");
     int64_t total[2] = { 0, 0 }, owned = 0;
     for (int32_t id = 0; id < p->n_ids; id++) {
         struct blk *b = &p->blk[id];
-        CHECK(b->list < p->n_lists);
+        CHECK(b->list < p->n_lists, "a block belongs to a stream the pool does not have");
         if (b->flags & F_RETIRED) {
-            CHECK(b->owner == -1 && !(b->flags & F_RESIDENT));
+            CHECK(b->owner == -1 && !(b->flags & F_RESIDENT), "a retired block is owned or resident");
             retired++;
             continue;
         }
         total[b->list]++;
         if (b->owner >= 0) {
             owned++;
-            CHECK(b->flags & F_EVER);
+            CHECK(b->flags & F_EVER, "an owned block is not marked ever allocated");
             if (b->n_used < p->cfg.block_size)
                 partial++;
         }
         if (b->flags & F_RESIDENT) {
-            CHECK(b->slot != NULL);
+            CHECK(b->slot != NULL, "a resident block has no storage slot");
             resident++;
         }
     }
-    CHECK(owned == seen_owned);
-    CHECK(owned + seen_free + retired == p->n_ids);
-    CHECK(total[0] == p->n_total[0] && total[1] == p->n_total[1]);
-    CHECK(p->n_alloc - p->n_frees == owned);
-    CHECK(partial == p->n_partial && resident == p->n_resident);
-    CHECK(retired == p->n_retired);
-    CHECK(p->n_alloc - p->n_frees <= p->peak);
+    CHECK(owned == seen_owned, "an owned block is on no owner's list");
+    CHECK(owned + seen_free + retired == p->n_ids, "a block is neither free, owned nor retired");
+    CHECK(total[0] == p->n_total[0] && total[1] == p->n_total[1],
+          "the managed-block counts differ from the records");
+    CHECK(p->n_alloc - p->n_frees == owned, "allocations minus frees differ from the blocks owned");
+    CHECK(partial == p->n_partial, "the partial-block count differs from the records");
+    CHECK(resident == p->n_resident, "the resident-block count differs from the records");
+    CHECK(retired == p->n_retired, "the retired count differs from the records");
+    CHECK(p->n_alloc - p->n_frees <= p->peak, "blocks in use exceed their peak");
     for (int l = 0; l < p->n_lists; l++)
-        CHECK(!p->cap[l] || p->n_total[l] <= p->cap[l]);
-done:
+        CHECK(!p->cap[l] || p->n_total[l] <= p->cap[l], "a stream has more blocks than its cap");
+    return NULL;
+}
+
+#undef CHECK
+
+int kvb_check(kvb_pool_t *p)
+{
+    if (!p)
+        return PSC_EINVAL;
+    pthread_mutex_lock(&p->mu);
+    const char *why = check_locked(p);
     pthread_mutex_unlock(&p->mu);
-    return rc;
+    return why ? PSC_ECORRUPT : 0;
 }
 
 /* ---- stats ---------------------------------------------------------------------- */
@@ -1116,7 +1091,7 @@ int kvb_write(kvb_pool_t *p, int32_t id, int32_t offset,
             set_used_locked(p, id, b, offset + n_rows);
         hist_push(p);
     }
-    pthread_mutex_unlock(&p->mu);
+    pool_unlock(p);
     return rc;
 }
 
@@ -1147,7 +1122,7 @@ void *kvb_slot(kvb_pool_t *p, int32_t id)
         mark_resident(p, b);
         s = b->slot;
     }
-    pthread_mutex_unlock(&p->mu);
+    pool_unlock(p);
     return s;
 }
 
@@ -1174,7 +1149,7 @@ int kvb_release(kvb_pool_t *p, int32_t id)
         rc = PSC_EBUSY;
     else
         slot_giveback(p, b);
-    pthread_mutex_unlock(&p->mu);
+    pool_unlock(p);
     return rc;
 }
 

@@ -41,7 +41,6 @@
  */
 #include "poolscope/bufpool.h"
 
-#include <assert.h>
 #include <pthread.h>
 #include <stdalign.h>
 #include <stdatomic.h>
@@ -54,69 +53,10 @@
 #endif
 #endif
 
-#ifndef PS_DEBUG
-#define PS_DEBUG 0
-#endif
-#if PS_DEBUG
-#define BP_ASSERT(x) assert(x)
-#else
-#define BP_ASSERT(x) ((void)0)
-#endif
+#include "bufpool_int.h"
 
-#define BP_NCLASS 4096                /* direct size classes per arm */
-#define BP_NWORDS (BP_NCLASS / 64)    /* == 64: one summary word */
-#define BP_SPARE_MAX 64               /* spare headers kept for misses */
-
-enum { ST_OUT = 1, ST_CACHED = 2 };
-
-struct bp_buf {
-    /* First cache line: what acquire and release touch. */
-    void *data;
-    size_t len;            /* granted length, arm units (the index key) */
-    size_t bytes;          /* granted bytes */
-    bp_buf_t *below;       /* stacked: next older buffer of the same length */
-    bp_pool_t *pool;
-    _Atomic uint32_t refs;
-    uint8_t arm, dtype, state;
-    int8_t height;         /* AVL height when a tree node */
-    size_t req_bytes;      /* the current (or last) lease */
-    uint64_t stamp;        /* release clock when cached (LIFO check) */
-    /* Second line: events, the tree, the walker. */
-    size_t n_elems, req_len;
-    uint64_t id;
-    bp_buf_t *stack;       /* tree node: newest buffer stacked on it */
-    bp_buf_t *left, *right;
-    uint64_t mark;         /* bp_check epoch */
-    bp_buf_t *all_prev, *all_next;   /* every live header of the pool */
-};
-
-typedef struct bp_index {
-    bp_arm_stats_t st;
-    bp_buf_t *tree;                /* AVL of longer lengths */
-    uint64_t summary;              /* bit w: words[w] != 0 */
-    uint64_t words[BP_NWORDS];     /* bit c: heads[c] != NULL */
-    bp_buf_t *heads[BP_NCLASS];    /* LIFO stack per class */
-} bp_index_t;
-
-struct bp_pool {
-    pthread_mutex_t lock;
-    atomic_size_t outstanding;     /* written under the lock only */
-    bp_observe_fn observe;
-    void *observe_ctx;
-    bp_allocator_t backing, meta;
-    size_t cap;
-    uint64_t seq, next_id, clock, epoch, failed;
-    size_t cached_bytes, peak_cached;
-    size_t out_bufs, peak_out_bufs, out_bytes, peak_out_bytes, req_bytes;
-    size_t peak_reserved;
-    double frag_at_peak;
-    int detached;                  /* bp_destroy returned PSC_EBUSY */
-    bp_buf_t *all;
-    bp_buf_t *spare;
-    size_t nspare;
-    char name[64];
-    bp_index_t idx[BP_ARM_COUNT];
-};
+/* Misuse the header promises to assert on in the debug build. */
+#define BP_MISUSE(p, what) PSC_ASSERT("buffer pool", (p)->name, 0, what)
 
 /* --- the lock ------------------------------------------------------------ */
 
@@ -135,10 +75,24 @@ static inline int pool_lock(bp_pool_t *p)
     return 1;
 }
 
-static inline void pool_unlock(bp_pool_t *p, int locked)
+static inline void pool_unlock_plain(bp_pool_t *p, int locked)
 {
     if (locked)
         pthread_mutex_unlock(&p->lock);
+}
+
+static const char *check_locked(bp_pool_t *p);
+
+/* Every operation that changes the pool unlocks here: in the debug build
+ * the walker runs first, still under the lock, so a broken invariant is
+ * reported by the operation that broke it. */
+static inline void pool_unlock(bp_pool_t *p, int locked)
+{
+#if PS_DEBUG
+    if (psc_debug_due(&p->dbg_ops, p->dbg_every))
+        PSC_VERIFY("buffer pool", p->name, check_locked(p));
+#endif
+    pool_unlock_plain(p, locked);
 }
 
 /* --- element types and rounding ------------------------------------------ */
@@ -559,6 +513,9 @@ bp_pool_t *bp_create(const bp_config_t *cfg, int *err)
     p->cap = cfg->max_cached_bytes;
     p->observe = cfg->observe;
     p->observe_ctx = cfg->observe_ctx;
+#if PS_DEBUG
+    p->dbg_every = psc_debug_every();
+#endif
     if (cfg->name) {
         strncpy(p->name, cfg->name, sizeof p->name - 1);
         p->name[sizeof p->name - 1] = '\0';
@@ -634,8 +591,8 @@ int bp_destroy(bp_pool_t *p)
         /* The last release frees the pool (see bp_release). */
         p->detached = 1;
         p->observe = NULL;
+        BP_MISUSE(p, "bp_destroy: buffers still outstanding");
         pool_unlock(p, locked);
-        BP_ASSERT(out == 0 && "bp_destroy: buffers still outstanding");
         return PSC_EBUSY;
     }
     pool_unlock(p, locked);
@@ -762,7 +719,7 @@ int bp_retain(bp_buf_t *h)
     uint32_t old = atomic_fetch_add_explicit(&h->refs, 1, memory_order_relaxed);
     if (old == 0) {
         atomic_fetch_sub_explicit(&h->refs, 1, memory_order_relaxed);
-        BP_ASSERT(!"bp_retain on a released buffer");
+        BP_MISUSE(h->pool, "bp_retain on a released buffer");
         return PSC_EINVAL;
     }
     return 0;
@@ -786,7 +743,7 @@ int bp_release(bp_buf_t *h)
             atomic_fetch_add_explicit(&h->refs, 1, memory_order_relaxed);
     }
     if (old == 0) {
-        BP_ASSERT(!"bp_release on a released buffer");
+        BP_MISUSE(h->pool, "bp_release on a released buffer");
         return PSC_EINVAL;
     }
 
@@ -912,11 +869,14 @@ int bp_stats(const bp_pool_t *cp, bp_stats_t *out)
         ? (double)(p->out_bytes - p->req_bytes) / (double)p->out_bytes : 0.0;
     out->internal_frag_at_peak = p->frag_at_peak;
     out->max_cached_bytes = p->cap;
-    pool_unlock(p, locked);
+    pool_unlock_plain(p, locked);
     return 0;
 }
 
 /* --- invariant walker ------------------------------------------------------ */
+
+/* Each check answers NULL when sound, or the invariant it found broken
+ * (the debug build's abort message names it; bp_check says PSC_ECORRUPT). */
 
 typedef struct check_acc {
     size_t bufs, bytes;
@@ -931,54 +891,113 @@ static int len_ok(int arm, size_t len, size_t bytes)
 
 /* One cached buffer seen in the index: must be a live header of this pool
  * (marked `seen` by the list walk), not visited yet, cached, unreferenced. */
-static int check_cached(bp_pool_t *p, bp_buf_t *h, int arm, size_t len, uint64_t seen,
-                        uint64_t visit, check_acc_t *acc)
+static const char *check_cached(bp_pool_t *p, bp_buf_t *h, int arm, size_t len, uint64_t seen,
+                                uint64_t visit, check_acc_t *acc)
 {
-    if (h->mark != seen || h->pool != p || h->arm != arm || h->len != len ||
-        h->state != ST_CACHED || atomic_load_explicit(&h->refs, memory_order_relaxed) != 0)
-        return PSC_ECORRUPT;
+    if (h->mark == visit)
+        return "a cached buffer is twice in the free lists";
+    if (h->mark != seen || h->pool != p)
+        return "a free-list entry is not a live buffer of this pool";
+    if (h->arm != arm || h->len != len)
+        return "a cached buffer sits under another arm or length";
+    if (h->state != ST_CACHED || atomic_load_explicit(&h->refs, memory_order_relaxed) != 0)
+        return "a free-list entry is not cached with no reference";
     h->mark = visit;
     acc->bufs++;
     acc->bytes += h->bytes;
-    return 0;
+    return NULL;
 }
 
 /* A LIFO stack: newest first, stamps strictly decreasing. */
-static int check_stack(bp_pool_t *p, bp_buf_t *h, int arm, size_t len, uint64_t seen,
-                       uint64_t visit, uint64_t *last_stamp, check_acc_t *acc)
+static const char *check_stack(bp_pool_t *p, bp_buf_t *h, int arm, size_t len, uint64_t seen,
+                               uint64_t visit, uint64_t *last_stamp, check_acc_t *acc)
 {
     for (; h; h = h->below) {
-        if (check_cached(p, h, arm, len, seen, visit, acc) != 0 || h->stamp >= *last_stamp)
-            return PSC_ECORRUPT;
+        const char *why = check_cached(p, h, arm, len, seen, visit, acc);
+        if (why)
+            return why;
+        if (h->stamp >= *last_stamp)
+            return "a free list of one length is not newest first (LIFO)";
         *last_stamp = h->stamp;
     }
-    return 0;
+    return NULL;
 }
 
-/* Returns the subtree height, or -1 when corrupt. Keys strictly inside
- * (lo, hi). */
-static int check_tree(bp_pool_t *p, bp_buf_t *n, int arm, size_t lo, size_t hi, uint64_t seen,
-                      uint64_t visit, check_acc_t *acc, int depth)
+/* The subtree's height into *height. Keys strictly inside (lo, hi). */
+static const char *check_tree(bp_pool_t *p, bp_buf_t *n, int arm, size_t lo, size_t hi,
+                              uint64_t seen, uint64_t visit, check_acc_t *acc, int depth,
+                              int *height)
 {
+    *height = 0;
     if (!n)
-        return 0;
-    if (depth > 120 || n->len <= lo || n->len >= hi || class_of(arm, n->len) < BP_NCLASS)
-        return -1;
-    int l = check_tree(p, n->left, arm, lo, n->len, seen, visit, acc, depth + 1);
-    int r = check_tree(p, n->right, arm, n->len, hi, seen, visit, acc, depth + 1);
-    if (l < 0 || r < 0 || l - r > 1 || r - l > 1 || n->height != (l > r ? l : r) + 1)
-        return -1;
+        return NULL;
+    if (depth > 120)
+        return "the tree of long lengths is deeper than an AVL tree can be";
+    if (n->len <= lo || n->len >= hi || class_of(arm, n->len) < BP_NCLASS)
+        return "the tree of long lengths is not sorted above the size classes";
+    int l, r;
+    const char *why = check_tree(p, n->left, arm, lo, n->len, seen, visit, acc, depth + 1, &l);
+    if (!why)
+        why = check_tree(p, n->right, arm, n->len, hi, seen, visit, acc, depth + 1, &r);
+    if (why)
+        return why;
+    if (l - r > 1 || r - l > 1 || n->height != (l > r ? l : r) + 1)
+        return "the tree of long lengths is not AVL-balanced";
     uint64_t stamp = UINT64_MAX;
-    if (check_stack(p, n->stack, arm, n->len, seen, visit, &stamp, acc) != 0)
-        return -1;
+    if ((why = check_stack(p, n->stack, arm, n->len, seen, visit, &stamp, acc)) != NULL)
+        return why;
     /* The node is the oldest of its length. */
-    if (n->mark != seen || n->stamp >= stamp ||
-        check_cached(p, n, arm, n->len, seen, visit, acc) != 0)
-        return -1;
-    return n->height;
+    if (n->mark == seen && n->stamp >= stamp)
+        return "a tree node is not the oldest buffer of its length";
+    if ((why = check_cached(p, n, arm, n->len, seen, visit, acc)) != NULL)
+        return why;
+    *height = n->height;
+    return NULL;
 }
 
-static int check_locked(bp_pool_t *p)
+/* The size classes and the tree of one arm, against its counters. */
+static const char *check_arm(bp_pool_t *p, int a, uint64_t seen, uint64_t visit, check_acc_t *acc)
+{
+    bp_index_t *x = &p->idx[a];
+    size_t prev_len = 0;
+    for (size_t w = 0; w < BP_NWORDS; w++)
+        if (((x->summary >> w) & 1) != (x->words[w] != 0))
+            return "the summary word disagrees with the class bitmap";
+    for (size_t c = 0; c < BP_NCLASS; c++) {
+        if ((c & 63) == 0 && !x->words[c >> 6]) {
+            /* A word of empty classes (most of them): one OR over its heads. */
+            uintptr_t any = 0;
+            for (size_t i = 0; i < 64; i++)
+                any |= (uintptr_t)x->heads[c + i];
+            if (any)
+                return "the class bitmap disagrees with the free lists";
+            c += 63;
+            continue;
+        }
+        bp_buf_t *h = x->heads[c];
+        if (((x->words[c >> 6] >> (c & 63)) & 1) != (h != NULL))
+            return "the class bitmap disagrees with the free lists";
+        if (!h)
+            continue;
+        /* Sorted: one length per class, increasing with the class. */
+        if (class_of(a, h->len) != c || h->len <= prev_len)
+            return "a free list holds a length of another size class";
+        prev_len = h->len;
+        uint64_t stamp = UINT64_MAX;
+        const char *why = check_stack(p, h, a, h->len, seen, visit, &stamp, acc);
+        if (why)
+            return why;
+    }
+    int height;
+    const char *why = check_tree(p, x->tree, a, prev_len, SIZE_MAX, seen, visit, acc, 0, &height);
+    if (why)
+        return why;
+    if (acc->bufs != x->st.cached_buffers || acc->bytes != x->st.cached_bytes)
+        return "an arm's cached counters differ from its free lists";
+    return NULL;
+}
+
+static const char *check_locked(bp_pool_t *p)
 {
     uint64_t seen = ++p->epoch, visit = ++p->epoch;
     size_t out_bufs = 0, out_bytes = 0, req = 0, cached_live = 0;
@@ -986,9 +1005,10 @@ static int check_locked(bp_pool_t *p)
 
     /* Every live header, once. A cycle meets its own mark. */
     for (bp_buf_t *h = p->all, *prev = NULL; h; prev = h, h = h->all_next) {
-        if (h->mark == seen || h->all_prev != prev || h->pool != p ||
-            h->arm >= BP_ARM_COUNT || !len_ok(h->arm, h->len, h->bytes))
-            return PSC_ECORRUPT;
+        if (h->mark == seen || h->all_prev != prev)
+            return "the list of live buffers is not a doubly linked list";
+        if (h->pool != p || h->arm >= BP_ARM_COUNT || !len_ok(h->arm, h->len, h->bytes))
+            return "a live buffer's pool, arm or rounded length is wrong";
         h->mark = seen;
         if (h->state == ST_OUT) {
             out_bufs++;
@@ -997,54 +1017,36 @@ static int check_locked(bp_pool_t *p)
             arm_out[h->arm]++;
             arm_out_bytes[h->arm] += h->bytes;
             if (h->req_bytes > h->bytes)
-                return PSC_ECORRUPT;
+                return "a lease asked for more bytes than its buffer has";
         } else if (h->state == ST_CACHED) {
             cached_live++;
         } else {
-            return PSC_ECORRUPT;
+            return "a live buffer is neither out nor cached";
         }
     }
     if (out_bufs != p->out_bufs || out_bytes != p->out_bytes || req != p->req_bytes ||
         out_bufs != atomic_load_explicit(&p->outstanding, memory_order_relaxed))
-        return PSC_ECORRUPT;
+        return "the outstanding counters differ from the buffers out";
 
     size_t total_bufs = 0, total_bytes = 0;
     for (int a = 0; a < BP_ARM_COUNT; a++) {
-        bp_index_t *x = &p->idx[a];
+        if (arm_out[a] != p->idx[a].st.outstanding_buffers ||
+            arm_out_bytes[a] != p->idx[a].st.outstanding_bytes)
+            return "an arm's outstanding counters differ from its buffers out";
         check_acc_t acc = {0, 0};
-        size_t prev_len = 0;
-        if (arm_out[a] != x->st.outstanding_buffers ||
-            arm_out_bytes[a] != x->st.outstanding_bytes)
-            return PSC_ECORRUPT;
-        for (size_t w = 0; w < BP_NWORDS; w++)
-            if (((x->summary >> w) & 1) != (x->words[w] != 0))
-                return PSC_ECORRUPT;
-        for (size_t c = 0; c < BP_NCLASS; c++) {
-            bp_buf_t *h = x->heads[c];
-            if (((x->words[c >> 6] >> (c & 63)) & 1) != (h != NULL))
-                return PSC_ECORRUPT;
-            if (!h)
-                continue;
-            /* Sorted: one length per class, increasing with the class. */
-            if (class_of(a, h->len) != c || h->len <= prev_len)
-                return PSC_ECORRUPT;
-            prev_len = h->len;
-            uint64_t stamp = UINT64_MAX;
-            if (check_stack(p, h, a, h->len, seen, visit, &stamp, &acc) != 0)
-                return PSC_ECORRUPT;
-        }
-        if (check_tree(p, x->tree, a, prev_len, SIZE_MAX, seen, visit, &acc, 0) < 0)
-            return PSC_ECORRUPT;
-        if (acc.bufs != x->st.cached_buffers || acc.bytes != x->st.cached_bytes)
-            return PSC_ECORRUPT;
+        const char *why = check_arm(p, a, seen, visit, &acc);
+        if (why)
+            return why;
         total_bufs += acc.bufs;
         total_bytes += acc.bytes;
     }
-    if (total_bufs != cached_live || total_bytes != p->cached_bytes)
-        return PSC_ECORRUPT;
+    if (total_bufs != cached_live)
+        return "a cached buffer is missing from the free lists";
+    if (total_bytes != p->cached_bytes)
+        return "cached bytes differ from the sum of the cached buffers";
     if (!p->detached && p->cached_bytes > p->cap)
-        return PSC_ECORRUPT;
-    return 0;
+        return "cached bytes exceed the cap";
+    return NULL;
 }
 
 int bp_check(const bp_pool_t *cp)
@@ -1053,7 +1055,7 @@ int bp_check(const bp_pool_t *cp)
         return PSC_EINVAL;
     bp_pool_t *p = (bp_pool_t *)cp;   /* lock and marks are mutable state */
     int locked = pool_lock(p);
-    int rc = check_locked(p);
-    pool_unlock(p, locked);
-    return rc;
+    const char *why = check_locked(p);
+    pool_unlock_plain(p, locked);
+    return why ? PSC_ECORRUPT : 0;
 }

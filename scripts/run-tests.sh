@@ -4,6 +4,9 @@
 # Usage: run-tests.sh all|unit|integration
 # Under a sanitizer build only the unit suites run (the interposer is tested
 # plainly and under valgrind, never under ASan/TSan).
+# DEBUG_BUILD=dir (make test sets it): the unit suites also run once from
+# that debug build (make debug: internal checks compiled in), each named
+# debug/test_x in the closing lines.
 set -u
 BUILD=${BUILD:-build}
 what=${1:-all}
@@ -16,10 +19,11 @@ count() { # $1 = number passed, $2 = number failed, $3 = name
     return 0
 }
 
-if [ "$what" != integration ]; then
-    for t in "$BUILD"/tests/test_*; do
+units() { # $1 = build folder, $2 = prefix of the suites' names
+    for t in "$1"/tests/test_*; do
         [ -x "$t" ] || continue
-        name=$(basename "$t")
+        name=$2$(basename "$t")
+        [ -n "$2" ] && echo "== unit: $name"
         "$t" >"$log" 2>&1; rc=$?
         cat "$log"
         p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test(s)\./\1/p' "$log" | tail -1)
@@ -29,6 +33,15 @@ if [ "$what" != integration ]; then
         if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
         count "$p" "$f" "$name"
     done
+}
+
+if [ "$what" != integration ]; then
+    units "$BUILD" ""
+    if [ -n "${DEBUG_BUILD:-}" ]; then
+        # A debug build that was not built (or lost its suites) must not pass.
+        ls "$DEBUG_BUILD"/tests/test_* >/dev/null 2>&1 || count 0 1 "debug/(no suites in $DEBUG_BUILD)"
+        units "$DEBUG_BUILD" "debug/"
+    fi
 fi
 
 if [ "$what" != unit ]; then

@@ -15,6 +15,12 @@
 #include <unistd.h>
 
 #include "poolscope/blockpool.h"
+#include "blockpool_int.h"   /* to corrupt a pool on purpose (the walker tests) */
+#if PS_DEBUG
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#endif
 
 /* ---- helpers ------------------------------------------------------------------ */
 
@@ -1128,10 +1134,119 @@ static void test_threads_allocating_for_their_own_owners_keep_the_pool_consisten
     kvb_destroy(p);
 }
 
+/* ---- the invariant walker sees corruption ------------------------------------------ */
+
+/* 8 blocks, K and V lists of 4; owner 1 holds two K blocks (16 and 4 tokens). */
+typedef struct corrupt_fix {
+    kvb_pool_t *p;
+    int32_t ids[2];
+} corrupt_fix_t;
+
+static corrupt_fix_t corrupt_fix(void)
+{
+    corrupt_fix_t f;
+    f.p = mkpool(16, 8, true, false, 0);
+    assert_int_equal(kvb_allocate(f.p, KVB_STREAM_K, 20, 1, KVB_FMT_F16, f.ids, 2), 2);
+    assert_int_equal(kvb_check(f.p), 0);
+    return f;
+}
+
+/* kvb_check is what the debug build runs after every change: it must see a
+ * count that disagrees with the lists, a cycle in a free list, and a
+ * partial-block count that disagrees with the records. */
+static void test_walker_catches_corrupt_counts_and_free_list(void **st)
+{
+    (void)st;
+    corrupt_fix_t f = corrupt_fix();
+    f.p->n_free[0]--;
+    assert_int_equal(kvb_check(f.p), PSC_ECORRUPT);
+    f.p->n_free[0]++;
+    assert_int_equal(kvb_check(f.p), 0);
+    int32_t top = f.p->top[0], next = f.p->blk[top].next;
+    f.p->blk[top].next = top;
+    assert_int_equal(kvb_check(f.p), PSC_ECORRUPT);
+    f.p->blk[top].next = next;
+    f.p->n_partial++;
+    assert_int_equal(kvb_check(f.p), PSC_ECORRUPT);
+    f.p->n_partial--;
+    assert_int_equal(kvb_check(f.p), 0);
+    assert_int_equal(kvb_free_all(f.p, 1), 2);
+    assert_int_equal(kvb_check(f.p), 0);
+    kvb_destroy(f.p);
+}
+
+#if PS_DEBUG
+/* Runs fn(arg) in a child process, which must abort with `want` in its
+ * stderr: the debug build's check fired and named the invariant. The
+ * child calls no cmocka assertion (a failing one would go on running the
+ * suite in the child). */
+static void expect_invariant_abort(void (*fn)(void *), void *arg, const char *want)
+{
+    int fd[2];
+    assert_int_equal(pipe(fd), 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        struct rlimit no_core = {0, 0};
+        setrlimit(RLIMIT_CORE, &no_core);
+        dup2(fd[1], 2);
+        close(fd[0]);
+        fn(arg);
+        _exit(0);                                 /* no abort: the parent fails */
+    }
+    close(fd[1]);
+    char msg[1024];
+    size_t n = 0;
+    ssize_t k;
+    while (n < sizeof msg - 1 && (k = read(fd[0], msg + n, sizeof msg - 1 - n)) > 0)
+        n += (size_t)k;
+    msg[n] = '\0';
+    close(fd[0]);
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    if (!WIFSIGNALED(status) || WTERMSIG(status) != SIGABRT || !strstr(msg, want))
+        fail_msg("expected an abort naming \"%s\"; status %#x, stderr: %s", want, status, msg);
+}
+
+static void fill_after_count_corruption(void *arg)
+{
+    corrupt_fix_t *f = arg;
+    f->p->n_partial++;
+    (void)kvb_set_used(f->p, f->ids[1], 16);     /* the partial block fills: the walk at its unlock */
+}
+
+static void free_after_free_list_corruption(void *arg)
+{
+    corrupt_fix_t *f = arg;
+    int32_t top = f->p->top[0];
+    f->p->blk[top].next = top;
+    (void)kvb_free(f->p, f->ids, 2);
+}
+
+/* The debug build: the change after the corruption aborts, naming it. */
+static void test_debug_build_aborts_at_the_change_after_corruption(void **st)
+{
+    (void)st;
+    corrupt_fix_t f = corrupt_fix();
+    expect_invariant_abort(fill_after_count_corruption, &f,
+                           "invariant broken in KV block pool: the partial-block count differs from the records");
+    expect_invariant_abort(free_after_free_list_corruption, &f,
+                           "invariant broken in KV block pool: a free list is longer than its free count");
+    assert_int_equal(kvb_check(f.p), 0);          /* the children's corruption stayed there */
+    assert_int_equal(kvb_free(f.p, f.ids, 2), 2);
+    kvb_destroy(f.p);
+}
+#endif
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_seed_example_40_tokens_take_three_of_64_blocks),
+        cmocka_unit_test(test_walker_catches_corrupt_counts_and_free_list),
+#if PS_DEBUG
+        cmocka_unit_test(test_debug_build_aborts_at_the_change_after_corruption),
+#endif
         cmocka_unit_test(test_config_default_matches_seed),
         cmocka_unit_test(test_invalid_config_is_rejected),
         cmocka_unit_test(test_formats_have_bits_and_names),

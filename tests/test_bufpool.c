@@ -14,8 +14,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
+#if PS_DEBUG
+#include <signal.h>
+#include <stdio.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#endif
 
 #include "poolscope/bufpool.h"
+#include "bufpool_int.h"   /* to corrupt a pool on purpose (the walker tests) */
 
 /* --- a counting allocator that can fail the Nth call ----------------------- */
 
@@ -89,6 +97,22 @@ static bp_pool_t *make_pool(size_t cap, talloc_t *backing, talloc_t *meta)
     assert_non_null(p);
     assert_int_equal(err, 0);
     return p;
+}
+
+/* The debug build walks a pool after every operation, O(buffers + size
+ * classes) each: a test that makes many thousands of operations on one pool
+ * asks for every k-th walk of the pool it creates next (PS_DEBUG_EVERY,
+ * read at bp_create), then NULL to go back to every one. */
+static void debug_walk_every(const char *k)
+{
+#if PS_DEBUG
+    if (k)
+        setenv("PS_DEBUG_EVERY", k, 1);
+    else
+        unsetenv("PS_DEBUG_EVERY");
+#else
+    (void)k;
+#endif
 }
 
 static bp_stats_t stats_of(const bp_pool_t *p)
@@ -525,6 +549,7 @@ static void test_view_keeps_buffer_alive(void **state)
     assert_int_equal(bp_destroy(p), 0);
 }
 
+#if !PS_DEBUG   /* the debug build asserts instead: test_debug_build_asserts_on_destroy_busy */
 static void test_destroy_with_outstanding_reports_busy(void **state)
 {
     (void)state;
@@ -545,6 +570,7 @@ static void test_destroy_with_outstanding_reports_busy(void **state)
     assert_int_equal(atomic_load(&ta.live), 0);
     assert_int_equal(atomic_load(&tm.live), 0);
 }
+#endif
 
 static void test_invalid_arguments_are_rejected(void **state)
 {
@@ -931,7 +957,9 @@ static void test_thousands_of_lengths_keep_exact_selection(void **state)
     (void)state;
     talloc_t ta = {0}, tm = {0};
     ta.fake = 1;                                   /* no real memory behind */
+    debug_walk_every("64");                        /* 11,000 operations over 4,000 buffers */
     bp_pool_t *p = make_pool(SIZE_MAX, &ta, &tm);
+    debug_walk_every(NULL);
     model_t m;
     model_init(&m, SIZE_MAX);
     enum { N = 4000 };
@@ -1070,7 +1098,9 @@ static void test_threads_share_buffers_and_views(void **state)
     cfg.meta = allocator_of(&tm);
     cfg.observe = count_observe;
     cfg.observe_ctx = sh;
+    debug_walk_every("64");    /* 160,000 operations; the threads still overlap */
     sh->pool = bp_create(&cfg, NULL);
+    debug_walk_every(NULL);
     assert_non_null(sh->pool);
     pthread_t th[NTHREADS];
     void *args[NTHREADS][2];
@@ -1103,6 +1133,138 @@ static void test_threads_share_buffers_and_views(void **state)
     free(sh);
 }
 
+/* --- the invariant walker sees corruption ----------------------------------- */
+
+/* A pool with one buffer out (a: 100 f32) and one cached (b: 5000 f32, a
+ * length of its own class), as both corruption tests start. */
+typedef struct corrupt_fix {
+    bp_pool_t *p;
+    bp_buf_t *a, *b;
+} corrupt_fix_t;
+
+static corrupt_fix_t corrupt_fix(void)
+{
+    corrupt_fix_t f;
+    f.p = make_pool(BP_DEFAULT_MAX_CACHED_BYTES, NULL, NULL);
+    f.a = bp_acquire(f.p, 100, NULL);
+    f.b = bp_acquire(f.p, 5000, NULL);
+    assert_non_null(f.a);
+    assert_non_null(f.b);
+    assert_int_equal(bp_release(f.b), 1);       /* cached */
+    assert_int_equal(bp_check(f.p), 0);
+    return f;
+}
+
+/* bp_check is what the debug build runs after every operation: it must
+ * see a counter that disagrees with the buffers, and a free list that
+ * holds a buffer twice (here a cycle). */
+static void test_walker_catches_corrupt_counters_and_free_list(void **state)
+{
+    (void)state;
+    corrupt_fix_t f = corrupt_fix();
+    f.p->cached_bytes += 4096;
+    assert_int_equal(bp_check(f.p), PSC_ECORRUPT);
+    f.p->cached_bytes -= 4096;
+    assert_int_equal(bp_check(f.p), 0);
+    f.p->out_bytes -= 1;
+    assert_int_equal(bp_check(f.p), PSC_ECORRUPT);
+    f.p->out_bytes += 1;
+    f.b->below = f.b;                            /* b's stack: b, b, b, ... */
+    assert_int_equal(bp_check(f.p), PSC_ECORRUPT);
+    f.b->below = NULL;
+    assert_int_equal(bp_check(f.p), 0);
+#if !PS_DEBUG
+    /* A release build never walks on its own: the corrupt pool goes on. */
+    f.p->cached_bytes += 4096;
+    bp_buf_t *c = bp_acquire(f.p, 100, NULL);
+    assert_non_null(c);
+    assert_int_equal(bp_release(c), 1);
+    f.p->cached_bytes -= 4096;
+#endif
+    assert_int_equal(bp_release(f.a), 1);
+    assert_int_equal(bp_check(f.p), 0);
+    assert_int_equal(bp_destroy(f.p), 0);
+}
+
+#if PS_DEBUG
+/* Runs fn(arg) in a child process, which must abort with `want` in its
+ * stderr: the debug build's check fired and named the invariant. The
+ * child calls no cmocka assertion (a failing one would go on running the
+ * suite in the child). */
+static void expect_invariant_abort(void (*fn)(void *), void *arg, const char *want)
+{
+    int fd[2];
+    assert_int_equal(pipe(fd), 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        struct rlimit no_core = {0, 0};
+        setrlimit(RLIMIT_CORE, &no_core);
+        dup2(fd[1], 2);
+        close(fd[0]);
+        fn(arg);
+        _exit(0);                                 /* no abort: the parent fails */
+    }
+    close(fd[1]);
+    char msg[1024];
+    size_t n = 0;
+    ssize_t k;
+    while (n < sizeof msg - 1 && (k = read(fd[0], msg + n, sizeof msg - 1 - n)) > 0)
+        n += (size_t)k;
+    msg[n] = '\0';
+    close(fd[0]);
+    int st = 0;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    if (!WIFSIGNALED(st) || WTERMSIG(st) != SIGABRT || !strstr(msg, want))
+        fail_msg("expected an abort naming \"%s\"; status %#x, stderr: %s", want, st, msg);
+}
+
+static void acquire_after_counter_corruption(void *arg)
+{
+    corrupt_fix_t *f = arg;
+    f->p->cached_bytes += 4096;
+    (void)bp_acquire(f->p, 100, NULL);           /* takes b: the walk at its unlock */
+}
+
+static void release_after_free_list_corruption(void *arg)
+{
+    corrupt_fix_t *f = arg;
+    f->b->below = f->b;
+    (void)bp_release(f->a);                      /* a goes to another class: b's stack untouched */
+}
+
+static void destroy_busy(void *arg)
+{
+    corrupt_fix_t *f = arg;
+    (void)bp_destroy(f->p);                      /* a is still out */
+}
+
+/* The debug build: the operation after the corruption aborts, naming the
+ * invariant; and the misuse bufpool.h promises to assert on does. */
+static void test_debug_build_aborts_at_the_operation_after_corruption(void **state)
+{
+    (void)state;
+    corrupt_fix_t f = corrupt_fix();
+    expect_invariant_abort(acquire_after_counter_corruption, &f,
+                           "invariant broken in buffer pool 'test': cached bytes differ from the sum of the cached buffers");
+    expect_invariant_abort(release_after_free_list_corruption, &f,
+                           "invariant broken in buffer pool 'test': a cached buffer is twice in the free lists");
+    assert_int_equal(bp_check(f.p), 0);          /* the children's corruption stayed there */
+    assert_int_equal(bp_release(f.a), 1);
+    assert_int_equal(bp_destroy(f.p), 0);
+}
+
+static void test_debug_build_asserts_on_destroy_busy(void **state)
+{
+    (void)state;
+    corrupt_fix_t f = corrupt_fix();
+    expect_invariant_abort(destroy_busy, &f, "bp_destroy: buffers still outstanding");
+    assert_int_equal(bp_release(f.a), 1);
+    assert_int_equal(bp_destroy(f.p), 0);
+}
+#endif
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1118,7 +1280,13 @@ int main(void)
         cmocka_unit_test(test_arms_share_one_budget),
         cmocka_unit_test(test_slab_reused_across_types),
         cmocka_unit_test(test_view_keeps_buffer_alive),
+#if !PS_DEBUG
         cmocka_unit_test(test_destroy_with_outstanding_reports_busy),
+#else
+        cmocka_unit_test(test_debug_build_aborts_at_the_operation_after_corruption),
+        cmocka_unit_test(test_debug_build_asserts_on_destroy_busy),
+#endif
+        cmocka_unit_test(test_walker_catches_corrupt_counters_and_free_list),
         cmocka_unit_test(test_invalid_arguments_are_rejected),
         cmocka_unit_test(test_stats_report_internal_fragmentation),
         cmocka_unit_test(test_allocation_failure_at_every_entry_point),

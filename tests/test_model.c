@@ -9,9 +9,16 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "invariant.h"
 #include "model.h"
 #include "poolscope/blockpool.h"
 #include "poolscope/format.h"
+#if PS_DEBUG
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#endif
 
 
 static pst_event_t ev_of(int type, uint64_t a, uint64_t b, uint64_t c, uint64_t d, uint64_t e, uint64_t f)
@@ -349,6 +356,105 @@ static void test_file_mappings_are_named(void **st)
     pm_destroy(m);
 }
 
+/* ---- the debug build's self-check ------------------------------------------------- */
+
+#if PS_DEBUG
+/* Runs fn(arg) in a child process, which must abort with `want` in its
+ * stderr: the debug build's check fired and named the invariant. The
+ * child calls no cmocka assertion (a failing one would go on running the
+ * suite in the child). */
+static void expect_invariant_abort(void (*fn)(void *), void *arg, const char *want)
+{
+    int fd[2];
+    assert_int_equal(pipe(fd), 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        struct rlimit no_core = {0, 0};
+        setrlimit(RLIMIT_CORE, &no_core);
+        dup2(fd[1], 2);
+        close(fd[0]);
+        fn(arg);
+        _exit(0);                                 /* no abort: the parent fails */
+    }
+    close(fd[1]);
+    char msg[1024];
+    size_t n = 0;
+    ssize_t k;
+    while (n < sizeof msg - 1 && (k = read(fd[0], msg + n, sizeof msg - 1 - n)) > 0)
+        n += (size_t)k;
+    msg[n] = '\0';
+    close(fd[0]);
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    if (!WIFSIGNALED(status) || WTERMSIG(status) != SIGABRT || !strstr(msg, want))
+        fail_msg("expected an abort naming \"%s\"; status %#x, stderr: %s", want, status, msg);
+}
+
+/* The state the model shows through pm_pools / pm_maps, changed behind its
+ * back; then any event: the check after it must notice. */
+static void rss_event(pm_model_t *m)
+{
+    pst_event_t ev = ev_of(PST_EV_RSS, 1 << 20, 0, 0, 0, 0, 0);
+    pm_step_t st;
+    (void)pm_event(m, &ev, &st);
+}
+
+static pm_pool_t *pool_of(pm_model_t *m, int kv)
+{
+    size_t n;
+    pm_pool_t *p = (pm_pool_t *)pm_pools(m, &n);
+    for (size_t i = 0; i < n; i++)
+        if (p[i].kv == kv) return &p[i];
+    abort();                                      /* the fixture made both */
+}
+
+static void kv_tokens_behind_its_back(void *arg)
+{
+    pm_model_t *m = arg;
+    pool_of(m, 1)->tokens += 1;
+    rss_event(m);
+}
+
+static void pool_above_its_peak(void *arg)
+{
+    pm_model_t *m = arg;
+    pool_of(m, 0)->outstanding += 4096;
+    rss_event(m);
+}
+
+static void mapping_count_behind_its_back(void *arg)
+{
+    pm_model_t *m = arg;
+    ((pm_maps_t *)pm_maps(m))->n_live += 1;
+    rss_event(m);
+}
+
+static void test_debug_build_model_checks_itself_after_each_event(void **st)
+{
+    (void)st;
+    pm_model_t *m = pm_create(NULL);
+    kv_create(m, 7, 16);
+    uint32_t ids[2] = { 3, 4 };
+    kv_alloc(m, 7, KVB_STREAM_K, 1, 20, ids, 2);  /* 16 + 4 tokens */
+    pst_event_t a = ev_of(PST_EV_POOL_ACQUIRE, 1, 1, 1, 10, 1000, 4096);
+    a.f[6] = 1000; a.f[7] = 4096;
+    feed(m, a);
+    /* "Auuuzu" ret, len, prot, flags, fd, offset: a file mapping */
+    feed(m, ev_of(PST_EV_MMAP, 0x10000, 8192, 1, 2, 3, 0));
+    feed(m, ev_of(PST_EV_RSS, 1 << 20, 0, 0, 0, 0, 0));   /* sound: no abort */
+    expect_invariant_abort(kv_tokens_behind_its_back, m,
+                           "invariant broken in model: a KV pool's blocks or tokens differ from the sum over its blocks");
+    expect_invariant_abort(pool_above_its_peak, m,
+                           "invariant broken in model: a buffer pool holds more than its peak while counting");
+    expect_invariant_abort(mapping_count_behind_its_back, m,
+                           "invariant broken in model: the live-mapping count differs from the table");
+    totals(m, 2, 20, 32);                         /* the parent's model is as it was */
+    pm_destroy(m);
+}
+#endif
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -363,6 +469,9 @@ int main(void)
         cmocka_unit_test(test_pool_requested_granted_and_oversized),
         cmocka_unit_test(test_reservations_are_apart_from_committed_memory),
         cmocka_unit_test(test_file_mappings_are_named),
+#if PS_DEBUG
+        cmocka_unit_test(test_debug_build_model_checks_itself_after_each_event),
+#endif
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
