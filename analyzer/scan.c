@@ -37,6 +37,19 @@ typedef struct priv {
     int tk_any, tk_off;          /* a tick begun; 1: out of memory, the range is not known */
 } priv_t;
 
+/* az_scan_set_progress: the callback of scans whose options name none */
+static struct {
+    void (*fn)(void *ctx, uint64_t events, uint64_t bytes, uint64_t file_bytes);
+    void *ctx;
+} default_progress;
+
+void az_scan_set_progress(void (*fn)(void *ctx, uint64_t events, uint64_t bytes, uint64_t file_bytes),
+                          void *ctx)
+{
+    default_progress.fn = fn;
+    default_progress.ctx = ctx;
+}
+
 /* ---- timeline ------------------------------------------------------------------ */
 
 static void tl_merge(az_tl_bucket_t *a, const az_tl_bucket_t *b)
@@ -325,6 +338,7 @@ static int scan_any(const char *path, const void *mem, size_t mem_len, const az_
     s->priv = p;
     s->path = path;
     if (opts) p->opts = *opts;
+    if (!p->opts.progress) { p->opts.progress = default_progress.fn; p->opts.progress_ctx = default_progress.ctx; }
     p->counting = 1;
     p->plain = !p->opts.window && !p->opts.phase;
     s->tl_n = p->opts.timeline_buckets ? p->opts.timeline_buckets : 64;
@@ -362,7 +376,7 @@ static int scan_any(const char *path, const void *mem, size_t mem_len, const az_
     uint64_t file_bytes = 0, n_read = 0;
     struct stat fst;
     if (mem) file_bytes = mem_len;
-    else if (opts && opts->progress && stat(path, &fst) == 0) file_bytes = (uint64_t)fst.st_size;
+    else if (p->opts.progress && stat(path, &fst) == 0) file_bytes = (uint64_t)fst.st_size;
     if (p->opts.n_phase_frames &&
         !(p->pf = az_pf_create(s->r, p->opts.phase_frames, p->opts.n_phase_frames, msg, msglen))) {
         az_scan_free(s);
@@ -374,9 +388,14 @@ static int scan_any(const char *path, const void *mem, size_t mem_len, const az_
         if (p->pf && az_pf_wants(&ev))
             for (size_t i = 0, n = az_pf_before(p->pf, &ev, syn); i < n; i++) on_event(s, &syn[i]);
         on_event(s, &ev);
-        if (opts && opts->progress && (++n_read & 0xfffff) == 0)
-            opts->progress(opts->progress_ctx, n_read, pst_status(s->r)->bytes, file_bytes);
+        /* often enough for a line that moves (the callback limits its
+         * redraws), and once at the end: a complete trace's last call says
+         * END's count, so the line ends at 100% */
+        if (p->opts.progress && (++n_read & 0xffff) == 0)
+            p->opts.progress(p->opts.progress_ctx, n_read, pst_status(s->r)->bytes, file_bytes);
     }
+    if (p->opts.progress && rc >= 0)
+        p->opts.progress(p->opts.progress_ctx, n_read, pst_status(s->r)->bytes, file_bytes);
     for (size_t n; p->pf && rc >= 0 && (n = az_pf_finish(p->pf, s->t_last, syn)) > 0;)
         for (size_t i = 0; i < n; i++) on_event(s, &syn[i]);
     tick_end(s, az_state(s->heap)->live_bytes);

@@ -65,8 +65,10 @@ typedef struct az_scan_opts {
      * (PSC_ENOENT) saying so. */
     const char *const *phase_frames;
     size_t   n_phase_frames;
-    /* Called about every million events with the events read, the bytes
-     * consumed and the file's size (NULL = none): progress for people. */
+    /* Called every 65,536 events and once at the end with the events read
+     * (pst_next's count, which is END's count once the whole trace is
+     * read), the bytes consumed and the file's size (NULL = the default
+     * set by az_scan_set_progress, if any): progress for people. */
     void   (*progress)(void *ctx, uint64_t events, uint64_t bytes, uint64_t file_bytes);
     void    *progress_ctx;
     /* Called for every event after the accumulators took it (NULL = none). */
@@ -172,6 +174,13 @@ int az_scan_file(const char *path, const az_scan_opts_t *opts, az_scan_t **out,
 int az_scan_mem(const void *buf, size_t len, const char *name, const az_scan_opts_t *opts,
                 az_scan_t **out, char *msg, size_t msglen);
 void az_scan_free(az_scan_t *s);                    /* accepts NULL */
+
+/* The progress callback of every scan whose options name none (NULL: no
+ * default). Process-wide, like the symbolizer's warning hook: it is how
+ * the CLI shows progress for outputs whose own options carry no callback
+ * (export, plot), without one more field in each of them. */
+void az_scan_set_progress(void (*fn)(void *ctx, uint64_t events, uint64_t bytes, uint64_t file_bytes),
+                          void *ctx);
 
 /* A one-line warning about a damaged trace, or NULL when it is complete. */
 const char *az_scan_warning(const az_scan_t *s, char *buf, size_t len);

@@ -22,13 +22,30 @@ enum { CLI_OK = 0, CLI_REGRESSION = 1, CLI_USAGE = 2 };
 /* Print "poolscope: " + message + newline to stderr (printf-style). */
 void cli_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* Progress on stderr for long reads, when it is a terminal: pass
- * cli_progress with a cli_progress_t as the callback's context, then call
- * cli_progress_done to clear the line. */
-typedef struct cli_progress { const char *cmd, *file; int shown; } cli_progress_t;
+/* Progress of a long read on stderr, only when stderr is a terminal
+ * (cli/progress.c):
+ *     cli_progress_t pg;
+ *     if (cli_progress_start(&pg, "report", file)) { opts.progress = cli_progress; opts.progress_ctx = &pg; }
+ *     ... the read ...
+ *     cli_progress_done(&pg);          // clears the line
+ * The line counts events against the END chunk's count (pst_read_end): a
+ * trace still being written, or cut short, has none, so it shows the share
+ * of the file's bytes read, marked '~' as an estimate. While a line is
+ * shown, the message functions below clear it before they print. */
+typedef struct cli_progress {
+    const char *cmd, *file;
+    int on;                            /* stderr is a terminal */
+    int shown;                         /* a line is on the screen */
+    uint64_t total;                    /* END's event count; 0: no END */
+    int writing;                       /* no END and its writer has the file open */
+    double last;                       /* when the line was last drawn (monotonic s) */
+} cli_progress_t;
+int  cli_progress_start(cli_progress_t *p, const char *cmd, const char *file);
 void cli_progress(void *ctx, uint64_t events, uint64_t bytes, uint64_t file_bytes);
-int  cli_progress_wanted(void);
-void cli_progress_done(const cli_progress_t *p);
+void cli_progress_done(cli_progress_t *p);
+/* Clears the line of the progress being shown, if any (the message
+ * functions call it). */
+void cli_progress_clear(void);
 
 /* ---- what the trace-reading subcommands share (cli/common_args.c) ---------
  * Their messages all start "poolscope CMD: ", a bad file's as

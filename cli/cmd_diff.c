@@ -56,7 +56,10 @@ int cmd_diff(int argc, char **argv)
     int err;
     for (int k = 0; k < 2; k++) {
         az_scan_opts_t so = { .phase_frames = frames.specs, .n_phase_frames = frames.n };
+        cli_progress_t pg;
+        if (cli_progress_start(&pg, "diff", f[k])) { so.progress = cli_progress; so.progress_ctx = &pg; }
         d[k] = az_metrics_doc_opts(f[k], &so, &err, msg, sizeof msg);
+        cli_progress_done(&pg);
         if (!d[k]) {
             az_json_free(d[0]);
             return cli_file_err("diff", f[k], psc_esc_text(msg, em, sizeof em));

@@ -7,6 +7,7 @@
 
 #include "cli.h"
 #include "export.h"
+#include "scan.h"
 #include "site_args.h"
 #include "units.h"
 
@@ -25,7 +26,8 @@ void cmd_export_help(FILE *out)
           "  folded   folded stacks for flamegraph.pl, speedscope or inferno: one\n"
           "           line per displayed stack (stacks that read the same summed),\n"
           "           \"outer;...;inner WEIGHT\", demangled, inlined frames marked _[i].\n"
-          "  -o OUT   the file to write; - for standard output (a pipe into\n"
+          "  -o, --output OUT\n"
+          "           the file to write; - for standard output (a pipe into\n"
           "           flamegraph.pl or speedscope)\n"
           "  pprof    the allocation sites as a gzipped pprof profile (go tool pprof,\n"
           "           Pyroscope, Parca, Grafana): sample types alloc_objects,\n"
@@ -37,6 +39,7 @@ void cmd_export_help(FILE *out)
           "           a Python frame as \"qualname (file.py:LINE)\"\n"
           "  --no-skip, --skip-frame PAT: which wrapper frames a folded stack drops at\n"
           "           its inner end and chrome's site names skip (as in report)\n"
+          "  --depth N  frames in a site's name (chrome's allocation instants), as in report\n"
           "  --phase NAME    only while a scope of marker NAME is open (as in report)\n"
           "  --from T --to T only events in [T, T'] since trace start; T like 1.5s,\n"
           "                  200ms, 30us, 100ns (plain number: seconds)\n"
@@ -72,7 +75,7 @@ int cmd_export(int argc, char **argv)
     az_export_opts_t eo = { .lines = 0 };
     export_args_t ea = { .cs = { .o = &eo.sites }, .eo = &eo };
     const cli_opt_t opts[] = {
-        { "-o", NULL, &out, NULL }, { "--format", NULL, &fmt, NULL }, { "--weight", NULL, &weight, NULL },
+        { "-o --output", NULL, &out, NULL }, { "--format", NULL, &fmt, NULL }, { "--weight", NULL, &weight, NULL },
         { "--lines", &eo.lines, NULL, NULL }, { "--allocations", &eo.allocations, NULL, NULL }, { "--no-skip", &eo.sites.no_skip, NULL, NULL },
         { "--phase", NULL, &eo.phase, NULL },
         { "--skip-frame --depth --from --to", NULL, NULL, take },
@@ -91,7 +94,13 @@ int cmd_export(int argc, char **argv)
     if (cli_window_done("export", ea.given, &eo.window, eo.from, &eo.to)) return CLI_USAGE;
     int warn;
     char msg[512];
-    if (az_export_ex(file, f, w, &eo, out, &warn, msg, sizeof msg)) return cli_file_err("export", file, msg);
+    /* export's options carry no progress callback: the scan's default */
+    cli_progress_t pg;
+    if (cli_progress_start(&pg, "export", file)) az_scan_set_progress(cli_progress, &pg);
+    rc = az_export_ex(file, f, w, &eo, out, &warn, msg, sizeof msg);
+    az_scan_set_progress(NULL, NULL);
+    cli_progress_done(&pg);
+    if (rc) return cli_file_err("export", file, msg);
     if (warn) cli_warn_damaged("export", file, "exported");
     return cli_stdout_done("export", CLI_OK);
 }

@@ -140,7 +140,10 @@ int cmd_gate(int argc, char **argv)
         if (az_json_root(db)->type != AZ_JV_OBJ) { cli_file_err("gate", base, "not a report --json object"); goto out; }
     }
     az_scan_opts_t so = { .phase_frames = ga.frames.specs, .n_phase_frames = ga.frames.n };
+    cli_progress_t pg;
+    if (cli_progress_start(&pg, "gate", file)) { so.progress = cli_progress; so.progress_ctx = &pg; }
     dc = az_metrics_doc_opts(file, &so, &err, msg, sizeof msg);
+    cli_progress_done(&pg);
     if (!dc) { cli_file_err("gate", file, msg); goto out; }
     if (!allow_incomplete) {
         const char *which[2] = { file, base };

@@ -28,7 +28,7 @@ void cmd_html_help(FILE *out)
           "               blocks and utilization; with --replay the policies table\n"
           "The page holds aggregates (a 2048-bucket timeline, sites per time bucket),\n"
           "not events, so its size is bounded whatever the trace's length.\n\n"
-          "  -o FILE         the page (default: FILE with .pst replaced by .html;\n"
+          "  -o, --output OUT  the page (default: FILE with .pst replaced by .html;\n"
           "                  '-' for standard output)\n"
           "  --replay FILE   add the policies of FILE (poolscope replay --json)\n"
           "  --quiet         do not print the path written\n", out);
@@ -85,8 +85,8 @@ int cmd_html(int argc, char **argv)
     ha.ho.trace = file;
     ha.ho.phase_frames = ha.frames.specs;
     ha.ho.n_phase_frames = ha.frames.n;
-    cli_progress_t pg = { "html", file, 0 };
-    if (cli_progress_wanted()) { ha.ho.progress = cli_progress; ha.ho.progress_ctx = &pg; }
+    cli_progress_t pg;
+    if (cli_progress_start(&pg, "html", file)) { ha.ho.progress = cli_progress; ha.ho.progress_ctx = &pg; }
     az_html_out_t out;
     char msg[512];
     rc = az_html(&ha.ho, &out, msg, sizeof msg);

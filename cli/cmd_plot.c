@@ -9,6 +9,7 @@
 #include "cli.h"
 #include "escape.h"
 #include "plot.h"
+#include "scan.h"
 #include "units.h"
 
 void cmd_plot_help(FILE *out)
@@ -29,6 +30,7 @@ void cmd_plot_help(FILE *out)
           "             panel for malloc/arena/pool/ideal and one for the kv-* policies,\n"
           "             each with its own scale; a group not in the file is left out\n"
           "The data files (*.dat) and gnuplot scripts (*.gp) stay in DIR.\n\n"
+          "  -o, --output DIR  the directory to draw into\n"
           "  --replay FILE   also draw `policies` from FILE (poolscope replay --json)\n"
           "  --phase NAME    sizes, lifetimes and reuse_cdf count only while a scope of\n"
           "                  marker NAME is open; memory and kv stay whole-run (a phase\n"
@@ -61,7 +63,7 @@ int cmd_plot(int argc, char **argv)
     int quiet = 0;
     plot_args_t pa = { 0 };
     const cli_opt_t opts[] = {
-        { "-o", NULL, &pa.po.dir, NULL }, { "--replay", NULL, &pa.po.replay_json, NULL },
+        { "-o --output", NULL, &pa.po.dir, NULL }, { "--replay", NULL, &pa.po.replay_json, NULL },
         { "--phase", NULL, &pa.po.phase, NULL }, { "--from --to", NULL, NULL, take },
         { "--quiet", &quiet, NULL, NULL },
         { NULL, NULL, NULL, NULL },
@@ -82,7 +84,13 @@ int cmd_plot(int argc, char **argv)
     az_plot_out_t out;
     char msg[512];
     char em[sizeof msg * 4];   /* msg as text: it may quote the trace (its phase names; common/escape.h) */
-    if (az_plot(&pa.po, &out, msg, sizeof msg))
+    /* plot's options carry no progress callback: the scan's default */
+    cli_progress_t pg;
+    if (cli_progress_start(&pg, "plot", file)) az_scan_set_progress(cli_progress, &pg);
+    rc = az_plot(&pa.po, &out, msg, sizeof msg);
+    az_scan_set_progress(NULL, NULL);
+    cli_progress_done(&pg);
+    if (rc)
         return cli_file_err("plot", file ? file : pa.po.replay_json, psc_esc_text(msg, em, sizeof em));
     if (out.warning) cli_warn_damaged("plot", file, "plotted");
     if (!quiet) {

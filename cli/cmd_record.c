@@ -56,7 +56,7 @@ void cmd_record_help(FILE *out)
           "Run CMD with the poolscope interposer preloaded and write a trace of its\n"
           "memory behaviour. Every process image gets its own trace file (fork\n"
           "children and exec'd images alike); an existing file is never overwritten.\n\n"
-          "  -o FILE               trace of the first image (default poolscope.<pid>.pst\n"
+          "  -o, --output FILE     trace of the first image (default poolscope.<pid>.pst\n"
           "                        in the current directory); refused if FILE exists\n"
           "  --stacks MODE         call stacks per event: dwarf (the default: unwind\n"
           "                        tables, whole stacks through code without frame\n"

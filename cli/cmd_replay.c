@@ -220,8 +220,8 @@ int cmd_replay(int argc, char **argv)
         }
         if (!(out = psc_out_stream(o))) { psc_out_abort(o); return cli_file_err("replay", out_path, "cannot write it"); }
     }
-    cli_progress_t pg = { "replay", file, 0 };
-    if (cli_progress_wanted()) {
+    cli_progress_t pg;
+    if (cli_progress_start(&pg, "replay", file)) {
         c->progress = cli_progress;
         c->progress_ctx = &pg;
     }

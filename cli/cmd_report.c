@@ -101,8 +101,8 @@ int cmd_report(int argc, char **argv)
     if (cli_window_done("report", ra.given, &so.window, so.from, &so.to)) return CLI_USAGE;
     az_scan_t *s;
     char msg[256];
-    cli_progress_t pg = { "report", file, 0 };
-    if (cli_progress_wanted()) { so.progress = cli_progress; so.progress_ctx = &pg; }
+    cli_progress_t pg;
+    if (cli_progress_start(&pg, "report", file)) { so.progress = cli_progress; so.progress_ctx = &pg; }
     int scan_rc = az_scan_file(file, &so, &s, msg, sizeof msg);
     cli_progress_done(&pg);
     /* a message may quote the trace (its phase names): text (common/escape.h) */

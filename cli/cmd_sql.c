@@ -25,7 +25,7 @@ void cmd_sql_help(FILE *out)
           "Schema and example queries: SCHEMA.md.\n"
           "Documents: share/doc/poolscope/ under the install prefix (REPORT.md: the\n"
           "metrics keys; SCHEMA.md; FORMAT.md), analyzer/ and libtrace/ in the source.\n\n"
-          "  -o DB           the database to write\n"
+          "  -o, --output DB the database to write\n"
           "  --phase NAME    select the events while a scope of marker NAME is open\n"
           "  --from T --to T select the events in [T, T'] since trace start; T like\n"
           "                  1.5s, 200ms, 30us, 100ns (plain number: seconds)\n"
@@ -84,8 +84,8 @@ int cmd_sql(int argc, char **argv)
     az_sql_stats_t st;
     int warn;
     char msg[512];
-    cli_progress_t pg = { "sql", file, 0 };
-    if (cli_progress_wanted()) { sa.o.progress = cli_progress; sa.o.progress_ctx = &pg; }
+    cli_progress_t pg;
+    if (cli_progress_start(&pg, "sql", file)) { sa.o.progress = cli_progress; sa.o.progress_ctx = &pg; }
     int sql_rc = az_sql_write_opts(file, db, &sa.o, &st, &warn, msg, sizeof msg);
     cli_progress_done(&pg);
     if (sql_rc) return cli_file_err("sql", file, msg);

@@ -216,12 +216,19 @@ static void draw(const char *frame, size_t len, unsigned rows)
     fflush(stdout);
 }
 
-/* One frame into a buffer (NULL on a scan error: msg says why). */
-static char *make_frame(const char *file, const az_top_opts_t *to, size_t *len, char *msg, size_t mcap)
+/* One frame into a buffer (NULL on a scan error: msg says why). With
+ * progress (the frame before the screen is taken, and --once), the read
+ * shows a progress line on a terminal's stderr; the later frames redraw
+ * the screen instead. */
+static char *make_frame(const char *file, const az_top_opts_t *to, int progress, size_t *len, char *msg, size_t mcap)
 {
     az_scan_opts_t so = { .timeline_buckets = AZ_TOP_BUCKETS, .no_reuse = 1 };
     az_scan_t *s = NULL;
-    if (az_scan_file(file, &so, &s, msg, mcap)) return NULL;
+    cli_progress_t pg;
+    if (progress && cli_progress_start(&pg, "top", file)) { so.progress = cli_progress; so.progress_ctx = &pg; }
+    int rc = az_scan_file(file, &so, &s, msg, mcap);
+    if (progress) cli_progress_done(&pg);
+    if (rc) return NULL;
     char *buf = NULL;
     FILE *f = open_memstream(&buf, len);
     if (!f) { az_scan_free(s); snprintf(msg, mcap, "out of memory"); return NULL; }
@@ -273,7 +280,7 @@ int cmd_top(int argc, char **argv)
         if (isatty(STDOUT_FILENO)) term_size(&cols, &rows);
         ta.to.cols = cols;
         ta.to.rows = rows;
-        char *fr = make_frame(file, &ta.to, &len, msg, sizeof msg);
+        char *fr = make_frame(file, &ta.to, 1, &len, msg, sizeof msg);
         if (!fr) return cli_file_err("top", file, psc_esc_text(msg, em, sizeof em));
         fwrite(fr, 1, len, stdout);
         free(fr);
@@ -283,7 +290,7 @@ int cmd_top(int argc, char **argv)
      * one line on the shell's screen, not a flash */
     ta.to.interval_s = interval;
     term_size(&ta.to.cols, &ta.to.rows);
-    char *fr = make_frame(file, &ta.to, &len, msg, sizeof msg);
+    char *fr = make_frame(file, &ta.to, 1, &len, msg, sizeof msg);
     if (!fr) return cli_file_err("top", file, psc_esc_text(msg, em, sizeof em));
     term_setup();
     int keys = isatty(STDIN_FILENO);   /* no keyboard (< /dev/null): signals alone end it */
@@ -317,7 +324,7 @@ int cmd_top(int argc, char **argv)
         term_size(&ta.to.cols, &ta.to.rows);
         fflush(stdout);   /* nothing of ours is left in stdio's buffer if on_quit exits */
         scanning = 1;
-        fr = make_frame(file, &ta.to, &len, msg, sizeof msg);
+        fr = make_frame(file, &ta.to, 0, &len, msg, sizeof msg);
         scanning = 0;
         if (!fr) { err = 1; break; }   /* the file went away: said after the screen is back */
     }

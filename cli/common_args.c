@@ -23,6 +23,7 @@ void cli_cmd_err(const char *cmd, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
+    cli_progress_clear();
     fprintf(stderr, "poolscope %s: ", cmd);
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
@@ -31,6 +32,7 @@ void cli_cmd_err(const char *cmd, const char *fmt, ...)
 
 int cli_file_err(const char *cmd, const char *file, const char *msg)
 {
+    cli_progress_clear();
     fprintf(stderr, "poolscope %s: %s: %s\n", cmd, file, msg);
     return CLI_USAGE;
 }
@@ -48,6 +50,7 @@ int cli_stdout_done(const char *cmd, int rc)
 
 void cli_warn_damaged(const char *cmd, const char *file, const char *done)
 {
+    cli_progress_clear();
     fprintf(stderr, "poolscope %s: %s: warning: trace is damaged or cut short; %s what was readable\n",
             cmd, file, done);
 }
@@ -96,16 +99,19 @@ static const cli_opt_t *find_opt(const cli_opt_t *o, const char *arg)
     return NULL;
 }
 
-/* The subcommands that symbolize frames (report, sql, export, html, diff; replay
- * for --pool-sites, gate for --phase-frame): they take
- * --debug-dir and --binary. */
-static int names_frames(const char *cmd)
-{
-    static const char *const cmds[] = { "report", "sql", "export", "html", "replay", "gate", "diff", NULL };
-    for (int i = 0; cmds[i]; i++)
-        if (!strcmp(cmd, cmds[i])) return 1;
-    return 0;
-}
+/* The options cli_parse_args takes itself, and the subcommands that take
+ * them (whose help prints cli_symbols_help, cli_suppress_help). One table,
+ * so tests/integration/help_options.sh reads it as it reads each
+ * subcommand's own. */
+static const struct { const char *names, *cmds; } shared_opts[] = {
+    /* the subcommands that symbolize frames (replay for --pool-sites, gate
+     * for --phase-frame) */
+    { "--debug-dir --binary", "report sql export html replay gate diff" },
+    /* those whose leak figures suppressions change (suppress.h) */
+    { "--suppress --no-default-suppressions", "report html gate diff" },
+};
+
+static int names_frames(const char *cmd) { return spelled(shared_opts[0].cmds, cmd); }
 
 /* The symbolizer's one-per-module messages, as this command's. */
 static void sym_warn(void *ctx, const char *msg)
@@ -122,13 +128,9 @@ const char cli_symbols_help[] =
     "                    that is not the recorded build (build-id) is never used:\n"
     "                    its frames show as module+0xOFFSET [binary changed]\n";
 
-/* The subcommands whose leak figures suppressions change (suppress.h):
- * they take --suppress and --no-default-suppressions, and apply the
- * default list unless told not to. */
-static int suppresses(const char *cmd)
-{
-    return !strcmp(cmd, "report") || !strcmp(cmd, "html") || !strcmp(cmd, "gate") || !strcmp(cmd, "diff");
-}
+/* The subcommands that take --suppress and --no-default-suppressions
+ * apply the default list unless told not to. */
+static int suppresses(const char *cmd) { return spelled(shared_opts[1].cmds, cmd); }
 
 const char cli_suppress_help[] =
     "  --suppress FILE   leaks to leave out of the leak figures and tables, counted\n"

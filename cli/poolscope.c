@@ -29,7 +29,7 @@ static const cli_cmd_t commands[] = {
     { "gate",   "compare a trace's metrics with a baseline (CI)",     cmd_gate,   cmd_gate_help },
     { "sql",    "load a trace into SQLite",                           cmd_sql,    cmd_sql_help },
     { "plot",   "draw a trace's memory over time with gnuplot",       cmd_plot,   cmd_plot_help },
-    { "export", "convert a trace to chrome or folded stacks",         cmd_export, cmd_export_help },
+    { "export", "convert a trace to chrome JSON, folded stacks or pprof",         cmd_export, cmd_export_help },
     { "diff",   "compare two traces",                                 cmd_diff,   cmd_diff_help },
     { "html",   "write a self-contained HTML report of a trace",     cmd_html,   cmd_html_help },
     { "top",    "watch a trace being written, refreshed every second", cmd_top,   cmd_top_help },
@@ -40,27 +40,11 @@ void cli_err(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
+    cli_progress_clear();
     fputs("poolscope: ", stderr);
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
     va_end(ap);
-}
-
-/* Progress of a long read, on stderr when it is a terminal (see cli.h). */
-void cli_progress(void *ctx, uint64_t events, uint64_t bytes, uint64_t file_bytes)
-{
-    cli_progress_t *p = ctx;
-    double pct = file_bytes ? 100.0 * (double)bytes / (double)file_bytes : 0;
-    fprintf(stderr, "\rpoolscope %s: %s: %5.1f%% (%.1f M events)", p->cmd, p->file, pct,
-            (double)events / 1e6);
-    p->shown = 1;
-}
-
-int cli_progress_wanted(void) { return isatty(STDERR_FILENO); }
-
-void cli_progress_done(const cli_progress_t *p)
-{
-    if (p->shown) fputs("\r\033[K", stderr);
 }
 
 static const cli_cmd_t *find_command(const char *name)
