@@ -70,7 +70,9 @@ extern const char az_html_app_css[] __attribute__((visibility("hidden")));
 #define MAX_MARKS 400000
 #define MAX_FRAMES 256
 
-enum { K_HEAP, K_POOL, K_KV, K_N };
+/* Row kinds: the page's KIND_NAME order. Mappings are by committed bytes
+ * (model.h, PM_MAP_ADD), anonymous and file-backed apart. */
+enum { K_HEAP, K_POOL, K_KV, K_MMAP_ANON, K_MMAP_FILE, K_N };
 enum { P_HEAP, P_RSS, P_POOL, P_KV, P_N };
 #define STACK_OVER  UINT32_MAX       /* row of the stacks merged to stay within MAX_ROWS */
 #define STACK_OTHER (UINT32_MAX - 1) /* output row of the rows past AZ_HTML_ROWS */
@@ -337,7 +339,12 @@ static row_t *obj_gone(hb_t *h, obj_t *ob, size_t b)
     return r;
 }
 
-static void obj_alloc(hb_t *h, int kind, uint32_t pool, uint32_t stack, uint64_t key, uint64_t bytes, size_t b)
+/* call 0: not a new allocation but the rest of one the row had (a
+ * mapping's part left by a munmap of its start, an mremap's new place):
+ * live again, in no call count; its bytes still enter the bucket, whose
+ * freed bytes took the whole mapping, so that what is live adds up. */
+static void obj_alloc(hb_t *h, int kind, uint32_t pool, uint32_t stack, uint64_t key, uint64_t bytes, size_t b,
+                      int call)
 {
     int is_new;
     obj_t *ob = psc_map_put_sz(&h->live[kind], key, &is_new, sizeof(obj_t));
@@ -347,13 +354,15 @@ static void obj_alloc(hb_t *h, int kind, uint32_t pool, uint32_t stack, uint64_t
     if (ri == UINT32_MAX) { psc_map_erase_sz(&h->live[kind], ob, sizeof(obj_t)); h->err = PSC_ENOMEM; return; }
     row_t *r = &h->rows[ri];
     row_touch(h, r);
-    r->calls++;
-    r->bytes += bytes;
+    if (call) {
+        r->calls++;
+        r->bytes += bytes;
+        r->cells[b].an++;
+    }
     r->live += bytes;
     r->live_n++;
     if (r->live > r->max_live) r->max_live = r->live;
     r->cells[b].ab += bytes;
-    r->cells[b].an++;
     ob->row = ri;
     ob->bytes = bytes;
     h->last_key[kind] = key;
@@ -393,7 +402,7 @@ static void hook(void *ctx, const pst_event_t *ev, const az_scan_t *s)
         case PM_HEAP_ALLOC:
             c->heap_allocs++;
             c->heap_bytes += o->bytes;
-            obj_alloc(h, K_HEAP, 0, o->stack, o->key, o->bytes, b);
+            obj_alloc(h, K_HEAP, 0, o->stack, o->key, o->bytes, b, 1);
             break;
         case PM_HEAP_FREE: obj_free(h, K_HEAP, o->key, b); break;
         case PM_POOL_ACQUIRE:
@@ -401,14 +410,19 @@ static void hook(void *ctx, const pst_event_t *ev, const az_scan_t *s)
             if (!(o->flags & PM_F_HIT)) c->miss[pi]++;
             c->req[pi] += o->req;
             c->granted[pi] += o->bytes;
-            obj_alloc(h, K_POOL, o->pool, o->stack, o->key, o->bytes, b);
+            obj_alloc(h, K_POOL, o->pool, o->stack, o->key, o->bytes, b, 1);
             break;
         case PM_POOL_RECLAIM: obj_free(h, K_POOL, o->key, b); break;
         case PM_KV_BLOCK_ALLOC:
             c->kv_allocs++;
-            obj_alloc(h, K_KV, o->pool, o->stack, o->key, o->bytes, b);
+            obj_alloc(h, K_KV, o->pool, o->stack, o->key, o->bytes, b, 1);
             break;
         case PM_KV_BLOCK_FREE: obj_free(h, K_KV, o->key, b); break;
+        case PM_MAP_ADD:
+            obj_alloc(h, o->flags & PM_F_FILE ? K_MMAP_FILE : K_MMAP_ANON, 0, o->stack, o->key, o->bytes, b,
+                      !(o->flags & PM_F_REST));
+            break;
+        case PM_MAP_DEL: obj_free(h, o->flags & PM_F_FILE ? K_MMAP_FILE : K_MMAP_ANON, o->key, b); break;
         default: break;
         }
     }
@@ -729,7 +743,7 @@ static void write_row(FILE *f, const row_t *r, az_sv_t *v, frames_t *fr, strtab_
     int first = 1;
     fputc('{', f);
     ju(f, &first, "k", r->kind);
-    if (r->kind != K_HEAP)
+    if (r->kind == K_POOL || r->kind == K_KV)
         js(f, &first, "pool", r->pool < n_pools ? pools[r->pool].name : r->pool == UINT32_MAX ? "(pools)" : "?");
     const char *via = NULL, *label;
     char lb[160];

@@ -20,8 +20,11 @@
   const D = JSON.parse(document.getElementById('ps-data').textContent);
   /* the SVG namespace, from the HTML parser itself (the file names no URL at all) */
   const SVGNS = (() => { const t = document.createElement('template'); t.innerHTML = '<svg></svg>'; return t.content.firstChild.namespaceURI; })();
-  const KIND_NAME = ['heap', 'pool', 'KV'];
-  const KIND_LONG = ['heap (malloc family)', 'pool acquires', 'KV blocks'];
+  /* row kinds (html.c's K_*): mappings by committed bytes, anonymous and file-backed apart */
+  const KIND_NAME = ['heap', 'pool', 'KV', 'mmap', 'files'];
+  const KIND_LONG = ['heap (malloc family)', 'pool acquires', 'KV blocks', 'mmap anonymous (committed)', 'mmap file-backed'];
+  const KIND_TABLE = ['heap', 'pool ', 'KV ', 'mmap anonymous', 'mmap file-backed'];
+  const hasPool = k => k === 1 || k === 2;   /* rows named by their pool */
 
   /* ---- formatting ------------------------------------------------------------ */
   function sig3(x) {
@@ -161,7 +164,7 @@
     }
     delete r.b;
     r.frames = r.f.map(k => FR[k]);
-    r.kindLabel = r.k === 0 ? 'heap' : (r.k === 1 ? 'pool ' : 'KV ') + (r.pool || '');
+    r.kindLabel = KIND_TABLE[r.k] + (hasPool(r.k) ? r.pool || '' : '');
     r.search = (r.label + ' ' + (r.via || '') + ' ' + r.kindLabel + ' ' +
                 r.frames.map(f => f.name + ' ' + (f.file || '')).join(' ')).toLowerCase();
   });
@@ -194,7 +197,7 @@
     mmap: D.peaks.mmap_total > 0, rss: D.peaks.rss_samples > 0, pool: D.pool_totals.acquires > 0,
     kv: !!D.kv.has, reserved: D.peaks.mmap_reserved > 0,
   };
-  const kindsPresent = [0, 1, 2].filter(k => SITES.some(r => r.k === k));
+  const kindsPresent = [0, 1, 2, 3, 4].filter(k => SITES.some(r => r.k === k));
 
   /* ---- state ------------------------------------------------------------------- */
   const S = {
@@ -593,7 +596,7 @@
   }
 
   /* ---- flame graphs (icicles: the root on top) ----------------------------------------- */
-  const KIND_HUE = [18, 255, 135];
+  const KIND_HUE = [18, 255, 135, 320, 45];
   function nodeColor(kind, name, inl) {
     const h = hashStr(name);
     const hue = KIND_HUE[kind] + (h % 30) - 15, sat = 55 + (h >> 8) % 25, lig = (inl ? 72 : 62) + (h >> 16) % 10;
@@ -610,7 +613,7 @@
       let node = root;
       root.v += v; root.n += vn[1];
       const path = [['k' + r.k, KIND_LONG[r.k], null]];
-      if (r.k !== 0) path.push(['p' + r.pool, r.pool || '?', null]);
+      if (hasPool(r.k)) path.push(['p' + r.pool, r.pool || '?', null]);
       for (let q = 0; q < r.f.length; q++) path.push(['f' + r.f[q], null, FR[r.f[q]]]);
       if (!r.f.length) path.push(['l' + r.label, r.label, null]);
       if (r.via) path.push(['v' + r.via, 'via ' + r.via, null]);
@@ -722,7 +725,7 @@
         if (w < 0.4) return;
         nodes++;
         const g = sv('g', { class: 'fnode', 'data-kind': n.kind, 'data-depth': n.depth }, svg);
-        const fill = n === root ? '#d0d4da' : n.via ? '#e3e3e3' : n.depth === 1 ? ['#f2b38a', '#b7a6e6', '#92d6a4'][n.kind] :
+        const fill = n === root ? '#d0d4da' : n.via ? '#e3e3e3' : n.depth === 1 ? ['#f2b38a', '#b7a6e6', '#92d6a4', '#e6a6d4', '#d9c27a'][n.kind] :
                      nodeColor(Math.max(0, n.kind), n.full, n.fr && n.fr.inl);
         const r = sv('rect', { x: x + 0.5, y: y, width: Math.max(0.5, w - 1), height: RH - 1, fill: fill, rx: 1.5 }, g);
         if (n.fr && n.fr.inl) r.setAttribute('class', 'inl');
@@ -1025,7 +1028,7 @@
     /* suppressed leaks (--suppress, the default list) are said apart, not in the leaks */
     if (r.sup) { g.sup = (g.sup || 0) + r.live; g.sup_n = (g.sup_n || 0) + r.live_n; }
     else { g.live += r.live; g.live_n += r.live_n; }
-    g.peak += r.pk[r.k === 0 ? 0 : r.k === 1 ? 2 : 3];
+    g.peak += r.pk[[0, 2, 3, 1, 1][r.k]];   /* heap, pool, KV peaks; mappings at the RSS peak */
     g.search += r.search + ' ';
   }
   const G = [...groups.values()];
@@ -1059,10 +1062,10 @@
   secS.append(more);
   const COLS = [
     ['label', 'site', 'the first meaningful frame and its caller; "via" the wrapper it was allocated through'],
-    ['kind', 'kind', 'heap, or the pool / KV pool'],
-    ['calls', 'calls', 'allocations (pool: acquires)'],
-    ['bytes', 'bytes', 'requested bytes allocated (pool: granted)'],
-    ['peak', 'at peak', 'live at the peak: heap rows at the heap peak, pool rows at the pools\' outstanding peak, KV rows at the KV peak'],
+    ['kind', 'kind', 'heap, the pool / KV pool, or anonymous / file-backed mappings'],
+    ['calls', 'calls', 'allocations (pool: acquires; mappings: mmap calls)'],
+    ['bytes', 'bytes', 'requested bytes allocated (pool: granted; mappings: committed)'],
+    ['peak', 'at peak', 'live at the peak: heap rows at the heap peak, pool rows at the pools\' outstanding peak, KV rows at the KV peak, mappings at the RSS peak'],
     ['live', liveEnd === 'leaked at exit' ? 'live at exit' : liveEnd, 'never freed: leaked (heap), still out (pool)'],
     ['temp', 'temporary', 'freed before any other allocation of its kind'],
     ['sel', 'in selection', 'bytes allocated in the selected range (whole run when none)'],

@@ -59,11 +59,11 @@ SITE_CMP(by_calls, calls)
 SITE_CMP(by_bytes, bytes)
 SITE_CMP(by_live, live_bytes)
 
-/* The displayed rows (sites.h), sorted; NULL v: none. */
-static az_dsite_t *sorted_sites(az_sv_t *v, int (*cmp)(const void *, const void *), size_t *n)
+/* The displayed rows of a kind (sites.h), sorted; NULL v: none. */
+static az_dsite_t *sorted_sites(az_sv_t *v, int kind, int (*cmp)(const void *, const void *), size_t *n)
 {
     *n = 0;
-    const az_dsite_t *src = v ? az_sv_sites(v, n) : NULL;
+    const az_dsite_t *src = v ? az_sv_kind_sites(v, kind, n) : NULL;
     if (!*n) return NULL;
     az_dsite_t *a = malloc(*n * sizeof *a);
     if (!a) { *n = 0; return NULL; }
@@ -176,10 +176,10 @@ static void stacks_note(FILE *out, const az_scan_t *s, az_sv_t *v)
 }
 
 static void sites_text(FILE *out, const az_scan_t *s, az_sv_t *v, int full, const char *title,
-                       int (*cmp)(const void *, const void *), unsigned top, int what)
+                       int (*cmp)(const void *, const void *), unsigned top, int what, int kind)
 {
     size_t n = 0;
-    az_dsite_t *a = sorted_sites(v, cmp, &n);
+    az_dsite_t *a = sorted_sites(v, kind, cmp, &n);
     fprintf(out, "\n%s\n", title);
     size_t shown = 0;
     if (n) fprintf(out, "  %12s %12s %12s  %s\n", what == 0 ? "at peak" : what == 3 ? "leaked" : "bytes",
@@ -579,14 +579,23 @@ static void sites_all_text(const rctx_t *ctx, FILE *out)
      * may have been allocated before it: those rows have 0 calls */
     sites_text(out, s, v, full, s->phase || s->window ?
                "Sites live at the selection's peak (calls: in the selection; 0 = allocated before it)" :
-               "Sites live at the peak", by_peak, top, 0);
-    sites_text(out, s, v, full, "Top sites by calls", by_calls, top, 1);
-    sites_text(out, s, v, full, "Top sites by bytes", by_bytes, top, 2);
+               "Sites live at the peak", by_peak, top, 0, AZ_SV_HEAP);
+    sites_text(out, s, v, full, "Top sites by calls", by_calls, top, 1, AZ_SV_HEAP);
+    sites_text(out, s, v, full, "Top sites by bytes", by_bytes, top, 2, AZ_SV_HEAP);
     if (h->leaked_bytes)
         sites_text(out, s, v, full, s->writing_pid ? "Live now by site (the trace is still being written)"
                    : s->hdr && s->hdr->attach ? "Live at detach by site"
                    : s->status && s->status->end_stopped ? "Live at stop by site" : "Leaks at exit by site",
-                   by_live, top, 3);
+                   by_live, top, 3, AZ_SV_HEAP);
+    /* the other kinds, each under its own name, when the trace has any */
+    for (int k = AZ_SV_POOL; k < AZ_SV_KINDS; k++) {
+        size_t n = 0;
+        if (!v || !az_sv_kind_sites(v, k, &n) || !n) continue;
+        char title[96];
+        snprintf(title, sizeof title, "Top sites by bytes: %s%s", az_sv_kind_names[k],
+                 k == AZ_SV_MMAP_ANON ? " (committed)" : "");
+        sites_text(out, s, v, full, title, by_bytes, top, 2, k);
+    }
     az_sv_destroy(v);
 }
 
@@ -629,11 +638,11 @@ void az_report_text(const az_scan_t *s, const az_report_opts_t *o, FILE *out)
     az_sym_destroy(ctx.sym);
 }
 
-static void sites_json(az_json_t *j, const char *key, az_sv_t *v,
+static void sites_json(az_json_t *j, const char *key, az_sv_t *v, int kind,
                        int (*cmp)(const void *, const void *), unsigned top)
 {
     size_t n = 0;
-    az_dsite_t *a = sorted_sites(v, cmp, &n);
+    az_dsite_t *a = sorted_sites(v, kind, cmp, &n);
     az_json_begin(j, key, '[');
     for (size_t i = 0; i < n && i < top; i++) {
         if (cmp == by_live && !a[i].live_bytes) break;
@@ -794,10 +803,13 @@ void az_report_json(const az_scan_t *s, const az_report_opts_t *o, FILE *out)
     az_json_end(&j);
     az_sv_t *v = az_sv_create(s, sym, o ? &o->sites : NULL);
     az_json_begin(&j, "sites", '{');
-    sites_json(&j, "by_peak", v, by_peak, top);
-    sites_json(&j, "by_calls", v, by_calls, top);
-    sites_json(&j, "by_bytes", v, by_bytes, top);
-    sites_json(&j, "leaks", v, by_live, top);
+    sites_json(&j, "by_peak", v, AZ_SV_HEAP, by_peak, top);
+    sites_json(&j, "by_calls", v, AZ_SV_HEAP, by_calls, top);
+    sites_json(&j, "by_bytes", v, AZ_SV_HEAP, by_bytes, top);
+    sites_json(&j, "leaks", v, AZ_SV_HEAP, by_live, top);
+    /* the other kinds by bytes, each under its own key (REPORT.md, "Sites") */
+    static const char *const kind_keys[AZ_SV_KINDS] = { NULL, "pool_acquires", "kv_blocks", "mmap_anon", "mmap_file" };
+    for (int k = AZ_SV_POOL; k < AZ_SV_KINDS; k++) sites_json(&j, kind_keys[k], v, k, by_bytes, top);
     az_json_end(&j);
     az_sv_destroy(v);
     az_json_begin(&j, "symbol_notes", '[');

@@ -126,6 +126,7 @@ static void set_counting(az_scan_t *s, int on, uint64_t t)
     p->counting = on;
     az_set_counting_at(s->heap, t, on);
     az_set_counting_at(s->pool, t, on);
+    az_ks_counting(s->kinds, on);
     pm_set_counting(s->model, on);
 }
 
@@ -287,7 +288,10 @@ static void on_event(az_scan_t *s, const pst_event_t *ev)
                 p->phase_open--;
             break;
         }
-        default: break;          /* tensors, KV blocks and requests: replay's */
+        case PM_KV_BLOCK_ALLOC: case PM_KV_BLOCK_FREE: case PM_MAP_ADD: case PM_MAP_DEL:
+            az_ks_op(s->kinds, o);   /* their sites (ksites.h); out of memory: one not attributed */
+            break;
+        default: break;          /* tensors and KV requests: replay's */
         }
     }
     if (p->plain && !synthetic && (st.moved & PM_MOVED_HEAP)) tick_step(s, ev, heap_before, az_state(s->heap)->live_bytes);
@@ -349,8 +353,9 @@ static int scan_any(const char *path, const void *mem, size_t mem_len, const az_
     s->heap = az_create(&cfg, &err);
     s->pool = az_create(&cfg, &err);
     s->model = pm_create(&err);
+    s->kinds = az_ks_create();
     int map_err = psc_map_init(&p->stacks, 0, 8, 0, NULL);
-    if (map_err || !s->tl || !s->heap || !s->pool || !s->model ||
+    if (map_err || !s->tl || !s->heap || !s->pool || !s->model || !s->kinds ||
         (p->opts.keep_markers && !s->markers)) {
         az_scan_free(s);
         snprintf(msg, msglen, "out of memory");
@@ -479,6 +484,7 @@ void az_scan_free(az_scan_t *s)
     pst_close(s->r);
     az_destroy(s->heap);
     az_destroy(s->pool);
+    az_ks_destroy(s->kinds);
     free(s->tl);
     free(s->markers);
     pm_destroy(s->model);

@@ -16,6 +16,9 @@
  *         events flagged AZ_MMAP_THREAD_STACK, their MUNMAPs) are mappings
  *         like any: in the mmap figures (stack committed, guard reserved),
  *         in no call count (`calls`, a phase's calls): no call made them.
+ *   sites of KV blocks and mappings: the model's block and mapping
+ *         operations -> `kinds` (ksites.h); the heap's and the pools' sites
+ *         are their accumulators' (az_sites).
  * and keeps a timeline of fixed-width buckets (the width doubles as the
  * trace grows, so memory is bounded) for plots and the text report.
  *
@@ -34,6 +37,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ksites.h"
 #include "metrics.h"
 #include "model.h"
 #include "poolscope/reader.h"
@@ -107,6 +111,7 @@ struct az_scan {
     const pst_header_t *hdr;
     const pst_status_t *status;
     az_metrics_t *heap, *pool;
+    az_ks_t *kinds;              /* sites of KV blocks and mappings (ksites.h) */
     az_result_t heap_r, pool_r;  /* after the scan */
 
     uint64_t events, events_counted;

@@ -43,10 +43,16 @@ const char *const az_sv_default_skip[] = {
     "_PyObject_Malloc", "_PyObject_Calloc", "_PyObject_Realloc", "pymalloc_*",
     "_PyObject_GC_New*", "_PyObject_GC_Link", "gc_alloc", "_PyType_AllocNoTrack",
     "PyType_GenericAlloc", "_PyObject_New*", "PyObject_GC_*",
-    /* our own pool library (its functions, whatever their names) */
+    /* our own pool library (its functions, whatever their names), and the
+     * reference engine's tensor layer, which only picks pool, malloc or arena */
     "file:*/pool/bufpool.c", "file:*/pool/blockpool.c", "file:*/libtrace/pool_adapter.c",
     "file:*/include/poolscope/bufpool.h", "file:*/include/poolscope/blockpool.h",
+    "file:*/reference-engine/alloc.c",
     NULL,
+};
+
+const char *const az_sv_kind_names[AZ_SV_KINDS] = {
+    "heap", "pool acquires", "KV blocks", "mmap anonymous", "mmap file-backed",
 };
 
 typedef struct lab { const char *label, *via, *file; int line; } lab_t;
@@ -59,9 +65,9 @@ struct az_sv {
     lab_t *labs;
     size_t n_labs, cap_labs;
     psc_strs_t strs;             /* labels, files and callers' names */
-    az_dsite_t *rows;
-    size_t n_rows;
-    int rows_done;
+    az_dsite_t *rows[AZ_SV_KINDS];
+    size_t n_rows[AZ_SV_KINDS];
+    int rows_done[AZ_SV_KINDS];
     az_frame_t *buf;             /* az_sv_frames scratch */
     size_t cap_buf;
 };
@@ -86,7 +92,7 @@ void az_sv_destroy(az_sv_t *v)
     psc_map_free(&v->memo);
     psc_strs_free(&v->strs);
     free(v->labs);
-    free(v->rows);
+    for (int k = 0; k < AZ_SV_KINDS; k++) free(v->rows[k]);
     free(v->buf);
     free(v);
 }
@@ -311,14 +317,31 @@ static int by_key(const void *a, const void *b)
     return strcmp(x->via, y->via);
 }
 
-const az_dsite_t *az_sv_sites(az_sv_t *v, size_t *n)
+static const az_site_t *kind_src(az_sv_t *v, int kind, size_t *ns)
 {
-    if (v->rows_done) { *n = v->n_rows; return v->rows; }
+    *ns = 0;
+    switch (kind) {
+    case AZ_SV_HEAP: return az_sites(v->scan->heap, ns);
+    case AZ_SV_POOL: return az_sites(v->scan->pool, ns);
+    case AZ_SV_KV: return v->scan->kinds ? az_ks_sites(v->scan->kinds, AZ_KS_KV, ns) : NULL;
+    case AZ_SV_MMAP_ANON: return v->scan->kinds ? az_ks_sites(v->scan->kinds, AZ_KS_MMAP_ANON, ns) : NULL;
+    case AZ_SV_MMAP_FILE: return v->scan->kinds ? az_ks_sites(v->scan->kinds, AZ_KS_MMAP_FILE, ns) : NULL;
+    default: return NULL;
+    }
+}
+
+const az_dsite_t *az_sv_sites(az_sv_t *v, size_t *n) { return az_sv_kind_sites(v, AZ_SV_HEAP, n); }
+
+const az_dsite_t *az_sv_kind_sites(az_sv_t *v, int kind, size_t *n)
+{
+    *n = 0;
+    if (kind < 0 || kind >= AZ_SV_KINDS) return NULL;
+    if (v->rows_done[kind]) { *n = v->n_rows[kind]; return v->rows[kind]; }
     size_t ns = 0;
-    const az_site_t *src = az_sites(v->scan->heap, &ns);
-    v->rows_done = 1;
-    v->n_rows = 0;
-    if (!ns) { *n = 0; return NULL; }
+    const az_site_t *src = kind_src(v, kind, &ns);
+    v->rows_done[kind] = 1;
+    v->n_rows[kind] = 0;
+    if (!ns) return NULL;
     az_dsite_t *a = malloc(ns * sizeof *a);
     uint64_t *best = malloc(ns * sizeof *best);
     if (!a || !best) { free(a); free(best); *n = 0; return NULL; }
@@ -347,8 +370,8 @@ const az_dsite_t *az_sv_sites(az_sv_t *v, size_t *n)
         }
     }
     free(best);
-    v->rows = a;
-    v->n_rows = k;
+    v->rows[kind] = a;
+    v->n_rows[kind] = k;
     *n = k;
     return a;
 }

@@ -4,8 +4,8 @@
  * frames of allocation wrappers at the inner end of a stack are skipped
  * (the allocator, operator new, the std::allocator / std::vector
  * machinery, c10::alloc_cpu, ggml's aligned malloc and buffer allocators,
- * CPython's PyMem_* / PyObject_Malloc, our own pool library — the list is
- * az_sv_default_skip), and the row says which wrapper it went through
+ * CPython's PyMem_* / PyObject_Malloc, our own pool library and the
+ * reference engine's tensor layer — the list is az_sv_default_skip), and the row says which wrapper it went through
  * ("via std::vector<int>::push_back"). Stacks that read the same are one
  * row: the tables aggregate by the displayed label, not by stack id.
  *
@@ -47,7 +47,17 @@ typedef struct az_sv az_sv_t;
 az_sv_t *az_sv_create(const az_scan_t *s, az_sym_t *sym, const az_sv_opts_t *o);
 void az_sv_destroy(az_sv_t *v);                      /* accepts NULL */
 
-/* The rows, merged from az_sites() of the heap accumulator. */
+/* What a site hands out: heap blocks, pool acquires, KV blocks, anonymous
+ * and file-backed mappings (committed bytes). Each kind has rows of its
+ * own: their bytes are not one currency to add up. */
+enum { AZ_SV_HEAP, AZ_SV_POOL, AZ_SV_KV, AZ_SV_MMAP_ANON, AZ_SV_MMAP_FILE, AZ_SV_KINDS };
+/* "heap", "pool acquires", "KV blocks", "mmap anonymous", "mmap file-backed" */
+extern const char *const az_sv_kind_names[AZ_SV_KINDS];
+
+/* The rows of a kind, merged from its sites: az_sites() of the heap or
+ * pool accumulator, az_ks_sites() of the scan's kinds for KV and mmap. */
+const az_dsite_t *az_sv_kind_sites(az_sv_t *v, int kind, size_t *n);
+/* The heap's: az_sv_kind_sites(v, AZ_SV_HEAP, n). */
 const az_dsite_t *az_sv_sites(az_sv_t *v, size_t *n);
 
 /* Label of one stack id ("(no stack)" for 0); *via (may be NULL) gets

@@ -34,6 +34,7 @@ const char *const pm_func_names[PM_F_COUNT] = {
 typedef struct mapent {
     uint64_t len;
     uint32_t name;               /* file name string id, 0 unknown */
+    uint32_t stack;              /* the stack of the call that mapped it (its PM_MAP_ADD's) */
     uint8_t  anon, resv;         /* anon: 0 file, 1 anonymous, 2 an allocator's arena (its
                                     objects are heap events: counted apart, in mt.arena);
                                     resv: mapped PROT_NONE (a reservation record exists
@@ -326,12 +327,21 @@ static void file_add(pm_model_t *m, uint32_t name, uint64_t bytes, int add)
 
 static void unmap(pm_model_t *m, uint64_t addr, uint64_t len);
 
-static void map_add(pm_model_t *m, uint64_t a, uint64_t len, int anon, int resv, uint32_t name)
+/* rest: what is left of a mapping the model had (a munmap of its start,
+ * an mremap's new place), not a new call: its PM_MAP_ADD says so. */
+static void map_add(pm_model_t *m, uint64_t a, uint64_t len, int anon, int resv, uint32_t name,
+                    uint32_t stack, int rest)
 {
     if (map_find(m, a)) unmap(m, a, UINT64_MAX);    /* a new mapping replaces one we had there */
     mapent_t *e = psc_map_put_sz(&m->maps, a, NULL, sizeof(mapent_t));
     if (!e) return;
-    *e = (mapent_t){ .len = len, .name = name, .anon = (uint8_t)anon, .resv = (uint8_t)resv };
+    *e = (mapent_t){ .len = len, .name = name, .stack = stack, .anon = (uint8_t)anon, .resv = (uint8_t)resv };
+    pm_op_t *o = op(m, PM_MAP_ADD);
+    o->key = a;
+    o->n = len;
+    o->bytes = resv ? 0 : len;
+    o->stack = stack;
+    o->flags = (uint8_t)((anon ? 0 : PM_F_FILE) | (rest ? PM_F_REST : 0));
     *(anon == 2 ? &m->mt.arena : anon ? &m->mt.anon : &m->mt.file) += len;
     if (resv) {
         m->mt.reserved += len;
@@ -352,13 +362,18 @@ static void unmap(pm_model_t *m, uint64_t addr, uint64_t len)
     uint64_t cut = len < old.len ? len : old.len;
     psc_map_erase_sz(&m->maps, e, sizeof(mapent_t));
     m->mt.n_live--;
+    pm_op_t *o = op(m, PM_MAP_DEL);
+    o->key = addr;
+    o->n = old.len;
+    o->stack = old.stack;
+    o->flags = old.anon ? 0 : PM_F_FILE;
     sub_sat(old.anon == 2 ? &m->mt.arena : old.anon ? &m->mt.anon : &m->mt.file, old.len);
     file_add(m, old.name, old.len, 0);
     if (old.resv) {
         uint64_t committed = old.anon ? resv_drop(m, addr) : 0;
         sub_sat(&m->mt.reserved, old.len - (committed < old.len ? committed : old.len));
     }
-    if (cut < old.len) map_add(m, addr + cut, old.len - cut, old.anon, old.resv, old.name);
+    if (cut < old.len) map_add(m, addr + cut, old.len - cut, old.anon, old.resv, old.name, old.stack, 1);
 }
 
 static void mprotect_range(pm_model_t *m, uint64_t a, uint64_t len, uint64_t prot)
@@ -383,7 +398,7 @@ static int map_event(pm_model_t *m, const pst_event_t *ev)
     case PST_EV_MMAP:
         /* "Auuuzu" ret, len, prot, flags, fd, offset */
         if (!f[0] || f[0] == UINT64_MAX) return 0;
-        map_add(m, f[0], f[1], (f[3] & MAP_ANON_FLAG) != 0, f[2] == 0, 0);
+        map_add(m, f[0], f[1], (f[3] & MAP_ANON_FLAG) != 0, f[2] == 0, 0, ev->stack, 0);
         if ((f[3] & MAP_ANON_FLAG) && f[2]) { m->peaks_due = 1; return 1; }
         break;
     case PST_EV_MUNMAP:
@@ -393,9 +408,9 @@ static int map_event(pm_model_t *m, const pst_event_t *ev)
         /* "AuAuu" old, old_len, ret, new_len, flags */
         if (!f[2] || f[2] == UINT64_MAX) return 0;
         mapent_t *e = map_find(m, f[0]);
-        mapent_t old = e ? *e : (mapent_t){ .anon = 1 };
+        mapent_t old = e ? *e : (mapent_t){ .anon = 1, .stack = ev->stack };
         if (e) unmap(m, f[0], UINT64_MAX);
-        map_add(m, f[2], f[3], old.anon, old.resv, old.name);
+        map_add(m, f[2], f[3], old.anon, old.resv, old.name, old.stack, e != NULL);
         break;
     }
     case PST_EV_MPROTECT:

@@ -81,6 +81,14 @@ typedef enum pm_kind {
     PM_MARK,             /* a marker: flags PM_F_BEGIN / PM_F_END / neither (a point),
                             n = scopes of this name open after it, req = before it (an END
                             with req 0 closed nothing), key = instance */
+    PM_MAP_ADD,          /* a mapping: key = start, n = length, bytes = committed (0 when mapped
+                            PROT_NONE: a reservation; what mprotect commits in it later is in
+                            the totals, not here), stack (of the call that mapped it), flags
+                            PM_F_FILE (file-backed), PM_F_REST (what a munmap of its start left of
+                            a mapping, or an mremap's new place: no call of its own, the stack of
+                            the call that first mapped it) */
+    PM_MAP_DEL,          /* key = start, n = length, stack, flags PM_F_FILE: the mapping is gone
+                            (a munmap of its start, an mremap, a mapping put over it) */
 } pm_kind_t;
 
 #define PM_F_HIT      1u
@@ -90,6 +98,8 @@ typedef enum pm_kind {
 #define PM_F_RESIDENT 2u
 #define PM_F_BEGIN    1u
 #define PM_F_END      2u
+#define PM_F_FILE     1u
+#define PM_F_REST     2u
 
 typedef struct pm_op {
     uint8_t  kind;       /* pm_kind_t */

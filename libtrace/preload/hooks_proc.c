@@ -677,6 +677,17 @@ static int api_type_ok(unsigned type)
             type != PST_EV_MMAP_NAME) || type == PST_EV_THREAD_NAME;
 }
 
+/* The events that hand memory out get the caller's stack, as a malloc
+ * does: a pool's acquire and a KV pool's block allocation. The walk starts
+ * here, so its innermost frames are the pool's and the adapter's (the
+ * observer that called us); the analyzer skips them as it skips malloc's
+ * wrappers (analyzer/sites.c). The other API events (reclaims, frees,
+ * markers, tensors) carry none: a release is named by what it releases. */
+static int api_wants_stack(unsigned type)
+{
+    return type == PST_EV_POOL_ACQUIRE || type == PST_EV_KVB_ALLOC;
+}
+
 static void api_emit(const ps_event_t *in)
 {
     if (!in || !api_type_ok(in->type)) return;
@@ -688,6 +699,8 @@ static void api_emit(const ps_event_t *in)
     pst_event_t ev;
     memset(&ev, 0, sizeof ev);
     ev.type = (uint8_t)in->type;
+    if (PS_UNLIKELY(ps_g.stacks != PST_STACKS_NONE) && api_wants_stack(in->type))
+        ev.stack = ps_stack_id(t);   /* every piece of a split list carries it */
     int li = -1, pi = -1;
     for (int i = 0; lay[i] && i < PST_MAX_FIELDS; i++) {
         switch (lay[i]) {

@@ -14,14 +14,13 @@
 # counts agree in number, no label overflows its box, no console error.
 # Screenshots: $BUILD/html-shots/story-demo-*.png and story-py-*.png.
 #
-# Pool acquires carry no stacks yet (issue 30, item 1): while the demo's
-# pool rows have no frame, pool_selection_shows_stacks prints
-# "ok ... # skipped: ...". The change that records them sets
-# EXPECT_POOL_STACKS=1 below, which turns a missing stack into a failure.
+# Pool acquires carry stacks (issue 30, item 1): EXPECT_POOL_STACKS=1 makes
+# a decode selection without pool stacks a failure (EXPECT_POOL_STACKS=0
+# gives story_check.js's "skipped" for a tracer older than that).
 . tests/integration/lib.sh
 . tests/browser/deps.sh
 
-EXPECT_POOL_STACKS=${EXPECT_POOL_STACKS:-0}
+EXPECT_POOL_STACKS=${EXPECT_POOL_STACKS:-1}
 SHOTS=$B/html-shots
 D=$T/w
 mkdir -p "$D"
