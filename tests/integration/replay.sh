@@ -139,7 +139,10 @@ w={x["name"]:x["kv_waste_ratio"] for x in json.load(open(sys.argv[1]))["policies
 for n in ("kv-contiguous","kv-reserve","kv-step","kv-paged"): print("# %s kv_waste_ratio %.4f" % (n, w[n]))
 pk=[x for x in json.load(open(sys.argv[1]))["policies"] if x["name"]=="kv-paged"][0]["peak_kv_reserved_tokens"]
 bp=json.load(open(sys.argv[2]))["stats"]["blockpool"]
-res={"kv_contiguous_wastes_most": w["kv-contiguous"] > 0.5,
+# the ratios are time-weighted, so their values move with the machine load
+# (0.42 to 0.55 seen for kv-contiguous); their order does not: at every
+# instant contiguous reserves the whole context, at least what the others do
+res={"kv_contiguous_wastes_most": all(w["kv-contiguous"] > v for n, v in w.items() if n != "kv-contiguous"),
      "kv_paged_wastes_under_4pct": w["kv-paged"] < 0.04,
      "kv_reserve_and_step_in_between": w["kv-paged"] < w["kv-reserve"] < w["kv-contiguous"] and w["kv-paged"] < w["kv-step"],
      # kv-paged at the engine block size holds what the block pool held
