@@ -159,20 +159,23 @@ int cli_parse_args(cli_args_t *a, int argc, char **argv)
     a->n_files = 0;
     if (names_frames(a->cmd)) az_sym_set_warn(sym_warn, (void *)a->cmd);
     if (suppresses(a->cmd)) az_supp_use_defaults(1);
+    int only_files = 0;   /* after "--", as getopt_long: a file named "-x" can be given */
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
-        if (!strcmp(arg, "-h") || !strcmp(arg, "--help")) {
+        if (!only_files && !strcmp(arg, "--")) { only_files = 1; continue; }
+        if (!only_files && (!strcmp(arg, "-h") || !strcmp(arg, "--help"))) {
             a->help(stdout);
             return CLI_OK;
         }
-        if (arg[0] != '-' || !arg[1]) {          /* a file; "-" is one too */
+        if (only_files || arg[0] != '-' || !arg[1]) {   /* a file; "-" is one too */
             if (!arg[1] && arg[0] == '-') arg = "/dev/stdin";   /* read once, so a pipe works */
             if (a->n_files < a->max_files) { a->files[a->n_files++] = arg; continue; }
             if (a->max_files == 1) cli_cmd_err(a->cmd, "one trace file only ('%s' is extra)", arg);
             else cli_cmd_err(a->cmd, "takes %d files ('%s' is extra)", a->max_files, arg);
             return CLI_USAGE;
         }
-        /* --opt=value, as getopt_long takes it: the name up to the first '=' */
+        /* --opt=value, as getopt_long takes it: the name up to the first
+         * '='; and -ovalue, a short option's value joined to it */
         char name[64];
         const char *eqv = NULL;
         const char *eq = arg[1] == '-' ? strchr(arg, '=') : NULL;
@@ -183,6 +186,14 @@ int cli_parse_args(cli_args_t *a, int argc, char **argv)
             name[nl] = 0;
             arg = name;
             eqv = eq + 1;
+        } else if (arg[1] != '-' && arg[2] && !find_opt(a->opts, arg)) {
+            char sh[3] = { '-', arg[1], 0 };
+            const cli_opt_t *so = find_opt(a->opts, sh);
+            if (so && !so->flag) {
+                memcpy(name, sh, sizeof sh);
+                eqv = arg + 2;
+                arg = name;
+            }
         }
         const cli_opt_t *o = find_opt(a->opts, arg);
         if (!o && names_frames(a->cmd) && (!strcmp(arg, "--debug-dir") || !strcmp(arg, "--binary"))) {

@@ -109,4 +109,16 @@ print('  options per command: ' + ', '.join(ok), file=sys.stderr)
 sys.exit(1 if bad else 0)
 EOF
 [ $status = 0 ] && echo "ok help_options_match_parsing" || echo "not ok help_options_match_parsing"
+# getopt_long's other habits in the shared parser: "--" ends the options
+# (a trace whose name starts with '-'), and a short option's value may be
+# joined to it (-oFILE); each gives what the spelled-out form gives
+"$PS" record -o "$T/t.pst" -- "$P/churn" 2000 >/dev/null 2>&1
+cp "$T/t.pst" "$T/-t.pst"
+(cd "$T" && "$PS" report --json ./-t.pst >plain.json 2>/dev/null && "$PS" report --json -- -t.pst >dashdash.json 2>/dev/null)
+# the same report but for the file's name as given
+check double_dash_ends_options sh -c "[ -s '$T/plain.json' ] && grep -q '\"trace\": \"-t.pst\"' '$T/dashdash.json' &&
+    grep -v '\"trace\"' '$T/plain.json' > '$T/p' && grep -v '\"trace\"' '$T/dashdash.json' > '$T/d' && cmp -s '$T/p' '$T/d'"
+"$PS" export --format folded -o "$T/a.folded" "$T/t.pst" 2>/dev/null
+"$PS" export --format folded "-o$T/b.folded" "$T/t.pst" 2>/dev/null
+check short_option_value_joined sh -c "[ -s '$T/a.folded' ] && cmp -s '$T/a.folded' '$T/b.folded'"
 exit $status
