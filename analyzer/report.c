@@ -346,7 +346,8 @@ static void memory_text(const rctx_t *ctx, FILE *out)
      * hold, could move the peak by more than 1% (scan.h, peak_tick_lo/hi) */
     if (s->peak_tick_hi && (s->peak_tick_hi - s->peak_tick_lo) * 100 > s->peak_tick_hi) {
         char lo[32], hi[32];
-        fprintf(out, "    the threads' events within one tick (%s) have no recorded order: the peak was between %s and %s\n",
+        fprintf(out, "    different threads' events stamped with the same tick (the clock's %s step) have no recorded\n"
+                     "    order: the peak was between %s and %s\n",
                 psc_fmt_ns(PST_TICK_NS, a, sizeof a), psc_fmt_bytes(s->peak_tick_lo, lo, sizeof lo),
                 psc_fmt_bytes(s->peak_tick_hi, hi, sizeof hi));
     }

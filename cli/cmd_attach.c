@@ -90,6 +90,32 @@ static int ctl_files(const char *dir)
     return n;
 }
 
+/* The link of an attach that was killed: the attach that made it (the pid
+ * in its directory's "owner") is gone and no window is recording there.
+ * A window still recording is not stale: `detach` ends it first. */
+static int link_stale(const char *lp, const char *dir)
+{
+    /* only a link and a directory of ours, where attach makes them: the
+     * files in it are about to be removed */
+    struct stat ls, ds;
+    if (lstat(lp, &ls) != 0 || ls.st_uid != geteuid() || lstat(dir, &ds) != 0 || !S_ISDIR(ds.st_mode) ||
+        ds.st_uid != geteuid() || (ds.st_mode & 077) ||
+        strncmp(dir, PST_CTL_DIR_TMPL, sizeof PST_CTL_DIR_TMPL - 7) != 0)
+        return 0;
+    char p[PATH_MAX + 16], b[32];
+    snprintf(p, sizeof p, "%s/owner", dir);
+    FILE *f = fopen(p, "r");
+    long owner = 0;
+    if (f) {
+        if (fgets(b, sizeof b, f)) owner = strtol(b, NULL, 10);
+        fclose(f);
+    }
+    int alive = owner > 0 && (kill((pid_t)owner, 0) == 0 || errno == EPERM);
+    return !alive && !ctl_files(dir);
+}
+
+static void cleanup(const char *dir, const char *lp);
+
 static int maps_has(long pid, const char *needle)
 {
     char p[64], line[4608];
@@ -158,8 +184,13 @@ static int refuse(long pid)
         link_path(lp, sizeof lp, pid);
         ssize_t n = readlink(lp, dir, sizeof dir - 1);
         if (n > 0) {
-            cli_err("attach: pid %ld is being recorded by another `poolscope attach`; `poolscope detach %ld` first", pid, pid);
-            return 1;
+            dir[n] = 0;
+            if (link_stale(lp, dir)) {
+                cleanup(dir, lp);
+            } else {
+                cli_err("attach: pid %ld is being recorded by another `poolscope attach`; `poolscope detach %ld` first", pid, pid);
+                return 1;
+            }
         }
     }
     return 0;
@@ -390,6 +421,23 @@ int cmd_attach(int argc, char **argv)
         }
     }
     if (access(abs, F_OK) == 0) { cli_err("attach: %s exists; give a new file", abs); return CLI_USAGE; }
+    {   /* said before gdb runs: the process creates the file in this folder */
+        char parent[PATH_MAX];
+        snprintf(parent, sizeof parent, "%s", abs);
+        char *sl = strrchr(parent, '/');
+        if (sl == parent) sl[1] = 0; else *sl = 0;
+        struct stat pst, tst;
+        char tp[64];
+        snprintf(tp, sizeof tp, "/proc/%ld", pid);
+        if (stat(parent, &pst) != 0 || !S_ISDIR(pst.st_mode)) {
+            cli_err("attach: %s: %s", parent, stat(parent, &pst) != 0 ? strerror(errno) : "not a directory");
+            return CLI_USAGE;
+        }
+        if (stat(tp, &tst) == 0 && tst.st_uid == geteuid() && access(parent, W_OK | X_OK) != 0) {
+            cli_err("attach: %s: cannot write there: %s", parent, strerror(errno));
+            return CLI_USAGE;
+        }
+    }
     if (strpbrk(abs, "\"'\\\n%")) { cli_err("attach: %s: quotes, backslashes, %% and newlines are not supported", abs); return CLI_USAGE; }
     char lib[PATH_MAX], msg[512];
     if (pl_find_preload(NULL, lib, sizeof lib, msg, sizeof msg) != 0) { cli_err("attach: %s", msg); return CLI_USAGE; }
@@ -398,8 +446,28 @@ int cmd_attach(int argc, char **argv)
     char dir[] = PST_CTL_DIR_TMPL, lp[128];
     if (!mkdtemp(dir)) { cli_err("attach: cannot make a directory in /dev/shm: %s", strerror(errno)); return CLI_USAGE; }
     link_path(lp, sizeof lp, pid);
-    unlink(lp);   /* a stale link of an attach that was killed */
-    if (symlink(dir, lp) != 0) { cli_err("attach: %s: %s", lp, strerror(errno)); rmdir(dir); return CLI_USAGE; }
+    char old[PATH_MAX];
+    ssize_t on = readlink(lp, old, sizeof old - 1);
+    if (on > 0) {   /* a stale link of an attach that was killed (the pid's earlier process) */
+        old[on] = 0;
+        if (link_stale(lp, old)) cleanup(old, lp);
+    }
+    unlink(lp);
+    char op[sizeof dir + 16];
+    snprintf(op, sizeof op, "%s/owner", dir);
+    FILE *of = fopen(op, "w");
+    int obad = !of;
+    if (of) {
+        obad |= fprintf(of, "%ld\n", (long)getpid()) < 0;
+        obad |= fclose(of) != 0;
+    }
+    if (obad) {
+        cli_err("attach: %s: %s", op, strerror(errno));
+        unlink(op);
+        rmdir(dir);
+        return CLI_USAGE;
+    }
+    if (symlink(dir, lp) != 0) { cli_err("attach: %s: %s", lp, strerror(errno)); unlink(op); rmdir(dir); return CLI_USAGE; }
 
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -423,10 +491,11 @@ int cmd_attach(int argc, char **argv)
         static const char *const why[] = {
             [1] = "a window of this process is still open (poolscope detach it first)",
             [2] = "this process was started under `poolscope record`: it is being recorded already",
-            [3] = "the tracer could not start its trace in the process (can it write there?)",
+            [3] = "",   /* said with the path, below */
             [4] = "the tracer could not set itself up in the process",
         };
-        cli_err("attach: pid %ld: %s", pid, rc > 0 && rc <= 4 ? why[rc] : msg);
+        if (rc == 3) cli_err("attach: pid %ld: the tracer could not create %s in the process (can its user write there?)", pid, abs);
+        else cli_err("attach: pid %ld: %s", pid, rc > 0 && rc <= 4 ? why[rc] : msg);
         cleanup(dir, lp);
         return CLI_USAGE;
     }

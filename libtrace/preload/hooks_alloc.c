@@ -541,7 +541,7 @@ static __attribute__((noinline)) void emit_mmap_name(ps_thr_t *t, uintptr_t r, i
  * calls went through unrecorded and uncounted). mremap keeps it across its
  * call, as realloc: the thread is in flight from the old block's version on
  * (preload.h, ps_call_begin), and a handler's record would end that. */
-EXPORT void *mmap(void *a, size_t len, int prot, int flags, int fd, off_t off)
+static void *mmap_hook(void *a, size_t len, int prot, int flags, int fd, off_t off)
 {
     ENSURE_REAL();
     void *r = do_mmap(a, len, prot, flags, fd, off);
@@ -559,9 +559,18 @@ EXPORT void *mmap(void *a, size_t len, int prot, int flags, int fd, off_t off)
     return r;
 }
 
+/* Both names reach the hook directly: a call of mmap by name from here is
+ * bound like any other, and in an attached process, where this library is
+ * last in the lookup order, it went to libc's (mmap64 calls went
+ * unrecorded while their munmaps were). */
+EXPORT void *mmap(void *a, size_t len, int prot, int flags, int fd, off_t off)
+{
+    return mmap_hook(a, len, prot, flags, fd, off);
+}
+
 EXPORT void *mmap64(void *a, size_t len, int prot, int flags, int fd, off_t off)
 {
-    return mmap(a, len, prot, flags, fd, off);
+    return mmap_hook(a, len, prot, flags, fd, off);
 }
 
 EXPORT int munmap(void *a, size_t len)

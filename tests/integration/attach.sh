@@ -178,11 +178,13 @@ touch "$T/tstop"
 wait $TP; trc=$?
 check allocating_thread_attached_three_times sh -c "[ $tfail -eq 0 ] && [ $trc -eq 0 ] && grep -qx 'checked=ok' '$T/tight.out'"
 
+# (1000 requests: about 6 s here, so the engine is still running when an
+# attach that takes several seconds on a loaded machine begins its window)
 # the event API: refengine's tensor events go through its ps__api pointer,
 # filled before the attach; attach points it at the tracer, so the window
 # has them, and the engine's output is the same as unattached
 ENG=$B/bin/refengine
-ENG_ARGS="--synthetic dim=128,layers=2,heads=4,kv_heads=2,hidden=320,vocab=1024,seq=256 --requests 400
+ENG_ARGS="--synthetic dim=128,layers=2,heads=4,kv_heads=2,hidden=320,vocab=1024,seq=256 --requests 1000
     --max-batch 4 --workload fixed:16,128 --block-size 4 --alloc pool"
 if [ -x "$ENG" ]; then
     "$ENG" $ENG_ARGS --json > "$T/eng.plain" 2>&1
@@ -210,6 +212,41 @@ PY
     check engine_pool_acquires_equal_tensor_acquires sh -c "[ '$(dumpv pool_acquire)' = '$(dumpv tensor_acquire)' ] &&
         [ '$(dumpv pool_acquire)' -gt 0 ] && [ '$(dumpv kvb_alloc)' -gt 0 ]"
 fi
+
+# mmap64 is recorded as mmap is: a window of tests/progs/att_maps holds as
+# many mmap calls as munmap calls (its rounds pair them), each size half
+"$P/att_maps" "$T/mstop" > "$T/maps.out" 2> "$T/maps.err" &
+MP=$!
+wait_line "$T/maps.err" '^ready' $MP
+"$PS" attach $MP -o "$T/maps.pst" --stacks none --duration 1 2> "$T/maps.attach"; arc=$?
+touch "$T/mstop"; wait $MP; mrc=$?
+"$PS" report --json "$T/maps.pst" > "$T/maps.json" 2>/dev/null
+check mmap64_recorded_in_a_window python3 - "$T/maps.json" $arc $mrc <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1])); c = d["calls"]
+print("  window: mmap %d, munmap %d" % (c["mmap"], c["munmap"]))
+assert sys.argv[2] == "0" and sys.argv[3] == "0", sys.argv
+assert c["mmap"] >= 20 and abs(c["mmap"] - c["munmap"]) <= 2, c
+PY
+
+# an attach killed with -9 leaves its link; once `detach` has ended the
+# window, the next attach is not refused for it, and leaves nothing behind
+"$P/att_maps" "$T/kstop" > /dev/null 2> "$T/k.err" &
+KP=$!
+wait_line "$T/k.err" '^ready' $KP
+"$PS" attach $KP -o "$T/k1.pst" --stacks none 2> "$T/k1.attach" &
+AP=$!
+wait_line "$T/k1.attach" 'recording to' $AP
+kill -9 $AP; wait $AP 2>/dev/null
+"$PS" detach $KP 2> "$T/k.detach"; drc=$?
+"$PS" attach $KP -o "$T/k2.pst" --stacks none --duration 0.5 2> "$T/k2.attach"; arc=$?
+touch "$T/kstop"; wait $KP
+check attach_after_a_killed_attach sh -c "[ $drc -eq 0 ] && [ $arc -eq 0 ] && [ ! -e /dev/shm/poolscope-attach.$(id -u).$KP ]" ||
+    sed 's/^/  /' "$T/k.detach" "$T/k2.attach"
+
+# a folder the process cannot write in is said before gdb runs, by name
+"$PS" attach $$ -o "$T/no/such/x.pst" 2> "$T/nodir.err"; rc=$?
+check refuses_missing_output_folder sh -c "[ $rc -eq 2 ] && [ \$(wc -l < '$T/nodir.err') -eq 1 ] && grep -q '$T/no/such' '$T/nodir.err'"
 
 # refusals, one line each
 "$PS" attach 999999999 -o "$T/x.pst" 2> "$T/nopid.err"; rc=$?
