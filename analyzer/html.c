@@ -341,8 +341,11 @@ static row_t *obj_gone(hb_t *h, obj_t *ob, size_t b)
 
 /* call 0: not a new allocation but the rest of one the row had (a
  * mapping's part left by a munmap of its start, an mremap's new place):
- * live again, in no call count; its bytes still enter the bucket, whose
- * freed bytes took the whole mapping, so that what is live adds up. */
+ * live again, in no call count. The bucket's freed bytes took the whole
+ * mapping at its DEL, just before: the rest comes back out of them, so a
+ * munmap is not drawn as an allocation and the buckets' allocated bytes
+ * add up to the row's; only a rest larger than what was freed there (an
+ * mremap that grew) is allocated bytes, without a call. */
 static void obj_alloc(hb_t *h, int kind, uint32_t pool, uint32_t stack, uint64_t key, uint64_t bytes, size_t b,
                       int call)
 {
@@ -354,15 +357,20 @@ static void obj_alloc(hb_t *h, int kind, uint32_t pool, uint32_t stack, uint64_t
     if (ri == UINT32_MAX) { psc_map_erase_sz(&h->live[kind], ob, sizeof(obj_t)); h->err = PSC_ENOMEM; return; }
     row_t *r = &h->rows[ri];
     row_touch(h, r);
+    uint64_t fresh = bytes;
     if (call) {
         r->calls++;
-        r->bytes += bytes;
         r->cells[b].an++;
+    } else {
+        uint64_t back = bytes < r->cells[b].fb ? bytes : r->cells[b].fb;
+        r->cells[b].fb -= back;
+        fresh -= back;
     }
+    r->bytes += fresh;
+    r->cells[b].ab += fresh;
     r->live += bytes;
     r->live_n++;
     if (r->live > r->max_live) r->max_live = r->live;
-    r->cells[b].ab += bytes;
     ob->row = ri;
     ob->bytes = bytes;
     h->last_key[kind] = key;

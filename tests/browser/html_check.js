@@ -107,7 +107,7 @@ function check(name, cond, detail) {
   const cursor_t = Number(await attr('#ps-cursor', 'data-t'));
   check('jump_to_peak_heap_moves_cursor_to_report_peak', cursor_t === report.peak_live_t_ns,
         'cursor ' + cursor_t + ', report ' + report.peak_live_t_ns);
-  for (const k of ['pool', 'KV']) {
+  for (const k of ['pool', 'KV', 'mmap', 'files']) {
     const cb = await page.$('#ps-kind-' + k);
     if (cb) await cb.uncheck();
     await settle();
@@ -115,7 +115,7 @@ function check(name, cond, detail) {
   const live_heap = Number(await attr('#ps-flame-live', 'data-total'));
   check('live_at_heap_peak_is_report_peak', live_heap === report.peak_live_bytes,
         'live ' + live_heap + ', report ' + report.peak_live_bytes);
-  for (const k of ['pool', 'KV']) {
+  for (const k of ['pool', 'KV', 'mmap', 'files']) {
     const cb = await page.$('#ps-kind-' + k);
     if (cb) await cb.check();
     await settle();
