@@ -22,13 +22,14 @@ that does nothing: ``scope(...)`` returns one shared object whose
 the function back unchanged.
 
 The layout mirrored here is ABI (poolscope.h, "internal: not a stable API"):
-``ps_api_t`` {u32 version, u32 size, emit, enable, enabled[, flush]} and
+``ps_api_t`` {u32 version, u32 size, emit, enable, enabled[, flush[, session]]} and
 ``ps_event_t``. A table whose version is not PS_API_VERSION, or whose size is
 smaller than the first five members, or with a NULL entry point among them,
 is ignored — as libtrace/api.c ignores it — so a mismatched tracer disables
 the package instead of being called through entry points it does not have.
 ``flush`` was appended later: it is used only when the table's size covers
-it and it is not NULL (an older tracer: flush() returns False).
+it and it is not NULL (an older tracer: flush() returns False). ``session``,
+appended after it, is for the C pool adapter and is not read here.
 
 An event is packed (struct.pack_into, at the offsets of the ctypes mirror)
 into a buffer of the calling thread and its address handed to emit through

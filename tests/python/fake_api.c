@@ -72,4 +72,5 @@ __attribute__((visibility("default"))) const ps_api_t poolscope_api = {
     fake_emit,
 #endif
     fake_enable, fake_enabled, fake_flush,
+    NULL,   /* session: the package does not read it (pools only) */
 };
