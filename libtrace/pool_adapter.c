@@ -53,9 +53,10 @@ static uint64_t trace_now(void) { return ps__api->session ? ps__api->session() :
  * resumes. */
 static void announce(psa_named_t *n)
 {
-    if (!n || !n->create.type || !ps__api->enabled()) return;
+    if (!n || !n->create.type) return;
     uint64_t t = trace_now();
-    if (n->sent && n->trace == t) return;
+    if (n->sent && n->trace == t) return;   /* every event but a trace's first: one call */
+    if (!ps__api->enabled()) return;
     n->sent = 1;
     n->trace = t;
     ps__api->emit(&n->create);
