@@ -30,8 +30,9 @@ typedef struct priv {
     az_scan_opts_t opts;
     az_tl_bucket_t last;         /* gauges after the latest timeline update */
     psc_map_t stacks;            /* starts of the thread-stack mappings live now (a set) */
-    /* the tick being read, for peak_tick_lo/hi (scan.h) */
-    uint64_t tk_ts, tk_live0, tk_n;   /* its time, the heap's live bytes at its start, ticks read */
+    /* the tick being read, for peak_tick_lo/hi (scan.h): with cycle
+     * counts (minor 8), the events of one tick and one count */
+    uint64_t tk_ts, tk_cyc, tk_live0, tk_n;   /* its time and count, the heap's live bytes at its start, ticks read */
     struct tk_climb { uint64_t tick; int64_t cum, max; } *tk;   /* by stream id */
     uint32_t tk_cap, *tk_touched, n_touched;
     int tk_any, tk_off;          /* a tick begun; 1: out of memory, the range is not known */
@@ -196,8 +197,9 @@ static void tick_step(az_scan_t *s, const pst_event_t *ev, uint64_t before, uint
 {
     priv_t *p = s->priv;
     if (p->tk_off) return;
-    if (p->tk_any && ev->ts > p->tk_ts) tick_end(s, before);   /* a late event stays in the tick */
-    if (!p->tk_any) { p->tk_any = 1; p->tk_ts = ev->ts; p->tk_live0 = before; p->tk_n++; }
+    /* a late event stays in the tick */
+    if (p->tk_any && (ev->ts > p->tk_ts || (ev->ts == p->tk_ts && ev->cyc > p->tk_cyc))) tick_end(s, before);
+    if (!p->tk_any) { p->tk_any = 1; p->tk_ts = ev->ts; p->tk_cyc = ev->cyc; p->tk_live0 = before; p->tk_n++; }
     uint32_t id = ev->stream;
     if (id >= p->tk_cap) {
         uint32_t cap = p->tk_cap ? p->tk_cap : 64;

@@ -132,7 +132,9 @@ struct az_scan {
                                     (a thread stack's mapping is not): for the hooks */
     uint64_t rss, peak_rss, peak_rss_t, rss_samples;
     /* What the heap's peak could have been, whatever the order of the
-     * threads' events within one tick (their times tie; FORMAT.md, "Ties"):
+     * threads' events within one tick (their times tie; FORMAT.md, "Ties"),
+     * or, in a trace with cycle counts, within one tick and one count
+     * (FORMAT.md, "Cycles"; the range then closes on the peak):
      * peak_tick_lo, the most live between two ticks (where every event
      * before is known to come first), and peak_tick_hi, the most any order
      * the ticks allow holds (the live bytes at a tick's start plus each

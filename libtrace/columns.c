@@ -116,7 +116,7 @@ static void make_fast(const rdesc_t d[PST_EV_TYPE_MASK + 1], uint8_t fast[256])
 {
     for (unsigned i = 0; i < 256; i++) {
         const rdesc_t *r = &d[i & PST_EV_TYPE_MASK];
-        fast[i] = i != PST_EV_TS && !(i & PST_EV_HAS_STACK) && r->simple && r->nf && r->nf <= 4
+        fast[i] = i != PST_EV_TS && i != PST_EV_CYC && !(i & PST_EV_HAS_STACK) && r->simple && r->nf && r->nf <= 4
                   ? (uint8_t)(r->nf | (r->amask & 15) << 4) : 0;
     }
 }
@@ -226,10 +226,13 @@ size_t pst_cols_split(const uint8_t *in, size_t len, uint8_t *out, size_t cap,
                 continue;
             }
         }
-        const uint8_t *s = p + 1, *f = s;
-        if ((tb & PST_EV_HAS_STACK) && !(f = skip_varint(s, end))) break;
-        const uint8_t *q = skip_rec(&d[tb & PST_EV_TYPE_MASK], f, end);
-        if (!q) break;
+        const uint8_t *s = p + 1, *f = s, *q;
+        if (tb == PST_EV_CYC) {   /* its value (clock noise, like a TS's) goes with the stack ids */
+            if (!(q = f = skip_varint(s, end))) break;
+        } else {
+            if ((tb & PST_EV_HAS_STACK) && !(f = skip_varint(s, end))) break;
+            if (!(q = skip_rec(&d[tb & PST_EV_TYPE_MASK], f, end))) break;
+        }
         if (f > s) {   /* the stack id to its column; the run goes on after it */
             if ((size_t)(ts - stk) < (size_t)(f - s)) return 0;
             ev = copy_run(ev, oend, run, end, (size_t)(s - run));
@@ -369,7 +372,7 @@ int pst_cols_join(const uint8_t *in, size_t len, uint8_t *out, size_t cap, size_
         }
         if (q != q0) continue;
         unsigned tb = *q++;
-        if (tb & PST_EV_HAS_STACK) {   /* its id comes back from the stack column */
+        if ((tb & PST_EV_HAS_STACK) || tb == PST_EV_CYC) {   /* its id (a CYC: its value) comes back from the stack column */
             const uint8_t *s = skip_varint(stk, h.tail);
             if (!s) return PSC_ECORRUPT;
             RUN(run, (size_t)(q - run));
@@ -377,7 +380,7 @@ int pst_cols_join(const uint8_t *in, size_t len, uint8_t *out, size_t cap, size_
             stk = s;
             run = q;
         }
-        if (!(q = skip_rec(&d[tb & PST_EV_TYPE_MASK], q, h.cnt))) return PSC_ECORRUPT;
+        if (tb != PST_EV_CYC && !(q = skip_rec(&d[tb & PST_EV_TYPE_MASK], q, h.cnt))) return PSC_ECORRUPT;
         if (ti < h.n_ts) left--;
     }
     PUT(run, (size_t)(q - run));

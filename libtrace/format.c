@@ -42,6 +42,7 @@ static const char *const layout_tab[PST_EV_MAX] = {
     [PST_EV_TS]                 = "u",
     [PST_EV_RSS]                = "uuu",
     [PST_EV_VER]                = "v",
+    [PST_EV_CYC]                = "u",
     [PST_EV_TENSOR_ACQUIRE]     = "uuuuu",
     [PST_EV_TENSOR_RELEASE]     = "u",
     [PST_EV_MPROTECT]           = "Auu",
@@ -94,6 +95,7 @@ static const char *const name_tab[PST_EV_MAX] = {
     [PST_EV_TS]                 = "ts",
     [PST_EV_RSS]                = "rss",
     [PST_EV_VER]                = "ver",
+    [PST_EV_CYC]                = "cyc",
     [PST_EV_TENSOR_ACQUIRE]     = "tensor_acquire",
     [PST_EV_TENSOR_RELEASE]     = "tensor_release",
     [PST_EV_MPROTECT]           = "mprotect",
@@ -262,7 +264,7 @@ uint32_t pst_crc32c(uint32_t crc, const void *buf, size_t len)
 uint8_t *pst_encode_event(pst_enc_t *enc, uint8_t *p, const pst_event_t *ev)
 {
     unsigned type = ev->type;
-    if (type >= PST_EV_MAX || type == PST_EV_TS || type == PST_EV_VER) return NULL;  /* pst_put_ts, n_ver */
+    if (type >= PST_EV_MAX || pst_is_record(type)) return NULL;  /* pst_put_ts, n_ver, pst_put_cyc */
     const char *lay = layout_tab[type];
     if (!lay || ev->n_ver > 2) return NULL;
     for (unsigned i = 0; i < ev->n_ver; i++) p = pst_put_ver(p, ev->ver[i]);
@@ -335,6 +337,15 @@ const uint8_t *pst_decode_event(pst_enc_t *dec, const uint8_t *p, const uint8_t 
         ev->ts = dec->last_ts;
         return p;
     }
+    if (type == PST_EV_CYC) {   /* the count of this and the next events */
+        if (tb != PST_EV_CYC) return NULL;
+        GETV(v);
+        ev->f[0] = v;
+        dec->last_cyc += v;
+        ev->cyc = dec->last_cyc;
+        ev->n_ver = 0;
+        return p;
+    }
     if (type == PST_EV_VER) {   /* a record for the next event: at most two before it */
         if (tb != PST_EV_VER || end - p < 2 || dec->nver >= 2) return NULL;
         uint16_t x = (uint16_t)(p[0] | p[1] << 8);
@@ -343,6 +354,7 @@ const uint8_t *pst_decode_event(pst_enc_t *dec, const uint8_t *p, const uint8_t 
         ev->n_ver = 0;
         return p + 2;
     }
+    ev->cyc = dec->last_cyc;
     ev->n_ver = dec->nver;
     ev->ver[0] = dec->ver[0];
     ev->ver[1] = dec->ver[1];

@@ -89,7 +89,7 @@ static int last_record(const uint8_t *p, const uint8_t *end, uint32_t *idbuf, ui
     while (p < end) {
         const uint8_t *q = pst_decode_event(&dec, p, end, &ev, idbuf);
         if (!q) return -1;
-        if (ev.type != PST_EV_TS) { type = ev.type; *f0 = ev.f[0]; }
+        if (!pst_is_record(ev.type)) { type = ev.type; *f0 = ev.f[0]; }
         p = q;
     }
     return type;

@@ -53,6 +53,7 @@ const uint8_t *rd_dec_generic(const pst_reader_t *r, pst_enc_t *d, const uint8_t
     if (!(p = pst_decode_event(d, p, end, &ev, idbuf))) return NULL;
     e->type = ev.type;
     e->stack = ev.stack;
+    e->cyc = ev.cyc;
     e->n_ver = (uint8_t)ev.n_ver;
     e->ver[0] = ev.ver[0];
     e->ver[1] = ev.ver[1];
@@ -284,6 +285,11 @@ static int rd_process_events(pst_reader_t *r, const pst_chunk_hdr_t *h, const ui
             p += 3;
             had_ver = dvers = 1;
             continue;
+        case PST_EV_CYC:
+            if (!(n = rd_varint(p + 1, end, &v))) break;
+            dec.last_cyc += v;
+            p = n;
+            continue;
         case PST_EV_TS:
             if (!(n = rd_varint(p + 1, end, &v))) break;
             wrapped |= dec.last_ts + v < dec.last_ts;
@@ -301,6 +307,7 @@ static int rd_process_events(pst_reader_t *r, const pst_chunk_hdr_t *h, const ui
         unsigned t = e.type;
         has_l |= r->ext_kind[t] == 'L';
         if (t == PST_EV_VER) { had_ver = dvers = 1; continue; }
+        if (t == PST_EV_CYC) continue;
         if (t == PST_EV_TS) {
             wrapped |= dec.last_ts < ts_before;
             if (dec.last_ts != ts_before && bcnt && (err = rd_block_closed(r, &bcnt))) return err;

@@ -236,6 +236,15 @@ static inline __attribute__((always_inline)) const uint8_t *rd_dec_rec_(const ps
         d->since_ts = 0;
         return p;
     }
+    case PST_EV_CYC: {
+        uint64_t v;
+        p++;
+        RD_GETV(v);
+        e->type = PST_EV_CYC;
+        e->stack = 0;
+        d->last_cyc += v;
+        return p;
+    }
     case PST_EV_VER:
         if (end - p < 3 || d->nver >= 2) return NULL;
         d->ver[d->nver++] = (uint16_t)(p[1] | p[2] << 8);
@@ -272,10 +281,11 @@ static inline __attribute__((always_inline)) int rd_head_next(pst_reader_t *r, r
         /* s->ids exists once an L event has been queued (rd_process_events) */
         p = rd_dec_rec_(r, &s->hdec, p, end, &s->head, s->ids, 1);
         if (!p) return PSC_ECORRUPT;   /* not reached: validated when read */
-        if (s->head.type != PST_EV_TS && s->head.type != PST_EV_VER) break;
+        if (!pst_is_record(s->head.type)) break;
     }
     s->bhead = (size_t)(p - s->b);
     s->head.ts = s->hdec.last_ts;
+    s->head.cyc = s->hdec.last_cyc;
     s->head.seq = s->emit_seq;
     if (s->head.n_ver) s->vers = 1;
     if (!s->hblk_any || s->head.ts != s->hblk_ts) {   /* the head enters a new block */

@@ -52,7 +52,7 @@ static int rd_index_queued(pst_reader_t *r, rd_stream_t *s)
     const uint8_t *p = s->b + s->bhead, *end = s->b + s->btail;
     rd_hev_t e;
     while (p < end && (p = rd_dec_rec(r, &d, p, end, &e, r->idbuf))) {
-        if (e.type == PST_EV_TS || e.type == PST_EV_VER) continue;
+        if (pst_is_record(e.type)) continue;
         seq++;
         if (rd_pend_indexed(s, &e) && rd_frees_addr(&e, &sp, &a) && rd_pend_add(&r->pend[sp], a, s, sp, seq, d.last_ts))
             return PSC_ENOMEM;
@@ -288,6 +288,7 @@ static inline __attribute__((always_inline)) int rd_emit_out(pst_reader_t *r, rd
     ev->n_ver = e->n_ver;
     ev->ver[0] = e->ver[0];
     ev->ver[1] = e->ver[1];
+    ev->cyc = e->cyc;
     /* the layout's fields only (the rest of ev->f is left as it was); up
      * to 4, as many as any heap record has, without a loop */
     switch (r->nf[t]) {
@@ -505,8 +506,15 @@ static rd_stream_t *rd_tie_scan_(pst_reader_t *r, uint32_t i, uint64_t ts, rd_st
     uint64_t tseq;
     int why;
     if (rd_constraint(r, s, &s->head, &t, &tseq, &why) == RD_C_NONE) {
-        int f = rd_foreign(r, s);
-        if (!best || f < *best_f || (f == *best_f && rd_earlier_in_tick(s, best))) { best = s; *best_f = f; }
+        /* heads with cycle counts (minor 8) go in the order they happened;
+         * the estimate below is for those without */
+        uint64_t cs = s->head.cyc, cb = best ? best->head.cyc : 0;
+        int f = cs ? 0 : rd_foreign(r, s);
+        if (!best || (cs && cb ? cs < cb || (cs == cb && s->id < best->id)
+                               : f < *best_f || (f == *best_f && rd_earlier_in_tick(s, best)))) {
+            best = s;
+            *best_f = f;
+        }
     }
     best = rd_tie_scan_(r, 2 * i + 1, ts, best, best_f);
     return rd_tie_scan_(r, 2 * i + 2, ts, best, best_f);

@@ -103,6 +103,7 @@ typedef struct rd_hev {
     uint8_t  type;
     uint8_t  n_ver;            /* VER records before it (minor 3): versions of its ordered addresses */
     uint16_t ver[2];
+    uint64_t cyc;              /* minor 8: its stream's cycle count (0: none; FORMAT.md, "Cycles") */
 } rd_hev_t;
 
 /* A stream's indexed frees of one address space, oldest first: the run each

@@ -78,7 +78,7 @@ __attribute__((noinline)) int rd_addr_scan(pst_reader_t *r, const rd_stream_t *s
         rd_hev_t x = o->head;
         uint64_t seq = o->emit_seq, ts = o->head.ts;
         for (;;) {
-            if (x.type != PST_EV_TS && x.type != PST_EV_VER) {
+            if (!pst_is_record(x.type)) {
                 int xsp;
                 uint64_t xa;
                 if ((want_free ? rd_frees_addr(&x, &xsp, &xa) : rd_allocs_addr(&x, &xsp, &xa)) && xsp == sp && xa == a) {
@@ -146,7 +146,7 @@ static int rd_vwait_scan(pst_reader_t *r, rd_stream_t *s, unsigned n, int vs, co
         for (;;) {
             uint64_t xa[2];
             unsigned nx;
-            if (x.type != PST_EV_TS && x.type != PST_EV_VER && (nx = rd_ver_addrs(&x, xa))) {
+            if (!pst_is_record(x.type) && (nx = rd_ver_addrs(&x, xa))) {
                 if (x.n_ver) vers = 1;
                 int expl = x.n_ver == nx;
                 if (expl || (vers && !x.n_ver))
@@ -164,7 +164,7 @@ static int rd_vwait_scan(pst_reader_t *r, rd_stream_t *s, unsigned n, int vs, co
                             }
                         }
                 seq++;
-            } else if (x.type != PST_EV_TS && x.type != PST_EV_VER) {
+            } else if (!pst_is_record(x.type)) {
                 seq++;
             }
             if (p >= end || !(p = rd_dec_rec(r, &d, p, end, &x, r->idbuf)) || d.last_ts > lim) break;

@@ -268,7 +268,7 @@ static wstream_t *find_stream(pst_writer_t *w, uint32_t id, int create)
 /* Encode ev into s (TS first when due), no THREAD_START logic. */
 static int put_event(pst_writer_t *w, wstream_t *s, const pst_event_t *ev)
 {
-    size_t need = PST_EVENT_MAX + 2 * PST_VARINT_MAX + (size_t)ev->n_ids * PST_VARINT_MAX;
+    size_t need = PST_EVENT_MAX + 3 * PST_VARINT_MAX + 1 + (size_t)ev->n_ids * PST_VARINT_MAX;
     uint8_t *p = reserve(w, &s->buf, need);
     if (!p) return w->err;
     uint8_t *start = p;
@@ -276,6 +276,7 @@ static int put_event(pst_writer_t *w, wstream_t *s, const pst_event_t *ev)
     if (!s->started || s->enc.since_ts >= PST_TS_EVERY || (exact && s->enc.last_ts != w->now))
         p = pst_put_ts(&s->enc, p, w->now);
     s->started = 1;
+    if (w->minor >= 8) p = pst_put_cyc(&s->enc, p, ev->cyc);
     p = pst_encode_event(&s->enc, p, ev);
     if (!p) return fail(w, PSC_EINVAL);
     s->buf.len += (size_t)(p - start);
@@ -300,7 +301,7 @@ int pst_writer_event(pst_writer_t *w, uint32_t stream, const pst_event_t *ev_in)
 {
     if (w->err) return w->err;
     const char *lay = pst_event_layout(ev_in->type);
-    if (!lay || ev_in->type == PST_EV_TS || ev_in->type == PST_EV_VER || ev_in->n_ver > 2) return PSC_EINVAL;
+    if (!lay || pst_is_record(ev_in->type) || ev_in->n_ver > 2) return PSC_EINVAL;
     /* a type of a later minor than the file claims: its readers would stop there */
     if (w->minor < 4 && (ev_in->type == PST_EV_MPROTECT || ev_in->type == PST_EV_MMAP_NAME)) return PSC_EINVAL;
     wstream_t *s = find_stream(w, stream, 1);

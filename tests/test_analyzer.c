@@ -433,6 +433,52 @@ static void test_scan_peak_range_of_a_tick(void **st)
     az_scan_free(s);
 }
 
+/* The same two threads with cycle counts (minor 8): the order within the
+ * tick is known, so the peak is the one that order had and the range
+ * closes on it. Thread 2's 1000 before thread 1's free: 600 + 1000 = 1600;
+ * after it: 600 - 500 + 1000 = 1100, then + 50 = 1150. Written in the
+ * same stream order both times: only the counts differ. */
+static uint64_t scan_peak_with_counts(uint64_t free_cyc, uint64_t *lo, uint64_t *hi)
+{
+    char p[512], msg[256];
+    path_in(p, sizeof p, "cyc.pst");
+    int err = 0;
+    pst_writer_cfg_t cfg = { .pid = 7, .exe = "/cyc" };
+    pst_writer_t *w = pst_writer_open(p, &cfg, &err);
+    assert_non_null(w);
+    const struct { uint32_t stream; uint64_t ts; pst_event_t ev; } evs[] = {
+        { 1, 1000, { .type = PST_EV_MALLOC, .f = { 0xb000, 500 }, .cyc = 1 } },
+        { 2, 1000, { .type = PST_EV_MALLOC, .f = { 0xa000, 100 }, .cyc = 2 } },
+        { 1, 2000, { .type = PST_EV_FREE, .f = { 0xb000 }, .cyc = free_cyc } },
+        { 1, 2000, { .type = PST_EV_MALLOC, .f = { 0xc000, 50 }, .cyc = 30 } },
+        { 2, 2000, { .type = PST_EV_MALLOC, .f = { 0xd000, 1000 }, .cyc = 10 } },
+    };
+    for (size_t i = 0; i < sizeof evs / sizeof evs[0]; i++) {
+        at(w, evs[i].ts);
+        assert_int_equal(pst_writer_event(w, evs[i].stream, &evs[i].ev), 0);
+    }
+    assert_int_equal(pst_writer_close(w), 0);
+    az_scan_t *s = NULL;
+    assert_int_equal(az_scan_file(p, NULL, &s, msg, sizeof msg), 0);
+    uint64_t peak = s->heap_r.peak_live_bytes;
+    *lo = s->peak_tick_lo;
+    *hi = s->peak_tick_hi;
+    az_scan_free(s);
+    return peak;
+}
+
+static void test_scan_peak_of_a_tick_ordered_by_cycle_counts(void **st)
+{
+    (void)st;
+    uint64_t lo, hi;
+    assert_int_equal(scan_peak_with_counts(20, &lo, &hi), 1600);   /* the free after thread 2's 1000 */
+    assert_int_equal(lo, 1600);
+    assert_int_equal(hi, 1600);
+    assert_int_equal(scan_peak_with_counts(5, &lo, &hi), 1150);    /* the free before it */
+    assert_int_equal(lo, 1150);
+    assert_int_equal(hi, 1150);
+}
+
 static void test_sqlite_batched_rows_match_events(void **st)
 {
     (void)st;
@@ -1483,6 +1529,7 @@ int main(void)
         cmocka_unit_test(test_sqlite_rows_equal_events_and_schema),
         cmocka_unit_test(test_sqlite_batched_rows_match_events),
         cmocka_unit_test(test_scan_peak_range_of_a_tick),
+        cmocka_unit_test(test_scan_peak_of_a_tick_ordered_by_cycle_counts),
         cmocka_unit_test(test_sqlite_allocations_pair_each_object),
         cmocka_unit_test(test_sqlite_raw_addresses_and_kinds_read_back),
         cmocka_unit_test(test_exports_parse),

@@ -504,6 +504,7 @@ static size_t put_records(uint8_t *b, int what, int n)
     uint8_t *p = b;
     for (int i = 0; i < n; i++) {
         if (what & 1) p = pst_put_ts(&e, p, (uint64_t)i * 100003u + (i % 7) * 977u);
+        if (what & 8) p = pst_put_cyc(&e, p, (uint64_t)i * 1000003u + (i % 5) * 131u);   /* minor 8 */
         if (what & 2) {
             pst_event_t ev = { .type = PST_EV_MALLOC, .f = { 0x5000 + 16 * (uint64_t)(i % 5), 24 },
                                .stack = (what & 4) ? 1 + (uint32_t)(i % 3) * 200 : 0 };
@@ -525,12 +526,13 @@ static void test_columns_round_trip_made_up_payloads(void **state)
     n = put_records(rec, 2, 300);
     len = payload(pl, 12345, rec, n);
     assert_int_equal(round_trip(pl, len), 0);
-    /* stacks but no TS; only TS; TS, events and stacks */
-    for (int what = 1; what <= 7; what++) {
+    /* stacks but no TS; only TS; TS, events and stacks; CYC records (their
+     * values go to the stack column) with any of them */
+    for (int what = 1; what <= 15; what++) {
         n = put_records(rec, what, 300);
         len = payload(pl, 7, rec, n);
         size_t sl = round_trip(pl, len);
-        assert_true(((what & 1) || (what & 6) == 6) ? sl > 0 : sl == 0);
+        assert_true(((what & 1) || (what & 6) == 6 || (what & 8)) ? sl > 0 : sl == 0);
         /* every cut, so a record cut at the end (the rest stays as it is) */
         for (size_t cut = 0; cut < len; cut += 1 + cut / 16) round_trip(pl, cut);
     }
@@ -556,7 +558,7 @@ static void test_columns_round_trip_made_up_payloads(void **state)
     /* random bytes after some records: whatever is split comes back */
     rng = 42;
     for (int k = 0; k < 3000; k++) {
-        n = put_records(rec, 1 + (int)(rnd() % 7), 1 + (int)(rnd() % 40));
+        n = put_records(rec, 1 + (int)(rnd() % 15), 1 + (int)(rnd() % 40));
         size_t extra = rnd() % 64;
         for (size_t i = 0; i < extra; i++) rec[n++] = (uint8_t)(rnd() % 4 ? rnd() % 60 : rnd());
         n = rnd() % 2 ? n : put_records(rec + n, 3, 3) + n;

@@ -201,7 +201,7 @@ static void test_layout_table_is_well_formed(void **state)
         for (unsigned u = 0; u < t; u++)
             if (pst_event_name(u)) assert_string_not_equal(pst_event_name(u), name);
     }
-    assert_int_equal(n, 49);   /* 47 through 1.3; 1.4 added mprotect (22) and mmap_name (23) */
+    assert_int_equal(n, 50);   /* 47 through 1.3; 1.4 added mprotect (22) and mmap_name (23), 1.8 cyc (30) */
     assert_string_equal(pst_event_name(PST_EV_MALLOC), "malloc");
     assert_string_equal(pst_event_name(PST_EV_TENSOR_ACQUIRE), "tensor_acquire");
     assert_string_equal(pst_event_name(PST_EV_POOL_ACQUIRE), "pool_acquire");
@@ -216,8 +216,11 @@ static void test_layout_table_is_well_formed(void **state)
     assert_string_equal(pst_event_layout(PST_EV_MMAP_NAME), "AS");
     assert_string_equal(pst_event_name(PST_EV_MPROTECT), "mprotect");
     assert_string_equal(pst_event_name(PST_EV_MMAP_NAME), "mmap_name");
-    assert_null(pst_event_layout(30));
-    assert_null(pst_event_name(30));
+    assert_int_equal(PST_EV_CYC, 30);
+    assert_string_equal(pst_event_layout(PST_EV_CYC), "u");
+    assert_string_equal(pst_event_name(PST_EV_CYC), "cyc");
+    assert_null(pst_event_layout(31));
+    assert_null(pst_event_name(31));
     assert_null(pst_event_layout(PST_EV_MAX));
 }
 
@@ -275,7 +278,7 @@ static void test_every_event_type_round_trips(void **state)
     int64_t pl[PST_MAX_PAYLOAD];
     for (uint64_t seed = 0; seed < 16; seed++) {
         for (unsigned t = 1; t < PST_EV_MAX; t++) {
-            if (!pst_event_layout(t) || t == PST_EV_TS || t == PST_EV_VER) continue;
+            if (!pst_event_layout(t) || pst_is_record(t)) continue;
             pst_event_t in, out;
             fill_event(&in, t, seed, ids, pl);
             pst_enc_t enc = { .last_addr = seed * 16 }, dec = enc;
@@ -356,8 +359,10 @@ static void test_decode_rejects_unknown_types_and_over_limit_counts(void **state
         b[0] = (uint8_t)t;
         memset(b + 1, 0, sizeof b - 1);
         const uint8_t *r = pst_decode_event(&dec, b, b + sizeof b, &ev, idbuf);
-        /* a VER record carries no stack */
-        if (!pst_event_layout(t & PST_EV_TYPE_MASK) || t == (PST_EV_VER | PST_EV_HAS_STACK)) assert_null(r);
+        /* a VER or CYC record carries no stack */
+        if (!pst_event_layout(t & PST_EV_TYPE_MASK) || t == (PST_EV_VER | PST_EV_HAS_STACK) ||
+            t == (PST_EV_CYC | PST_EV_HAS_STACK))
+            assert_null(r);
         else assert_non_null(r);
     }
     /* KVB_FREE with n = PST_MAX_IDS + 1 */
@@ -425,7 +430,7 @@ static void test_file_header_has_magic_version_and_fields(void **state)
     assert_memory_equal(buf, "PSTRACE\0", 8);
     assert_int_equal(buf[8] | buf[9] << 8, PST_MAJOR);
     assert_int_equal(buf[10] | buf[11] << 8, PST_MINOR);
-    assert_int_equal(PST_MINOR, 7);   /* bumped on purpose with each format change (FORMAT.md, "Versioning") */
+    assert_int_equal(PST_MINOR, 8);   /* bumped on purpose with each format change (FORMAT.md, "Versioning") */
     uint32_t tlv = (uint32_t)(buf[12] | buf[13] << 8 | buf[14] << 16 | (uint32_t)buf[15] << 24);
     assert_int_equal(tlv + PST_FILE_HDR_FIXED, n);
     /* walk the TLVs: find EXE and ARGV, no PARENT_PID (0), no HOST (NULL) */
@@ -549,6 +554,44 @@ static void test_mapping_events_encode_as_format_md_says(void **state)
 /* VER records: written before the event by pst_encode_event, handed to it
  * by pst_decode_event, at most two per event, no stack bit. The bytes are
  * spelled out here from FORMAT.md, not taken from the encoder. */
+/* CYC records (minor 8): a delta of the stream's count, written only when
+ * the count moved forward; every later event carries the sum. */
+static void test_cyc_records_round_trip_and_carry_the_count(void **state)
+{
+    (void)state;
+    static uint32_t idbuf[PST_MAX_IDS];
+    uint8_t buf[64], *p = buf;
+    pst_enc_t enc = { 0 }, dec = { 0 };
+    pst_event_t m = { .type = PST_EV_MALLOC, .f = { 0x1000, 8 } }, f = { .type = PST_EV_FREE, .f = { 0x1000 } };
+    p = pst_put_cyc(&enc, p, 300);
+    p = pst_encode_event(&enc, p, &m);
+    p = pst_put_cyc(&enc, p, 300);   /* not moved: nothing */
+    p = pst_put_cyc(&enc, p, 200);   /* behind (another CPU's counter): nothing */
+    p = pst_encode_event(&enc, p, &f);
+    const uint8_t want[] = { PST_EV_CYC, 0xac, 0x02, PST_EV_MALLOC };   /* 300 = 0x12c */
+    assert_memory_equal(buf, want, sizeof want);
+    assert_int_equal(enc.since_ts, 2);   /* CYC is not an event */
+    pst_event_t out;
+    const uint8_t *q = pst_decode_event(&dec, buf, p, &out, idbuf);
+    assert_int_equal(out.type, PST_EV_CYC);
+    assert_int_equal(out.f[0], 300);
+    q = pst_decode_event(&dec, q, p, &out, idbuf);
+    assert_int_equal(out.type, PST_EV_MALLOC);
+    assert_int_equal(out.cyc, 300);
+    q = pst_decode_event(&dec, q, p, &out, idbuf);
+    assert_ptr_equal(q, p);
+    assert_int_equal(out.type, PST_EV_FREE);
+    assert_int_equal(out.cyc, 300);
+    /* a second record adds to the first */
+    p = pst_put_cyc(&enc, buf, 1000);
+    q = pst_decode_event(&dec, buf, p, &out, idbuf);
+    assert_int_equal(out.f[0], 700);
+    assert_int_equal(dec.last_cyc, 1000);
+    /* a CYC "event" is refused by the encoder */
+    pst_event_t c = { .type = PST_EV_CYC };
+    assert_null(pst_encode_event(&enc, buf, &c));
+}
+
 static void test_ver_records_round_trip_and_are_bounded(void **state)
 {
     (void)state;
@@ -625,6 +668,7 @@ int main(void)
         cmocka_unit_test(test_crc32c_continues_over_split_buffers),
         cmocka_unit_test(test_layout_table_is_well_formed),
         cmocka_unit_test(test_ver_records_round_trip_and_are_bounded),
+        cmocka_unit_test(test_cyc_records_round_trip_and_carry_the_count),
         cmocka_unit_test(test_every_event_type_round_trips),
         cmocka_unit_test(test_ts_record_round_trips_and_moves_time),
         cmocka_unit_test(test_encode_rejects_unknown_types_and_over_limit_counts),

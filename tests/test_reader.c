@@ -1503,6 +1503,48 @@ static void test_versions_realloc_released_block_stamped_later(void **state)
     free(m.p);
 }
 
+/* Cycle counts (minor 8, FORMAT.md "Cycles"): the events of two streams in
+ * one tick go out in the order of their counts, not by the tie rule's
+ * estimate, which without counts keeps stream 1's free of its own block
+ * ahead of stream 2's allocation (affinity), and the estimate's peak is
+ * then one block instead of two. */
+static char *cyc_order(int with_counts)
+{
+    membuf_t m;
+    pst_writer_t *w = mem_writer(&m, &ver_cfg);
+    pst_writer_time(w, 1000);
+    const struct { uint32_t stream; pst_event_t ev; } evs[] = {
+        { 1, { .type = PST_EV_MALLOC, .f = { 0xa000, 100 }, .cyc = 10 } },
+        { 1, { .type = PST_EV_FREE, .f = { 0xa000 }, .cyc = 30 } },
+        { 2, { .type = PST_EV_MALLOC, .f = { 0xb000, 100 }, .cyc = 20 } },
+        { 2, { .type = PST_EV_FREE, .f = { 0xb000 }, .cyc = 40 } },
+    };
+    for (size_t i = 0; i < sizeof evs / sizeof evs[0]; i++) {
+        pst_event_t ev = evs[i].ev;
+        if (!with_counts) ev.cyc = 0;
+        assert_int_equal(pst_writer_event(w, evs[i].stream, &ev), 0);
+    }
+    pst_writer_close(w);
+    mem_done(&m);
+    pst_status_t st;
+    char *o = heap_order(m.p, m.len, &st);
+    assert_int_equal(st.unknown_frees, 0);
+    assert_int_equal(st.live, 0);
+    free(m.p);
+    return o;
+}
+
+static void test_cycle_counts_order_one_tick_across_streams(void **state)
+{
+    (void)state;
+    char *o = cyc_order(1);
+    assert_string_equal(o, "1:m:a000 2:m:b000 1:f:a000 2:f:b000");
+    free(o);
+    o = cyc_order(0);
+    assert_string_equal(o, "1:m:a000 1:f:a000 2:m:b000 2:f:b000");
+    free(o);
+}
+
 /* The interposer writes a VER record only when the slot's previous version
  * was another thread's; a thread's next events on its own slot carry none
  * and count as the versions after (FORMAT.md, "Versions"). The tie of
@@ -1904,6 +1946,7 @@ int main(void)
         cmocka_unit_test(test_versions_implicit_follow_their_streams_explicit_one),
         cmocka_unit_test(test_versions_implicit_duplicate_does_not_reorder_a_handoff),
         cmocka_unit_test(test_versions_counter_gone_back_does_not_reorder_a_handoff),
+        cmocka_unit_test(test_cycle_counts_order_one_tick_across_streams),
         cmocka_unit_test(test_two_streams_with_interleaved_times_come_out_by_time),
         cmocka_unit_test(test_free_in_other_stream_comes_before_reuse_of_its_address),
         cmocka_unit_test(test_causality_drains_the_freeing_stream_up_to_the_free),

@@ -68,7 +68,7 @@ extern "C" {
 
 #define PST_MAGIC        "PSTRACE"   /* 8 bytes with its NUL */
 #define PST_MAJOR        1
-#define PST_MINOR        7   /* 1: SYNC chunks; 2: a time per event (the tick), SYNC and END fields below;
+#define PST_MINOR        8   /* 1: SYNC chunks; 2: a time per event (the tick), SYNC and END fields below;
                                 3: VER records (an address's version, for exact cross-thread order);
                                 4: MPROTECT and MMAP_NAME events (reservations vs committed memory,
                                    names of file mappings);
@@ -77,7 +77,9 @@ extern "C" {
                                    (PST_CHUNK_ZSTD);
                                 6: compressed EVENTS in column form (columns.c: TS records and
                                    stack ids in columns of their own);
-                                7: Python frames in stacks (PST_PYFRAME below). Readers read every minor of PST_MAJOR. */
+                                7: Python frames in stacks (PST_PYFRAME below);
+                                8: CYC records (the cycle counter: the order of different threads'
+                                   events within one tick). Readers read every minor of PST_MAJOR. */
 #define PST_FILE_HDR_FIXED 16        /* magic + major + minor + tlv_len */
 #define PST_CHUNK_HDR    16
 #define PST_MAX_CHUNK    (16u << 20) /* readers reject longer payloads as corrupt */
@@ -228,6 +230,11 @@ enum pst_ev {                    /* layout      fields                          
     PST_EV_POOL_BACKING_ALLOC = 27, /* "uuAu" pool id, pool_seq, ptr, bytes           */
     PST_EV_POOL_BACKING_FREE  = 28, /* "uuAu" pool id, pool_seq, ptr, bytes           */
     PST_EV_POOL_DESTROY   = 29,  /* "u"      pool id                                    */
+    /* a record again (minor 8; number 30 was free) */
+    PST_EV_CYC            = 30,  /* "u"      the cycle counter, in the writer's units, since the stream's
+                                            previous CYC record (first: since the trace's base): the
+                                            count of this and every later event until the next one
+                                            (a record like TS, not an event; FORMAT.md, "Cycles") */
     PST_EV_KVB_CREATE     = 32,  /* "uSuuuuuu" pool id, name, block_size, n_blocks, separate_kv, grow, max_blocks, slot bytes */
     PST_EV_KVB_ALLOC      = 33,  /* "uuuzuuL" pool id, pool_seq, stream, owner, format, n_tokens, ids */
     PST_EV_KVB_TOKENS     = 34,  /* "uuuu"   pool id, pool_seq, block id, n_used        */
@@ -281,6 +288,8 @@ typedef struct pst_event {
     const char *str;      /* reader: the resolved S field, or NULL */
     uint32_t n_ver;       /* VER records before the event (0..2): the versions of its ordered */
     uint16_t ver[2];      /* addresses in field order (see pst_vslot); writers: written when n_ver > 0 */
+    uint64_t cyc;         /* minor 8: the stream's cycle count at the event (its CYC records' sum),
+                             0 none; writers: a CYC record first when it is past the stream's */
 } pst_event_t;
 
 /* Layout string of an event type (see above), or NULL for an unknown type. */
@@ -388,6 +397,7 @@ typedef struct pst_enc {
     uint32_t since_ts;    /* events since that TS record */
     uint32_t nver;        /* decoder: VER records read since the last event (<= 2) */
     uint16_t ver[2];      /* decoder: their values, handed to the next event */
+    uint64_t last_cyc;    /* minor 8: the stream's cycle count (sum of its CYC records) */
     uint32_t coding;      /* 0: the delta coding of minors 0-4 (pst_put_addr); 1: minor 5 (pst_put_addr5) */
     uint32_t nrec;        /* minor 5: A fields coded so far in the stream */
     uint16_t *index;      /* minor 5 encoders: PST_RECENT_IDX positions (pst_recent_hash -> the low
@@ -523,6 +533,25 @@ static inline unsigned pst_ver_addrs(unsigned type, const uint64_t *f, uint64_t 
     default:        /* MPROTECT and MMAP_NAME neither allocate nor free: none */
         return 0;
     }
+}
+
+/* TS, VER and CYC are records that describe the next event, not events. */
+static inline int pst_is_record(unsigned type)
+{
+    return type == PST_EV_TS || type == PST_EV_VER || type == PST_EV_CYC;
+}
+
+/* Encode a CYC record when the count `cyc` (units since the trace's base)
+ * has moved past the stream's previous one; an equal or older count (a
+ * counter read on another CPU, a shared stream) writes nothing, so the
+ * next event keeps the previous count. */
+static inline uint8_t *pst_put_cyc(pst_enc_t *enc, uint8_t *p, uint64_t cyc)
+{
+    if (cyc <= enc->last_cyc) return p;
+    *p++ = PST_EV_CYC;
+    p = pst_put_varint(p, cyc - enc->last_cyc);
+    enc->last_cyc = cyc;
+    return p;
 }
 
 static inline uint8_t *pst_put_ver(uint8_t *p, uint16_t v)

@@ -95,9 +95,11 @@ int pst_writer_thread(pst_writer_t *w, uint32_t stream, uint32_t tid, uint32_t p
 
 /* Append one event to a stream. Fields as in pst_event_t (ev->f in layout
  * order, ids/payload for L/P, stack id); an S field that is 0 while ev->str
- * is set is interned from ev->str. Types PST_EV_TS and PST_EV_VER are
- * refused (the writer writes TS records itself; ev->n_ver, at most 2, asks
- * for VER records before the event, written only in a file of minor >= 3). Returns 0 or a negative PS_E* code. */
+ * is set is interned from ev->str. Types PST_EV_TS, PST_EV_VER and
+ * PST_EV_CYC are refused (the writer writes TS records itself; ev->n_ver,
+ * at most 2, asks for VER records before the event, written only in a file
+ * of minor >= 3; ev->cyc past the stream's count asks for a CYC record,
+ * written only in a file of minor >= 8). Returns 0 or a negative PS_E* code. */
 int pst_writer_event(pst_writer_t *w, uint32_t stream, const pst_event_t *ev);
 /* The same from a list of field values in layout order (no L/P contents). */
 int pst_writer_emitv(pst_writer_t *w, uint32_t stream, unsigned type,

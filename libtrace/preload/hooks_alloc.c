@@ -145,9 +145,9 @@ static inline uint32_t stack_of(ps_thr_t *t)
  * the real one and keeps nothing but n across it. No ps_tls.late test: a
  * registered thread's record is never the exit stream. */
 
-/* A record of the fast path: VER, type, address, size (PS_FAST_MAX bytes
+/* A record of the fast path: CYC, VER, type, address, size (PS_FAST_MAX bytes
  * at most); ps_make_room keeps it clear of the ring's end. */
-_Static_assert(3 + 1 + 1 + 2 * PST_VARINT_MAX <= PS_FAST_MAX, "a fast record fits before the ring's end");
+_Static_assert(1 + PST_VARINT_MAX + 3 + 1 + 1 + 2 * PST_VARINT_MAX <= PS_FAST_MAX, "a fast record fits before the ring's end");
 
 /* Two fast paths. malloc and free themselves while ps_g.fast1 (no stacks,
  * one program thread, no bootstrap block: one flag): the ring's budget
@@ -231,7 +231,7 @@ static __attribute__((noinline)) PS_FAST_FN void *malloc_mt(ps_thr_t *t, void *r
     uint64_t h = t->head;
     if (PS_UNLIKELY(!ps_fast_begin(t, h))) return malloc_rec(t, r, n);
     uint8_t *p = t->ring + (h & t->rmask);
-    ps_fast_end(t, p, ps_enc_Au(&t->enc, ps_ver(t, p, (uintptr_t)r), PST_EV_MALLOC, 0, (uintptr_t)r, n), h);
+    ps_fast_end(t, p, ps_enc_Au(&t->enc, ps_ver(t, ps_cyc_rec(t, p), (uintptr_t)r), PST_EV_MALLOC, 0, (uintptr_t)r, n), h);
     ps_leave_fast();
     return r;
 }
@@ -298,7 +298,7 @@ static inline __attribute__((always_inline)) void free_mt(ps_thr_t *t, void *ptr
     uint64_t h = t->head;
     if (PS_UNLIKELY(!ps_fast_begin(t, h))) { free_rec(t, ptr); return; }
     uint8_t *p = t->ring + (h & t->rmask);
-    ps_fast_end(t, p, ps_enc_A(&t->enc, ps_ver(t, p, (uintptr_t)ptr), PST_EV_FREE, 0, (uintptr_t)ptr), h);
+    ps_fast_end(t, p, ps_enc_A(&t->enc, ps_ver(t, ps_cyc_rec(t, p), (uintptr_t)ptr), PST_EV_FREE, 0, (uintptr_t)ptr), h);
     ps_leave_fast();
     ps_real.free(ptr);
 }

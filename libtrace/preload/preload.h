@@ -109,6 +109,7 @@ typedef struct ps_thr {
     uint64_t rmask;         /* ring bytes - 1: a power of two (changed by its owner, under clock) */
     volatile uint8_t inflight; /* between reading the tick and publishing the event (flusher reads it) */
     uint64_t age_max;       /* the oldest tick an event of this thread was stamped with, in cycles (ps_tick_age) */
+    uint64_t cyc;           /* the cycle counter as the event being recorded read it (ps_tick_stale) */
     pst_enc_t enc;          /* address base, TS state; last: its 2 KiB list of recent addresses */
     char pad0[64];
     /* consumer */
@@ -376,7 +377,9 @@ static inline uint64_t ps_cycles(void)
  * (SYNC); an age over stale_cyc sends the event to ps_stale_tick. */
 static inline int ps_tick_stale(ps_thr_t *t)
 {
-    uint64_t age = ps_cycles() - __atomic_load_n(&ps_g.tick_cyc, __ATOMIC_ACQUIRE);
+    uint64_t c = ps_cycles();
+    t->cyc = c;
+    uint64_t age = c - __atomic_load_n(&ps_g.tick_cyc, __ATOMIC_ACQUIRE);
     if (PS_UNLIKELY(age > ps_g.stale_cyc)) return 1;
     if (PS_UNLIKELY(age > t->age_max)) t->age_max = age;
     return 0;
@@ -543,16 +546,35 @@ void ps_tick_now(void);                 /* clock.c: move the tick to the clock's
  * ps_fast_refill sets it after a general record; ps_fast_sync takes back
  * what was not used before anything else reads since_ts, head or soft
  * (ps_rec_begin, so every general record). A record made on the budget is
- * at most PS_FAST_MAX bytes (a VER record, type, address, size) and needs
+ * at most PS_FAST_MAX bytes (CYC and VER records, type, address, size) and needs
  * no wrap copy: ps_make_room keeps soft at least PS_FAST_MAX before the
  * ring's end, and fast_left * PS_FAST_MAX bytes fit before soft. */
-#define PS_FAST_MAX 32u
+#define PS_FAST_MAX 48u
 static inline void ps_fast_sync(ps_thr_t *t)
 {
     if (PS_UNLIKELY(t->fast_left)) {
         t->enc.since_ts -= t->fast_left;
         t->fast_left = 0;
     }
+}
+
+/* The CYC record of the event being recorded (FORMAT.md, "Cycles"), once
+ * the program has a second thread: the counter ps_tick_stale read for it,
+ * in units of 2^PS_CYC_SHIFT counts since the trace's base. Within one tick
+ * it orders the events of different threads as they happened (the tick
+ * alone ties them, and a peak taken over the wrong order of a tick can be
+ * below the program's own count of its live bytes). One program thread
+ * needs no order across streams: nothing is written. */
+#if defined(__x86_64__)
+#define PS_CYC_SHIFT 6     /* 64 TSC counts: 15-30 ns, about one malloc */
+#else
+#define PS_CYC_SHIFT 0     /* aarch64's counter runs at tens of MHz; the clock fallback is ns */
+#endif
+static inline uint8_t *ps_cyc_rec(ps_thr_t *t, uint8_t *p)
+{
+    if (PS_LIKELY(!ps_g.multi)) return p;
+    uint64_t c = t->cyc > ps_g.cyc0 ? t->cyc - ps_g.cyc0 : 0;
+    return pst_put_cyc(&t->enc, p, c >> PS_CYC_SHIFT);
 }
 
 /* Begin/end of one record in the calling thread's ring.
@@ -576,7 +598,7 @@ static inline uint8_t *ps_rec_begin(ps_thr_t *t)
     if (PS_UNLIKELY(t->enc.since_ts >= PST_TS_EVERY)) t->enc.since_ts = 0;   /* the fast budget's count */
     uint64_t now = PS_UNLIKELY(ps_tick_stale(t)) ? ps_stale_tick() : ps_g.tick;
     if (PS_UNLIKELY(now > t->enc.last_ts)) p = pst_put_ts(&t->enc, p, now);
-    return p;   /* the encoder counts the event in enc.since_ts */
+    return ps_cyc_rec(t, p);   /* the encoder counts the event in enc.since_ts */
 }
 
 /* A call that releases a block and acquires one inside itself (realloc,

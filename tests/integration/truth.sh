@@ -28,11 +28,15 @@
 #  7. the peak across threads: truth_handoff without its burst, where the
 #     program's own highest count of its live bytes (a malloc counted after
 #     it returned, a free before it was called) is a lower bound of what
-#     was really live. The order of the threads' events within a tick is
-#     not in the trace, so report states the range the peak could have had
-#     (peak_live_tick_min/max_bytes): the program's count must not pass its
-#     top, and the report's peak must lie inside it; over several runs, the
-#     last ones beside nproc+1 busy loops.
+#     was really live. Each event's cycle count orders the threads' events
+#     within a tick (FORMAT.md, "Cycles"), so the report's peak must not be
+#     below the program's count, nor above it by more than what the
+#     program does not count (glibc's per-thread DTVs and stdio's buffer:
+#     2,128 B in every run; 8 KiB allowed), and the range over the orders
+#     the trace cannot tell apart (peak_live_tick_min/max_bytes) must close
+#     on it (within 1%); over several runs, the last ones beside nproc+1
+#     busy loops. Without the counts the merge's estimate was 1.7-2x the
+#     program's count and the range 5x wide.
 #
 # Both runs of a program (ours and heaptrack's, and the untraced one) use
 # GLIBC_TUNABLES=glibc.pthread.stack_cache_size=0: glibc callocs each new
@@ -217,15 +221,16 @@ peak_bound() { # RUN: one traced run of truth_handoff without its burst
     own=$(key "$f.out" peak_live_bytes) pk=$(jnum "$f.json" peak_live_bytes)
     lo=$(jnum "$f.json" peak_live_tick_min_bytes) hi=$(jnum "$f.json" peak_live_tick_max_bytes)
     echo "  peak run $1: program's own highest count $own B; report's peak ${pk:-?} B," \
-        "within a tick's orders ${lo:-?}..${hi:-?} B" >&2
+        "over the orders the trace cannot tell apart ${lo:-?}..${hi:-?} B" >&2
     [ -n "$own" ] && [ -n "$pk" ] && [ -n "$lo" ] && [ -n "$hi" ] && [ "$own" -gt 0 ] &&
-        [ "$hi" -ge "$own" ] && [ "$lo" -le "$pk" ] && [ "$pk" -le "$hi" ]
+        [ "$pk" -ge "$own" ] && [ "$pk" -le $((own + 8192)) ] &&
+        [ "$lo" -le "$pk" ] && [ "$pk" -le "$hi" ] && [ $(((hi - lo) * 100)) -le "$hi" ]
 }
 if [ "${TRUTH_ORDER:-1}" = 1 ]; then
-    for i in 1 2 3; do check peak_range_holds_program_count_run$i peak_bound $i; done
+    for i in 1 2 3; do check peak_equals_program_count_run$i peak_bound $i; done
     pb_load=
     for i in $(seq 0 "$(nproc)"); do sh -c 'while :; do :; done' >/dev/null 2>&1 & pb_load="$pb_load $!"; done
-    for i in 4 5 6; do check peak_range_holds_program_count_loaded_run$i peak_bound $i; done
+    for i in 4 5 6; do check peak_equals_program_count_loaded_run$i peak_bound $i; done
     kill $pb_load 2>/dev/null; wait $pb_load 2>/dev/null
 fi
 
