@@ -602,7 +602,9 @@ int pst_next(pst_reader_t *r, pst_event_t *ev)
         uint64_t tseq;
         int why;
         if (rd_safe(r, &s->head)) {
-            if (!r->causal_times || !rd_top_tied(r)) {
+            /* a top with a cycle count is the earliest of its tied heads
+             * (rd_sheap_less): the tie scan's choice when it may go */
+            if (!r->causal_times || s->head.cyc || !rd_top_tied(r)) {
                 int fr = rd_fast_heap(r, s, ev);
                 if (fr) return fr;
                 if (rd_constraint(r, s, &s->head, &t, &tseq, &why) == RD_C_NONE) return rd_emit_any(r, s, ev);

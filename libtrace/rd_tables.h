@@ -148,10 +148,16 @@ static inline uint64_t rd_sheap_key(const rd_sheap_t *h, const rd_stream_t *s)
     (void)h;
     return s->head.ts;
 }
+/* (time, cycle count, stream id): heads of one time with counts (minor 8)
+ * come out at the top in the order they happened, so the merge's tie rule
+ * (rd_merge.c, "Ties") needs no scan when the top may go; heads without
+ * counts (0) sort first in their time, as by (time, stream id) before. */
 static inline int rd_sheap_less(const rd_sheap_t *h, const rd_stream_t *a, const rd_stream_t *b)
 {
     uint64_t ka = rd_sheap_key(h, a), kb = rd_sheap_key(h, b);
-    return ka < kb || (ka == kb && a->id < b->id);
+    if (ka != kb) return ka < kb;
+    if (a->head.cyc != b->head.cyc) return a->head.cyc < b->head.cyc;
+    return a->id < b->id;
 }
 static inline int *rd_sheap_pos(const rd_sheap_t *h, rd_stream_t *s) { (void)h; return &s->hq_pos; }
 
