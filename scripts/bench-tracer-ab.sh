@@ -9,6 +9,9 @@
 # fp, and dwarf on a -fomit-frame-pointer build, with the environment
 # `poolscope record` gives the program; "record" is the whole `poolscope
 # record --stacks none` command (its start-up and closing summary included).
+# "plain-thread" is churn untraced with an idle second thread started
+# first (`churn CALLS thread`): what being multi-threaded costs glibc's
+# malloc, which the tracer's own thread makes every traced process pay.
 # "mt" is the whole `poolscope record --stacks none` of tests/progs/stress
 # -t 4 -n MT_N (4 threads, about one heap call per operation, a fifth of
 # the frees on another thread: versions and cycle counts are written),
@@ -32,6 +35,7 @@ one() { # build mode prog
     rm -f "$W"/t*.pst*
     t0=$(now)
     if [ "$2" = plain ] || [ "$2" = plain-nofp ]; then "$3" "$CALLS" >/dev/null 2>&1
+    elif [ "$2" = plain-thread ]; then "$3" "$CALLS" thread >/dev/null 2>&1
     elif [ "$2" = mt-plain ]; then "$3" -t 4 -n "$MT_N" >/dev/null 2>&1
     elif [ "$2" = mt ]; then
         "$1/bin/poolscope" record --stacks none -o "$W/t.pst" -- "$3" -t 4 -n "$MT_N" >/dev/null 2>&1
@@ -45,6 +49,7 @@ one() { # build mode prog
 i=0
 while [ $i -lt "$REPS" ]; do
     for m in plain none fp record; do one "$BASE" $m "$CHURN"; one "$NEW" $m "$CHURN"; done
+    one "$BASE" plain-thread "$CHURN"
     one "$BASE" plain-nofp "$W/churn-nofp"
     one "$BASE" dwarf "$W/churn-nofp"; one "$NEW" dwarf "$W/churn-nofp"
     one "$BASE" mt-plain "$NEW/tests/progs/stress"
@@ -63,7 +68,9 @@ sort -k1,1 -k2,2 "$W/runs" | awk -v calls="$CALLS" -v mtcalls=$((4 * MT_N)) -v b
       for (bb in b) for (x in md) { split(x, xx, SUBSEP)
           if (xx[2] != bb || xx[1] ~ /plain/) continue
           base = xx[1] == "dwarf" ? md["plain-nofp", basedir] : xx[1] == "mt" ? md["mt-plain", basedir] : md["plain", bb]
-          if (base > 0) printf "ratio  %-40s %.2fx\n", xx[1] " " bb, md[x] / base } }' | sort
+          if (base > 0) printf "ratio  %-40s %.2fx\n", xx[1] " " bb, md[x] / base }
+      if (md["plain", basedir] > 0 && md["plain-thread", basedir] > 0)
+          printf "ratio  %-40s %.2fx\n", "plain-thread " basedir, md["plain-thread", basedir] / md["plain", basedir] }' | sort
 # mt's trace bytes, median per build
 sort "$W/bytes" | awk '{ v[$1, ++n[$1]] = $2 }
     END { for (b in n) { m = n[b]; for (i = 1; i <= m; i++) for (j = i + 1; j <= m; j++)

@@ -3,6 +3,10 @@
  * call depth (so stack capture costs the same for each event).
  *
  *   churn [CALLS]        default 3000000 (malloc + free calls, approximately)
+ *   churn CALLS thread   the same with an idle second thread started first:
+ *                        what a process pays for being multi-threaded
+ *                        (glibc's malloc leaves its single-thread fast
+ *                        paths), which the tracer's own thread makes it
  *
  * Per layer of a decode step it allocates what a layer's activations would
  * need — residual, q, k, v, scores and probabilities over the growing
@@ -13,6 +17,7 @@
  * path (this is a benchmark of the tracer, not of mmap). Prints
  * "mallocs=M frees=F" at the end. Uses only malloc and free.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -72,9 +77,18 @@ __attribute__((noinline)) static void at_depth(int depth, unsigned long iters)
     }
 }
 
+static void *idle(void *arg)
+{
+    (void)arg;
+    for (;;) pause();
+    return NULL;
+}
+
 int main(int argc, char **argv)
 {
     unsigned long calls = argc > 1 ? strtoul(argv[1], NULL, 10) : 3000000ul;
+    pthread_t t;
+    if (argc > 2 && !strcmp(argv[2], "thread") && pthread_create(&t, NULL, idle, NULL) != 0) return 1;
     unsigned long iters = calls / 22;
     at_depth(DEPTH, iters);
     if (carry) XFREE(carry);
