@@ -245,7 +245,7 @@ int az_sql_write_opts(const char *trace, const char *dbpath, const az_sql_opts_t
     }
     sqlite3_finalize(q);
     sqlite3_prepare_v2(L->db, "INSERT INTO meta VALUES(?,?)", -1, &q, NULL);
-    meta_put(q, "schema_version", "3");   /* 3: frames.python */
+    meta_put(q, "schema_version", "4");   /* 4: frames a view over interned rows; 3: frames.python */
     meta_put(q, "trace", trace);
     meta_put(q, "exe", s->hdr->exe ? s->hdr->exe : "");
     meta_u64(q, "pid", s->hdr->pid);
@@ -285,50 +285,11 @@ int az_sql_write_opts(const char *trace, const char *dbpath, const az_sql_opts_t
     }
     sqlite3_finalize(q);
 
-    /* stacks and symbolized frames: one row per displayed frame (inline
-     * chains expanded, innermost first), `frame` the recorded frame it
-     * belongs to; the site as report names it. A Python frame (format.h,
-     * PST_PYFRAME) is no address: pc NULL, python 1, its qualified name,
-     * .py file and line */
-    az_sym_t *sym = az_sym_open(s->r);
-    az_sv_t *sv = az_sv_create(s, sym, NULL);
-    az_frame_t *dfr = malloc(4096 * sizeof *dfr);
-    sqlite3_stmt *qs, *qf;
-    sqlite3_prepare_v2(L->db, "INSERT INTO stacks VALUES(?,?,?)", -1, &qs, NULL);
-    sqlite3_prepare_v2(L->db, "INSERT INTO frames VALUES(?,?,?,?,?,?,?,?,?,?)", -1, &qf, NULL);
-    for (uint32_t id = 1;; id++) {
-        uint32_t depth = 0;
-        const uint64_t *fr = pst_stack(s->r, id, &depth);
-        if (!fr) break;
-        char site[1400];
-        const char *via = NULL, *lab = sv ? az_sv_label(sv, id, &via) : "(out of memory)";
-        if (via) snprintf(site, sizeof site, "%s via %s", lab, via);
-        else snprintf(site, sizeof site, "%s", lab);
-        sqlite3_bind_int64(qs, 1, id); sqlite3_bind_int64(qs, 2, depth);
-        sqlite3_bind_text(qs, 3, site, -1, SQLITE_TRANSIENT);
-        sqlite3_step(qs); sqlite3_reset(qs);
-        st->stacks++;
-        size_t n = sv && dfr ? az_sv_frames(sv, id, dfr, 4096) : 0;
-        for (size_t k = 0; k < n; k++) {
-            const az_frame_t *fi = &dfr[k];
-            sqlite3_bind_int64(qf, 1, id); sqlite3_bind_int64(qf, 2, (sqlite3_int64)k);
-            if (fi->python) sqlite3_bind_null(qf, 3); else sqi_bind_u64(qf, 3, fi->pc);
-            if (fi->function) sqlite3_bind_text(qf, 4, fi->function, -1, SQLITE_TRANSIENT); else sqlite3_bind_null(qf, 4);
-            if (fi->file) sqlite3_bind_text(qf, 5, fi->file, -1, SQLITE_TRANSIENT); else sqlite3_bind_null(qf, 5);
-            if (fi->line) sqlite3_bind_int(qf, 6, fi->line); else sqlite3_bind_null(qf, 6);
-            if (fi->module) sqlite3_bind_text(qf, 7, fi->module, -1, SQLITE_TRANSIENT); else sqlite3_bind_null(qf, 7);
-            sqlite3_bind_int64(qf, 8, fi->level);
-            sqlite3_bind_int(qf, 9, fi->inlined);
-            sqlite3_bind_int(qf, 10, fi->python ? 1 : 0);
-            sqlite3_step(qf); sqlite3_reset(qf);
-            st->frames++;
-        }
+    /* stacks and their symbolized frames, interned (sqlite_frames.c) */
+    if ((L->rc = sqi_stack_rows(L, s, st))) {
+        snprintf(msg, msglen, "sqlite insert failed: %s", sqlite3_errstr(L->rc));
+        goto out;
     }
-    sqlite3_finalize(qs);
-    sqlite3_finalize(qf);
-    free(dfr);
-    az_sv_destroy(sv);
-    az_sym_destroy(sym);
 
     /* metrics: the report JSON's numeric leaves by dotted path (of the
      * selection: the scan counted only it) */

@@ -1,6 +1,6 @@
 /* sqlite_internal.h — what the SQLite loader's files share (prefix sqi_).
  *
- * The loader is four files, one concern each:
+ * The loader is five files, one concern each:
  *   sqlite_schema.c  the tables, the views and the indexes as SQL; the
  *                    views' numbers (bit positions, masks, event types)
  *                    are filled in from the constants below when the
@@ -12,6 +12,8 @@
  *   sqlite_load.c    the scan's hook: heap objects through the ring,
  *                    other events, markers and scopes, pools, blocks, RSS,
  *                    threads
+ *   sqlite_frames.c  stacks and their symbolized frames, each text and
+ *                    each displayed frame stored once
  *   sqlite.c         az_sql_write*: the database file, the pass, the
  *                    tables made after it (meta, modules, stacks, frames,
  *                    metrics), the views and indexes last
@@ -197,5 +199,10 @@ void sqi_hook(void *ctx, const pst_event_t *ev, const az_scan_t *scan);
 /* after the pass: waiting rows, batches, open scopes, leaks per thread */
 void sqi_finish_rows(loader_t *L);
 void sqi_threads_rows(loader_t *L, const az_scan_t *s);
+
+/* ---- sqlite_frames.c ---- */
+/* stacks, stack_frames, frame_defs, names: each text and each displayed
+ * frame once; 0 or the SQLite error */
+int sqi_stack_rows(loader_t *L, const az_scan_t *s, az_sql_stats_t *st);
 
 #endif

@@ -33,8 +33,12 @@ const char *const sqi_schema =
     "CREATE TABLE modules(id INTEGER PRIMARY KEY, path TEXT, base INTEGER, size_bytes INTEGER,\n"
     "  build_id TEXT, load_ts_ns INTEGER, unload_ts_ns INTEGER);\n"
     "CREATE TABLE stacks(id INTEGER PRIMARY KEY, depth INTEGER, site TEXT);\n"
-    "CREATE TABLE frames(stack_id INTEGER, level INTEGER, pc INTEGER, function TEXT, file TEXT,\n"
-    "  line INTEGER, module TEXT, frame INTEGER, inlined INTEGER, python INTEGER,\n"
+    /* frames is a view over these three: each text once, each displayed
+     * frame once, a stack's rows integers only (sqlite_frames.c) */
+    "CREATE TABLE names(id INTEGER PRIMARY KEY, name TEXT);\n"
+    "CREATE TABLE frame_defs(id INTEGER PRIMARY KEY, pc INTEGER, function INTEGER, file INTEGER, line INTEGER,\n"
+    "  module INTEGER, inlined INTEGER, python INTEGER);\n"
+    "CREATE TABLE stack_frames(stack_id INTEGER, level INTEGER, frame_def INTEGER, frame INTEGER,\n"
     "  PRIMARY KEY(stack_id, level)) WITHOUT ROWID;\n"
     "CREATE TABLE markers(event_id INTEGER PRIMARY KEY, ts_ns INTEGER, tid INTEGER, name TEXT,\n"
     "  kind TEXT, instance INTEGER, payload TEXT);\n"
@@ -141,13 +145,24 @@ const char *const sqi_views =
     "              total(CASE WHEN gap IS NULL THEN size END) AS leaked_bytes, sum(life) AS life, count(life) AS freed,\n"
     "              max(life) AS max_life FROM (SELECT kind, size, gap, " LIFE " AS life FROM heap_rows h) GROUP BY kind) g\n"
     "      JOIN heap_kinds k ON k.kind = g.kind GROUP BY k.stack) h\n"
-    "LEFT JOIN stacks s ON s.id = h.stack GROUP BY 1;\n";
+    "LEFT JOIN stacks s ON s.id = h.stack GROUP BY 1;\n"
+    /* the columns frames had as a table; the names by their ids */
+    /* the columns frames had as a table, the names joined back (joins, not
+     * subqueries: `WHERE function = ?` then starts from names_name) */
+    "CREATE VIEW frames AS SELECT sf.stack_id AS stack_id, sf.level AS level, d.pc AS pc,\n"
+    "  fn.name AS function, fl.name AS file, d.line AS line, md.name AS module,\n"
+    "  sf.frame AS frame, d.inlined AS inlined, d.python AS python\n"
+    "FROM stack_frames sf JOIN frame_defs d ON d.id = sf.frame_def\n"
+    "  LEFT JOIN names fn ON fn.id = d.function LEFT JOIN names fl ON fl.id = d.file\n"
+    "  LEFT JOIN names md ON md.id = d.module;\n";
 
 /* the indexes the documented queries use (small tables) */
 const char *const sqi_indexes =
     "CREATE INDEX markers_name_ts ON markers(name, ts_ns);\n"
     "CREATE INDEX scopes_name ON scopes(name, begin_id);\n"
-    "CREATE INDEX frames_function ON frames(function);\n";
+    /* frames WHERE function = ?: the name, its frame_defs, their stacks' rows */
+    "CREATE INDEX names_name ON names(name);\n"
+    "CREATE INDEX frame_defs_function ON frame_defs(function);\n";
 /* more (--indexes), on the tables that grow with the trace: heap objects
  * by address and by kind (stack), other events by type and time, pool and block
  * events by pool */
@@ -159,7 +174,9 @@ const char *const sqi_extra_indexes =
     "CREATE INDEX heap_rows_kind ON heap_rows(kind);\n"
     "CREATE INDEX event_rows_type_ts ON event_rows(type, ts);\n"
     "CREATE INDEX pools_pool_ts ON pools(pool_id, ts_ns);\n"
-    "CREATE INDEX blocks_pool_block ON blocks(pool_id, block_id, ts_ns);\n";
+    "CREATE INDEX blocks_pool_block ON blocks(pool_id, block_id, ts_ns);\n"
+    /* frames WHERE function = ? without a scan of every stack's rows */
+    "CREATE INDEX stack_frames_def ON stack_frames(frame_def);\n";
 
 const char *const sqi_stmt_sql[ST_N] = {
     "INSERT INTO markers VALUES(?,?,?,?,?,?,?)",

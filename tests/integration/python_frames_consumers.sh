@@ -77,7 +77,7 @@ check record_scale_2 rec b 2
 "$PS" sql "$T/a.pst" -o "$T/a.db" --quiet
 q() { sqlite3 "$T/a.db" "$1"; }
 eq() { [ "$1" = "$2" ] || { echo "  $3: got '$1', want '$2'" >&2; return 1; }; }
-check sql_schema_version_3 eq "$(q "select value from meta where key = 'schema_version'")" 3 schema_version
+check sql_schema_version_4 eq "$(q "select value from meta where key = 'schema_version'")" 4 schema_version
 check sql_python_frame_names_the_line eq \
     "$(q "select count(*) > 0 from frames where python = 1 and function = 'PfHolder.pf_grow' and line = $L_BIG and file like '%/pf_work.py'")" 1 pf_grow
 check sql_python_frames_of_every_function eq "$(q "select count(distinct function) from frames where python = 1

@@ -143,6 +143,23 @@ examples() {
     done
 }
 check schema_md_examples_run examples
+# frames is a view over interned rows: each text once in names, each
+# distinct displayed frame once in frame_defs, a stack's rows integers; a
+# function many stacks pass through is one names row, and the view gives
+# every stack's rows back
+interned() {
+    shared=$(q "$T/e.db" "select function from frames where function is not null group by function
+                          having count(distinct stack_id) > 1 order by count(distinct stack_id) desc limit 1")
+    [ -n "$shared" ] || { echo "  no function on two stacks" >&2; return 1; }
+    eq "$(q "$T/e.db" "select count(*) from names where name = '$shared'")" 1 "names_of_$shared" &&
+    eq "$(q "$T/e.db" "select count(*) from (select name from names group by name having count(*) > 1)")" 0 repeated_names &&
+    eq "$(q "$T/e.db" "select count(*) from (select distinct pc, function, file, line, module, inlined, python from frames)")" \
+       "$(q "$T/e.db" "select count(*) from frame_defs")" frame_defs &&
+    eq "$(q "$T/e.db" "select count(*) from frames")" "$(q "$T/e.db" "select count(*) from stack_frames")" rows &&
+    eq "$(q "$T/e.db" "select count(distinct stack_id) from frames")" "$(q "$T/e.db" "select count(*) from stacks")" stacks &&
+    eq "$(q "$T/e.db" "select value from meta where key = 'schema_version'")" 4 schema_version
+}
+check frames_interned_once interned
 scopes() {
     [ "$(q "$T/e.db" "select count(*) from scopes")" = "$(q "$T/e.db" "select count(*) from markers where kind = 'begin'")" ] &&
     [ "$(q "$T/e.db" "select count(*) from scopes s join markers e on e.event_id = s.end_id and e.kind = 'end' and e.name = s.name and e.instance = s.instance")" = \
