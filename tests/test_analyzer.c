@@ -375,14 +375,15 @@ static void test_sqlite_rows_equal_events_and_schema(void **st)
     assert_int_equal(count_rows(d, "SELECT count(*) FROM stacks"), 2);
     assert_int_equal(count_rows(d, "SELECT count(*) FROM frames"), 4);
     assert_int_equal(count_rows(d, "SELECT value FROM metrics WHERE name = 'peak_live_bytes'"), 350);
-    static const char *const tables[] = { "threads", "stacks", "frames", "modules", "markers", "scopes", "pools",
-                                          "blocks", "rss", "metrics", "meta", "event_types" };
+    static const char *const tables[] = { "threads", "stacks", "names", "frame_defs", "stack_frames", "modules",
+                                          "markers", "scopes", "pools", "blocks", "rss", "metrics", "meta",
+                                          "event_types" };
     for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++) {
         char q[200];
         snprintf(q, sizeof q, "SELECT count(*) FROM sqlite_master WHERE type='table' AND name='%s'", tables[i]);
         assert_int_equal(count_rows(d, q), 1);
     }
-    static const char *const views[] = { "allocations", "events", "sites" };
+    static const char *const views[] = { "allocations", "events", "sites", "frames" };   /* frames: schema 4 */
     for (size_t i = 0; i < sizeof views / sizeof views[0]; i++) {
         char q[200];
         snprintf(q, sizeof q, "SELECT count(*) FROM sqlite_master WHERE type='view' AND name='%s'", views[i]);
