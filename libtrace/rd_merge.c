@@ -510,7 +510,7 @@ static rd_stream_t *rd_tie_scan_(pst_reader_t *r, uint32_t i, uint64_t ts, rd_st
          * the estimate below is for those without */
         uint64_t cs = s->head.cyc, cb = best ? best->head.cyc : 0;
         int f = cs ? 0 : rd_foreign(r, s);
-        if (!best || (cs && cb ? cs < cb || (cs == cb && s->id < best->id)
+        if (!best || (cs && cb ? rd_sheap_less(h, s, best)   /* (time, count, stream id) */
                                : f < *best_f || (f == *best_f && rd_earlier_in_tick(s, best)))) {
             best = s;
             *best_f = f;
@@ -663,8 +663,9 @@ int pst_next(pst_reader_t *r, pst_event_t *ev)
             continue;
         }
         c = rd_constraint(r, s, e, &t, &tseq, &why);
-        if (c == RD_C_NONE && r->causal_times && rd_top_tied(r)) {
-            /* safe only now (a chunk was read): the tie rule as above */
+        if (c == RD_C_NONE && r->causal_times && !e->cyc && rd_top_tied(r)) {
+            /* safe only now (a chunk was read): the tie rule as above (a
+             * top with a count is already its choice) */
             rd_stream_t *o = rd_tie_scan(r, 0, e->ts, NULL);
             return rd_emit(r, o ? o : s, ev);
         }
