@@ -86,6 +86,8 @@ struct az_sym {
     int pyf_done;
     const char **notes;          /* az_sym_note: kept strings */
     size_t n_notes, cap_notes;
+    char *dpkg_out;              /* dpkg -S on every module's file (dpkg_batch) */
+    int dpkg_done;
 };
 
 /* The process's settings (symbolize.h says why they are not per
@@ -289,40 +291,132 @@ static const char *choose_file(az_sym_t *s, const pst_module_t *m, uint64_t load
     return NULL;
 }
 
-/* The Debian package that installed file (`dpkg -S FILE`, run without a
- * shell: the path comes from the trace), into pkg without its ":arch";
- * 0, or -1 when dpkg is not there or owns no such file. */
-static int dpkg_owner(const char *file, char *pkg, size_t len)
+/* Run `dpkg -S` on the n files (without a shell: the paths come from the
+ * trace) and return what it printed, NUL-terminated (NULL when dpkg could
+ * not run or failed outright). Exit status 1 only says that some file is
+ * owned by no package: the others' lines are still there. */
+static char *dpkg_search(char *const *files, size_t n)
 {
+    char **argv = calloc(n + 3, sizeof *argv);
+    if (!argv) return NULL;
+    argv[0] = "dpkg";
+    argv[1] = "-S";
+    for (size_t i = 0; i < n; i++) argv[i + 2] = files[i];
     int fd[2];
-    if (pipe(fd)) return -1;
+    if (pipe(fd)) { free(argv); return NULL; }
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_adddup2(&fa, fd[1], 1);
     posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
     posix_spawn_file_actions_addclose(&fa, fd[0]);
-    char *argv[] = { "dpkg", "-S", (char *)file, NULL };
     pid_t pid;
     extern char **environ;
     int rc = posix_spawnp(&pid, "dpkg", &fa, NULL, argv, environ);
     posix_spawn_file_actions_destroy(&fa);
+    free(argv);
     close(fd[1]);
-    char out[1024];
-    size_t n = 0;
-    ssize_t k;
-    while (!rc && n + 1 < sizeof out && (k = read(fd[0], out + n, sizeof out - 1 - n)) > 0) n += (size_t)k;
+    char *out = NULL;
+    size_t len = 0, cap = 0;
+    int oom = 0;
+    while (!rc) {
+        if (cap - len < 4097) {
+            char *b = realloc(out, cap ? cap * 2 : 8192);
+            if (!b) { oom = 1; break; }   /* read on to the end so that dpkg is not stopped by the pipe */
+            out = b;
+            cap = cap ? cap * 2 : 8192;
+        }
+        ssize_t k = read(fd[0], out + len, cap - len - 1);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) break;
+        len += (size_t)k;
+    }
+    if (oom) { char sink[4096]; while (read(fd[0], sink, sizeof sink) > 0) {} }
     close(fd[0]);
+    if (rc) { free(out); return NULL; }
     int st = 0;
-    if (rc) return -1;
     while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
-    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0 || !n) return -1;
-    out[n] = 0;
-    /* "pkg[:arch][, pkg2...]: /path" -- the first package */
-    size_t e = strcspn(out, ":, \n");
-    if (!e || e >= len) return -1;
-    memcpy(pkg, out, e);
-    pkg[e] = 0;
-    return 0;
+    if (oom || !out || !WIFEXITED(st) || WEXITSTATUS(st) > 1) { free(out); return NULL; }
+    out[len] = 0;
+    return out;
+}
+
+/* The package dpkg's output names for file, into pkg without its ":arch";
+ * 0, or -1 when no line is about file. Lines are "pkg[:arch][, pkg2...]:
+ * /path"; the first line about file counts (a diverted file's first line
+ * names the diversion, as it did when dpkg -S was run on the file alone). */
+static int dpkg_find(const char *out, const char *file, char *pkg, size_t len)
+{
+    size_t fl = strlen(file);
+    for (const char *l = out; l && *l; ) {
+        const char *nl = strchr(l, '\n');
+        size_t ll = nl ? (size_t)(nl - l) : strlen(l);
+        const char *sep = memchr(l, ':', ll);
+        /* the path starts after the first ": " of the line */
+        while (sep && !(sep + 1 < l + ll && sep[1] == ' ')) sep = memchr(sep + 1, ':', (size_t)(l + ll - sep - 1));
+        if (sep && (size_t)(l + ll - (sep + 2)) == fl && !memcmp(sep + 2, file, fl)) {
+            size_t e = strcspn(l, ":, \n");
+            if (!e || e >= len) return -1;
+            memcpy(pkg, l, e);
+            pkg[e] = 0;
+            return 0;
+        }
+        l = nl ? nl + 1 : NULL;
+    }
+    return -1;
+}
+
+/* The Debian package that installed file, into pkg without its ":arch";
+ * 0, or -1 when dpkg is not there or owns no such file. One `dpkg -S` for
+ * a single file, used for a path dpkg would read as a pattern. */
+static int dpkg_owner(const char *file, char *pkg, size_t len)
+{
+    char *f = (char *)file;
+    char *out = dpkg_search(&f, 1);
+    int rc = out ? dpkg_find(out, file, pkg, len) : -1;
+    free(out);
+    return rc;
+}
+
+/* Whether dpkg -S reads arg as a literal path (an absolute one without
+ * its pattern characters), so that its output line names arg itself. */
+static int dpkg_literal(const char *arg)
+{
+    return arg[0] == '/' && !strpbrk(arg, "*?[\\");
+}
+
+/* The owners of every module's file (and of its real path, where a link
+ * leads elsewhere), asked of dpkg in one run the first time a module
+ * without symbols needs one: dpkg reads its whole database for each run
+ * (0.6 s here), and a PyTorch trace has 77 such modules, which made
+ * `report` spend a minute and more in dpkg. Kept in s for the symbolizer's
+ * life. */
+static void dpkg_batch(az_sym_t *s)
+{
+    s->dpkg_done = 1;
+    char **files = calloc(2 * s->n_mods + 1, sizeof *files);
+    if (!files) return;
+    size_t n = 0;
+    for (size_t i = 0; i < s->n_mods; i++) {
+        const char *p = s->mods[i].path;
+        if (!p || !dpkg_literal(p)) continue;
+        files[n++] = (char *)p;
+        char real[PATH_MAX];
+        if (realpath(p, real) && strcmp(real, p) && dpkg_literal(real)) {
+            const char *k = keep(s, real);
+            if (k) files[n++] = (char *)k;
+        }
+    }
+    if (n) s->dpkg_out = dpkg_search(files, n);
+    free(files);
+}
+
+/* The package that installed file: from the batch when file was in it,
+ * else from a run of its own. */
+static int module_owner(az_sym_t *s, const char *file, char *pkg, size_t len)
+{
+    if (!dpkg_literal(file)) return dpkg_owner(file, pkg, len);
+    if (!s->dpkg_done) dpkg_batch(s);
+    return s->dpkg_out ? dpkg_find(s->dpkg_out, file, pkg, len) : -1;
 }
 
 /* Once per module and symbolizer whose frames have no name (no DWARF, no
@@ -338,11 +432,11 @@ static void nosym_note(az_sym_t *s, size_t i)
         return;
     s->mods[i].nosym_said = 1;
     char pkg[256], where[400], e1[1200], e2[1200], msg[4000];
-    int owned = dpkg_owner(s->mods[i].path, pkg, sizeof pkg) == 0;
+    int owned = module_owner(s, s->mods[i].path, pkg, sizeof pkg) == 0;
     if (!owned) {
         char real[PATH_MAX];
         if (realpath(s->mods[i].path, real) && strcmp(real, s->mods[i].path))
-            owned = dpkg_owner(real, pkg, sizeof pkg) == 0;
+            owned = module_owner(s, real, pkg, sizeof pkg) == 0;
     }
     const char *bid = s->mods[i].build_id;
     if (bid && strlen(bid) > 2) snprintf(where, sizeof where, "/usr/lib/debug/.build-id/%.2s/%s.debug", bid, bid + 2);
@@ -454,6 +548,7 @@ void az_sym_destroy(az_sym_t *s)
     free(s->pyf);
     free(s->mods);
     free(s->notes);
+    free(s->dpkg_out);
     free(s->debuginfo_path);
     free(s);
 }
