@@ -86,8 +86,6 @@ struct az_sym {
     int pyf_done;
     const char **notes;          /* az_sym_note: kept strings */
     size_t n_notes, cap_notes;
-    char *dpkg_out;              /* dpkg -S on every module's file (dpkg_batch) */
-    int dpkg_done;
 };
 
 /* The process's settings (symbolize.h says why they are not per
@@ -102,6 +100,11 @@ static struct {
     void *warn_ctx;
     char **said;                 /* messages given, once each */
     size_t n_said;
+    /* what dpkg said owns each file asked about (pkg NULL: no package);
+     * process-wide because report opens more than one symbolizer on a
+     * trace (suppressions, the text) and each dpkg run costs 0.6 s */
+    struct { char *path, *pkg; } *owners;
+    size_t n_owners;
 } g_set;
 
 int az_sym_add_debug_dir(const char *dir)
@@ -146,6 +149,8 @@ void az_sym_reset_settings(void)
     free(g_set.dirs);
     free(g_set.bins);
     free(g_set.said);
+    for (size_t i = 0; i < g_set.n_owners; i++) { free(g_set.owners[i].path); free(g_set.owners[i].pkg); }
+    free(g_set.owners);
     memset(&g_set, 0, sizeof g_set);
 }
 
@@ -384,39 +389,71 @@ static int dpkg_literal(const char *arg)
     return arg[0] == '/' && !strpbrk(arg, "*?[\\");
 }
 
-/* The owners of every module's file (and of its real path, where a link
- * leads elsewhere), asked of dpkg in one run the first time a module
- * without symbols needs one: dpkg reads its whole database for each run
- * (0.6 s here), and a PyTorch trace has 77 such modules, which made
- * `report` spend a minute and more in dpkg. Kept in s for the symbolizer's
- * life. */
+/* The owner dpkg gave for file: its g_set.owners entry, or NULL when
+ * file was never asked about. */
+static const char **owner_of(const char *file)
+{
+    for (size_t i = 0; i < g_set.n_owners; i++)
+        if (!strcmp(g_set.owners[i].path, file)) return (const char **)&g_set.owners[i].pkg;
+    return NULL;
+}
+
+/* Remember what dpkg's output out says of file (out NULL: dpkg did not
+ * run; remembered as no package, as a run of its own would say). */
+static void owner_keep(const char *out, const char *file)
+{
+    if (owner_of(file)) return;
+    void *a = realloc(g_set.owners, (g_set.n_owners + 1) * sizeof *g_set.owners);
+    if (!a) return;
+    g_set.owners = a;
+    char pkg[256];
+    char *path = strdup(file);
+    char *owner = out && !dpkg_find(out, file, pkg, sizeof pkg) ? strdup(pkg) : NULL;
+    if (!path) { free(owner); return; }
+    g_set.owners[g_set.n_owners].path = path;
+    g_set.owners[g_set.n_owners++].pkg = owner;
+}
+
+/* Ask dpkg in one run about every module's file (and its real path,
+ * where a link leads elsewhere) that it was not asked about yet, the
+ * first time a module without symbols needs an owner: dpkg reads its
+ * whole database on each run (0.6 s here), and a PyTorch trace has 77
+ * modules without symbols, which made `report` spend a minute and more
+ * in dpkg. */
 static void dpkg_batch(az_sym_t *s)
 {
-    s->dpkg_done = 1;
     char **files = calloc(2 * s->n_mods + 1, sizeof *files);
     if (!files) return;
     size_t n = 0;
     for (size_t i = 0; i < s->n_mods; i++) {
         const char *p = s->mods[i].path;
         if (!p || !dpkg_literal(p)) continue;
-        files[n++] = (char *)p;
+        if (!owner_of(p)) files[n++] = (char *)p;
         char real[PATH_MAX];
-        if (realpath(p, real) && strcmp(real, p) && dpkg_literal(real)) {
+        if (realpath(p, real) && strcmp(real, p) && dpkg_literal(real) && !owner_of(real)) {
             const char *k = keep(s, real);
             if (k) files[n++] = (char *)k;
         }
     }
-    if (n) s->dpkg_out = dpkg_search(files, n);
+    char *out = n ? dpkg_search(files, n) : NULL;
+    for (size_t i = 0; i < n; i++) owner_keep(out, files[i]);
+    free(out);
     free(files);
 }
 
-/* The package that installed file: from the batch when file was in it,
- * else from a run of its own. */
+/* The package that installed file: from what dpkg said of it in a
+ * batch, else from a run of its own. */
 static int module_owner(az_sym_t *s, const char *file, char *pkg, size_t len)
 {
     if (!dpkg_literal(file)) return dpkg_owner(file, pkg, len);
-    if (!s->dpkg_done) dpkg_batch(s);
-    return s->dpkg_out ? dpkg_find(s->dpkg_out, file, pkg, len) : -1;
+    const char **o = owner_of(file);
+    if (!o) {
+        dpkg_batch(s);
+        if (!(o = owner_of(file))) return dpkg_owner(file, pkg, len);
+    }
+    if (!*o || strlen(*o) >= len) return -1;
+    strcpy(pkg, *o);
+    return 0;
 }
 
 /* Once per module and symbolizer whose frames have no name (no DWARF, no
@@ -548,7 +585,6 @@ void az_sym_destroy(az_sym_t *s)
     free(s->pyf);
     free(s->mods);
     free(s->notes);
-    free(s->dpkg_out);
     free(s->debuginfo_path);
     free(s);
 }
