@@ -64,15 +64,53 @@ struct az_sv {
     psc_map_t memo;              /* stack id -> index into labs */
     lab_t *labs;
     size_t n_labs, cap_labs;
-    psc_strs_t strs;             /* labels, files and callers' names */
+    psc_strs_t strs;             /* labels, files and callers' names, each text once */
+    psc_map_t texts;             /* hash of a text (probed on a clash) -> its copy in strs */
     az_dsite_t *rows[AZ_SV_KINDS];
     size_t n_rows[AZ_SV_KINDS];
     int rows_done[AZ_SV_KINDS];
     az_frame_t *buf;             /* az_sv_frames scratch */
     size_t cap_buf;
+    /* Pattern results by the address of the one string they test: the
+     * symbolizer keeps each function, file and module text at one address
+     * for its life, and a PyTorch trace's 1.4 M stacks (113 M frames) name
+     * a few thousand of them, so each wrapper pattern runs once per
+     * distinct text instead of once per frame (a third of `report`'s time
+     * when it ran per frame). A pointer member: the functions that fill it
+     * take a const view, and the memo changes no answer. */
+    psc_map_t *seen;             /* tag << 56 | address -> 1 yes, 2 no */
 };
 
-static const char *keep(az_sv_t *v, const char *str) { return psc_strs_keep(&v->strs, str); }
+/* what a memo entry says of its string (the key's top byte) */
+enum { SEEN_SKIP_FN = 1, SEEN_SKIP_FILE = 2, SEEN_TRACER = 3 };
+
+static uint64_t text_hash(const char *s)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
+    return h;
+}
+
+/* str's copy in v, one per distinct text: 1.4 M stacks of a PyTorch run
+ * share a few thousand labels (213 MB of copies when each stack kept its
+ * own). NULL for NULL or out of memory. */
+static const char *keep(az_sv_t *v, const char *str)
+{
+    if (!str) return NULL;
+    for (uint64_t key = text_hash(str);; key = key * 0x9E3779B97F4A7C15ull + 1) {
+        int is_new;
+        const char **slot = psc_map_put_sz(&v->texts, key, &is_new, sizeof *slot);
+        if (!slot) return psc_strs_keep(&v->strs, str);   /* no room to share: a copy of its own */
+        if (!is_new) {
+            if (!strcmp(*slot, str)) return *slot;
+            continue;            /* another text with this key: probe the next */
+        }
+        const char *copy = psc_strs_keep(&v->strs, str);
+        if (copy) *slot = copy;
+        else psc_map_del(&v->texts, key);
+        return copy;
+    }
+}
 
 az_sv_t *az_sv_create(const az_scan_t *s, az_sym_t *sym, const az_sv_opts_t *o)
 {
@@ -82,7 +120,16 @@ az_sv_t *az_sv_create(const az_scan_t *s, az_sym_t *sym, const az_sv_opts_t *o)
     v->sym = sym;
     if (o) v->o = *o;
     if (!v->o.depth) v->o.depth = 2;
-    if (psc_map_init(&v->memo, sizeof(uint32_t), 256, 50, NULL)) { free(v); return NULL; }
+    v->seen = malloc(sizeof *v->seen);
+    if (!v->seen || psc_map_init(v->seen, 1, 1024, 50, NULL)) { free(v->seen); free(v); return NULL; }
+    if (psc_map_init(&v->memo, sizeof(uint32_t), 256, 50, NULL) ||
+        psc_map_init(&v->texts, sizeof(const char *), 256, 50, NULL)) {
+        psc_map_free(&v->memo);
+        psc_map_free(v->seen);
+        free(v->seen);
+        free(v);
+        return NULL;
+    }
     return v;
 }
 
@@ -90,6 +137,9 @@ void az_sv_destroy(az_sv_t *v)
 {
     if (!v) return;
     psc_map_free(&v->memo);
+    psc_map_free(&v->texts);
+    psc_map_free(v->seen);
+    free(v->seen);
     psc_strs_free(&v->strs);
     free(v->labs);
     for (int k = 0; k < AZ_SV_KINDS; k++) free(v->rows[k]);
@@ -97,28 +147,60 @@ void az_sv_destroy(az_sv_t *v)
     free(v);
 }
 
-static int match(const char *pat, const az_frame_t *f)
+/* Does file pattern pat (after "file:") match path? A path relative to
+ * the compilation directory ("pool/bufpool.c") matches "*\/pool/bufpool.c"
+ * too. */
+static int file_match(const char *pat, const char *path)
 {
-    if (!strncmp(pat, "file:", 5)) {
-        if (!f->file) return 0;
-        if (fnmatch(pat + 5, f->file, 0) == 0) return 1;
-        /* a path relative to the compilation directory ("pool/bufpool.c")
-         * matches "*\/pool/bufpool.c" too */
-        char abs[4096];
-        return f->file[0] != '/' && snprintf(abs, sizeof abs, "/%s", f->file) < (int)sizeof abs &&
-               fnmatch(pat + 5, abs, 0) == 0;
-    }
-    return f->function && fnmatch(pat, f->function, 0) == 0;
+    if (fnmatch(pat, path, 0) == 0) return 1;
+    char abs[4096];
+    return path[0] != '/' && snprintf(abs, sizeof abs, "/%s", path) < (int)sizeof abs && fnmatch(pat, abs, 0) == 0;
 }
 
-int az_sv_skipped(const az_sv_t *v, const az_frame_t *f)
+/* Does wrapper pattern pat name text, a function (files 0) or a file
+ * path (files 1)? A "file:" pattern names only files, any other only
+ * functions. */
+static int pat_hits(const char *pat, const char *text, int files)
+{
+    if (!strncmp(pat, "file:", 5)) return files && file_match(pat + 5, text);
+    return !files && fnmatch(pat, text, 0) == 0;
+}
+
+static int skip_text(const az_sv_t *v, const char *text, int files)
 {
     if (!v->o.no_skip)
         for (const char *const *p = az_sv_default_skip; *p; p++)
-            if (match(*p, f)) return 1;
+            if (pat_hits(*p, text, files)) return 1;
     for (size_t i = 0; i < v->o.n_skip; i++)
-        if (v->o.skip[i] && match(v->o.skip[i], f)) return 1;
+        if (v->o.skip[i] && pat_hits(v->o.skip[i], text, files)) return 1;
     return 0;
+}
+
+/* The memoized answer for text under tag, test(v, text) when new. */
+static int seen(const az_sv_t *v, int tag, const char *text, int (*test)(const az_sv_t *, const char *))
+{
+    uint64_t key = (uint64_t)tag << 56 | (uint64_t)(uintptr_t)text;
+    uint8_t *r = psc_map_get_sz(v->seen, key, 1);
+    if (r) return *r == 1;
+    int yes = test(v, text);
+    if ((uint64_t)(uintptr_t)text >> 56 == 0 && (r = psc_map_put_sz(v->seen, key, NULL, 1))) *r = yes ? 1 : 2;
+    return yes;
+}
+
+static int is_tracer_module(const az_sv_t *v, const char *module)
+{
+    (void)v;
+    az_frame_t f = { .module = module };
+    return az_sym_is_tracer(&f);
+}
+
+static int skip_fn(const az_sv_t *v, const char *fn) { return skip_text(v, fn, 0); }
+static int skip_file(const az_sv_t *v, const char *file) { return skip_text(v, file, 1); }
+
+int az_sv_skipped(const az_sv_t *v, const az_frame_t *f)
+{
+    return (f->function && seen(v, SEEN_SKIP_FN, f->function, skip_fn)) ||
+           (f->file && seen(v, SEEN_SKIP_FILE, f->file, skip_file));
 }
 
 const char *az_sv_short(const char *name, char *buf, size_t len)
@@ -127,7 +209,8 @@ const char *az_sv_short(const char *name, char *buf, size_t len)
     size_t o = 0;
     int depth = 0;
     for (const char *p = name; *p && o + 1 < len;) {
-        if (!strncmp(p, "operator", 8) && (p == name || p[-1] == ':' || p[-1] == ' ')) {
+        /* the first character before a call: this runs per character */
+        if (*p == 'o' && !strncmp(p, "operator", 8) && (p == name || p[-1] == ':' || p[-1] == ' ')) {
             size_t k = 8;
             if (!strncmp(p + 8, "()", 2)) k = 10;
             else while (p[k] && strchr("<>=!+-*/%^&|~[],", p[k])) k++;
@@ -135,7 +218,7 @@ const char *az_sv_short(const char *name, char *buf, size_t len)
             p += k;
             continue;
         }
-        if (depth == 0 && !strncmp(p, "(anonymous namespace)", 21)) {
+        if (*p == '(' && depth == 0 && !strncmp(p, "(anonymous namespace)", 21)) {
             for (size_t i = 0; i < 21 && o + 1 < len; i++) buf[o++] = p[i];
             p += 21;
             continue;
@@ -160,7 +243,7 @@ const char *az_sv_fold(const char *name, char *buf, size_t len)
     static const char ell[] = "\xe2\x80\xa6";   /* U+2026 */
     for (const char *p = name; *p && o + 1 < len; p++) {
         /* operator<, operator<<=, operator->, operator<=>: no bracket */
-        if (!strncmp(p, "operator", 8) && (p == name || strchr(": ~", p[-1]))) {
+        if (*p == 'o' && !strncmp(p, "operator", 8) && (p == name || strchr(": ~", p[-1]))) {
             size_t k = 8;
             while (p[k] && strchr("<>=-", p[k])) k++;
             for (size_t i = 0; i < k && o + 1 < len; i++)
@@ -209,7 +292,7 @@ size_t az_sv_frames(az_sv_t *v, uint32_t stack, az_frame_t *out, size_t max)
     if (n > max) n = max;
     size_t k = 0;
     for (size_t i = 0; i < n; i++)
-        if (!az_sym_is_tracer(&out[i])) out[k++] = out[i];
+        if (!out[i].module || !seen(v, SEEN_TRACER, out[i].module, is_tracer_module)) out[k++] = out[i];
     return k;
 }
 

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "grow.h"
+#include "hashmap.h"
 #include "poolscope/error.h"
 #include "scan.h"
 #include "sites.h"
@@ -146,11 +147,31 @@ static int frame_match(const char *pat, const az_frame_t *f)
     return fnmatch(pat, az_sv_short(f->function, sh, sizeof sh), 0) == 0;
 }
 
-static int pat_match(const pat_t *p, const az_frame_t *fr, size_t n)
+/* frame_match's answers by (pattern part, the address of the one text it
+ * tests): the symbolizer keeps each function, file and module text at one
+ * address for its life, and the leaked stacks of a PyTorch run name a few
+ * thousand texts in 100 M frames, so each part runs fnmatch once per text.
+ * Key: part number + 1 in the top 16 bits, the address below (user
+ * addresses fit 47 bits; others are not memoized). */
+static int part_match(psc_map_t *memo, size_t part, const char *pat, const az_frame_t *f)
+{
+    const char *text = !strncmp(pat, "module:", 7) ? f->module : !strncmp(pat, "file:", 5) ? f->file : f->function;
+    if (!text) return 0;
+    if (part >= 0xffff || (uint64_t)(uintptr_t)text >> 48) return frame_match(pat, f);
+    uint64_t key = (uint64_t)(part + 1) << 48 | (uint64_t)(uintptr_t)text;
+    uint8_t *r = psc_map_get_sz(memo, key, 1);
+    if (r) return *r == 1;
+    int yes = frame_match(pat, f);
+    if ((r = psc_map_put_sz(memo, key, NULL, 1))) *r = yes ? 1 : 2;
+    return yes;
+}
+
+/* Does pattern p, whose parts are numbered from part0, match fr[0..n)? */
+static int pat_match(psc_map_t *memo, size_t part0, const pat_t *p, const az_frame_t *fr, size_t n)
 {
     for (size_t at = 0; at + p->n_part <= n; at++) {
         size_t k = 0;
-        while (k < p->n_part && frame_match(p->part[k], &fr[at + k])) k++;
+        while (k < p->n_part && part_match(memo, part0 + k, p->part[k], &fr[at + k])) k++;
         if (k == p->n_part) return 1;
     }
     return 0;
@@ -200,8 +221,9 @@ int az_supp_apply(az_scan_t *s)
     az_sv_t *v = sym ? az_sv_create(s, sym, NULL) : NULL;
     size_t cap = 4096;
     az_frame_t *fr = malloc(cap * sizeof *fr);
-    int rc = PSC_ENOMEM;
-    if (!res || !hits || !v || !fr) goto out;
+    psc_map_t memo;
+    int rc = PSC_ENOMEM, memo_ok = psc_map_init(&memo, 1, 1024, 50, NULL) == 0;
+    if (!res || !hits || !v || !fr || !memo_ok) goto out;
     size_t n_sites = 0;
     const az_site_t *si = az_sites(s->heap, &n_sites);
     /* the stacks first: az_site_suppress changes what az_sites returns */
@@ -213,9 +235,11 @@ int az_supp_apply(az_scan_t *s)
     for (size_t i = 0; i < n_leaky; i++) {
         size_t n = az_sv_frames(v, leaky[i], fr, cap);
         if (n > cap) n = cap;
-        for (size_t k = 0; k < n_pat; k++) {
+        for (size_t k = 0, part0 = 0; k < n_pat; k++) {
             const pat_t *p = k < g.n ? &g.p[k] : &defs[k - g.n];
-            if (!pat_match(p, fr, n)) continue;
+            int hit = pat_match(&memo, part0, p, fr, n);
+            part0 += p->n_part;
+            if (!hit) continue;
             uint64_t b, c;
             if (az_site_suppress(s->heap, &s->heap_r, leaky[i], &b, &c)) {
                 leaky[res->n_stacks++] = leaky[i];   /* kept in place: i only grows */
@@ -249,6 +273,7 @@ int az_supp_apply(az_scan_t *s)
     if (res->n) { s->supp = res; res = NULL; }
     rc = 0;
 out:
+    if (memo_ok) psc_map_free(&memo);
     free(fr);
     free(hits);
     az_supp_free(res);

@@ -1,6 +1,8 @@
 /* test_sites.c — the symbolizer's address rule, demangling, wrapper
  * patterns and short names (analyzer/symbolize.c, demangle.c, sites.c).
  * Expectations are the C++ ABI's names and this file's own __LINE__. */
+#include <dlfcn.h>
+#include <fnmatch.h>
 #include <link.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -113,6 +115,51 @@ static void test_default_wrappers_and_user_ps_functions(void **st)
     az_sv_destroy(v);
 }
 
+/* Every fnmatch of the analyzer goes through here (it is linked into this
+ * executable, whose definition wins over libc's): the calls are counted and
+ * passed on. */
+static unsigned long n_fnmatch;
+int fnmatch(const char *pattern, const char *string, int flags)
+{
+    static int (*real)(const char *, const char *, int);
+    if (!real) *(void **)&real = dlsym(RTLD_NEXT, "fnmatch");
+    n_fnmatch++;
+    return real(pattern, string, flags);
+}
+
+/* A wrapper test runs the patterns once per distinct function or file
+ * text, not once per frame: a PyTorch trace's 113 M frames name a few
+ * thousand functions. The same text at the same address asks no pattern
+ * again, and gives the same answer; another copy of the text is tested
+ * afresh and answers alike. */
+static void test_wrapper_patterns_run_once_per_text(void **st)
+{
+    (void)st;
+    az_sv_t *v = az_sv_create(NULL, NULL, NULL);
+    assert_non_null(v);
+    char a1[] = "operator new(unsigned long)", a2[] = "operator new(unsigned long)", k[] = "main";
+    char path[] = "/src/poolscope/pool/bufpool.c";
+    az_frame_t w = fn(a1, NULL), w2 = fn(a2, NULL), m = fn(k, path);
+    unsigned long before = n_fnmatch;
+    assert_true(az_sv_skipped(v, &w));
+    unsigned long first = n_fnmatch - before;
+    assert_true(first > 0);                       /* the patterns did run */
+    for (int i = 0; i < 100; i++) assert_true(az_sv_skipped(v, &w));
+    assert_int_equal(n_fnmatch - before, first);  /* and never again for this text */
+    assert_true(az_sv_skipped(v, &w2));           /* the same text elsewhere: tested, same answer */
+    assert_true(n_fnmatch - before > first);
+    before = n_fnmatch;
+    assert_true(az_sv_skipped(v, &m));            /* main is no wrapper, its file is one */
+    first = n_fnmatch - before;
+    for (int i = 0; i < 100; i++) assert_true(az_sv_skipped(v, &m));
+    assert_int_equal(n_fnmatch - before, first);
+    az_frame_t plain = fn(k, NULL);               /* main alone: kept, from the memo */
+    before = n_fnmatch;
+    assert_false(az_sv_skipped(v, &plain));
+    assert_int_equal(n_fnmatch, before);
+    az_sv_destroy(v);
+}
+
 /* ---- the address rule on this very executable ------------------------------- */
 
 static uint64_t ra;
@@ -178,6 +225,7 @@ int main(void)
         cmocka_unit_test(test_short_names_drop_parameters),
         cmocka_unit_test(test_fold_template_arguments),
         cmocka_unit_test(test_default_wrappers_and_user_ps_functions),
+        cmocka_unit_test(test_wrapper_patterns_run_once_per_text),
         cmocka_unit_test(test_return_address_names_the_call_line),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
