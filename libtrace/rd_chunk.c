@@ -19,7 +19,6 @@
 #include "rd_chunk.h"
 
 #define RD_MAX_HDR_TLV     (16u << 20)
-#define RD_MAX_STACK_DEPTH 4096
 
 /* ---- source ------------------------------------------------------------------ */
 
@@ -209,6 +208,68 @@ static int rd_def_string(pst_reader_t *r, uint64_t id, const uint8_t *b, size_t 
     return 0;
 }
 
+static size_t node_slot(const pst_reader_t *r, uint32_t up, uint64_t pc)
+{
+    uint64_t h = (pc ^ (uint64_t)up << 40 ^ up) * 0x9E3779B97F4A7C15ull;
+    return (size_t)(h >> 20) & r->node_mask;
+}
+
+/* The node of frame pc under node up, made when new; 0 out of memory. */
+static uint32_t node_intern(pst_reader_t *r, uint32_t up, uint64_t pc)
+{
+    if (((size_t)r->n_nodes + 1) * 10 > (r->node_mask + 1) * 7) {   /* keep the load under 70% */
+        size_t cap = r->node_mask ? (r->node_mask + 1) * 2 : 4096;
+        uint32_t *t = calloc(cap, sizeof *t);
+        if (!t) return 0;
+        free(r->node_tab);
+        r->node_tab = t;
+        r->node_mask = cap - 1;
+        for (uint32_t i = 1; i < r->n_nodes; i++) {
+            size_t h = node_slot(r, r->nodes[i].up, r->nodes[i].pc);
+            while (t[h]) h = (h + 1) & r->node_mask;
+            t[h] = i;
+        }
+    }
+    size_t h = node_slot(r, up, pc);
+    for (uint32_t k; (k = r->node_tab[h]); h = (h + 1) & r->node_mask)
+        if (r->nodes[k].pc == pc && r->nodes[k].up == up) return k;
+    if (r->n_nodes == UINT32_MAX) return 0;
+    if (r->n_nodes == r->cap_nodes) {
+        size_t cap = r->cap_nodes ? (size_t)r->cap_nodes * 2 : 4096;
+        if (cap > UINT32_MAX) cap = UINT32_MAX;
+        rd_node_t *a = realloc(r->nodes, cap * sizeof *a);
+        if (!a) return 0;
+        r->nodes = a;
+        r->cap_nodes = (uint32_t)cap;
+    }
+    r->nodes[r->n_nodes] = (rd_node_t){ pc, up };
+    r->node_tab[h] = r->n_nodes;
+    return r->n_nodes++;
+}
+
+/* The innermost node of stack f[0..n) (innermost first), its nodes made
+ * when new; 0 for an empty stack or out of memory. The previous stack's
+ * path is walked first: consecutive stacks mostly share their outer
+ * frames, which then cost a compare instead of a hash probe. */
+static uint32_t rd_stack_leaf(pst_reader_t *r, const uint64_t *f, uint32_t n)
+{
+    if (!r->n_nodes) {   /* the root */
+        r->nodes = malloc(4096 * sizeof *r->nodes);
+        if (!r->nodes) return 0;
+        r->cap_nodes = 4096;
+        r->nodes[0] = (rd_node_t){ 0, 0 };
+        r->n_nodes = 1;
+    }
+    uint32_t node = 0, k = 0;
+    while (k < n && k < r->n_path && r->nodes[r->path[k]].pc == f[n - 1 - k]) node = r->path[k++];
+    for (; k < n; k++) {
+        if (!(node = node_intern(r, node, f[n - 1 - k]))) { r->n_path = 0; return 0; }
+        r->path[k] = node;
+    }
+    r->n_path = n;
+    return node;
+}
+
 /* 1 ok, 0 malformed, negative error */
 static int rd_parse_meta(pst_reader_t *r, const uint8_t *p, const uint8_t *end)
 {
@@ -224,22 +285,17 @@ static int rd_parse_meta(pst_reader_t *r, const uint8_t *p, const uint8_t *end)
         } else if (kind == PST_META_STACK) {
             if (!(p = pst_get_varint(p, end, &id)) || !(p = pst_get_varint(p, end, &n))) return 0;
             if (n > RD_MAX_STACK_DEPTH || n > (uint64_t)(end - p)) return 0;
-            uint64_t *f = malloc((n ? n : 1) * sizeof *f);
-            if (!f) return PSC_ENOMEM;
+            uint64_t *f = r->parse_f;
             for (uint64_t i = 0; i < n; i++) {
-                if (!(p = pst_get_varint(p, end, &v))) { free(f); return 0; }
+                if (!(p = pst_get_varint(p, end, &v))) return 0;
                 f[i] = i ? f[i - 1] + (uint64_t)pst_unzigzag(v) : v;
             }
-            if (rd_map_get(&r->stack_ids, id, NULL)) { free(f); continue; }
-            if (r->n_stacks == r->cap_stacks) {
-                size_t cap = r->cap_stacks ? r->cap_stacks * 2 : 64;
-                rd_stack_t *a = realloc(r->stacks, cap * sizeof *a);
-                if (!a) { free(f); return PSC_ENOMEM; }
-                r->stacks = a;
-                r->cap_stacks = (uint32_t)cap;
-            }
-            if (rd_map_put(&r->stack_ids, id, r->n_stacks)) { free(f); return PSC_ENOMEM; }
-            r->stacks[r->n_stacks++] = (rd_stack_t){ f, (uint32_t)n };
+            if (rd_map_get(&r->stack_ids, id, NULL)) continue;   /* first definition wins */
+            RD_GROW(r->stacks, r->n_stacks, r->cap_stacks, 64);
+            uint32_t leaf = rd_stack_leaf(r, f, (uint32_t)n);
+            if (n && !leaf) return PSC_ENOMEM;
+            if (rd_map_put(&r->stack_ids, id, r->n_stacks)) return PSC_ENOMEM;
+            r->stacks[r->n_stacks++] = (rd_stack_t){ leaf, (uint32_t)n };
         } else if (kind == PST_META_MODULE) {
             uint64_t op, ts, base, size, plen, blen;
             if (!(p = pst_get_varint(p, end, &op)) || !(p = pst_get_varint(p, end, &ts)) ||
@@ -291,12 +347,25 @@ const char *pst_string_at(const pst_reader_t *r, size_t i)
     return i < r->n_strings ? r->strings[i].s : NULL;
 }
 
+/* Stack i's frames, innermost first, in r->stk_out (overwritten by the
+ * next call for another stack). */
+static const uint64_t *stack_frames(const pst_reader_t *r, uint64_t i)
+{
+    rd_stack_out_t *o = r->stk_out;
+    if (o->idx != i + 1) {
+        uint32_t node = r->stacks[i].leaf;
+        for (uint32_t k = 0; k < r->stacks[i].depth; k++, node = r->nodes[node].up) o->f[k] = r->nodes[node].pc;
+        o->idx = i + 1;
+    }
+    return o->f;
+}
+
 const uint64_t *pst_stack(const pst_reader_t *r, uint32_t id, uint32_t *depth)
 {
     uint64_t i;
     if (!rd_map_get(&r->stack_ids, id, &i)) { if (depth) *depth = 0; return NULL; }
     if (depth) *depth = r->stacks[i].depth;
-    return r->stacks[i].f;
+    return stack_frames(r, i);
 }
 
 size_t pst_stack_count(const pst_reader_t *r)
@@ -308,7 +377,7 @@ const uint64_t *pst_stack_at(const pst_reader_t *r, size_t i, uint32_t *depth)
 {
     if (i >= r->n_stacks) { *depth = 0; return NULL; }
     *depth = r->stacks[i].depth;
-    return r->stacks[i].f;
+    return stack_frames(r, i);
 }
 
 const pst_module_t *pst_modules(const pst_reader_t *r, size_t *n)

@@ -31,13 +31,16 @@ static pst_reader_t *rd_reader_new(void)
     r->sync_guard = RD_SYNC_GUARD;
     r->idbuf = malloc(PST_MAX_IDS * sizeof *r->idbuf);
     r->out_ids = malloc(PST_MAX_IDS * sizeof *r->out_ids);
-    if (!r->idbuf || !r->out_ids || rd_map_init(&r->string_ids) || rd_map_init(&r->stack_ids) ||
+    r->stk_out = calloc(1, sizeof *r->stk_out);
+    r->parse_f = malloc(RD_MAX_STACK_DEPTH * sizeof *r->parse_f);
+    r->path = malloc(RD_MAX_STACK_DEPTH * sizeof *r->path);
+    if (!r->idbuf || !r->out_ids || !r->stk_out || !r->parse_f || !r->path || rd_map_init(&r->string_ids) || rd_map_init(&r->stack_ids) ||
         rd_map_init(&r->stream_ids) || rd_map_init(&r->pool_ids) ||
         rd_amap_init(&r->pend[0].head) || rd_amap_init(&r->pend[1].head) || rd_amap_init(&r->ahead)) {
         psc_map_free(&r->pend[0].head); psc_map_free(&r->pend[1].head); psc_map_free(&r->ahead);
         psc_map_free(&r->string_ids); psc_map_free(&r->stack_ids);
         psc_map_free(&r->stream_ids); psc_map_free(&r->pool_ids);
-        free(r->idbuf); free(r->out_ids); free(r);
+        free(r->idbuf); free(r->out_ids); free(r->stk_out); free(r->parse_f); free(r->path); free(r);
         return NULL;
     }
     rd_decode_init(r);
@@ -97,8 +100,12 @@ void pst_close(pst_reader_t *r)
     free(r->exe); free(r->tool); free(r->host); free(r->scope_funcs); free(r->argv_raw); free(r->argv);
     for (uint32_t i = 0; i < r->n_strings; i++) free(r->strings[i].s);
     free(r->strings);
-    for (uint32_t i = 0; i < r->n_stacks; i++) free(r->stacks[i].f);
     free(r->stacks);
+    free(r->nodes);
+    free(r->node_tab);
+    free(r->path);
+    free(r->parse_f);
+    free(r->stk_out);
     for (size_t i = 0; i < r->n_mods; i++) { free((void *)r->mods[i].path); free((void *)r->mods[i].build_id); }
     free(r->mods);
     psc_map_free(&r->string_ids);

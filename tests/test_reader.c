@@ -168,6 +168,51 @@ static void test_header_strings_stacks_modules_are_readable(void **state)
     free(m.p);
 }
 
+/* Stacks that share their outer frames are kept once per distinct frame
+ * path (a prefix tree, rd_chunk.c), not as one array each: 16,000 stacks of
+ * 128 frames that differ only in the innermost one would hold 16 MB as
+ * arrays; the reader's heap grows by less than 4 MB while reading them
+ * (mallinfo2), and every stack reads back as written, alternating ids
+ * (pst_stack's answer is rebuilt per call). */
+static void test_shared_outer_frames_are_kept_once(void **state)
+{
+    (void)state;
+    enum { N = 16000, D = PST_MAX_DEPTH };
+    pst_writer_cfg_t cfg = base_cfg;
+    cfg.depth = PST_MAX_DEPTH;
+    membuf_t m;
+    pst_writer_t *w = mem_writer(&m, &cfg);
+    static uint64_t fr[D];
+    for (int k = 1; k < D; k++) fr[k] = 0x400000 + 16 * (uint64_t)k;
+    for (int i = 0; i < N; i++) {
+        fr[0] = 0x7f0000000000ull + 32 * (uint64_t)i;
+        assert_int_equal(pst_writer_stack(w, fr, D), (uint32_t)i + 1);
+    }
+    pst_event_t ev = { .type = PST_EV_MALLOC, .stack = N, .f = { 0x7f0000001000, 8 } };
+    pst_writer_time(w, 1000);
+    assert_int_equal(pst_writer_event(w, 1, &ev), 0);
+    assert_int_equal(pst_writer_close(w), 0);
+    int err = 0;
+    pst_reader_t *r = pst_open_mem(m.p, m.len, &err);
+    assert_non_null(r);
+    size_t before = mallinfo2().uordblks;
+    while (pst_next(r, &ev) > 0) {}
+    size_t grew = mallinfo2().uordblks - before;
+    print_message("reader heap grew by %zu bytes for %d stacks of %d frames\n", grew, N, D);
+    assert_true(grew < (4u << 20));
+    assert_int_equal(pst_stack_count(r), N);
+    for (int i = 0; i < N; i++) {
+        uint32_t id = (uint32_t)(i % 2 ? i + 1 : N - i), depth = 0;   /* ids from both ends in turn */
+        const uint64_t *f = pst_stack(r, id, &depth);
+        assert_non_null(f);
+        assert_int_equal(depth, D);
+        assert_int_equal(f[0], 0x7f0000000000ull + 32 * (uint64_t)(id - 1));
+        for (int k = 1; k < D; k++) assert_int_equal(f[k], 0x400000 + 16 * (uint64_t)k);
+    }
+    pst_close(r);
+    free(m.p);
+}
+
 static void test_file_reader_matches_memory_reader_across_read_blocks(void **state)
 {
     (void)state;
@@ -1964,6 +2009,7 @@ int main(void)
         cmocka_unit_test(test_versioned_churn_reads_back_the_fields_written),
         cmocka_unit_test(test_sync_chunks_bound_the_queue_behind_a_quiet_thread),
         cmocka_unit_test(test_golden_trace_decodes_to_expected_listing_and_writer_reproduces_it),
+        cmocka_unit_test(test_shared_outer_frames_are_kept_once),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

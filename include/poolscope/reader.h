@@ -97,7 +97,11 @@ void pst_reader_set_window(pst_reader_t *r, uint64_t ns);
 const char *pst_string(const pst_reader_t *r, uint32_t id);            /* NULL if undefined */
 size_t pst_string_count(const pst_reader_t *r);                        /* strings defined */
 const char *pst_string_at(const pst_reader_t *r, size_t i);            /* the i-th defined, i < count */
-const uint64_t *pst_stack(const pst_reader_t *r, uint32_t id, uint32_t *depth); /* innermost first */
+/* A stack's frames, innermost first (NULL if undefined). The reader keeps
+ * stacks as a tree of shared frames and builds the array per call: it is
+ * valid until the next pst_stack or pst_stack_at on the same reader, so
+ * copy it to keep two at once. */
+const uint64_t *pst_stack(const pst_reader_t *r, uint32_t id, uint32_t *depth);
 size_t pst_stack_count(const pst_reader_t *r);                         /* stacks defined */
 const uint64_t *pst_stack_at(const pst_reader_t *r, size_t i, uint32_t *depth); /* the i-th defined, i < count */
 
