@@ -15,9 +15,10 @@
  *      execve (nothing that takes a lock between fork and exec). A
  *      close-on-exec pipe carries a failure before or at the exec back;
  *   5. forward SIGINT/SIGTERM/SIGHUP sent to us while the program runs
- *      (blocked and read from a signalfd, with SIGCHLD); wait without
- *      reaping first, to read the zombie's /proc/PID/comm (the kernel's
- *      name of its last image), then reap;
+ *      (blocked and read from a signalfd, with SIGCHLD); see the child
+ *      exit through a pidfd, not through SIGCHLD, which another thread
+ *      may take; wait without reaping first, to read the zombie's
+ *      /proc/PID/comm (the kernel's name of its last image), then reap;
  *   6. read the manifest (one "pid<TAB>path" line per traced image) and
  *      each trace's END chunk (pst_read_end: header and last bytes only; a
  *      trace without a valid END is read with the streaming reader, as far
@@ -98,6 +99,7 @@
 #include <pthread.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -495,6 +497,23 @@ int pl_exit_code(int status)
     return 1;
 }
 
+/* A descriptor that polls readable once `pid` has exited (Linux 5.3), -1
+ * when the kernel has none. */
+static int open_pidfd(pid_t pid)
+{
+#ifdef SYS_pidfd_open
+    return (int)syscall(SYS_pidfd_open, pid, 0);   /* close-on-exec by itself */
+#else
+    (void)pid;
+    errno = ENOSYS;
+    return -1;
+#endif
+}
+
+/* Without a pidfd, how long a SIGCHLD taken by another thread can delay
+ * seeing the child's exit: the wait looks again this often. */
+#define PL_NO_PIDFD_POLL_MS 100
+
 static void read_comm(pid_t pid, char comm[16])
 {
     char p[64];
@@ -542,7 +561,8 @@ int pl_run(const pl_spec_t *s, pl_result_t *res, char *msg, size_t mcap)
     sigemptyset(&dfl.sa_mask);
     sigaction(SIGCHLD, &dfl, &oldchld);
     pthread_sigmask(SIG_BLOCK, &block, &oldmask);
-    int sfd = signalfd(-1, &block, SFD_CLOEXEC);
+    /* non-blocking: another thread may take what poll said was there */
+    int sfd = signalfd(-1, &block, SFD_CLOEXEC | SFD_NONBLOCK);
 
     fflush(NULL);
     pid_t pid = sfd >= 0 ? fork() : -1;
@@ -579,7 +599,14 @@ int pl_run(const pl_spec_t *s, pl_result_t *res, char *msg, size_t mcap)
      * kill, sigqueue, tkill), not what the kernel sent (a terminal's ^C
      * reaches the whole foreground group, the child has it already). The
      * child is waited for without reaping, so the zombie's comm can be
-     * read, then reaped. */
+     * read, then reaped.
+     * Its exit is seen through a pidfd. SIGCHLD is process-directed and
+     * blocked in this thread only: the kernel hands it to any other thread
+     * that does not block it, where the default action drops it, and a
+     * wait on the signalfd alone then never ends (a test's helper thread
+     * did that under tsan). Without a pidfd (kernel < 5.3) the wait looks
+     * every PL_NO_PIDFD_POLL_MS instead. */
+    int pidfd = open_pidfd(pid);
     uint64_t t_stop = s->stop_after_ns && got == 0 ? mono_now() + s->stop_after_ns : 0;
     int stopped = 0;
     for (;;) {
@@ -588,6 +615,7 @@ int pl_run(const pl_spec_t *s, pl_result_t *res, char *msg, size_t mcap)
         int w = waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT);
         if (w == 0 && si.si_pid == pid) break;
         if (w < 0 && errno != EINTR) break;
+        int timeout = pidfd >= 0 ? -1 : PL_NO_PIDFD_POLL_MS;
         if (t_stop && !stopped) {   /* --duration: wait for a signal until then */
             uint64_t now = mono_now();
             if (now >= t_stop) {
@@ -596,9 +624,22 @@ int pl_run(const pl_spec_t *s, pl_result_t *res, char *msg, size_t mcap)
                 if (s->stopping) s->stopping(s->started_ctx, 1, k);
                 continue;
             }
-            struct pollfd pf = { .fd = sfd, .events = POLLIN };
-            if (poll(&pf, 1, (int)((t_stop - now + 999999) / 1000000)) <= 0) continue;   /* time, EINTR */
+            int left = (int)((t_stop - now + 999999) / 1000000);
+            if (timeout < 0 || left < timeout) timeout = left;
         }
+        struct pollfd pf[2] = { { .fd = sfd, .events = POLLIN }, { .fd = pidfd, .events = POLLIN } };
+        int np = poll(pf, 2, timeout);   /* a pidfd of -1 is left out */
+        if (np < 0 && errno != EINTR) {   /* ENOMEM; wait without forwarding */
+            while (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOWAIT) < 0 && errno == EINTR) {}
+            break;
+        }
+        if (np > 0 && pf[1].revents) {
+            /* exited: the next waitid sees it, unless a tracer holds the
+             * zombie; then keep it from making this loop spin */
+            close(pidfd);
+            pidfd = -1;
+        }
+        if (np <= 0 || !(pf[0].revents & POLLIN)) continue;   /* time, EINTR, the child exited */
         struct signalfd_siginfo fi;
         ssize_t n = read(sfd, &fi, sizeof fi);
         if (n == (ssize_t)sizeof fi && s->stop_signo > 0 && (int)fi.ssi_signo == s->stop_signo) {
@@ -609,13 +650,14 @@ int pl_run(const pl_spec_t *s, pl_result_t *res, char *msg, size_t mcap)
             }
             continue;
         }
-        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
         if (n != (ssize_t)sizeof fi) {   /* cannot happen; wait without forwarding */
             while (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOWAIT) < 0 && errno == EINTR) {}
             break;
         }
         if (fi.ssi_signo != SIGCHLD && fi.ssi_code <= 0) kill(pid, (int)fi.ssi_signo);
     }
+    if (pidfd >= 0) close(pidfd);
     read_comm(pid, res->comm);
     int status = 0;
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}

@@ -145,7 +145,10 @@ typedef struct pl_result {
  * thread and read from a signalfd meanwhile (SIGCHLD set to its default
  * action); mask and SIGCHLD action are back on return. In a process with
  * other threads those must block the three signals too, or the kernel may
- * hand them to one of them (a CLI has no other threads).
+ * hand them to one of them (a CLI has no other threads). SIGCHLD need not
+ * be: the child's exit is seen through a pidfd (Linux 5.3), so a SIGCHLD
+ * another thread takes cannot leave pl_run waiting forever; without a
+ * pidfd it looks for the exit every 100 ms as well.
  * 0 when the program ran (res->status, res->exit_code); a negative code
  * with msg when it never ran: PSC_ENOENT (exit code 127), PSC_EUNSUP
  * (could not exec, 126), PSC_EINVAL / PSC_EIO (setup in the child or the
