@@ -162,9 +162,12 @@ $(BUILD)/bin/refengine: $(BUILD)/obj/reference-engine/main.o $(LIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_ALL) -o $@ $< $(LIBS) $(LDLIBS_ALL)
 
+# test_html counts the allocations of the tree's code (its wrappers of the
+# malloc family; libc's own calls are not redirected).
+TEST_LDFLAGS_test_html := -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=free
 $(BUILD)/tests/test_%: $(BUILD)/obj/tests/test_%.o $(LIBS)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS_ALL) -o $@ $< $(LIBS) -lcmocka $(LDLIBS_ALL)
+	$(CC) $(LDFLAGS_ALL) $(TEST_LDFLAGS_test_$*) -o $@ $< $(LIBS) -lcmocka $(LDLIBS_ALL)
 
 # Programs run under the interposer: no sanitizer (it would own malloc).
 # fake_python exports its symbols, as an interpreter does, for dlsym.

@@ -4,8 +4,10 @@
  * (s->step): the operations name
  * each heap object, pool buffer and KV block with its stack, so a live
  * table per kind (key -> row, bytes) attributes frees to the row that
- * allocated. Rows are (kind, pool, stack); each holds its totals and an
- * array of site buckets. The timeline keeps fixed-width buckets whose width
+ * allocated. Rows are (kind, pool, stack); each holds its totals and its
+ * site buckets, in chunks allocated when first written (most rows allocate
+ * in a few moments of the trace: all 1024 buckets of every row were 24 KiB
+ * a row). The timeline keeps fixed-width buckets whose width
  * doubles when the trace outgrows them (pairs merged: maxima for gauges,
  * sums for counts and site buckets), as scan.c does, so memory is bounded
  * by the live objects and the rows, never by the trace's length.
@@ -61,7 +63,9 @@ extern const char az_html_app_css[] __attribute__((visibility("hidden")));
 #define TL_N      AZ_HTML_TL_BUCKETS
 #define SB_PER    2                  /* timeline buckets per site bucket */
 #define SB_N      (TL_N / SB_PER)
-#define MAX_ROWS  4096               /* rows holding site buckets at once (24 KiB each) */
+#define CH_N      64                 /* site buckets per chunk of a row (1.5 KiB) */
+#define CH_ROW    (SB_N / CH_N)      /* chunks of a row */
+#define MAX_ROWS  4096               /* rows holding site buckets at once */
 #define EVICT_ROWS (MAX_ROWS / 4)    /* when they are all in use: the smallest, merged at once */
 #define CELL_BUDGET 300000           /* site buckets written with something in them, at most
                                       * (about 7 MB): beyond, written over buckets twice as wide */
@@ -86,14 +90,20 @@ typedef struct row {
     uint64_t calls, bytes, live, live_n, temp, max_live;
     uint64_t snap[P_N];          /* live at the latest peak of each kind (see the top) */
     uint32_t ep[P_N];
-    cell_t *cells;               /* SB_N; NULL once merged */
+    cell_t **ch;                 /* CH_ROW chunks of CH_N site buckets, a NULL chunk all zeros;
+                                  * NULL once merged */
     uint32_t into;               /* NO_ROW: a row of its own; else merged into that row (its
                                   * kind's STACK_OVER row), which counts its live objects */
     uint32_t refs;               /* merged: its objects still live (they name this row) */
 } row_t;
 #define NO_ROW UINT32_MAX
 
-typedef struct obj { uint32_t row; uint32_t pad; uint64_t bytes; } obj_t;
+/* A live object: its row and its size, OBJ_BIG for 4 GiB or more (the
+ * size then in hb_t.big). 8 bytes, so 16 a slot of the live table, not 24:
+ * that table, one slot per live object or more, is the page's largest own
+ * holder of memory on a program with many small objects. */
+typedef struct obj { uint32_t row; uint32_t bytes; } obj_t;
+#define OBJ_BIG UINT32_MAX
 
 typedef struct gauge {           /* maxima over a bucket */
     uint64_t heap, anon, file, committed, reserved, rss, pool_out, pool_res, kv_blocks, kv_tokens, kv_cap;
@@ -115,6 +125,7 @@ typedef struct hb {
     uint32_t free_row;           /* merged rows no live object names, for reuse (via into) */
     uint32_t over[K_N];
     psc_map_t live[K_N];         /* key -> obj_t */
+    psc_map_t big[K_N];          /* key -> uint64_t size, of the live objects of OBJ_BIG */
     uint64_t last_key[K_N];
     int last_valid[K_N];
     uint32_t E[P_N];
@@ -149,6 +160,31 @@ static void c_add(count_t *a, const count_t *b)
     }
 }
 
+static cell_t cell_sum(cell_t a, cell_t b) { return (cell_t){ a.ab + b.ab, a.an + b.an, a.fb + b.fb }; }
+
+/* Site bucket k of a row holding them: zeros in a chunk never written. */
+static cell_t cell_get(const row_t *r, size_t k)
+{
+    const cell_t *c = r->ch[k / CH_N];
+    return c ? c[k % CH_N] : (cell_t){ 0, 0, 0 };
+}
+
+/* Site bucket k to write; its chunk allocated if need be. NULL out of memory. */
+static cell_t *cell_at(row_t *r, size_t k)
+{
+    cell_t **c = &r->ch[k / CH_N];
+    if (!*c && !(*c = calloc(CH_N, sizeof **c))) return NULL;
+    return &(*c)[k % CH_N];
+}
+
+static void cells_free(row_t *r)
+{
+    if (!r->ch) return;
+    for (size_t d = 0; d < CH_ROW; d++) free(r->ch[d]);
+    free(r->ch);
+    r->ch = NULL;
+}
+
 /* Double the bucket width: pairs merged into the lower half. */
 static void halve(hb_t *h)
 {
@@ -162,14 +198,24 @@ static void halve(hb_t *h)
     }
     memset(&h->g[TL_N / 2], 0, TL_N / 2 * sizeof *h->g);
     memset(&h->c[TL_N / 2], 0, TL_N / 2 * sizeof *h->c);
+    /* site buckets: chunks 2d and 2d+1 become chunk d, in the storage of
+     * either (chunk d is read before it is written, as d <= 2d) */
     for (size_t r = 0; r < h->n_rows; r++) {
-        cell_t *x = h->rows[r].cells;
-        if (!x) continue;                    /* merged */
-        for (size_t k = 0; k < SB_N / 2; k++) {
-            cell_t a = x[2 * k], b = x[2 * k + 1];
-            x[k] = (cell_t){ a.ab + b.ab, a.an + b.an, a.fb + b.fb };
+        cell_t **ch = h->rows[r].ch;
+        if (!ch) continue;                   /* merged */
+        for (size_t d = 0; d < CH_ROW / 2; d++) {
+            cell_t *a = ch[2 * d], *b = ch[2 * d + 1], *x = a ? a : b, t[CH_N];
+            if (x) {
+                for (size_t k = 0; k < CH_N / 2; k++) {
+                    t[k] = a ? cell_sum(a[2 * k], a[2 * k + 1]) : (cell_t){ 0, 0, 0 };
+                    t[CH_N / 2 + k] = b ? cell_sum(b[2 * k], b[2 * k + 1]) : (cell_t){ 0, 0, 0 };
+                }
+                memcpy(x, t, sizeof t);
+                if (a && b) free(b);
+            }
+            ch[d] = x;
         }
-        memset(&x[SB_N / 2], 0, SB_N / 2 * sizeof *x);
+        memset(&ch[CH_ROW / 2], 0, CH_ROW / 2 * sizeof *ch);
     }
     h->shift++;
     h->used = (h->used + 1) / 2;
@@ -215,13 +261,13 @@ static uint32_t row_new(hb_t *h, int kind, uint32_t pool, uint32_t stack)
         ix = (uint32_t)h->n_rows;
     }
     row_t *r = &h->rows[ix];
-    cell_t *cells = calloc(SB_N, sizeof *cells);
-    if (!cells) {
+    cell_t **ch = calloc(CH_ROW, sizeof *ch);
+    if (!ch) {
         if (ix != h->n_rows) { r->into = h->free_row; h->free_row = ix; }   /* back on the list */
         return UINT32_MAX;
     }
     memset(r, 0, sizeof *r);
-    r->cells = cells;
+    r->ch = ch;
     r->kind = (uint8_t)kind;
     r->pool = pool;
     r->stack = stack;
@@ -234,7 +280,7 @@ static uint32_t row_new(hb_t *h, int kind, uint32_t pool, uint32_t stack)
 
 /* Before a row changes: its value at the latest peaks (see the top). */
 static void row_touch(hb_t *h, row_t *r);
-static void row_add(row_t *a, const row_t *b);
+static int row_add(row_t *a, const row_t *b);
 
 static const row_t *evict_rows;
 static int by_bytes(const void *a, const void *b)
@@ -259,7 +305,7 @@ static int rows_evict(hb_t *h)
     if (!c) return -1;
     size_t n = 0;
     for (size_t i = 0; i < h->n_rows; i++)
-        if (h->rows[i].cells && h->rows[i].stack != STACK_OVER) c[n++] = (uint32_t)i;
+        if (h->rows[i].ch && h->rows[i].stack != STACK_OVER) c[n++] = (uint32_t)i;
     evict_rows = h->rows;
     qsort(c, n, sizeof *c, by_bytes);
     int rc = 0;
@@ -272,9 +318,11 @@ static int rows_evict(hb_t *h)
         row_t *r = &h->rows[c[i]], *o = &h->rows[h->over[kind]];
         row_touch(h, r);
         row_touch(h, o);
-        row_add(o, r);
-        free(r->cells);
-        r->cells = NULL;
+        if (row_add(o, r)) {
+            rc = -1;
+            break;
+        }
+        cells_free(r);
         h->n_cells--;
         psc_map_del(&h->rowmap, row_key(r->kind, r->pool, r->stack));
         r->refs = (uint32_t)r->live_n;
@@ -298,8 +346,7 @@ static uint32_t row_of(hb_t *h, int kind, uint32_t pool, uint32_t stack)
     if (r == UINT32_MAX) return r;
     if (!(ix = psc_map_put_sz(&h->rowmap, key, NULL, sizeof(uint32_t)))) {
         row_t *x = &h->rows[r];
-        free(x->cells);
-        x->cells = NULL;
+        cells_free(x);
         h->n_cells--;
         x->into = h->free_row;
         h->free_row = r;
@@ -314,7 +361,7 @@ static uint32_t row_of(hb_t *h, int kind, uint32_t pool, uint32_t stack)
 static row_t *row_live(hb_t *h, uint32_t ri)
 {
     row_t *r = &h->rows[ri];
-    if (!r->cells && r->into != NO_ROW) {
+    if (!r->ch && r->into != NO_ROW) {
         uint32_t into = r->into;
         if (r->refs && !--r->refs) { r->into = h->free_row; h->free_row = ri; }
         r = &h->rows[into];
@@ -329,13 +376,21 @@ static void row_touch(hb_t *h, row_t *r)
         if (r->ep[p] != h->E[p]) { r->snap[p] = r->live; r->ep[p] = h->E[p]; }
 }
 
-static row_t *obj_gone(hb_t *h, obj_t *ob, size_t b)
+static row_t *obj_gone(hb_t *h, int kind, uint64_t key, const obj_t *ob, size_t b)
 {
+    uint64_t bytes = ob->bytes;
+    if (bytes == OBJ_BIG) {
+        uint64_t *v = psc_map_get_sz(&h->big[kind], key, sizeof(uint64_t));
+        bytes = v ? *v : 0;
+        if (v) psc_map_erase_sz(&h->big[kind], v, sizeof(uint64_t));
+    }
     row_t *r = row_live(h, ob->row);
     row_touch(h, r);
-    r->live -= ob->bytes;
+    r->live -= bytes;
     r->live_n--;
-    r->cells[b].fb += ob->bytes;
+    cell_t *c = cell_at(r, b);
+    if (c) c->fb += bytes;
+    else h->err = PSC_ENOMEM;
     return r;
 }
 
@@ -352,27 +407,35 @@ static void obj_alloc(hb_t *h, int kind, uint32_t pool, uint32_t stack, uint64_t
     int is_new;
     obj_t *ob = psc_map_put_sz(&h->live[kind], key, &is_new, sizeof(obj_t));
     if (!ob) { h->err = PSC_ENOMEM; return; }
-    if (!is_new) obj_gone(h, ob, b);           /* allocated again at a live key: the old one is gone */
+    if (!is_new) obj_gone(h, kind, key, ob, b);   /* allocated again at a live key: the old one is gone */
     uint32_t ri = row_of(h, kind, pool, stack);
     if (ri == UINT32_MAX) { psc_map_erase_sz(&h->live[kind], ob, sizeof(obj_t)); h->err = PSC_ENOMEM; return; }
     row_t *r = &h->rows[ri];
+    cell_t *c = cell_at(r, b);
+    uint64_t *big = NULL;
+    if (!c || (bytes >= OBJ_BIG && !(big = psc_map_put_sz(&h->big[kind], key, NULL, sizeof(uint64_t))))) {
+        psc_map_erase_sz(&h->live[kind], ob, sizeof(obj_t));
+        h->err = PSC_ENOMEM;
+        return;
+    }
+    if (big) *big = bytes;
     row_touch(h, r);
     uint64_t fresh = bytes;
     if (call) {
         r->calls++;
-        r->cells[b].an++;
+        c->an++;
     } else {
-        uint64_t back = bytes < r->cells[b].fb ? bytes : r->cells[b].fb;
-        r->cells[b].fb -= back;
+        uint64_t back = bytes < c->fb ? bytes : c->fb;
+        c->fb -= back;
         fresh -= back;
     }
     r->bytes += fresh;
-    r->cells[b].ab += fresh;
+    c->ab += fresh;
     r->live += bytes;
     r->live_n++;
     if (r->live > r->max_live) r->max_live = r->live;
     ob->row = ri;
-    ob->bytes = bytes;
+    ob->bytes = big ? OBJ_BIG : (uint32_t)bytes;
     h->last_key[kind] = key;
     h->last_valid[kind] = 1;
 }
@@ -381,7 +444,7 @@ static void obj_free(hb_t *h, int kind, uint64_t key, size_t b)
 {
     obj_t *ob = psc_map_get_sz(&h->live[kind], key, sizeof(obj_t));
     if (!ob) return;
-    row_t *r = obj_gone(h, ob, b);
+    row_t *r = obj_gone(h, kind, key, ob, b);
     /* freed before any other allocation of its kind: temporary (as metrics.c) */
     if (h->last_valid[kind] && h->last_key[kind] == key) r->temp++;
     h->last_valid[kind] = 0;
@@ -460,16 +523,17 @@ static int hb_init(hb_t *h)
     h->c = calloc(TL_N, sizeof *h->c);
     if (!h->g || !h->c || psc_map_init(&h->rowmap, sizeof(uint32_t), 1024, 0, NULL)) return PSC_ENOMEM;
     for (int k = 0; k < K_N; k++)
-        if (psc_map_init(&h->live[k], sizeof(obj_t), 1024, 0, NULL)) return PSC_ENOMEM;
+        if (psc_map_init(&h->live[k], sizeof(obj_t), 1024, 0, NULL) ||
+            psc_map_init(&h->big[k], sizeof(uint64_t), 8, 0, NULL)) return PSC_ENOMEM;
     return 0;
 }
 
 static void hb_free(hb_t *h)
 {
-    for (size_t r = 0; r < h->n_rows; r++) free(h->rows[r].cells);
+    for (size_t r = 0; r < h->n_rows; r++) cells_free(&h->rows[r]);
     free(h->rows);
     psc_map_free(&h->rowmap);
-    for (int k = 0; k < K_N; k++) psc_map_free(&h->live[k]);
+    for (int k = 0; k < K_N; k++) { psc_map_free(&h->live[k]); psc_map_free(&h->big[k]); }
     free(h->g);
     free(h->c);
 }
@@ -721,14 +785,19 @@ static int row_cmp(const void *a, const void *b)
     return x->stack < y->stack ? -1 : x->stack > y->stack;
 }
 
-static void row_add(row_t *a, const row_t *b)
+/* b added into a. 0, or -1 out of memory with a's figures unchanged (the
+ * chunks it lacks are allocated before anything is added). */
+static int row_add(row_t *a, const row_t *b)
 {
+    for (size_t d = 0; d < CH_ROW; d++)
+        if (b->ch[d] && !a->ch[d] && !(a->ch[d] = calloc(CH_N, sizeof *a->ch[d]))) return -1;
     a->calls += b->calls; a->bytes += b->bytes; a->live += b->live; a->live_n += b->live_n;
     a->temp += b->temp; a->max_live += b->max_live;
     for (int p = 0; p < P_N; p++) a->snap[p] += b->snap[p];
-    for (size_t k = 0; k < SB_N; k++) {
-        a->cells[k].ab += b->cells[k].ab; a->cells[k].an += b->cells[k].an; a->cells[k].fb += b->cells[k].fb;
-    }
+    for (size_t d = 0; d < CH_ROW; d++)
+        if (b->ch[d])
+            for (size_t k = 0; k < CH_N; k++) a->ch[d][k] = cell_sum(a->ch[d][k], b->ch[d][k]);
+    return 0;
 }
 
 /* Site buckets of r with something in them, counted over groups of c. */
@@ -736,8 +805,10 @@ static size_t row_cells(const row_t *r, size_t c)
 {
     size_t n = 0;
     for (size_t k = 0; k < SB_N; k += c)
-        for (size_t q = k; q < k + c && q < SB_N; q++)
-            if (r->cells[q].ab || r->cells[q].an || r->cells[q].fb) { n++; break; }
+        for (size_t q = k; q < k + c && q < SB_N; q++) {
+            cell_t x = cell_get(r, q);
+            if (x.ab || x.an || x.fb) { n++; break; }
+        }
     return n;
 }
 
@@ -800,9 +871,7 @@ static void write_row(FILE *f, const row_t *r, az_sv_t *v, frames_t *fr, strtab_
     int fa = 1;
     for (size_t k = 0; k < SB_N; k += c) {
         cell_t m = { 0, 0, 0 };
-        for (size_t q = k; q < k + c && q < SB_N; q++) {
-            m.ab += r->cells[q].ab; m.an += r->cells[q].an; m.fb += r->cells[q].fb;
-        }
+        for (size_t q = k; q < k + c && q < SB_N; q++) m = cell_sum(m, cell_get(r, q));
         if (!m.ab && !m.an && !m.fb) continue;
         fprintf(f, "%s%zu,%" PRIu64 ",%" PRIu64 ",%" PRIu64, fa ? "" : ",", k / c - prev, m.ab, m.an, m.fb);
         prev = k / c;
@@ -823,7 +892,7 @@ static int write_sites(FILE *f, hb_t *h, az_sv_t *v, az_html_out_t *out, const a
     if (!ix || psc_map_init(&strs.map, sizeof(uint64_t), 1024, 0, NULL) ||
         psc_map_init(&fr.keys.map, sizeof(uint64_t), 1024, 0, NULL)) { rc = PSC_ENOMEM; goto done; }
     for (size_t i = 0; i < h->n_rows; i++)
-        if (h->rows[i].cells) { row_touch(h, &h->rows[i]); ix[n++] = (uint32_t)i; }
+        if (h->rows[i].ch) { row_touch(h, &h->rows[i]); ix[n++] = (uint32_t)i; }
     sort_h = h;
     qsort(ix, n, sizeof *ix, row_cmp);
     size_t npools = 0;
@@ -831,19 +900,20 @@ static int write_sites(FILE *f, hb_t *h, az_sv_t *v, az_html_out_t *out, const a
     /* the rows past AZ_HTML_ROWS, summed per kind */
     row_t other[K_N];
     uint64_t merged[K_N] = { 0 };
-    cell_t *oc = calloc((size_t)K_N * SB_N, sizeof *oc);
-    if (!oc) { rc = PSC_ENOMEM; goto done; }
+    cell_t *oc[K_N][CH_ROW];
+    memset(oc, 0, sizeof oc);
     for (int k = 0; k < K_N; k++) {
         memset(&other[k], 0, sizeof other[k]);
         other[k].kind = (uint8_t)k;
         other[k].stack = STACK_OTHER;
-        other[k].cells = oc + (size_t)k * SB_N;
+        other[k].ch = oc[k];
     }
     for (size_t i = AZ_HTML_ROWS; i < n; i++) {
         const row_t *r = &h->rows[ix[i]];
-        row_add(&other[r->kind], r);
+        if (row_add(&other[r->kind], r)) { rc = PSC_ENOMEM; break; }
         merged[r->kind]++;
     }
+    if (rc) goto done_other;
     /* the widest site buckets that keep the cells written within the budget */
     size_t c = 1;
     for (;; c *= 2) {
@@ -862,7 +932,10 @@ static int write_sites(FILE *f, hb_t *h, az_sv_t *v, az_html_out_t *out, const a
             write_row(f, &other[k], v, &fr, &strs, pools, npools, merged[k], c, &first_row, NULL);
         }
     fprintf(f, "],\"site_sb\":%zu", (size_t)SB_PER * c);
-    free(oc);
+done_other:
+    for (int k = 0; k < K_N; k++)
+        for (size_t d = 0; d < CH_ROW; d++) free(oc[k][d]);
+    if (rc) goto done;
     out->rows = n < AZ_HTML_ROWS ? n : AZ_HTML_ROWS;
     out->rows_merged = n > AZ_HTML_ROWS ? n - AZ_HTML_ROWS : 0;
     /* the tables the rows point into */
