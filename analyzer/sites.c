@@ -61,9 +61,17 @@ struct az_sv {
     const az_scan_t *scan;
     az_sym_t *sym;
     az_sv_opts_t o;
-    psc_map_t memo;              /* stack id -> index into labs */
+    /* A stack's label, computed once: stack id -> index + 1 into labs (0
+     * not yet), direct for the dense ids a writer gives (1, 2, ...), by map
+     * beyond LAB_DIRECT. labs holds each distinct label once: a PyTorch
+     * run's 1.4 M stacks have a few thousand (a map and a lab_t per stack
+     * were 160 MB of report's peak). */
+    uint32_t *lab_of;
+    size_t cap_lab_of;
+    psc_map_t memo;
     lab_t *labs;
     size_t n_labs, cap_labs;
+    psc_map_t lab_ids;           /* hash of a lab_t (probed on a clash) -> its index */
     psc_strs_t strs;             /* labels, files and callers' names, each text once */
     psc_map_t texts;             /* hash of a text (probed on a clash) -> its copy in strs */
     az_dsite_t *rows[AZ_SV_KINDS];
@@ -123,8 +131,10 @@ az_sv_t *az_sv_create(const az_scan_t *s, az_sym_t *sym, const az_sv_opts_t *o)
     v->seen = malloc(sizeof *v->seen);
     if (!v->seen || psc_map_init(v->seen, 1, 1024, 50, NULL)) { free(v->seen); free(v); return NULL; }
     if (psc_map_init(&v->memo, sizeof(uint32_t), 256, 50, NULL) ||
-        psc_map_init(&v->texts, sizeof(const char *), 256, 50, NULL)) {
+        psc_map_init(&v->texts, sizeof(const char *), 256, 50, NULL) ||
+        psc_map_init(&v->lab_ids, sizeof(uint32_t), 256, 50, NULL)) {
         psc_map_free(&v->memo);
+        psc_map_free(&v->texts);
         psc_map_free(v->seen);
         free(v->seen);
         free(v);
@@ -138,10 +148,12 @@ void az_sv_destroy(az_sv_t *v)
     if (!v) return;
     psc_map_free(&v->memo);
     psc_map_free(&v->texts);
+    psc_map_free(&v->lab_ids);
     psc_map_free(v->seen);
     free(v->seen);
     psc_strs_free(&v->strs);
     free(v->labs);
+    free(v->lab_of);
     for (int k = 0; k < AZ_SV_KINDS; k++) free(v->rows[k]);
     free(v->buf);
     free(v);
@@ -309,7 +321,7 @@ static lab_t compute(az_sv_t *v, uint32_t stack)
     char out[32768];
     uint32_t depth = 0;
     const uint64_t *fr = stack ? pst_stack(v->scan->r, stack, &depth) : NULL;
-    if (!fr || !depth) { r.label = stack ? "(stack undefined)" : "(no stack)"; return r; }
+    if (!fr || !depth) { r.label = keep(v, stack ? "(stack undefined)" : "(no stack)"); return r; }
     if (!v->sym) {
         if (PST_IS_PYFRAME(fr[0])) snprintf(out, sizeof out, "<python>:%u", PST_PYFRAME_LINE(fr[0]));
         else snprintf(out, sizeof out, "0x%" PRIx64, fr[0]);
@@ -318,7 +330,7 @@ static lab_t compute(az_sv_t *v, uint32_t stack)
     }
     if (v->cap_buf < 4096) {
         az_frame_t *b = realloc(v->buf, 4096 * sizeof *b);
-        if (!b) { r.label = "(out of memory)"; return r; }
+        if (!b) { r.label = keep(v, "(out of memory)"); return r; }
         v->buf = b; v->cap_buf = 4096;
     }
     az_frame_t *f = v->buf;
@@ -363,19 +375,68 @@ static lab_t compute(az_sv_t *v, uint32_t stack)
     return r;
 }
 
+#define LAB_DIRECT (1u << 26)
+
+/* Where stack's label index + 1 is kept; NULL when it has no place (not
+ * yet, with create 0; out of memory). */
+static uint32_t *lab_slot(az_sv_t *v, uint32_t stack, int create)
+{
+    if (stack >= LAB_DIRECT) {
+        if (!create) return psc_map_get_sz(&v->memo, stack, sizeof(uint32_t));
+        int is_new;
+        uint32_t *slot = psc_map_put_sz(&v->memo, stack, &is_new, sizeof(uint32_t));
+        if (slot && is_new) *slot = 0;
+        return slot;
+    }
+    if (stack >= v->cap_lab_of) {
+        if (!create) return NULL;
+        size_t cap = v->cap_lab_of ? v->cap_lab_of : 1024;
+        while (cap <= stack) cap *= 2;
+        uint32_t *a = realloc(v->lab_of, cap * sizeof *a);
+        if (!a) return NULL;
+        memset(a + v->cap_lab_of, 0, (cap - v->cap_lab_of) * sizeof *a);
+        v->lab_of = a;
+        v->cap_lab_of = cap;
+    }
+    return &v->lab_of[stack];
+}
+
+/* The index of r in labs, added when new; -1 out of memory. Its texts are
+ * kept once (keep), so equal labels have equal pointers. */
+static long lab_index(az_sv_t *v, lab_t r)
+{
+    uint64_t h = ((uint64_t)(uintptr_t)r.label * 0x9E3779B97F4A7C15ull) ^ (uint64_t)(uintptr_t)r.via ^
+                 ((uint64_t)(uintptr_t)r.file << 7) ^ (uint64_t)(uint32_t)r.line;
+    for (uint64_t key = h;; key = key * 0x9E3779B97F4A7C15ull + 1) {
+        int is_new;
+        uint32_t *slot = psc_map_put_sz(&v->lab_ids, key, &is_new, sizeof *slot);
+        if (!slot) return -1;
+        if (!is_new) {
+            const lab_t *x = &v->labs[*slot];
+            if (x->label == r.label && x->via == r.via && x->file == r.file && x->line == r.line) return *slot;
+            continue;
+        }
+        if (psc_grow((void **)&v->labs, &v->cap_labs, v->n_labs, sizeof *v->labs, 256)) {
+            psc_map_del(&v->lab_ids, key);
+            return -1;
+        }
+        *slot = (uint32_t)v->n_labs;
+        v->labs[v->n_labs] = r;
+        return (long)v->n_labs++;
+    }
+}
+
 const char *az_sv_label(az_sv_t *v, uint32_t stack, const char **via)
 {
-    const uint32_t *hit = psc_map_get_sz(&v->memo, stack, sizeof(uint32_t));
+    const uint32_t *hit = lab_slot(v, stack, 0);
     lab_t r;
-    if (hit) {
-        r = v->labs[*hit];
+    if (hit && *hit) {
+        r = v->labs[*hit - 1];
     } else {
         r = compute(v, stack);
-        (void)psc_grow((void **)&v->labs, &v->cap_labs, v->n_labs, sizeof *v->labs, 256);   /* else not memoized */
-        if (v->n_labs < v->cap_labs) {
-            uint32_t *slot = psc_map_put_sz(&v->memo, stack, NULL, sizeof(uint32_t));
-            if (slot) { *slot = (uint32_t)v->n_labs; v->labs[v->n_labs++] = r; }
-        }
+        long i = lab_index(v, r);   /* else not memoized */
+        uint32_t *slot = i >= 0 ? lab_slot(v, stack, 1) : NULL;
+        if (slot) *slot = (uint32_t)i + 1;
     }
     if (!r.label) r.label = "(out of memory)";
     if (via) *via = r.via;
@@ -384,11 +445,11 @@ const char *az_sv_label(az_sv_t *v, uint32_t stack, const char **via)
 
 const char *az_sv_file(az_sv_t *v, uint32_t stack, int *line)
 {
-    const uint32_t *hit = psc_map_get_sz(&v->memo, stack, sizeof(uint32_t));
-    if (!hit) { az_sv_label(v, stack, NULL); hit = psc_map_get_sz(&v->memo, stack, sizeof(uint32_t)); }
-    if (!hit || !v->labs[*hit].file) return NULL;
-    if (line) *line = v->labs[*hit].line;
-    return v->labs[*hit].file;
+    const uint32_t *hit = lab_slot(v, stack, 0);
+    if (!hit || !*hit) { az_sv_label(v, stack, NULL); hit = lab_slot(v, stack, 0); }
+    if (!hit || !*hit || !v->labs[*hit - 1].file) return NULL;
+    if (line) *line = v->labs[*hit - 1].line;
+    return v->labs[*hit - 1].file;
 }
 
 static int by_key(const void *a, const void *b)
@@ -415,6 +476,11 @@ static const az_site_t *kind_src(az_sv_t *v, int kind, size_t *ns)
 
 const az_dsite_t *az_sv_sites(az_sv_t *v, size_t *n) { return az_sv_kind_sites(v, AZ_SV_HEAP, n); }
 
+/* Rows by (label, via): every text of v is kept once (keep), so a row is
+ * found by the two pointers, one probe per stack, and only the rows are
+ * sorted, by their texts (a sort of one record per stack was 96 MB and 5%
+ * of report's time on a PyTorch trace). A row's stack is its first member,
+ * in az_sites' order, with the most bytes. */
 const az_dsite_t *az_sv_kind_sites(az_sv_t *v, int kind, size_t *n)
 {
     *n = 0;
@@ -425,36 +491,46 @@ const az_dsite_t *az_sv_kind_sites(az_sv_t *v, int kind, size_t *n)
     v->rows_done[kind] = 1;
     v->n_rows[kind] = 0;
     if (!ns) return NULL;
-    az_dsite_t *a = malloc(ns * sizeof *a);
-    uint64_t *best = malloc(ns * sizeof *best);
-    if (!a || !best) { free(a); free(best); *n = 0; return NULL; }
+    az_dsite_t *a = NULL;
+    uint64_t *best = NULL;
+    size_t k = 0, cap = 0, cap_best = 0;
+    psc_map_t ids;
+    if (psc_map_init(&ids, sizeof(uint32_t), 256, 50, NULL)) return NULL;
     for (size_t i = 0; i < ns; i++) {
         const az_site_t *x = &src[i];
-        az_dsite_t *d = &a[i];
-        d->label = az_sv_label(v, x->stack, &d->via);
-        d->stack = x->stack;
-        d->n_stacks = 1;
-        d->calls = x->calls; d->bytes = x->bytes; d->live_bytes = x->live_bytes;
-        d->live_count = x->live_count; d->peak_bytes = x->peak_bytes; d->temporary = x->temporary;
-    }
-    qsort(a, ns, sizeof *a, by_key);
-    size_t k = 0;
-    for (size_t i = 0; i < ns; i++) {
-        if (k && by_key(&a[k - 1], &a[i]) == 0) {
-            az_dsite_t *d = &a[k - 1];
-            if (a[i].bytes > best[k - 1]) { best[k - 1] = a[i].bytes; d->stack = a[i].stack; }
-            d->n_stacks++;
-            d->calls += a[i].calls; d->bytes += a[i].bytes; d->live_bytes += a[i].live_bytes;
-            d->live_count += a[i].live_count; d->peak_bytes += a[i].peak_bytes; d->temporary += a[i].temporary;
-        } else {
-            a[k] = a[i];
-            best[k] = a[i].bytes;
-            k++;
+        const char *via, *label = az_sv_label(v, x->stack, &via);
+        uint64_t key = (uint64_t)(uintptr_t)label * 0x9E3779B97F4A7C15ull ^ (uint64_t)(uintptr_t)via;
+        uint32_t *slot;
+        for (;; key = key * 0x9E3779B97F4A7C15ull + 1) {
+            int is_new;
+            if (!(slot = psc_map_put_sz(&ids, key, &is_new, sizeof *slot))) goto nomem;
+            if (is_new) {
+                if (psc_grow((void **)&a, &cap, k, sizeof *a, 256) ||
+                    psc_grow((void **)&best, &cap_best, k, sizeof *best, 256))
+                    goto nomem;
+                *slot = (uint32_t)k;
+                a[k] = (az_dsite_t){ .label = label, .via = via, .stack = x->stack };
+                best[k++] = x->bytes;
+                break;
+            }
+            if (a[*slot].label == label && a[*slot].via == via) break;
         }
+        az_dsite_t *d = &a[*slot];
+        if (x->bytes > best[*slot]) { best[*slot] = x->bytes; d->stack = x->stack; }
+        d->n_stacks++;
+        d->calls += x->calls; d->bytes += x->bytes; d->live_bytes += x->live_bytes;
+        d->live_count += x->live_count; d->peak_bytes += x->peak_bytes; d->temporary += x->temporary;
     }
+    psc_map_free(&ids);
     free(best);
+    qsort(a, k, sizeof *a, by_key);
     v->rows[kind] = a;
     v->n_rows[kind] = k;
     *n = k;
     return a;
+nomem:
+    psc_map_free(&ids);
+    free(a);
+    free(best);
+    return NULL;
 }

@@ -192,6 +192,7 @@ static void test_shared_outer_frames_are_kept_once(void **state)
     pst_writer_time(w, 1000);
     assert_int_equal(pst_writer_event(w, 1, &ev), 0);
     assert_int_equal(pst_writer_close(w), 0);
+    mem_done(&m);
     int err = 0;
     pst_reader_t *r = pst_open_mem(m.p, m.len, &err);
     assert_non_null(r);

@@ -4,6 +4,7 @@
 #include <dlfcn.h>
 #include <fnmatch.h>
 #include <link.h>
+#include <malloc.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -15,6 +16,8 @@
 #include <cmocka.h>
 
 #include "demangle.h"
+#include "poolscope/writer.h"
+#include "scan.h"
 #include "sites.h"
 #include "symbolize.h"
 
@@ -160,6 +163,65 @@ static void test_wrapper_patterns_run_once_per_text(void **st)
     az_sv_destroy(v);
 }
 
+/* Many stacks, one label: a row holds what its stacks share, not a record
+ * per stack. 50,000 stacks (one malloc each) have the same two innermost
+ * frames and differ further out, so site rows give one row of 50,000
+ * stacks and 50,000 calls; a site view's labels and rows grow the heap by
+ * less than 2 MB (a memo entry, a label copy and a row record per stack
+ * were 10.3 MB here), the symbolizer's caches filled by a first view.
+ * No module is known, so labels are addresses. */
+static void test_rows_of_many_stacks_with_one_label(void **st)
+{
+    (void)st;
+    enum { N = 50000 };
+    pst_writer_cfg_t cfg = { .pid = 7, .ppid = 1, .start_real_ns = 1, .start_mono_ns = 1,
+                             .stacks = PST_STACKS_FP, .depth = 8, .page_size = 4096, .exe = "/x",
+                             .argv = (const char *const[]){ "x", NULL }, .tool = "test_sites", .host = "h" };
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *fp = open_memstream(&buf, &len);
+    assert_non_null(fp);
+    int err = 0;
+    pst_writer_t *w = pst_writer_open_fp(fp, &cfg, &err);
+    assert_non_null(w);
+    pst_writer_time(w, 1000);
+    for (uint32_t i = 0; i < N; i++) {
+        uint64_t fr[4] = { 0x401000, 0x402000, 0x500000 + 16 * (uint64_t)i, 0x403000 };
+        uint32_t id = pst_writer_stack(w, fr, 4);
+        assert_int_equal(id, i + 1);
+        pst_event_t ev = { .type = PST_EV_MALLOC, .stack = id, .f = { 0x10000000 + 64 * (uint64_t)i, 48 } };
+        pst_writer_time(w, 1000 + i);
+        assert_int_equal(pst_writer_event(w, 1, &ev), 0);
+    }
+    assert_int_equal(pst_writer_close(w), 0);
+    fclose(fp);
+    az_scan_t *s = NULL;
+    char msg[256];
+    assert_int_equal(az_scan_mem(buf, len, "many.pst", NULL, &s, msg, sizeof msg), 0);
+    az_sym_t *sym = az_sym_open(s->r);
+    assert_non_null(sym);
+    size_t n = 0;
+    az_sv_t *v = az_sv_create(s, sym, NULL);   /* a first view fills the symbolizer's caches */
+    assert_non_null(az_sv_sites(v, &n));
+    az_sv_destroy(v);
+    size_t before = mallinfo2().uordblks;
+    v = az_sv_create(s, sym, NULL);
+    assert_non_null(v);
+    const az_dsite_t *rows = az_sv_sites(v, &n);
+    size_t grew = mallinfo2().uordblks - before;
+    print_message("labels and rows of %d stacks grew the heap by %zu bytes\n", N, grew);
+    assert_int_equal(n, 1);
+    assert_int_equal(rows[0].n_stacks, N);
+    assert_int_equal(rows[0].calls, N);
+    assert_int_equal(rows[0].bytes, 48ull * N);
+    assert_non_null(strstr(rows[0].label, "0x401000"));
+    assert_true(grew < (2u << 20));
+    az_sv_destroy(v);
+    az_sym_destroy(sym);
+    az_scan_free(s);
+    free(buf);
+}
+
 /* ---- the address rule on this very executable ------------------------------- */
 
 static uint64_t ra;
@@ -226,6 +288,7 @@ int main(void)
         cmocka_unit_test(test_fold_template_arguments),
         cmocka_unit_test(test_default_wrappers_and_user_ps_functions),
         cmocka_unit_test(test_wrapper_patterns_run_once_per_text),
+        cmocka_unit_test(test_rows_of_many_stacks_with_one_label),
         cmocka_unit_test(test_return_address_names_the_call_line),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
