@@ -221,7 +221,11 @@ typedef struct rd_string { char *s; } rd_string_t;
  * trace's 1.4 M stacks of 77 frames (863 MB as arrays) are 5.3 M nodes. A
  * stack is its innermost node; pst_stack walks up into stk_out. */
 #define RD_MAX_STACK_DEPTH 4096
-typedef struct rd_node { uint64_t pc; uint32_t up; } rd_node_t;      /* up: 0 the root */
+typedef struct rd_node {
+    uint64_t pc;
+    uint32_t up;               /* 0: the root */
+    uint32_t last;             /* the child found under it last, 0 none */
+} rd_node_t;
 typedef struct rd_stack { uint32_t leaf; uint32_t depth; } rd_stack_t;
 typedef struct rd_stack_out {  /* pst_stack's answer, valid until its next call */
     uint64_t idx;              /* index + 1 of the stack in f, 0 none */
