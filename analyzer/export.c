@@ -395,43 +395,207 @@ static void chrome_hook(void *ctx, const pst_event_t *ev, const az_scan_t *s)
     }
 }
 
-/* "outer;...;inner" for a stack into buf: the displayed frames (inline
- * chains expanded, inlined frames marked "_[i]" as flamegraph.pl's
+/* Folded lines as a tree of frame texts, rooted at the outermost frame.
+ *
+ * A line is a stack's displayed frames, outermost first, joined by ';':
+ * inline chains expanded (inlined frames marked "_[i]" as flamegraph.pl's
  * --inline does), the skipped wrappers at the inner end dropped as the
- * report's label drops them; lines: "fn (file:line)". */
-static void folded_stack(az_sv_t *v, uint32_t id, int lines, char *buf, size_t len)
+ * report's label drops them; lines: "fn (file:line)". Lines that read the
+ * same are summed and written in strcmp order. Stacks share their outer
+ * frames, so a line is a node of a tree of interned texts and its weight
+ * sits on that node: a PyTorch trace's 1.48 M lines of 1.6 KB each were
+ * 2.27 GB of copies when each line was kept as text and sorted.
+ *
+ * strcmp order from the tree: a node's subtree holds its own line L and
+ * the lines "L;..."; among siblings, the own line of a child with text A
+ * sorts by the key "A" and its descendants as a block by "A;" (a frame
+ * text holds no ';'). Sorting those keys with strcmp puts each line where
+ * sorting the whole lines would: a sibling "A(int)" falls between "A" and
+ * "A;...", since '(' sorts before ';'. */
+typedef struct fnode { uint32_t up, text; uint64_t w; } fnode_t;
+
+typedef struct ftree {
+    psc_map_t text_ids;          /* hash of a text (probed on a clash) -> its id */
+    char **texts;
+    size_t n_texts, cap_texts;
+    psc_map_t kids;              /* parent node << 32 | text id -> child node */
+    fnode_t *nodes;              /* [0]: the root */
+    size_t n_nodes, cap_nodes;
+} ftree_t;
+
+static uint64_t ftext_hash(const char *t)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (; *t; t++) h = (h ^ (unsigned char)*t) * 0x100000001b3ull;
+    return h;
+}
+
+/* The id of text t, kept when new; UINT32_MAX out of memory. */
+static uint32_t ftext_id(ftree_t *ft, const char *t)
+{
+    for (uint64_t key = ftext_hash(t);; key = key * 0x9E3779B97F4A7C15ull + 1) {
+        int is_new;
+        uint32_t *slot = psc_map_put_sz(&ft->text_ids, key, &is_new, sizeof *slot);
+        if (!slot) return UINT32_MAX;
+        if (!is_new) {
+            if (!strcmp(ft->texts[*slot], t)) return *slot;
+            continue;
+        }
+        char *copy = strdup(t);
+        if (!copy || ft->n_texts >= UINT32_MAX - 1 ||
+            psc_grow((void **)&ft->texts, &ft->cap_texts, ft->n_texts, sizeof *ft->texts, 1024)) {
+            free(copy);
+            psc_map_del(&ft->text_ids, key);
+            return UINT32_MAX;
+        }
+        ft->texts[ft->n_texts] = copy;
+        *slot = (uint32_t)ft->n_texts;
+        return (uint32_t)ft->n_texts++;
+    }
+}
+
+/* The child of node up with text t, made when new; 0 out of memory. */
+static uint32_t fchild(ftree_t *ft, uint32_t up, const char *t)
+{
+    uint32_t id = ftext_id(ft, t);
+    if (id == UINT32_MAX) return 0;
+    int is_new;
+    uint32_t *slot = psc_map_put_sz(&ft->kids, (uint64_t)up << 32 | id, &is_new, sizeof *slot);
+    if (!slot) return 0;
+    if (!is_new) return *slot;
+    if (ft->n_nodes >= UINT32_MAX ||
+        psc_grow((void **)&ft->nodes, &ft->cap_nodes, ft->n_nodes, sizeof *ft->nodes, 4096)) {
+        psc_map_del(&ft->kids, (uint64_t)up << 32 | id);
+        return 0;
+    }
+    ft->nodes[ft->n_nodes] = (fnode_t){ up, id, 0 };
+    *slot = (uint32_t)ft->n_nodes;
+    return (uint32_t)ft->n_nodes++;
+}
+
+/* Adds stack id's line to the tree with weight w; 0 or PSC_ENOMEM. */
+static int folded_add(ftree_t *ft, az_sv_t *v, uint32_t id, int lines, uint64_t w)
 {
     static az_frame_t fr[4096];
     size_t n = id ? az_sv_frames(v, id, fr, sizeof fr / sizeof fr[0]) : 0;
-    if (!n) { snprintf(buf, len, "%s", id ? "[unknown]" : "[no stack]"); return; }
+    uint32_t node = 0;
+    if (!n) {
+        if (!(node = fchild(ft, 0, id ? "[unknown]" : "[no stack]"))) return PSC_ENOMEM;
+        ft->nodes[node].w += w;
+        return 0;
+    }
     size_t inner = 0;
     while (inner < n && az_sv_skipped(v, &fr[inner])) inner++;
     if (inner == n) inner = 0;
-    size_t o = 0;
-    buf[0] = 0;
-    for (size_t k = n; k-- > inner && o + 1 < len;) {
+    for (size_t k = n; k-- > inner;) {
         char b[1400];
         const az_frame_t *f = &fr[k];
         if (f->function && !lines) snprintf(b, sizeof b, "%s", f->function);
         else az_sym_format(f, f->pc, b, sizeof b);
         if (f->inlined) strncat(b, "_[i]", sizeof b - strlen(b) - 1);
         /* a name is the trace's: control bytes (a newline would end the
-         * line) as text escapes, and ';' (the frame separator) as ':' */
+         * line) as text escapes, and ';' (the frame separator) as ':';
+         * spaces are fine inside a frame, the weight follows the last one */
         char e[1400];
         psc_esc_text(b, e, sizeof e);
         for (char *p = e; *p; p++) if (*p == ';') *p = ':';
-        /* folded format: spaces are fine inside a frame, the weight follows the last space */
-        int w = snprintf(buf + o, len - o, "%s%s", e, k > inner ? ";" : "");
-        if (w > 0) o += (size_t)w;
-        if (o >= len) o = len - 1;
+        if (!(node = fchild(ft, node, e))) return PSC_ENOMEM;
     }
+    ft->nodes[node].w += w;
+    return 0;
 }
 
-typedef struct fline { char *text; uint64_t w; } fline_t;
+/* An entry of a node's sorted list: a child's own line, or its subtree. */
+typedef struct fitem { uint32_t node, block; } fitem_t;
 
-static int by_text(const void *a, const void *b)
+static const ftree_t *g_sort_tree;   /* qsort has no context argument */
+
+/* strcmp of the keys "A" (own line) and "A;" (block): past the common
+ * part, an ended text reads as ';' for a block and as its end for an own
+ * line (a text holds no ';', so the two keys of one text never tie) */
+static int fitem_cmp(const void *pa, const void *pb)
 {
-    return strcmp(((const fline_t *)a)->text, ((const fline_t *)b)->text);
+    const fitem_t *a = pa, *b = pb;
+    const unsigned char *x = (const unsigned char *)g_sort_tree->texts[g_sort_tree->nodes[a->node].text];
+    const unsigned char *y = (const unsigned char *)g_sort_tree->texts[g_sort_tree->nodes[b->node].text];
+    while (*x && *x == *y) x++, y++;
+    unsigned cx = *x ? *x : a->block ? ';' : 0, cy = *y ? *y : b->block ? ';' : 0;
+    return (int)cx - (int)cy;
+}
+
+/* Node's entries in strcmp order (*m of them); NULL out of memory. */
+static fitem_t *fitems(const ftree_t *ft, const uint32_t *first, const uint32_t *kids, uint32_t node, size_t *m)
+{
+    size_t nk = first[node + 1] - first[node];
+    fitem_t *it = malloc((nk ? 2 * nk : 1) * sizeof *it);
+    if (!it) return NULL;
+    *m = 0;
+    for (uint32_t k = first[node]; k < first[node + 1]; k++) {
+        uint32_t c = kids[k];
+        if (ft->nodes[c].w) it[(*m)++] = (fitem_t){ c, 0 };
+        if (first[c + 1] > first[c]) it[(*m)++] = (fitem_t){ c, 1 };
+    }
+    g_sort_tree = ft;
+    qsort(it, *m, sizeof *it, fitem_cmp);
+    return it;
+}
+
+/* The lines of the tree in strcmp order, "text weight\n" each: a walk
+ * with a stack of the sorted entries of the nodes above. */
+static int folded_print(const ftree_t *ft, FILE *out)
+{
+    size_t nn = ft->n_nodes;
+    uint32_t *first = calloc(nn + 1, sizeof *first), *kids = malloc(nn * sizeof *kids),
+             *at = malloc(nn * sizeof *at);
+    typedef struct frame { fitem_t *it; size_t n, i, plen; } frame_t;
+    frame_t *st = NULL;
+    size_t cap_st = 0, sp = 0, cap_path = 4096, plen = 0, m = 0;
+    char *path = malloc(cap_path);
+    int rc = PSC_ENOMEM;
+    if (!first || !kids || !at || !path || psc_grow((void **)&st, &cap_st, 0, sizeof *st, 64)) goto out;
+    /* children by parent (a counting sort): kids[first[p] .. first[p + 1]) */
+    for (size_t i = 1; i < nn; i++) first[ft->nodes[i].up + 1]++;
+    for (size_t i = 0; i < nn; i++) first[i + 1] += first[i];
+    memcpy(at, first, nn * sizeof *at);
+    for (size_t i = 1; i < nn; i++) kids[at[ft->nodes[i].up]++] = (uint32_t)i;
+    fitem_t *it = fitems(ft, first, kids, 0, &m);
+    if (!it) goto out;
+    st[sp++] = (frame_t){ it, m, 0, 0 };
+    while (sp) {
+        frame_t *t = &st[sp - 1];
+        if (t->i == t->n) { free(t->it); plen = t->plen; sp--; continue; }
+        fitem_t x = t->it[t->i++];
+        const char *text = ft->texts[ft->nodes[x.node].text];
+        if (!x.block) {
+            fprintf(out, "%.*s%s %" PRIu64 "\n", (int)plen, path, text, ft->nodes[x.node].w);
+            continue;
+        }
+        /* into the child's subtree: its text and ';' on the path, cut
+         * back to plen when its entries are done */
+        size_t len = strlen(text);
+        if (plen + len + 1 > cap_path) {
+            size_t c = cap_path;
+            while (plen + len + 1 > c) c *= 2;
+            char *p = realloc(path, c);
+            if (!p) goto out;
+            path = p;
+            cap_path = c;
+        }
+        if (psc_grow((void **)&st, &cap_st, sp, sizeof *st, 64) || !(it = fitems(ft, first, kids, x.node, &m))) goto out;
+        st[sp++] = (frame_t){ it, m, 0, plen };
+        memcpy(path + plen, text, len);
+        path[plen + len] = ';';
+        plen += len + 1;
+    }
+    rc = 0;
+out:
+    while (sp) free(st[--sp].it);
+    free(st);
+    free(path);
+    free(first);
+    free(kids);
+    free(at);
+    return rc;
 }
 
 /* The folded lines: one per distinct displayed stack (stack ids that read
@@ -441,27 +605,26 @@ static int folded_write(const az_scan_t *s, az_sym_t *sym, const az_export_opts_
     size_t n = 0;
     const az_site_t *sites = az_sites(s->heap, &n);
     az_sv_t *v = az_sv_create(s, sym, eo ? &eo->sites : NULL);
-    fline_t *l = calloc(n ? n : 1, sizeof *l);
-    char *buf = malloc(65536);
-    if (!v || !l || !buf) { az_sv_destroy(v); free(l); free(buf); return PSC_ENOMEM; }
-    size_t k = 0;
-    int rc = 0;
-    for (size_t i = 0; i < n; i++) {
+    ftree_t ft = { 0 };
+    int rc = PSC_ENOMEM;
+    if (!v || psc_map_init(&ft.text_ids, sizeof(uint32_t), 1024, 50, NULL) ||
+        psc_map_init(&ft.kids, sizeof(uint32_t), 1024, 50, NULL) ||
+        psc_grow((void **)&ft.nodes, &ft.cap_nodes, 0, sizeof *ft.nodes, 4096))
+        goto out;
+    ft.nodes[ft.n_nodes++] = (fnode_t){ 0, 0, 0 };
+    rc = 0;
+    for (size_t i = 0; i < n && !rc; i++) {
         uint64_t w = weight == AZ_WEIGHT_CALLS ? sites[i].calls : sites[i].bytes;
-        if (!w) continue;
-        folded_stack(v, sites[i].stack, eo && eo->lines, buf, 65536);
-        if (!(l[k].text = strdup(buf))) { rc = PSC_ENOMEM; break; }
-        l[k++].w = w;
+        if (w) rc = folded_add(&ft, v, sites[i].stack, eo && eo->lines, w);
     }
-    qsort(l, k, sizeof *l, by_text);
-    for (size_t i = 0; i < k && !rc; i++) {
-        uint64_t w = l[i].w;
-        while (i + 1 < k && !strcmp(l[i].text, l[i + 1].text)) w += l[++i].w;
-        fprintf(out, "%s %" PRIu64 "\n", l[i].text, w);
-    }
-    for (size_t i = 0; i < k; i++) free(l[i].text);
-    free(l);
-    free(buf);
+    psc_map_free(&ft.kids);      /* the lookups are done: its memory for the printing */
+    if (!rc) rc = folded_print(&ft, out);
+out:
+    psc_map_free(&ft.text_ids);
+    psc_map_free(&ft.kids);
+    for (size_t i = 0; i < ft.n_texts; i++) free(ft.texts[i]);
+    free(ft.texts);
+    free(ft.nodes);
     az_sv_destroy(v);
     return rc;
 }
