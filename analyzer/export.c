@@ -419,6 +419,9 @@ typedef struct ftree {
     char **texts;
     size_t n_texts, cap_texts;
     psc_map_t kids;              /* parent node << 32 | text id -> child node */
+    psc_map_t by_fn;             /* function text's address * 2 + inlined -> text id (no --lines):
+                                    the symbolizer keeps a text at one address, so a frame seen
+                                    before is not formatted, escaped and hashed again */
     fnode_t *nodes;              /* [0]: the root */
     size_t n_nodes, cap_nodes;
 } ftree_t;
@@ -454,10 +457,9 @@ static uint32_t ftext_id(ftree_t *ft, const char *t)
     }
 }
 
-/* The child of node up with text t, made when new; 0 out of memory. */
-static uint32_t fchild(ftree_t *ft, uint32_t up, const char *t)
+/* The child of node up with text id, made when new; 0 out of memory. */
+static uint32_t fchild(ftree_t *ft, uint32_t up, uint32_t id)
 {
-    uint32_t id = ftext_id(ft, t);
     if (id == UINT32_MAX) return 0;
     int is_new;
     uint32_t *slot = psc_map_put_sz(&ft->kids, (uint64_t)up << 32 | id, &is_new, sizeof *slot);
@@ -480,7 +482,7 @@ static int folded_add(ftree_t *ft, az_sv_t *v, uint32_t id, int lines, uint64_t 
     size_t n = id ? az_sv_frames(v, id, fr, sizeof fr / sizeof fr[0]) : 0;
     uint32_t node = 0;
     if (!n) {
-        if (!(node = fchild(ft, 0, id ? "[unknown]" : "[no stack]"))) return PSC_ENOMEM;
+        if (!(node = fchild(ft, 0, ftext_id(ft, id ? "[unknown]" : "[no stack]")))) return PSC_ENOMEM;
         ft->nodes[node].w += w;
         return 0;
     }
@@ -490,6 +492,18 @@ static int folded_add(ftree_t *ft, az_sv_t *v, uint32_t id, int lines, uint64_t 
     for (size_t k = n; k-- > inner;) {
         char b[1400];
         const az_frame_t *f = &fr[k];
+        uint32_t *memo = NULL;
+        if (f->function && !lines) {
+            int is_new;
+            memo = psc_map_put_sz(&ft->by_fn, (uint64_t)(uintptr_t)f->function * 2 + (f->inlined != 0), &is_new,
+                                  sizeof *memo);
+            if (!memo) return PSC_ENOMEM;
+            if (!is_new) {
+                if (!(node = fchild(ft, node, *memo))) return PSC_ENOMEM;
+                continue;
+            }
+            *memo = UINT32_MAX;
+        }
         if (f->function && !lines) snprintf(b, sizeof b, "%s", f->function);
         else az_sym_format(f, f->pc, b, sizeof b);
         if (f->inlined) strncat(b, "_[i]", sizeof b - strlen(b) - 1);
@@ -499,7 +513,9 @@ static int folded_add(ftree_t *ft, az_sv_t *v, uint32_t id, int lines, uint64_t 
         char e[1400];
         psc_esc_text(b, e, sizeof e);
         for (char *p = e; *p; p++) if (*p == ';') *p = ':';
-        if (!(node = fchild(ft, node, e))) return PSC_ENOMEM;
+        uint32_t tid = ftext_id(ft, e);
+        if (memo) *memo = tid;   /* ftext_id does not touch by_fn: memo still points at its slot */
+        if (!(node = fchild(ft, node, tid))) return PSC_ENOMEM;
     }
     ft->nodes[node].w += w;
     return 0;
@@ -609,6 +625,7 @@ static int folded_write(const az_scan_t *s, az_sym_t *sym, const az_export_opts_
     int rc = PSC_ENOMEM;
     if (!v || psc_map_init(&ft.text_ids, sizeof(uint32_t), 1024, 50, NULL) ||
         psc_map_init(&ft.kids, sizeof(uint32_t), 1024, 50, NULL) ||
+        psc_map_init(&ft.by_fn, sizeof(uint32_t), 1024, 50, NULL) ||
         psc_grow((void **)&ft.nodes, &ft.cap_nodes, 0, sizeof *ft.nodes, 4096))
         goto out;
     ft.nodes[ft.n_nodes++] = (fnode_t){ 0, 0, 0 };
@@ -617,11 +634,13 @@ static int folded_write(const az_scan_t *s, az_sym_t *sym, const az_export_opts_
         uint64_t w = weight == AZ_WEIGHT_CALLS ? sites[i].calls : sites[i].bytes;
         if (w) rc = folded_add(&ft, v, sites[i].stack, eo && eo->lines, w);
     }
-    psc_map_free(&ft.kids);      /* the lookups are done: its memory for the printing */
+    psc_map_free(&ft.kids);      /* the lookups are done: their memory for the printing */
+    psc_map_free(&ft.by_fn);
     if (!rc) rc = folded_print(&ft, out);
 out:
     psc_map_free(&ft.text_ids);
     psc_map_free(&ft.kids);
+    psc_map_free(&ft.by_fn);
     for (size_t i = 0; i < ft.n_texts; i++) free(ft.texts[i]);
     free(ft.texts);
     free(ft.nodes);
