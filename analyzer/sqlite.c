@@ -245,7 +245,8 @@ int az_sql_write_opts(const char *trace, const char *dbpath, const az_sql_opts_t
     }
     sqlite3_finalize(q);
     sqlite3_prepare_v2(L->db, "INSERT INTO meta VALUES(?,?)", -1, &q, NULL);
-    meta_put(q, "schema_version", "4");   /* 4: frames a view over interned rows; 3: frames.python */
+    meta_put(q, "schema_version", "5");   /* 5: stacks as prefix-tree nodes; 4: frames a view over
+                                           * interned rows; 3: frames.python */
     meta_put(q, "trace", trace);
     meta_put(q, "exe", s->hdr->exe ? s->hdr->exe : "");
     meta_u64(q, "pid", s->hdr->pid);

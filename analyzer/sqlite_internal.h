@@ -12,8 +12,8 @@
  *   sqlite_load.c    the scan's hook: heap objects through the ring,
  *                    other events, markers and scopes, pools, blocks, RSS,
  *                    threads
- *   sqlite_frames.c  stacks and their symbolized frames, each text and
- *                    each displayed frame stored once
+ *   sqlite_frames.c  stacks and their symbolized frames, each text,
+ *                    displayed frame and shared outer path stored once
  *   sqlite.c         az_sql_write*: the database file, the pass, the
  *                    tables made after it (meta, modules, stacks, frames,
  *                    metrics), the views and indexes last
@@ -201,8 +201,9 @@ void sqi_finish_rows(loader_t *L);
 void sqi_threads_rows(loader_t *L, const az_scan_t *s);
 
 /* ---- sqlite_frames.c ---- */
-/* stacks, stack_frames, frame_defs, names: each text and each displayed
- * frame once; 0 or the SQLite error */
+/* stack_rows, stack_nodes, site_labels, frame_defs, names: each text,
+ * site label, displayed frame and shared path of frames once; 0 or the
+ * SQLite error */
 int sqi_stack_rows(loader_t *L, const az_scan_t *s, az_sql_stats_t *st);
 
 #endif

@@ -32,14 +32,16 @@ const char *const sqi_schema =
     "  frees INTEGER, cross_thread_frees INTEGER, leaked INTEGER, leaked_bytes INTEGER, tracer INTEGER);\n"
     "CREATE TABLE modules(id INTEGER PRIMARY KEY, path TEXT, base INTEGER, size_bytes INTEGER,\n"
     "  build_id TEXT, load_ts_ns INTEGER, unload_ts_ns INTEGER);\n"
-    "CREATE TABLE stacks(id INTEGER PRIMARY KEY, depth INTEGER, site TEXT);\n"
-    /* frames is a view over these three: each text once, each displayed
-     * frame once, a stack's rows integers only (sqlite_frames.c) */
+    /* stacks, stack_frames and frames are views over these: each text,
+     * site label and displayed frame once, and a stack as its innermost
+     * node in a prefix tree of frames shared with other stacks
+     * (sqlite_frames.c) */
+    "CREATE TABLE site_labels(id INTEGER PRIMARY KEY, site TEXT);\n"
+    "CREATE TABLE stack_rows(id INTEGER PRIMARY KEY, depth INTEGER, node INTEGER, site INTEGER);\n"
+    "CREATE TABLE stack_nodes(id INTEGER PRIMARY KEY, parent INTEGER, frame_def INTEGER, outer_frame INTEGER);\n"
     "CREATE TABLE names(id INTEGER PRIMARY KEY, name TEXT);\n"
     "CREATE TABLE frame_defs(id INTEGER PRIMARY KEY, pc INTEGER, function INTEGER, file INTEGER, line INTEGER,\n"
     "  module INTEGER, inlined INTEGER, python INTEGER);\n"
-    "CREATE TABLE stack_frames(stack_id INTEGER, level INTEGER, frame_def INTEGER, frame INTEGER,\n"
-    "  PRIMARY KEY(stack_id, level)) WITHOUT ROWID;\n"
     "CREATE TABLE markers(event_id INTEGER PRIMARY KEY, ts_ns INTEGER, tid INTEGER, name TEXT,\n"
     "  kind TEXT, instance INTEGER, payload TEXT);\n"
     "CREATE TABLE scopes(begin_id INTEGER PRIMARY KEY, end_id INTEGER, name TEXT, instance INTEGER,\n"
@@ -146,9 +148,26 @@ const char *const sqi_views =
     "              max(life) AS max_life FROM (SELECT kind, size, gap, " LIFE " AS life FROM heap_rows h) GROUP BY kind) g\n"
     "      JOIN heap_kinds k ON k.kind = g.kind GROUP BY k.stack) h\n"
     "LEFT JOIN stacks s ON s.id = h.stack GROUP BY 1;\n"
-    /* the columns frames had as a table; the names by their ids */
-    /* the columns frames had as a table, the names joined back (joins, not
-     * subqueries: `WHERE function = ?` then starts from names_name) */
+    /* a subquery, not a join: the view stays one table that a query's
+     * `s.id = ?` or join seeks into */
+    "CREATE VIEW stacks AS SELECT s.id AS id, s.depth AS depth,\n"
+    "  (SELECT l.site FROM site_labels l WHERE l.id = s.site) AS site, s.node AS node\n"
+    "FROM stack_rows s;\n"
+    /* a stack's rows: the walk from its node to the root, one stack at a
+     * time. A view over a recursive CTE walks every stack before any
+     * WHERE applies (SQLite does not push one into it), so `WHERE
+     * stack_id = ?` and joins on stack_id took the whole walk; here the
+     * walk is a subquery correlated with one stack_rows row, its node ids
+     * handed to json_each as an array, and the stack is an ordinary
+     * table that a WHERE or a join seeks into */
+    "CREATE VIEW stack_frames AS SELECT s.id AS stack_id, w.key AS level, n.frame_def AS frame_def,\n"
+    "  s.depth - 1 - n.outer_frame AS frame\n"
+    "FROM stack_rows s,\n"
+    "  json_each((WITH RECURSIVE up(node) AS (SELECT s.node UNION ALL\n"
+    "      SELECT p.parent FROM up JOIN stack_nodes p ON p.id = up.node WHERE p.parent IS NOT NULL)\n"
+    "    SELECT json_group_array(node) FROM up)) w\n"
+    "  JOIN stack_nodes n ON n.id = w.value;\n"
+    /* the columns frames had as a table, the names joined back */
     "CREATE VIEW frames AS SELECT sf.stack_id AS stack_id, sf.level AS level, d.pc AS pc,\n"
     "  fn.name AS function, fl.name AS file, d.line AS line, md.name AS module,\n"
     "  sf.frame AS frame, d.inlined AS inlined, d.python AS python\n"
@@ -160,7 +179,7 @@ const char *const sqi_views =
 const char *const sqi_indexes =
     "CREATE INDEX markers_name_ts ON markers(name, ts_ns);\n"
     "CREATE INDEX scopes_name ON scopes(name, begin_id);\n"
-    /* frames WHERE function = ?: the name, its frame_defs, their stacks' rows */
+    /* a function's frames: the name, its frame_defs (then their nodes) */
     "CREATE INDEX names_name ON names(name);\n"
     "CREATE INDEX frame_defs_function ON frame_defs(function);\n";
 /* more (--indexes), on the tables that grow with the trace: heap objects
@@ -175,8 +194,11 @@ const char *const sqi_extra_indexes =
     "CREATE INDEX event_rows_type_ts ON event_rows(type, ts);\n"
     "CREATE INDEX pools_pool_ts ON pools(pool_id, ts_ns);\n"
     "CREATE INDEX blocks_pool_block ON blocks(pool_id, block_id, ts_ns);\n"
-    /* frames WHERE function = ? without a scan of every stack's rows */
-    "CREATE INDEX stack_frames_def ON stack_frames(frame_def);\n";
+    /* the stacks that pass through a frame without a walk of every
+     * stack: its nodes, their descendants, the stacks that end in one */
+    "CREATE INDEX stack_nodes_def ON stack_nodes(frame_def);\n"
+    "CREATE INDEX stack_nodes_parent ON stack_nodes(parent);\n"
+    "CREATE INDEX stack_rows_node ON stack_rows(node);\n";
 
 const char *const sqi_stmt_sql[ST_N] = {
     "INSERT INTO markers VALUES(?,?,?,?,?,?,?)",

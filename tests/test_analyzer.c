@@ -374,16 +374,20 @@ static void test_sqlite_rows_equal_events_and_schema(void **st)
     assert_int_equal(count_rows(d, "SELECT count(*) FROM rss"), 2);
     assert_int_equal(count_rows(d, "SELECT count(*) FROM stacks"), 2);
     assert_int_equal(count_rows(d, "SELECT count(*) FROM frames"), 4);
+    /* the two stacks share their outer frame (0x402000): one node for it */
+    assert_int_equal(count_rows(d, "SELECT count(*) FROM stack_nodes"), 3);
+    assert_int_equal(count_rows(d, "SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'schema_version'"), 5);
     assert_int_equal(count_rows(d, "SELECT value FROM metrics WHERE name = 'peak_live_bytes'"), 350);
-    static const char *const tables[] = { "threads", "stacks", "names", "frame_defs", "stack_frames", "modules",
-                                          "markers", "scopes", "pools", "blocks", "rss", "metrics", "meta",
-                                          "event_types" };
+    static const char *const tables[] = { "threads", "stack_rows", "stack_nodes", "site_labels", "names",
+                                          "frame_defs", "modules", "markers", "scopes", "pools", "blocks", "rss",
+                                          "metrics", "meta", "event_types" };
     for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++) {
         char q[200];
         snprintf(q, sizeof q, "SELECT count(*) FROM sqlite_master WHERE type='table' AND name='%s'", tables[i]);
         assert_int_equal(count_rows(d, q), 1);
     }
-    static const char *const views[] = { "allocations", "events", "sites", "frames" };   /* frames: schema 4 */
+    /* frames: schema 4; stacks and stack_frames: schema 5 */
+    static const char *const views[] = { "allocations", "events", "sites", "frames", "stacks", "stack_frames" };
     for (size_t i = 0; i < sizeof views / sizeof views[0]; i++) {
         char q[200];
         snprintf(q, sizeof q, "SELECT count(*) FROM sqlite_master WHERE type='view' AND name='%s'", views[i]);
@@ -1519,6 +1523,103 @@ static void test_peak_time_is_the_first_time_reached_in_sql(void **st)
     sqlite3_close(db);
 }
 
+/* Stacks stored as paths in a tree of frames from the outermost inward
+ * (schema 5): a frame shared by several stacks at the same place from the
+ * outer end is one stack_nodes row, and the frames view gives each stack
+ * its own recorded frames back, innermost first. Unsymbolized addresses
+ * (no module) are one displayed frame each, their pc, so the expectation
+ * is the stacks as written. By hand, outermost first:
+ *   A  403 402 401      B  403 402 411      C  403 402
+ *   D  403              E  403 401          F  401 403
+ * distinct paths: 403, 403-402, 403-402-401, 403-402-411, 403-401, 401,
+ * 401-403 = 7 nodes for 13 frames. E's 401 is not A's (another parent and
+ * another place from the outer end), F's 403 not the others' root. */
+static void test_sqlite_stacks_share_outer_nodes(void **st)
+{
+    (void)st;
+    static const uint64_t stk[6][3] = {
+        { 0x401000, 0x402000, 0x403000 }, { 0x411000, 0x402000, 0x403000 }, { 0x402000, 0x403000 },
+        { 0x403000 }, { 0x401000, 0x403000 }, { 0x403000, 0x401000 },
+    };
+    static const uint32_t depth[6] = { 3, 3, 2, 1, 2, 2 };
+    char p[512], db[2][512], msg[256];
+    path_in(p, sizeof p, "prefix.pst");
+    path_in(db[0], sizeof db[0], "prefix.db");
+    path_in(db[1], sizeof db[1], "prefix_ix.db");
+    int err = 0;
+    pst_writer_cfg_t cfg = { .pid = 7, .exe = "/prefix", .stacks = PST_STACKS_FP, .depth = 8 };
+    pst_writer_t *w = pst_writer_open(p, &cfg, &err);
+    assert_non_null(w);
+    uint32_t ids[6];
+    for (int i = 0; i < 6; i++) ids[i] = pst_writer_stack(w, stk[i], depth[i]);
+    pst_event_t ev;
+    for (int i = 0; i < 6; i++) {
+        at(w, 1000 + (uint64_t)i * 10);
+        memset(&ev, 0, sizeof ev);
+        ev.type = PST_EV_MALLOC; ev.f[0] = 0x10000 + (uint64_t)i * 64; ev.f[1] = 16; ev.stack = ids[i];
+        pst_writer_event(w, 1, &ev);
+    }
+    assert_int_equal(pst_writer_close(w), 0);
+    az_sql_stats_t ss;
+    int warn;
+    assert_int_equal(az_sql_write(p, db[0], &ss, &warn, msg, sizeof msg), 0);
+    az_sql_opts_t o = { .indexes = 1 };
+    assert_int_equal(az_sql_write_opts(p, db[1], &o, &ss, &warn, msg, sizeof msg), 0);
+    for (int k = 0; k < 2; k++) {
+        sqlite3 *d;
+        assert_int_equal(sqlite3_open(db[k], &d), SQLITE_OK);
+        assert_int_equal(count_rows(d, "SELECT count(*) FROM stack_nodes"), 7);
+        assert_int_equal(count_rows(d, "SELECT count(*) FROM frames"), 13);
+        assert_int_equal(count_rows(d, "SELECT count(*) FROM stacks"), 6);
+        /* each stack's rows, by itself and from the whole view: the
+         * written pcs innermost first, each its own recorded frame */
+        char all[600] = "", got[600], q[400];
+        for (int i = 0; i < 6; i++) {
+            char want[200] = "";
+            size_t o2 = 0;
+            for (uint32_t f = 0; f < depth[i]; f++)
+                o2 += (size_t)snprintf(want + o2, sizeof want - o2, "%s%d:%llx:%u", f ? " " : "", (int)f,
+                                       (unsigned long long)stk[i][f], f);
+            snprintf(all + strlen(all), sizeof all - strlen(all), "%s%s", i ? "|" : "", want);
+            snprintf(q, sizeof q, "SELECT group_concat(level || ':' || printf('%%x', pc) || ':' || frame, ' ')"
+                                  " FROM (SELECT * FROM frames WHERE stack_id = %u ORDER BY level)", ids[i]);
+            sqlite3_stmt *s;
+            assert_int_equal(sqlite3_prepare_v2(d, q, -1, &s, NULL), SQLITE_OK);
+            assert_int_equal(sqlite3_step(s), SQLITE_ROW);
+            snprintf(got, sizeof got, "%s", (const char *)sqlite3_column_text(s, 0));
+            sqlite3_finalize(s);
+            assert_string_equal(got, want);
+            snprintf(q, sizeof q, "SELECT depth FROM stacks WHERE id = %u", ids[i]);
+            assert_int_equal(count_rows(d, q), (int)depth[i]);
+        }
+        sqlite3_stmt *s;
+        assert_int_equal(sqlite3_prepare_v2(d, "SELECT group_concat(r, '|') FROM (SELECT stack_id,"
+                                               " group_concat(level || ':' || printf('%x', pc) || ':' || frame, ' ') AS r"
+                                               " FROM (SELECT * FROM frames ORDER BY stack_id, level) GROUP BY stack_id"
+                                               " ORDER BY stack_id)", -1, &s, NULL), SQLITE_OK);
+        assert_int_equal(sqlite3_step(s), SQLITE_ROW);
+        assert_string_equal((const char *)sqlite3_column_text(s, 0), all);
+        sqlite3_finalize(s);
+        /* SCHEMA.md's stacks through a frame: A, B and C pass through
+         * 0x402000; 0x401000 is in A, E and F */
+        static const char *const through =
+            "WITH RECURSIVE under(id) AS (\n"
+            "  SELECT n.id FROM stack_nodes n JOIN frame_defs d ON d.id = n.frame_def WHERE d.pc = %d\n"
+            "  UNION SELECT c.id FROM stack_nodes c JOIN under ON c.parent = under.id)\n"
+            "SELECT group_concat(id, ' ') FROM (SELECT s.id FROM stacks s JOIN under ON s.node = under.id ORDER BY s.id)";
+        int pcs[2] = { 0x402000, 0x401000 };
+        const char *want_through[2] = { "1 2 3", "1 5 6" };
+        for (int j = 0; j < 2; j++) {
+            snprintf(q, sizeof q, through, pcs[j]);
+            assert_int_equal(sqlite3_prepare_v2(d, q, -1, &s, NULL), SQLITE_OK);
+            assert_int_equal(sqlite3_step(s), SQLITE_ROW);
+            assert_string_equal((const char *)sqlite3_column_text(s, 0), want_through[j]);
+            sqlite3_finalize(s);
+        }
+        sqlite3_close(d);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1533,6 +1634,7 @@ int main(void)
         cmocka_unit_test(test_scan_peak_of_a_tick_ordered_by_cycle_counts),
         cmocka_unit_test(test_sqlite_allocations_pair_each_object),
         cmocka_unit_test(test_sqlite_raw_addresses_and_kinds_read_back),
+        cmocka_unit_test(test_sqlite_stacks_share_outer_nodes),
         cmocka_unit_test(test_exports_parse),
         cmocka_unit_test(test_gate_tolerance_edges),
         cmocka_unit_test(test_diff_of_a_trace_with_itself_is_empty),

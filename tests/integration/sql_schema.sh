@@ -157,9 +157,59 @@ interned() {
        "$(q "$T/e.db" "select count(*) from frame_defs")" frame_defs &&
     eq "$(q "$T/e.db" "select count(*) from frames")" "$(q "$T/e.db" "select count(*) from stack_frames")" rows &&
     eq "$(q "$T/e.db" "select count(distinct stack_id) from frames")" "$(q "$T/e.db" "select count(*) from stacks")" stacks &&
-    eq "$(q "$T/e.db" "select value from meta where key = 'schema_version'")" 4 schema_version
+    eq "$(q "$T/e.db" "select value from meta where key = 'schema_version'")" 5 schema_version
 }
 check frames_interned_once interned
+# Schema 5 stores a stack as a path from its outermost frame inward, the
+# paths stacks share once (stack_nodes). Against export's Chrome JSON,
+# which symbolizes each allocation's stack itself (--allocations: every
+# one, its frames innermost first): `frames WHERE stack_id = ?` gives each
+# allocation's stack those frames in that order, and the nodes on the
+# paths of those stacks are as many as the distinct outer-first prefixes
+# of those frame lists (fewer than their frames: they all start in main).
+shared_paths() {
+    "$PS" export "$T/e.pst" --format chrome --allocations -o "$T/e.json" || return 1
+    python3 - "$T/e.db" "$T/e.json" <<'EOF2'
+import json, os, sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+doc = json.load(open(sys.argv[2]))
+evs = doc["traceEvents"] if isinstance(doc, dict) else doc
+def shown(r):   # a frame as export writes it (az_sym_format)
+    fn, fl, line, mod, pc, inl = r
+    if fn and fl: t = "%s (%s:%d)" % (fn, os.path.basename(fl), line or 0)
+    elif fn: t = fn
+    elif mod: t = mod + "+0x"    # the module's offset: the prefix only
+    else: t = "0x%x" % pc
+    return t + (" [inlined]" if inl else "")
+ok, stacks, prefixes, frames = True, set(), set(), 0
+# the instants come in the scan's order, the allocations' ids too
+big = [e for e in evs if e.get("cat") == "alloc"]
+rows = db.execute("select ts_ns, tid, size_bytes, stack from allocations order by id").fetchall()
+if len(big) != len(rows): print("  %d instants, %d allocations" % (len(big), len(rows)), file=sys.stderr); sys.exit(1)
+for e, (ts, tid, size, sid) in zip(big, rows):
+    a = e["args"]
+    want = a["stack"]
+    if (round(e["ts"] * 1000), e["tid"], a["bytes"]) != (ts, tid, size) or sid is None:
+        print("  instant %s, allocation %s" % (e, (ts, tid, size, sid)), file=sys.stderr); ok = False; continue
+    got = [shown(r) for r in db.execute("select function, file, line, module, pc, inlined from frames "
+                                        "where stack_id = ? order by level", (sid,))]
+    if len(got) != len(want) or any(w != g and not (g.endswith("+0x") and w.startswith(g)) for g, w in zip(got, want)):
+        print("  stack %d: frames %s, export %s" % (sid, got, want), file=sys.stderr); ok = False
+    stacks.add(sid)
+    outer_first = want[::-1]
+    for k in range(1, len(outer_first) + 1): prefixes.add(tuple(outer_first[:k]))
+    frames += len(want)
+ids = ",".join(str(s) for s in stacks)
+nodes = db.execute("with recursive up(id) as (select node from stack_rows where id in (%s) "
+                   "union select n.parent from up join stack_nodes n on n.id = up.id where n.parent is not null) "
+                   "select count(*) from up" % ids).fetchone()[0]
+if nodes != len(prefixes) or len(stacks) < 10 or nodes >= frames:
+    print("  %d stacks: %d nodes, %d distinct prefixes, %d frames" % (len(stacks), nodes, len(prefixes), frames),
+          file=sys.stderr); ok = False
+sys.exit(0 if ok else 1)
+EOF2
+}
+check stacks_share_paths_and_frames_equal_export shared_paths
 scopes() {
     [ "$(q "$T/e.db" "select count(*) from scopes")" = "$(q "$T/e.db" "select count(*) from markers where kind = 'begin'")" ] &&
     [ "$(q "$T/e.db" "select count(*) from scopes s join markers e on e.event_id = s.end_id and e.kind = 'end' and e.name = s.name and e.instance = s.instance")" = \
