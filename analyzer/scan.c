@@ -20,6 +20,7 @@
 #include "poolscope/error.h"
 
 typedef struct priv {
+    char *path;                  /* s->path: our copy of the name given */
     az_pf_t *pf;                 /* --phase-frame scopes, NULL without */
     uint64_t phase_open;         /* open scopes of opts.phase */
     int phase_point;             /* the step marker came as points: on from the first */
@@ -342,7 +343,11 @@ static int scan_any(const char *path, const void *mem, size_t mem_len, const az_
     priv_t *p = calloc(1, sizeof *p);
     if (!s || !p) { free(s); free(p); snprintf(msg, msglen, "out of memory"); return PSC_ENOMEM; }
     s->priv = p;
-    s->path = path;
+    /* a copy: callers pass a buffer of their own (the test suites' paths
+     * on their stack), and the scan outlives the call */
+    if (path && !(s->path = p->path = strdup(path))) {
+        free(s); free(p); snprintf(msg, msglen, "out of memory"); return PSC_ENOMEM;
+    }
     if (opts) p->opts = *opts;
     if (!p->opts.progress) { p->opts.progress = default_progress.fn; p->opts.progress_ctx = default_progress.ctx; }
     p->counting = 1;
@@ -478,6 +483,7 @@ void az_scan_free(az_scan_t *s)
     priv_t *p = s->priv;
     if (p) {
         az_pf_destroy(p->pf);
+        free(p->path);
         psc_map_free(&p->stacks);
         free(p->tk);
         free(p->tk_touched);
