@@ -38,6 +38,7 @@
 set -u
 BUILD=${BUILD:-build}
 ROOT=$(pwd)
+. "$ROOT/scripts/benchlib.sh"
 case $BUILD in /*) B=$BUILD ;; *) B=$ROOT/$BUILD ;; esac
 PS=$B/bin/poolscope
 STRESS=$B/tests/progs/stress
@@ -66,18 +67,6 @@ command -v heaptrack >/dev/null 2>&1 && command -v heaptrack_print >/dev/null 2>
 
 progress() { [ -t 2 ] && echo "bench-analysis: $*" >&2; return 0; }
 mb() { awk -v b="$1" 'BEGIN { printf "%.1f", b / 1048576 }'; }
-
-# stats FILE: "median_wall min_wall max_wall median_cpu max_rss_kib worst_status"
-# over the lines timerss appended to FILE
-stats() {
-    awk '{ w[NR] = $1; c[NR] = $2 + $3; if ($4 > rss) rss = $4; if ($5 != 0) st = $5 }
-         function med(a, n,   i, j, t) {
-             for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
-             return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2 }
-         END { n = NR; if (!n) { print "- - - - 0 -"; exit }
-               mw = med(w, n); lo = w[1]; hi = w[n]; mc = med(c, n)
-               printf "%.3f %.3f %.3f %.3f %d %d\n", mw, lo, hi, mc, rss, st + 0 }' "$1"
-}
 
 # one_run TOOL: one timed run of TOOL on this size's traces
 one_run() {
@@ -126,14 +115,7 @@ for M in $SIZES; do
     tools=$TOOLS
     [ -n "$HT" ] || tools=$(echo "$TOOLS" | sed 's/heaptrack_print //')
     rounds=$(rounds_for "$M")
-    r=0
-    while [ $r -lt "$rounds" ]; do
-        # rotate the order by r
-        order=$(echo $tools | awk -v r=$r '{ for (i = 0; i < NF; i++) printf "%s ", $((i + r) % NF + 1) }')
-        for tool in $order; do one_run "$tool"; done
-        r=$((r + 1))
-        progress "$M M events: round $r/$rounds ($(($(date +%s) - t_start)) s so far)"
-    done
+    run_rounds "$rounds" "$M M events: " $tools
     for tool in $tools; do
         case $tool in
         heaptrack_print) label="heaptrack_print" ;;

@@ -27,6 +27,7 @@
 set -u
 BUILD=${BUILD:-build}
 ROOT=$(pwd)
+. "$ROOT/scripts/benchlib.sh"
 case $BUILD in /*) B=$BUILD ;; *) B=$ROOT/$BUILD ;; esac
 PS=$B/bin/poolscope
 quick=0; [ "${BENCH_QUICK:-0}" = 1 ] && quick=1
@@ -83,26 +84,9 @@ one_run() {
     [ $s = 0 ] || echo "bench-many-stacks: $1 exited $s: $(head -c 300 "$W/err.$1")" >&2
 }
 
-# stats FILE: "median_wall min max median_cpu max_rss_kib worst_status"
-stats() {
-    awk '{ w[NR] = $1; c[NR] = $2 + $3; if ($4 > rss) rss = $4; if ($5 != 0) st = $5 }
-         function med(a, n,   i, j, t) {
-             for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
-             return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2 }
-         END { n = NR; if (!n) { print "- - - - 0 -"; exit }
-               mw = med(w, n); mc = med(c, n)
-               printf "%.3f %.3f %.3f %.3f %d %d\n", mw, w[1], w[n], mc, rss, st + 0 }' "$1"
-}
-
 TOOLS="ht htF report folded sql replay html"
 t_start=$(date +%s)
-r=0
-while [ $r -lt "$ROUNDS" ]; do
-    order=$(echo $TOOLS | awk -v r=$r '{ for (i = 0; i < NF; i++) printf "%s ", $((i + r) % NF + 1) }')
-    for tool in $order; do one_run "$tool"; done
-    r=$((r + 1))
-    progress "round $r/$ROUNDS ($(($(date +%s) - t_start)) s so far)"
-done
+run_rounds "$ROUNDS" "" $TOOLS
 total=$(($(date +%s) - t_start))
 ht_med=$(stats "$W/ht.time" | awk '{ print $1 }')
 htF_med=$(stats "$W/htF.time" | awk '{ print $1 }')
