@@ -35,6 +35,7 @@
 #include "report.h"
 #include "scan.h"
 #include "sites.h"
+#include "strkeep.h"
 #include "symbolize.h"
 
 typedef struct track {
@@ -415,9 +416,7 @@ static void chrome_hook(void *ctx, const pst_event_t *ev, const az_scan_t *s)
 typedef struct fnode { uint32_t up, text; uint64_t w; } fnode_t;
 
 typedef struct ftree {
-    psc_map_t text_ids;          /* hash of a text (probed on a clash) -> its id */
-    char **texts;
-    size_t n_texts, cap_texts;
+    psc_strset_t texts;          /* the frame texts, each once */
     psc_map_t kids;              /* parent node << 32 | text id -> child node */
     psc_map_t by_fn;             /* function text's address * 2 + inlined -> text id (no --lines):
                                     the symbolizer keeps a text at one address, so a frame seen
@@ -426,41 +425,10 @@ typedef struct ftree {
     size_t n_nodes, cap_nodes;
 } ftree_t;
 
-static uint64_t ftext_hash(const char *t)
-{
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (; *t; t++) h = (h ^ (unsigned char)*t) * 0x100000001b3ull;
-    return h;
-}
-
-/* The id of text t, kept when new; UINT32_MAX out of memory. */
-static uint32_t ftext_id(ftree_t *ft, const char *t)
-{
-    for (uint64_t key = ftext_hash(t);; key = key * 0x9E3779B97F4A7C15ull + 1) {
-        int is_new;
-        uint32_t *slot = psc_map_put_sz(&ft->text_ids, key, &is_new, sizeof *slot);
-        if (!slot) return UINT32_MAX;
-        if (!is_new) {
-            if (!strcmp(ft->texts[*slot], t)) return *slot;
-            continue;
-        }
-        char *copy = strdup(t);
-        if (!copy || ft->n_texts >= UINT32_MAX - 1 ||
-            psc_grow((void **)&ft->texts, &ft->cap_texts, ft->n_texts, sizeof *ft->texts, 1024)) {
-            free(copy);
-            psc_map_del(&ft->text_ids, key);
-            return UINT32_MAX;
-        }
-        ft->texts[ft->n_texts] = copy;
-        *slot = (uint32_t)ft->n_texts;
-        return (uint32_t)ft->n_texts++;
-    }
-}
-
 /* The child of node up with text id, made when new; 0 out of memory. */
 static uint32_t fchild(ftree_t *ft, uint32_t up, uint32_t id)
 {
-    if (id == UINT32_MAX) return 0;
+    if (!id) return 0;
     int is_new;
     uint32_t *slot = psc_map_put_sz(&ft->kids, (uint64_t)up << 32 | id, &is_new, sizeof *slot);
     if (!slot) return 0;
@@ -482,7 +450,7 @@ static int folded_add(ftree_t *ft, az_sv_t *v, uint32_t id, int lines, uint64_t 
     size_t n = id ? az_sv_frames(v, id, fr, sizeof fr / sizeof fr[0]) : 0;
     uint32_t node = 0;
     if (!n) {
-        if (!(node = fchild(ft, 0, ftext_id(ft, id ? "[unknown]" : "[no stack]")))) return PSC_ENOMEM;
+        if (!(node = fchild(ft, 0, psc_strset_id(&ft->texts, id ? "[unknown]" : "[no stack]", NULL)))) return PSC_ENOMEM;
         ft->nodes[node].w += w;
         return 0;
     }
@@ -502,7 +470,7 @@ static int folded_add(ftree_t *ft, az_sv_t *v, uint32_t id, int lines, uint64_t 
                 if (!(node = fchild(ft, node, *memo))) return PSC_ENOMEM;
                 continue;
             }
-            *memo = UINT32_MAX;
+            *memo = 0;           /* no text yet: set below */
         }
         if (f->function && !lines) snprintf(b, sizeof b, "%s", f->function);
         else az_sym_format(f, f->pc, b, sizeof b);
@@ -513,8 +481,8 @@ static int folded_add(ftree_t *ft, az_sv_t *v, uint32_t id, int lines, uint64_t 
         char e[1400];
         psc_esc_text(b, e, sizeof e);
         for (char *p = e; *p; p++) if (*p == ';') *p = ':';
-        uint32_t tid = ftext_id(ft, e);
-        if (memo) *memo = tid;   /* ftext_id does not touch by_fn: memo still points at its slot */
+        uint32_t tid = psc_strset_id(&ft->texts, e, NULL);
+        if (memo) *memo = tid;   /* the set does not touch by_fn: memo still points at its slot */
         if (!(node = fchild(ft, node, tid))) return PSC_ENOMEM;
     }
     ft->nodes[node].w += w;
@@ -532,8 +500,8 @@ static const ftree_t *g_sort_tree;   /* qsort has no context argument */
 static int fitem_cmp(const void *pa, const void *pb)
 {
     const fitem_t *a = pa, *b = pb;
-    const unsigned char *x = (const unsigned char *)g_sort_tree->texts[g_sort_tree->nodes[a->node].text];
-    const unsigned char *y = (const unsigned char *)g_sort_tree->texts[g_sort_tree->nodes[b->node].text];
+    const unsigned char *x = (const unsigned char *)psc_strset_text(&g_sort_tree->texts, g_sort_tree->nodes[a->node].text);
+    const unsigned char *y = (const unsigned char *)psc_strset_text(&g_sort_tree->texts, g_sort_tree->nodes[b->node].text);
     while (*x && *x == *y) x++, y++;
     unsigned cx = *x ? *x : a->block ? ';' : 0, cy = *y ? *y : b->block ? ';' : 0;
     return (int)cx - (int)cy;
@@ -581,7 +549,7 @@ static int folded_print(const ftree_t *ft, FILE *out)
         frame_t *t = &st[sp - 1];
         if (t->i == t->n) { free(t->it); plen = t->plen; sp--; continue; }
         fitem_t x = t->it[t->i++];
-        const char *text = ft->texts[ft->nodes[x.node].text];
+        const char *text = psc_strset_text(&ft->texts, ft->nodes[x.node].text);
         if (!x.block) {
             fprintf(out, "%.*s%s %" PRIu64 "\n", (int)plen, path, text, ft->nodes[x.node].w);
             continue;
@@ -623,7 +591,7 @@ static int folded_write(const az_scan_t *s, az_sym_t *sym, const az_export_opts_
     az_sv_t *v = az_sv_create(s, sym, eo ? &eo->sites : NULL);
     ftree_t ft = { 0 };
     int rc = PSC_ENOMEM;
-    if (!v || psc_map_init(&ft.text_ids, sizeof(uint32_t), 1024, 50, NULL) ||
+    if (!v || psc_strset_init(&ft.texts) ||
         psc_map_init(&ft.kids, sizeof(uint32_t), 1024, 50, NULL) ||
         psc_map_init(&ft.by_fn, sizeof(uint32_t), 1024, 50, NULL) ||
         psc_grow((void **)&ft.nodes, &ft.cap_nodes, 0, sizeof *ft.nodes, 4096))
@@ -638,11 +606,9 @@ static int folded_write(const az_scan_t *s, az_sym_t *sym, const az_export_opts_
     psc_map_free(&ft.by_fn);
     if (!rc) rc = folded_print(&ft, out);
 out:
-    psc_map_free(&ft.text_ids);
+    psc_strset_free(&ft.texts);
     psc_map_free(&ft.kids);
     psc_map_free(&ft.by_fn);
-    for (size_t i = 0; i < ft.n_texts; i++) free(ft.texts[i]);
-    free(ft.texts);
     free(ft.nodes);
     az_sv_destroy(v);
     return rc;

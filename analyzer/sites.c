@@ -72,8 +72,7 @@ struct az_sv {
     lab_t *labs;
     size_t n_labs, cap_labs;
     psc_map_t lab_ids;           /* hash of a lab_t (probed on a clash) -> its index */
-    psc_strs_t strs;             /* labels, files and callers' names, each text once */
-    psc_map_t texts;             /* hash of a text (probed on a clash) -> its copy in strs */
+    psc_strset_t texts;          /* labels, files and callers' names, each text once */
     az_dsite_t *rows[AZ_SV_KINDS];
     size_t n_rows[AZ_SV_KINDS];
     int rows_done[AZ_SV_KINDS];
@@ -92,32 +91,13 @@ struct az_sv {
 /* what a memo entry says of its string (the key's top byte) */
 enum { SEEN_SKIP_FN = 1, SEEN_SKIP_FILE = 2, SEEN_TRACER = 3 };
 
-static uint64_t text_hash(const char *s)
-{
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
-    return h;
-}
-
 /* str's copy in v, one per distinct text: 1.4 M stacks of a PyTorch run
  * share a few thousand labels (213 MB of copies when each stack kept its
  * own). NULL for NULL or out of memory. */
 static const char *keep(az_sv_t *v, const char *str)
 {
-    if (!str) return NULL;
-    for (uint64_t key = text_hash(str);; key = key * 0x9E3779B97F4A7C15ull + 1) {
-        int is_new;
-        const char **slot = psc_map_put_sz(&v->texts, key, &is_new, sizeof *slot);
-        if (!slot) return psc_strs_keep(&v->strs, str);   /* no room to share: a copy of its own */
-        if (!is_new) {
-            if (!strcmp(*slot, str)) return *slot;
-            continue;            /* another text with this key: probe the next */
-        }
-        const char *copy = psc_strs_keep(&v->strs, str);
-        if (copy) *slot = copy;
-        else psc_map_del(&v->texts, key);
-        return copy;
-    }
+    uint32_t id = psc_strset_id(&v->texts, str, NULL);
+    return id ? psc_strset_text(&v->texts, id) : NULL;
 }
 
 az_sv_t *az_sv_create(const az_scan_t *s, az_sym_t *sym, const az_sv_opts_t *o)
@@ -131,10 +111,10 @@ az_sv_t *az_sv_create(const az_scan_t *s, az_sym_t *sym, const az_sv_opts_t *o)
     v->seen = malloc(sizeof *v->seen);
     if (!v->seen || psc_map_init(v->seen, 1, 1024, 50, NULL)) { free(v->seen); free(v); return NULL; }
     if (psc_map_init(&v->memo, sizeof(uint32_t), 256, 50, NULL) ||
-        psc_map_init(&v->texts, sizeof(const char *), 256, 50, NULL) ||
+        psc_strset_init(&v->texts) ||
         psc_map_init(&v->lab_ids, sizeof(uint32_t), 256, 50, NULL)) {
         psc_map_free(&v->memo);
-        psc_map_free(&v->texts);
+        psc_strset_free(&v->texts);
         psc_map_free(v->seen);
         free(v->seen);
         free(v);
@@ -147,11 +127,10 @@ void az_sv_destroy(az_sv_t *v)
 {
     if (!v) return;
     psc_map_free(&v->memo);
-    psc_map_free(&v->texts);
+    psc_strset_free(&v->texts);
     psc_map_free(&v->lab_ids);
     psc_map_free(v->seen);
     free(v->seen);
-    psc_strs_free(&v->strs);
     free(v->labs);
     free(v->lab_of);
     for (int k = 0; k < AZ_SV_KINDS; k++) free(v->rows[k]);

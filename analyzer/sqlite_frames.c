@@ -31,6 +31,7 @@
 
 #include "poolscope/error.h"
 #include "sites.h"
+#include "strkeep.h"
 #include "symbolize.h"
 
 typedef struct fdef {
@@ -51,9 +52,7 @@ typedef struct node {
 
 /* Texts stored once each in one table (names, site_labels). */
 typedef struct texts {
-    psc_map_t ids;               /* hash of a text (probed on a clash) -> its id (uint32_t) */
-    char **v;                    /* by id - 1 */
-    size_t n, cap;
+    psc_strset_t set;            /* a text's id is its number in the set */
     sqlite3_stmt *ins;           /* INSERT INTO table VALUES(id, text) */
 } texts_t;
 
@@ -78,13 +77,6 @@ static uint64_t mix(uint64_t h)
     return h ? h : 1;            /* the map keeps key 0 apart: never use it */
 }
 
-static uint64_t text_hash(const char *s)
-{
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
-    return mix(h);
-}
-
 static int grow(void **a, size_t *cap, size_t n, size_t size)
 {
     if (n < *cap) return 0;
@@ -100,37 +92,22 @@ static int grow(void **a, size_t *cap, size_t n, size_t size)
 static uint32_t text_id(interner_t *I, texts_t *T, const char *s)
 {
     if (!s || I->rc) return 0;
-    for (uint64_t key = text_hash(s);; key = mix(key + 1)) {
-        int is_new;
-        uint32_t *v = psc_map_put_sz(&T->ids, key, &is_new, sizeof(uint32_t));
-        if (!v) { I->rc = SQLITE_NOMEM; return 0; }
-        if (!is_new) {
-            if (strcmp(T->v[*v - 1], s) == 0) return *v;
-            continue;            /* another text with this key: probe the next */
-        }
-        char *copy = strdup(s);
-        if (!copy || grow((void **)&T->v, &T->cap, T->n, sizeof *T->v)) {
-            free(copy);
-            psc_map_del(&T->ids, key);
-            I->rc = SQLITE_NOMEM;
-            return 0;
-        }
-        T->v[T->n++] = copy;
-        *v = (uint32_t)T->n;
-        sqlite3_bind_int64(T->ins, 1, *v);
+    int is_new;
+    uint32_t id = psc_strset_id(&T->set, s, &is_new);
+    if (!id) { I->rc = SQLITE_NOMEM; return 0; }
+    if (is_new) {
+        sqlite3_bind_int64(T->ins, 1, id);
         sqlite3_bind_text(T->ins, 2, s, -1, SQLITE_STATIC);
         int rc = sqi_step_reset(T->ins);
         if (rc && !I->rc) I->rc = rc;
-        return *v;
     }
+    return id;
 }
 
 static void texts_free(texts_t *T)
 {
     sqlite3_finalize(T->ins);
-    for (size_t i = 0; i < T->n; i++) free(T->v[i]);
-    free(T->v);
-    psc_map_free(&T->ids);
+    psc_strset_free(&T->set);
 }
 
 static int fdef_eq(const fdef_t *a, const fdef_t *b)
@@ -220,8 +197,7 @@ int sqi_stack_rows(loader_t *L, const az_scan_t *s, az_sql_stats_t *st)
     uint32_t *fid = malloc(4096 * sizeof *fid);
     az_sym_t *sym = az_sym_open(s->r);
     az_sv_t *sv = az_sv_create(s, sym, NULL);
-    if (!dfr || !fid || psc_map_init(&I->names.ids, sizeof(uint32_t), 1024, 0, NULL) ||
-        psc_map_init(&I->sites.ids, sizeof(uint32_t), 1024, 0, NULL) ||
+    if (!dfr || !fid || psc_strset_init(&I->names.set) || psc_strset_init(&I->sites.set) ||
         psc_map_init(&I->frame_ids, sizeof(uint32_t), 1024, 0, NULL) ||
         psc_map_init(&I->node_ids, sizeof(uint32_t), 1024, 0, NULL)) {
         I->rc = SQLITE_NOMEM;

@@ -17,6 +17,7 @@
 #include "hashmap.h"
 #include "outfile.h"
 #include "poolscope/error.h"
+#include "strkeep.h"
 
 /* ---- helpers ----------------------------------------------------------------- */
 
@@ -701,6 +702,33 @@ static void test_outdir_existing_directory_keeps_other_files(void **state)
     rm_scratch();
 }
 
+/* psc_strset: one copy and one number per distinct text, numbered from 1
+ * in the order first seen, NULL never kept. */
+static void test_strset_numbers_each_text_once(void **state)
+{
+    (void)state;
+    psc_strset_t set;
+    assert_int_equal(psc_strset_init(&set), 0);
+    int fresh = -1;
+    char a[] = "main", a2[] = "main";
+    assert_int_equal(psc_strset_id(&set, a, &fresh), 1);
+    assert_int_equal(fresh, 1);
+    assert_int_equal(psc_strset_id(&set, "grow (x.c:3)", &fresh), 2);
+    assert_int_equal(psc_strset_id(&set, a2, &fresh), 1);   /* the same text elsewhere */
+    assert_int_equal(fresh, 0);
+    assert_int_equal(psc_strset_id(&set, NULL, &fresh), 0);
+    assert_string_equal(psc_strset_text(&set, 1), "main");
+    assert_ptr_not_equal(psc_strset_text(&set, 1), a);      /* a copy of its own */
+    char buf[16];
+    for (int i = 0; i < 5000; i++) {   /* past a few growths of the map and the copies */
+        snprintf(buf, sizeof buf, "t%d", i);
+        assert_int_equal(psc_strset_id(&set, buf, NULL), (uint32_t)i + 3);
+    }
+    assert_int_equal(psc_strset_id(&set, "t4321", NULL), 4324);
+    assert_string_equal(psc_strset_text(&set, 4324), "t4321");
+    psc_strset_free(&set);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -724,6 +752,7 @@ int main(void)
         cmocka_unit_test(test_outfile_device_is_written_in_place_or_refused),
         cmocka_unit_test(test_outdir_new_directory_appears_only_on_commit),
         cmocka_unit_test(test_outdir_existing_directory_keeps_other_files),
+        cmocka_unit_test(test_strset_numbers_each_text_once),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
