@@ -38,9 +38,18 @@ static void *volatile sink;
 static const ps_api_t *api;
 static uint32_t ids[4096];
 
+/* The block is freed through a local, never by reading sink back: sink is
+ * shared, and execfail runs churn in two threads at once (the tracer's
+ * exec lock releases them together), so a thread that read it back could
+ * free the other thread's block: a double free of the program's own
+ * (glibc: "double free or corruption (fasttop)" at thread exit). */
 static void churn(int n, size_t size)
 {
-    for (int i = 0; i < n; i++) { sink = malloc(size); free(sink); }
+    for (int i = 0; i < n; i++) {
+        void *p = malloc(size);
+        sink = p;               /* a used pointer: the pair cannot be elided */
+        free(p);
+    }
 }
 
 static void *emit_ids(void *arg)
