@@ -108,8 +108,9 @@ static volatile int forking_done;
 static void *short_lived(void *arg)
 {
     (void)arg;
-    sink = malloc(16);
-    free(sink);
+    void *p = malloc(16);   /* freed through the local: sink is shared (pairs()) */
+    sink = p;
+    free(p);
     return NULL;
 }
 
@@ -129,8 +130,9 @@ static pthread_cond_t idle_cv = PTHREAD_COND_INITIALIZER;
 static void *idler(void *arg)
 {
     (void)arg;
-    sink = malloc(16);   /* registered with the tracer */
-    free(sink);
+    void *p = malloc(16);   /* registered with the tracer; freed through the local, */
+    sink = p;               /* since idlers start together and sink is shared */
+    free(p);
     pthread_mutex_lock(&idle_mu);
     while (!forking_done) pthread_cond_wait(&idle_cv, &idle_mu);
     pthread_mutex_unlock(&idle_mu);
