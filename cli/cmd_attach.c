@@ -1,14 +1,13 @@
 /* cmd_attach.c — `poolscope attach PID -o FILE` and `poolscope detach PID`:
  * record a window of a process that is already running.
  *
- * Injection is gdb in batch mode: it stops the process, calls dlopen on
- * the preload library and then poolscope_attach_start (libtrace/preload/
- * attach.c) in one of its threads, and lets it go. gdb is on every
- * machine this runs on, it restores every register and handles a thread
- * stopped inside a system call (the call is restarted as if nothing
- * happened), which a ptrace injector of our own would have to redo for
- * each case; its cost is about a second per attach. The library then
- * hooks GOT slots and records until told to stop through its counters
+ * Injection is our own ptrace caller (libtrace/inject.c): it stops one
+ * thread at a point where calling dlopen is safe, calls dlopen on the
+ * preload library and then poolscope_attach_start (libtrace/preload/
+ * attach.c) in it, puts every register back and lets it go; the other
+ * threads run on meanwhile. (gdb did this until a kernel with a larger
+ * XSAVE area than gdb 13 knows refused its register writes.) The library
+ * then hooks GOT slots and records until told to stop through its counters
  * file (libtrace/ctl.h: stop_req, as `record --duration` does), which
  * restores the slots and writes END. The process runs on.
  *
@@ -32,11 +31,14 @@
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <dirent.h>
+#include <dlfcn.h>
+#include <stdint.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
 #include "ctl.h"
+#include "inject.h"
 #include "launch.h"
 
 void cmd_attach_help(FILE *out)
@@ -45,7 +47,7 @@ void cmd_attach_help(FILE *out)
           "       poolscope detach PID\n"
           "\n"
           "Records a window of a running process that was not started by poolscope:\n"
-          "loads the tracer into it with gdb (which must be installed), records every\n"
+          "loads the tracer into it through ptrace, records every\n"
           "malloc-family and mmap-family call until --duration ends, Ctrl-C, or\n"
           "`poolscope detach PID`, then puts the process back as it was and writes FILE.\n"
           "The process runs on. In the report, frees of blocks allocated before the\n"
@@ -196,133 +198,55 @@ static int refuse(long pid)
     return 0;
 }
 
-/* The gdb script (Python): the calls are made in a thread that is not
- * inside the allocator, the loader, stdio or a mutex at the moment gdb
- * stopped the process. dlopen allocates and takes the loader's lock: run
- * in a thread stopped halfway through malloc (holding its arena's lock)
- * or through a dlopen, it would wait for ever on itself. A thread
- * sleeping, polling, reading or waiting on a condition holds none of
- * those. The frames are named from the symbol tables, no debug info
- * needed; a stack gdb cannot walk far is taken as it reads. */
-static const char inject_py[] =
-    "import gdb\n"
-    "BAD = ('malloc', 'free', 'calloc', 'realloc', 'memalign', 'valloc', '_int_', 'arena', 'tcache',\n"
-    "       'dl_', '_dl', 'dlopen', 'dlclose', 'dlsym', 'lll_lock', 'mutex', 'fork', 'exit', 'IO_',\n"
-    "       'printf', 'lockfile', 'sigaction', 'poolscope', 'ps_')\n"
-    "ALLOC = ('malloc', 'free', 'calloc', 'realloc', 'memalign', 'valloc', '_int_', 'tcache')\n"
-    "def outermost_bad(t):\n"
-    "    t.switch()\n"
-    "    f, n, bad = gdb.newest_frame(), 0, None\n"
-    "    while f is not None and n < 48:\n"
-    "        name = f.name() or ''\n"
-    "        if any(b in name for b in BAD):\n"
-    "            bad = (n, name)\n"
-    "        try:\n"
-    "            f = f.older()\n"
-    "        except gdb.error:\n"
-    "            break\n"
-    "        n += 1\n"
-    "    return bad\n"
-    "pick = None\n"
-    "threads = sorted(gdb.selected_inferior().threads(), key=lambda t: t.num)\n"
-    "for t in threads:\n"
-    "    if t.is_valid() and outermost_bad(t) is None:\n"
-    "        pick = t\n"
-    "        break\n"
-    /* none: a thread inside malloc or free (a program that allocates all
-     * the time) is let run until that call returns, then looked at again */
-    "for t in threads if pick is None else []:\n"
-    "    for k in range(3):\n"
-    "        if not t.is_valid():\n"
-    "            break\n"
-    "        bad = outermost_bad(t)\n"
-    "        if bad is None:\n"
-    "            pick = t\n"
-    "            break\n"
-    "        if not any(a in bad[1] for a in ALLOC):\n"
-    "            break\n"
-    "        gdb.execute('frame %%d' %% bad[0], to_string=True)\n"
-    "        gdb.execute('finish', to_string=True)\n"
-    "    if pick is not None:\n"
-    "        break\n"
-    "if pick is None:\n"
-    "    print('POOLSCOPE_NO_SAFE_THREAD')\n"
-    "else:\n"
-    "    pick.switch()\n"
-    "    h = int(gdb.parse_and_eval('(void *)dlopen(\"%s\", 2)'))\n"   /* RTLD_NOW, local */
-    "    print('POOLSCOPE_DLOPEN %%d' %% (h != 0))\n"
-    "    if h:\n"
-    "        gdb.execute('sharedlibrary libpoolscope-preload')\n"
-    "        r = int(gdb.parse_and_eval('(int)poolscope_attach_start(\"%s\", %d, \"%s\")'))\n"
-    "        print('POOLSCOPE_RESULT %%d' %% r)\n"
+/* Load the tracer into pid and start a window (libtrace/inject.h picks
+ * the thread and saves and restores it): dlopen the library, look up its
+ * entry points with dlsym, call poolscope_attach_start. The library's
+ * answer (0 recording), or -1 with msg. */
+static int inject(long pid, const char *lib, const char *out, int stacks, const char *dir, char *msg, size_t mcap)
+{
+    pi_proc_t *p;
+    if (pi_open((pid_t)pid, 5000, &p, msg, mcap) != 0) return -1;
+    int rc = -1;
+    uint64_t h = 0, fn = 0, api = 0, r = 0;
+    uint64_t dl = pi_libc_sym(p, "dlopen"), sym = pi_libc_sym(p, "dlsym"), err = pi_libc_sym(p, "dlerror");
+    if (!dl || !sym) {
+        snprintf(msg, mcap, "pid %ld: no dlopen or dlsym in its C library", pid);
+        goto out;
+    }
+    uint64_t a_lib = pi_put_str(p, lib), a_start = pi_put_str(p, "poolscope_attach_start"),
+             a_api = pi_put_str(p, "poolscope_api"), a_out = pi_put_str(p, out), a_dir = pi_put_str(p, dir);
+    if (!a_lib || !a_start || !a_api || !a_out || !a_dir) {
+        snprintf(msg, mcap, "pid %ld: cannot write into the stack of thread %d", pid, (int)pi_tid(p));
+        goto out;
+    }
+    if (pi_call(p, dl, (uint64_t[]){ a_lib, RTLD_NOW }, 2, 30000, &h, msg, mcap) != 0) goto out;
+    if (!h) {
+        uint64_t e = 0;
+        char why[256] = "";
+        if (err && pi_call(p, err, NULL, 0, 5000, &e, msg, mcap) == 0 && e) pi_read_str(p, e, why, sizeof why);
+        snprintf(msg, mcap, "dlopen of the tracer failed in the process%s%s", why[0] ? ": " : "", why);
+        goto out;
+    }
+    if (pi_call(p, sym, (uint64_t[]){ h, a_start }, 2, 5000, &fn, msg, mcap) != 0 ||
+        pi_call(p, sym, (uint64_t[]){ h, a_api }, 2, 5000, &api, msg, mcap) != 0)
+        goto out;
+    if (!fn) { snprintf(msg, mcap, "%.300s has no poolscope_attach_start", lib); goto out; }
+    if (pi_call(p, fn, (uint64_t[]){ a_out, (uint64_t)stacks, a_dir }, 3, 30000, &r, msg, mcap) != 0) goto out;
+    rc = (int)(int32_t)r;
     /* pool and KV events go through the program's ps__api pointer (libtrace/
      * api.c), filled by a constructor that ran before we were loaded: point
      * it at our table (it stays so after detach: a stopped tracer's emit
-     * records nothing) */
-    "        if r == 0 and gdb.lookup_global_symbol('ps__api') is not None:\n"
-    "            try:\n"
-    "                gdb.execute('set var ps__api = (const ps_api_t *)&poolscope_api', to_string=True)\n"
-    "                print('POOLSCOPE_API 1')\n"
-    "            except gdb.error as e:\n"
-    "                print('POOLSCOPE_API 0 %%s' %% e)\n";
-
-/* gdb -p PID with the script: dlopen the library, start recording. The
- * library's answer (0 recording), -1 with msg, or -2: no thread was safe
- * to call in (try again). */
-static int inject(long pid, const char *lib, const char *out, int stacks, const char *dir, char *msg, size_t mcap)
-{
-    char pids[32], script[PATH_MAX + 32];
-    snprintf(pids, sizeof pids, "%ld", pid);
-    snprintf(script, sizeof script, "%s/inject.py", dir);
-    FILE *f = fopen(script, "w");
-    if (!f) { snprintf(msg, mcap, "cannot write the gdb script: %s", strerror(errno)); return -1; }
-    fprintf(f, inject_py, lib, out, stacks, dir);
-    if (fclose(f) != 0) { snprintf(msg, mcap, "cannot write the gdb script: %s", strerror(errno)); return -1; }
-    int fds[2];
-    if (pipe(fds) != 0) return -1;
-    pid_t c = fork();
-    if (c < 0) return -1;
-    if (c == 0) {
-        dup2(fds[1], 1);
-        dup2(fds[1], 2);
-        close(fds[0]);
-        close(fds[1]);
-        int nul = open("/dev/null", O_RDONLY);
-        if (nul >= 0) dup2(nul, 0);
-        alarm(60);   /* gdb stuck on a process in D state: give up */
-        execlp("gdb", "gdb", "-nx", "-batch", "-q", "-p", pids, "-ex", "set confirm off",
-               "-ex", "set auto-solib-add off", "-ex", "sharedlibrary libc.so", "-x", script, (char *)NULL);
-        _exit(127);
-    }
-    close(fds[1]);
-    char buf[16384];
-    size_t n = 0;
-    ssize_t r;
-    while (n < sizeof buf - 1 && ((r = read(fds[0], buf + n, sizeof buf - 1 - n)) > 0 || (r < 0 && errno == EINTR)))
-        if (r > 0) n += (size_t)r;
-    close(fds[0]);
-    buf[n] = 0;
-    int st = 0;
-    while (waitpid(c, &st, 0) < 0 && errno == EINTR) {}
-    unlink(script);
-    if (WIFEXITED(st) && WEXITSTATUS(st) == 127) {
-        snprintf(msg, mcap, "gdb not found: attach loads the tracer with gdb (apt-get install gdb)");
-        return -1;
-    }
-    if (strstr(buf, "ptrace: Operation not permitted")) {
-        snprintf(msg, mcap, "no ptrace permission for pid %ld (/proc/sys/kernel/yama/ptrace_scope, "
-                 "or a container without CAP_SYS_PTRACE)", pid);
-        return -1;
-    }
-    if (getenv("POOLSCOPE_ATTACH_DEBUG")) fputs(buf, stderr);
-    if (strstr(buf, "POOLSCOPE_NO_SAFE_THREAD")) return -2;
-    const char *v = strstr(buf, "POOLSCOPE_RESULT ");
-    if (!v) {
-        snprintf(msg, mcap, "%s", strstr(buf, "POOLSCOPE_DLOPEN 0") ? "dlopen of the tracer failed in the process"
-                 : "gdb could not call into the process (POOLSCOPE_ATTACH_DEBUG=1 shows its output)");
-        return -1;
-    }
-    return atoi(v + 17);
+     * records nothing). A stripped program has no symbol to find. */
+    uint64_t at = rc == 0 && api ? pi_data_sym(p, "ps__api") : 0;
+    if (at && pi_write(p, at, &api, sizeof api) != 0 && getenv("POOLSCOPE_ATTACH_DEBUG"))
+        fprintf(stderr, "poolscope: attach: could not set ps__api at %#llx\n", (unsigned long long)at);
+    if (getenv("POOLSCOPE_ATTACH_DEBUG"))
+        fprintf(stderr, "poolscope: attach: thread %d (%s), result %d, ps__api %s\n", (int)pi_tid(p),
+                pi_how(p) == PI_AT_SYSCALL ? "asleep in a system call" : "stepped out to its own code", rc,
+                at ? "set" : "not found");
+out:
+    pi_close(p);
+    return rc;
 }
 
 static int parse_pid(const char *s, long *pid)
@@ -421,7 +345,7 @@ int cmd_attach(int argc, char **argv)
         }
     }
     if (access(abs, F_OK) == 0) { cli_err("attach: %s exists; give a new file", abs); return CLI_USAGE; }
-    {   /* said before gdb runs: the process creates the file in this folder */
+    {   /* said before anything runs: the process creates the file in this folder */
         char parent[PATH_MAX];
         snprintf(parent, sizeof parent, "%s", abs);
         char *sl = strrchr(parent, '/');
@@ -438,10 +362,8 @@ int cmd_attach(int argc, char **argv)
             return CLI_USAGE;
         }
     }
-    if (strpbrk(abs, "\"'\\\n%")) { cli_err("attach: %s: quotes, backslashes, %% and newlines are not supported", abs); return CLI_USAGE; }
     char lib[PATH_MAX], msg[512];
     if (pl_find_preload(NULL, lib, sizeof lib, msg, sizeof msg) != 0) { cli_err("attach: %s", msg); return CLI_USAGE; }
-    if (strpbrk(lib, "\"'\\\n%")) { cli_err("attach: %s: quotes, backslashes, %% and newlines are not supported", lib); return CLI_USAGE; }
 
     char dir[] = PST_CTL_DIR_TMPL, lp[128];
     if (!mkdtemp(dir)) { cli_err("attach: cannot make a directory in /dev/shm: %s", strerror(errno)); return CLI_USAGE; }
@@ -477,15 +399,7 @@ int cmd_attach(int argc, char **argv)
     sigaction(SIGHUP, &sa, NULL);
 
     double t0 = now_s();
-    int rc = -2;
-    /* every thread inside the allocator or the loader at that instant: a
-     * moment later they are elsewhere */
-    for (int tries = 0; rc == -2 && tries < 5 && !got_sig; tries++) {
-        if (tries) { struct timespec d = { 0, 200 * 1000 * 1000 }; nanosleep(&d, NULL); }
-        rc = inject(pid, lib, abs, stacks, dir, msg, sizeof msg);
-    }
-    if (rc == -2)
-        snprintf(msg, sizeof msg, "every thread was inside the allocator or the loader at each of 5 tries: try again");
+    int rc = inject(pid, lib, abs, stacks, dir, msg, sizeof msg);
     double t_attach = now_s() - t0;
     if (rc != 0) {
         static const char *const why[] = {

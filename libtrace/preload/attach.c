@@ -1,7 +1,7 @@
 /* attach.c — recording a process that was not started under us
  * (`poolscope attach PID`, cli/cmd_attach.c).
  *
- * The CLI makes the process dlopen this library (gdb in batch mode calls
+ * The CLI makes the process dlopen this library (libtrace/inject.c calls
  * dlopen, then poolscope_attach_start, in one of its threads). Loaded
  * late, the library is last in the global scope: no call of the program
  * reaches our malloc through symbol lookup, and the slots the loader bound
@@ -273,7 +273,7 @@ done:
     return rc;
 }
 
-/* Called by the CLI through gdb, in a thread of the program, after dlopen.
+/* Called by the CLI through ptrace (libtrace/inject.c), in a thread of the program, after dlopen.
  * out: the trace file (absolute, must not exist); stacks: PST_STACKS_*;
  * ctl_dir: the CLI's private directory (ctl.h), through which it stops us.
  * 0: recording, every slot hooked. 1: a window is open already (its

@@ -792,7 +792,7 @@ void ps_core_self(void);
 int ps_core_key(void);
 void ps_att_restore(void);              /* the stop: every slot we wrote back to the program's */
 void ps_att_poll(void);                 /* flusher: hook what the loader added */
-/* exported for `poolscope attach` (gdb calls them by name; cli/cmd_attach.c) */
+/* exported for `poolscope attach` (the CLI calls them through ptrace; cli/cmd_attach.c) */
 int poolscope_attach_start(const char *out, int stacks, const char *ctl_dir);
 unsigned poolscope_attach_slots(void);
 

@@ -2,7 +2,7 @@
  * (64 blocks replaced in turn) until STOPFILE exists, so `poolscope
  * attach` almost always stops it inside the allocator, where calling
  * dlopen could corrupt or deadlock it: attach must first let it leave
- * (cli/cmd_attach.c, the gdb script). It checks every block it reads back
+ * (libtrace/inject.c steps it out of malloc). It checks every block it reads back
  * and prints "checked=ok" whatever the run's length. */
 #include <stdio.h>
 #include <stdlib.h>

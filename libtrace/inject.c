@@ -1,0 +1,748 @@
+/* inject.c — calling functions inside a running process through ptrace
+ * (inject.h), for `poolscope attach`.
+ *
+ * Why our own and not gdb's `call`: gdb (13, Debian 12's) saves and puts
+ * back a thread's vector registers with a fixed-size XSAVE buffer, and a
+ * kernel whose XSAVE area is larger (AMX machines: about 11 KiB) refuses a
+ * write of any other size ("Couldn't write extended state status: Bad
+ * address"): attach failed on every such machine. Here the buffer is as
+ * large as the kernel says, and gdb is no longer needed at all.
+ *
+ * Where the call runs. dlopen takes the loader's lock and allocates, so the
+ * thread it runs in must not be inside the loader or malloc (it would
+ * deadlock on its own lock or corrupt the heap), nor in libgcc_s's unwinder
+ * (which holds the loader's lock through dl_iterate_phdr). Threads are
+ * taken in this order:
+ *   1. asleep in a system call neither the loader nor malloc makes
+ *      (nanosleep, poll, select, accept, read, wait4, ...) and which the
+ *      kernel restarts after a stop: the thread is interrupted, the call is
+ *      made, and the system call restarts as if nothing happened;
+ *   2. asleep in futex under pthread_cond_wait, pthread_join or sem_wait
+ *      (a return address into one of them just above the stack pointer):
+ *      a thread waiting there holds no lock of the loader or malloc;
+ *   3. running: interrupted wherever it is, then single-stepped until its
+ *      instruction pointer is outside libc, the loader, libgcc_s and the
+ *      tracer (a thread inside malloc is let finish that call);
+ *   4. asleep in epoll_wait or sigtimedwait: safe too, but the kernel does
+ *      not restart those, so the program sees one EINTR (as under gdb).
+ * Only that thread is stopped; the others run on, as when a program calls
+ * dlopen itself. Everything the thread had is saved first (general
+ * registers and the whole XSAVE area: at an arbitrary instruction its
+ * vector registers are live) and put back at pi_close. The call runs on the
+ * thread's own stack, below the red zone, and returns to address 0: the
+ * fault that follows is caught before any handler of the program sees it.
+ */
+#include "inject.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <limits.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ptrace.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "poolscope/error.h"
+
+#if defined(__x86_64__)
+#include <elf.h>
+#include <sys/user.h>
+
+#define SCRATCH 4096      /* room for strings below the red zone */
+#define RED_ZONE 128
+#define XSAVE_MAX 65536   /* more than any XSAVE area (AMX: about 11 KiB) */
+
+/* The kernel's restart codes, left in rax of a thread stopped in a sleep
+ * that it will restart (include/linux/errno.h; never seen by programs). */
+enum { ERESTARTSYS_ = 512, ERESTARTNOINTR_ = 513, ERESTARTNOHAND_ = 514, ERESTART_RESTARTBLOCK_ = 516 };
+
+typedef struct map {
+    uint64_t lo, hi, off;
+    int x;              /* executable */
+    char *path;         /* "" for anonymous */
+} map_t;
+
+struct pi_proc {
+    pid_t pid, tid;
+    int how;
+    struct user_regs_struct regs;      /* as stopped */
+    unsigned char *xs;                 /* XSAVE area, xs_len bytes; NULL: fpregs */
+    size_t xs_len;
+    struct user_fpregs_struct fp;
+    int have_fp;
+    uint64_t scratch_top, scratch_low; /* strings go downward from top */
+    uint64_t held;                     /* signals that came during calls (bit sig-1) */
+    map_t *maps;
+    size_t n_maps;
+};
+
+static int msgf(char *msg, size_t cap, int rc, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static int msgf(char *msg, size_t cap, int rc, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    if (msg && cap) vsnprintf(msg, cap, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+static double now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+
+/* ---- the process's mappings ---------------------------------------------- */
+
+static void maps_free(pi_proc_t *p)
+{
+    for (size_t i = 0; i < p->n_maps; i++) free(p->maps[i].path);
+    free(p->maps);
+    p->maps = NULL;
+    p->n_maps = 0;
+}
+
+static int maps_read(pi_proc_t *p)
+{
+    maps_free(p);
+    char fn[64];
+    snprintf(fn, sizeof fn, "/proc/%d/maps", (int)p->pid);
+    FILE *f = fopen(fn, "r");
+    if (!f) return -1;
+    char *line = NULL;
+    size_t cap = 0, n = 0, room = 0;
+    while (getline(&line, &cap, f) > 0) {
+        unsigned long lo, hi, off, ino;
+        char perm[8];
+        int pos = 0;
+        if (sscanf(line, "%lx-%lx %7s %lx %*s %lu %n", &lo, &hi, perm, &off, &ino, &pos) < 5) continue;
+        char *path = line + pos;
+        path[strcspn(path, "\n")] = 0;
+        if (n == room) {
+            room = room ? room * 2 : 256;
+            map_t *m = realloc(p->maps, room * sizeof *m);
+            if (!m) break;
+            p->maps = m;
+        }
+        p->maps[n] = (map_t){ lo, hi, off, perm[2] == 'x', strdup(path) };
+        if (!p->maps[n].path) break;
+        n++;
+        p->n_maps = n;
+    }
+    free(line);
+    fclose(f);
+    return 0;
+}
+
+static const char *base_name(const char *path)
+{
+    const char *s = strrchr(path, '/');
+    return s ? s + 1 : path;
+}
+
+/* Code where a stopped thread may hold the loader's or malloc's lock, or
+ * the tracer's own state. */
+static int unsafe_object(const char *path)
+{
+    static const char *const pre[] = { "libc.so", "libc-", "ld-linux", "ld-2.", "ld64.so", "libgcc_s",
+                                       "libpthread", "libdl.so", "libdl-", "libpoolscope-preload" };
+    if (!strcmp(path, "[vdso]")) return 1;
+    const char *b = base_name(path);
+    for (size_t i = 0; i < sizeof pre / sizeof pre[0]; i++)
+        if (!strncmp(b, pre[i], strlen(pre[i]))) return 1;
+    return 0;
+}
+
+static int unsafe_pc(const pi_proc_t *p, uint64_t pc)
+{
+    for (size_t i = 0; i < p->n_maps; i++)
+        if (pc >= p->maps[i].lo && pc < p->maps[i].hi) return p->maps[i].x && unsafe_object(p->maps[i].path);
+    return 1;   /* nowhere known (a map that just changed): not now */
+}
+
+/* ---- symbols from the files the process mapped ----------------------------- */
+
+/* The load bias of the object whose first mapping (offset 0) is m. */
+static int elf_bias(Elf *e, uint64_t map_lo, uint64_t *bias)
+{
+    size_t n;
+    if (elf_getphdrnum(e, &n) != 0) return -1;
+    for (size_t i = 0; i < n; i++) {
+        GElf_Phdr ph;
+        if (gelf_getphdr(e, (int)i, &ph) && ph.p_type == PT_LOAD) {
+            *bias = map_lo - (ph.p_vaddr & ~(uint64_t)0xfff);
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/* Every defined global or weak symbol of one of `names` (types: a mask of
+ * 1 << STT_*) in the object whose first mapping is m, handed to cb with
+ * its address in the process and size; .symtab first unless dyn_only.
+ * cb returns nonzero to stop. */
+typedef int (*sym_cb)(void *ctx, size_t which, uint64_t addr, uint64_t size);
+static void elf_scan(const pi_proc_t *p, const map_t *m, int dyn_only, unsigned types, const char *const *names,
+                     size_t nn, sym_cb cb, void *ctx)
+{
+    char fn[PATH_MAX + 32];
+    snprintf(fn, sizeof fn, "/proc/%d/root%s", (int)p->pid, m->path);
+    int fd = open(fn, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) fd = open(m->path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return;
+    elf_version(EV_CURRENT);
+    Elf *e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+    uint64_t bias;
+    int stop = 0;
+    if (!e || elf_kind(e) != ELF_K_ELF || elf_bias(e, m->lo, &bias) != 0) goto out;
+    for (int pass = dyn_only ? 1 : 0; pass < 2 && !stop; pass++) {
+        Elf_Scn *s = NULL;
+        while (!stop && (s = elf_nextscn(e, s))) {
+            GElf_Shdr sh;
+            if (!gelf_getshdr(s, &sh) || sh.sh_type != (pass ? SHT_DYNSYM : SHT_SYMTAB) || !sh.sh_entsize) continue;
+            Elf_Data *d = elf_getdata(s, NULL);
+            if (!d) continue;
+            size_t cnt = sh.sh_size / sh.sh_entsize;
+            for (size_t i = 0; i < cnt && !stop; i++) {
+                GElf_Sym sym;
+                if (!gelf_getsym(d, (int)i, &sym) || sym.st_shndx == SHN_UNDEF || !sym.st_value) continue;
+                int bind = GELF_ST_BIND(sym.st_info);
+                if (!(types & (1u << GELF_ST_TYPE(sym.st_info))) || (bind != STB_GLOBAL && bind != STB_WEAK)) continue;
+                const char *nm = elf_strptr(e, sh.sh_link, sym.st_name);
+                for (size_t k = 0; nm && k < nn && !stop; k++)
+                    if (!strcmp(nm, names[k])) stop = cb(ctx, k, sym.st_value + bias, sym.st_size);
+            }
+        }
+    }
+out:
+    if (e) elf_end(e);
+    close(fd);
+}
+
+static int first_cb(void *ctx, size_t which, uint64_t addr, uint64_t size)
+{
+    (void)which; (void)size;
+    *(uint64_t *)ctx = addr;
+    return 1;
+}
+
+/* The first mapping (offset 0) of the object whose base name starts with
+ * one of the prefixes. */
+static const map_t *object_map(const pi_proc_t *p, const char *const *pre, size_t n)
+{
+    for (size_t i = 0; i < p->n_maps; i++) {
+        const map_t *m = &p->maps[i];
+        if (m->off || m->path[0] != '/') continue;
+        const char *b = base_name(m->path);
+        for (size_t k = 0; k < n; k++)
+            if (!strncmp(b, pre[k], strlen(pre[k]))) return m;
+    }
+    return NULL;
+}
+
+static const char *const libc_names[] = { "libc.so", "libc-" }, *const libdl_names[] = { "libdl.so", "libdl-" };
+#define FUNC_TYPES (1u << STT_FUNC | 1u << STT_GNU_IFUNC)
+
+uint64_t pi_libc_sym(pi_proc_t *p, const char *name)
+{
+    if (!p->maps && maps_read(p) != 0) return 0;
+    uint64_t a = 0;
+    const map_t *m = object_map(p, libc_names, 2);
+    if (m) elf_scan(p, m, 1, FUNC_TYPES, &name, 1, first_cb, &a);
+    if (!a && (m = object_map(p, libdl_names, 2))) elf_scan(p, m, 1, FUNC_TYPES, &name, 1, first_cb, &a);
+    return a;
+}
+
+uint64_t pi_data_sym(pi_proc_t *p, const char *name)
+{
+    if (maps_read(p) != 0) return 0;
+    char exe[PATH_MAX], lp[64];
+    snprintf(lp, sizeof lp, "/proc/%d/exe", (int)p->pid);
+    ssize_t n = readlink(lp, exe, sizeof exe - 1);
+    exe[n > 0 ? n : 0] = 0;
+    /* the executable first, with its full symbol table (a program's
+     * globals are not exported); then other objects' exported ones */
+    uint64_t a = 0;
+    for (int pass = 0; pass < 2 && !a; pass++)
+        for (size_t i = 0; i < p->n_maps && !a; i++) {
+            const map_t *m = &p->maps[i];
+            if (m->off || m->path[0] != '/' || unsafe_object(m->path)) continue;
+            int is_exe = !strcmp(m->path, exe);
+            if (is_exe == !pass) elf_scan(p, m, !is_exe, 1u << STT_OBJECT, &name, 1, first_cb, &a);
+        }
+    return a;
+}
+
+/* ---- memory ---------------------------------------------------------------- */
+
+static int mem_read(const pi_proc_t *p, uint64_t addr, void *buf, size_t n)
+{
+    struct iovec l = { buf, n }, r = { (void *)(uintptr_t)addr, n };
+    if (process_vm_readv(p->pid, &l, 1, &r, 1, 0) == (ssize_t)n) return 0;
+    for (size_t i = 0; i < n; i += 8) {   /* process_vm_readv refused: through ptrace */
+        errno = 0;
+        long w = ptrace(PTRACE_PEEKDATA, p->tid, (void *)(uintptr_t)(addr + i), NULL);
+        if (errno) return -1;
+        memcpy((char *)buf + i, &w, n - i < 8 ? n - i : 8);
+    }
+    return 0;
+}
+
+int pi_write(pi_proc_t *p, uint64_t addr, const void *buf, size_t n)
+{
+    struct iovec l = { (void *)buf, n }, r = { (void *)(uintptr_t)addr, n };
+    if (process_vm_writev(p->pid, &l, 1, &r, 1, 0) == (ssize_t)n) return 0;
+    for (size_t i = 0; i < n; i += 8) {
+        long w = 0;
+        if (n - i < 8) {   /* a partial word: keep the bytes after it */
+            errno = 0;
+            w = ptrace(PTRACE_PEEKDATA, p->tid, (void *)(uintptr_t)(addr + i), NULL);
+            if (errno) return PSC_EIO;
+        }
+        memcpy(&w, (const char *)buf + i, n - i < 8 ? n - i : 8);
+        if (ptrace(PTRACE_POKEDATA, p->tid, (void *)(uintptr_t)(addr + i), (void *)w) != 0) return PSC_EIO;
+    }
+    return 0;
+}
+
+int pi_read_str(pi_proc_t *p, uint64_t addr, char *buf, size_t cap)
+{
+    if (!cap) return PSC_EIO;
+    size_t n = 0;
+    while (n + 1 < cap) {
+        char c[64];
+        size_t k = cap - 1 - n < sizeof c ? cap - 1 - n : sizeof c;
+        if (mem_read(p, addr + n, c, k) != 0) break;
+        size_t z = strnlen(c, k);
+        memcpy(buf + n, c, z);
+        n += z;
+        if (z < k) break;
+    }
+    buf[n] = 0;
+    return n ? 0 : PSC_EIO;
+}
+
+uint64_t pi_put_str(pi_proc_t *p, const char *s)
+{
+    size_t n = strlen(s) + 1;
+    uint64_t at = (p->scratch_low - n) & ~(uint64_t)7;
+    if (at < p->scratch_top - SCRATCH || pi_write(p, at, s, n) != 0) return 0;
+    p->scratch_low = at;
+    return at;
+}
+
+/* ---- stops ----------------------------------------------------------------- */
+
+/* Wait for tid's next stop for at most ms: 0 stopped (*st), 1 timed out,
+ * -1 gone (exited or killed). A single step answers within microseconds,
+ * so the first rounds only yield. */
+static int wait_stop(pid_t tid, double ms, int *st)
+{
+    double t0 = now_ms();
+    for (int i = 0;; i++) {
+        pid_t r = waitpid(tid, st, WNOHANG | __WALL);
+        if (r == tid) return WIFSTOPPED(*st) ? 0 : -1;
+        if (r < 0 && errno != EINTR) return -1;
+        if (now_ms() - t0 >= ms) return 1;
+        if (i < 100) {
+            sched_yield();
+        } else {
+            struct timespec d = { 0, 500 * 1000 };
+            nanosleep(&d, NULL);
+        }
+    }
+}
+
+static void hold(pi_proc_t *p, int sig)
+{
+    if (sig > 0 && sig <= 64) p->held |= 1ull << (sig - 1);
+}
+
+/* After a stop that is not ours: a signal for the program (held, given
+ * back at pi_close) or a group stop. The signal to resume with: always 0. */
+static void note_stop(pi_proc_t *p, int st)
+{
+    int sig = WSTOPSIG(st), ev = st >> 16;
+    if (ev == PTRACE_EVENT_STOP) {
+        if (sig == SIGSTOP || sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU) hold(p, sig);
+        return;
+    }
+    if (ev == 0 && sig != SIGTRAP) hold(p, sig);
+}
+
+/* Stop a running or sleeping tid: 0 stopped, -1 gone or stuck. */
+static int interrupt(pi_proc_t *p, double ms)
+{
+    if (ptrace(PTRACE_INTERRUPT, p->tid, NULL, NULL) != 0) return -1;
+    double t0 = now_ms();
+    for (;;) {
+        int st, r = wait_stop(p->tid, ms - (now_ms() - t0), &st);
+        if (r != 0) return -1;
+        if (st >> 16 == PTRACE_EVENT_STOP) return 0;
+        /* a signal arrived first: hold it and take the interrupt next */
+        note_stop(p, st);
+        if (ptrace(PTRACE_CONT, p->tid, NULL, NULL) != 0) return -1;
+    }
+}
+
+/* ---- choosing the thread --------------------------------------------------- */
+
+/* Sleeps the kernel restarts after a stop, made by neither the loader nor
+ * malloc (they make openat, read of files, mmap, mprotect, munmap, brk,
+ * madvise, futex). read is one: the loader's reads of a file do not sleep
+ * in S state. */
+static int restartable_sleep(long nr)
+{
+    switch (nr) {
+    case SYS_nanosleep: case SYS_clock_nanosleep: case SYS_poll: case SYS_ppoll: case SYS_select:
+    case SYS_pselect6: case SYS_accept: case SYS_accept4: case SYS_read: case SYS_readv:
+    case SYS_recvfrom: case SYS_recvmsg: case SYS_wait4: case SYS_waitid: case SYS_pause:
+    case SYS_rt_sigsuspend: case SYS_connect: case SYS_msgrcv:
+        return 1;
+    }
+    return 0;
+}
+
+static int eintr_sleep(long nr)
+{
+    return nr == SYS_epoll_wait || nr == SYS_epoll_pwait ||
+#ifdef SYS_epoll_pwait2
+           nr == SYS_epoll_pwait2 ||
+#endif
+           nr == SYS_rt_sigtimedwait;
+}
+
+static int restart_code(long long ax)
+{
+    return ax == -ERESTARTSYS_ || ax == -ERESTARTNOINTR_ || ax == -ERESTARTNOHAND_ || ax == -ERESTART_RESTARTBLOCK_;
+}
+
+/* Is the way from a futex sleep back to the program clean? Walking up
+ * from the stack pointer, the first word that points into code outside
+ * libc (the program's caller of pthread_cond_wait, pthread_join,
+ * pthread_mutex_lock, sem_wait, ...) comes before any word that points into
+ * the loader or into malloc, free or the dl* functions: a thread waiting
+ * for a lock does not hold it, and one under malloc or the loader is seen.
+ * A stale word in a libc frame can only make this say no. */
+typedef struct { uint64_t lo[64], hi[64]; int n; } ranges_t;
+static int range_cb(void *ctx, size_t which, uint64_t addr, uint64_t size)
+{
+    (void)which;
+    ranges_t *r = ctx;
+    if (size && r->n < 64) { r->lo[r->n] = addr; r->hi[r->n++] = addr + size; }
+    return 0;
+}
+
+static int clean_way_up(pi_proc_t *p, uint64_t sp)
+{
+    static const char *const bad[] = { "malloc", "free", "calloc", "realloc", "memalign", "posix_memalign",
+                                       "aligned_alloc", "valloc", "pvalloc", "dlopen", "dlmopen", "dlclose",
+                                       "dlsym", "dlvsym", "dladdr", "dladdr1", "dlinfo", "dl_iterate_phdr",
+                                       "__libc_dlopen_mode", "fork", "exit" };
+    ranges_t r = { .n = 0 };
+    const map_t *libc = object_map(p, libc_names, 2);
+    if (!libc) return 0;
+    elf_scan(p, libc, 1, FUNC_TYPES, bad, sizeof bad / sizeof bad[0], range_cb, &r);
+    uint64_t w[256];
+    if (mem_read(p, sp, w, sizeof w) != 0) return 0;
+    for (size_t i = 0; i < 256; i++) {
+        const map_t *m = NULL;
+        for (size_t k = 0; k < p->n_maps && !m; k++)
+            if (w[i] >= p->maps[k].lo && w[i] < p->maps[k].hi && p->maps[k].x) m = &p->maps[k];
+        if (!m) continue;
+        for (int k = 0; k < r.n; k++)
+            if (w[i] > r.lo[k] && w[i] <= r.hi[k]) return 0;
+        if (!unsafe_object(m->path)) return 1;   /* the program's own caller */
+        const char *b = base_name(m->path);
+        if (!strncmp(b, "ld-", 3) || !strncmp(b, "ld64", 4) || !strncmp(b, "libgcc_s", 8)) return 0;
+    }
+    return 0;
+}
+
+/* Single-step the stopped tid out of libc, the loader, libgcc_s and the
+ * tracer, for at most ms. 0 out (regs updated), 1 it went to sleep in a
+ * system call on the way (interrupted again: regs are those of that
+ * sleep), -1 not out in time or gone. */
+static int step_out(pi_proc_t *p, double ms)
+{
+    double t0 = now_ms();
+    while (unsafe_pc(p, p->regs.rip)) {
+        double left = ms - (now_ms() - t0);
+        if (left <= 0) return -1;
+        if (ptrace(PTRACE_SINGLESTEP, p->tid, NULL, NULL) != 0) return -1;
+        int st, r = wait_stop(p->tid, left < 20 ? left : 20, &st);
+        if (r < 0) return -1;
+        if (r == 1) {   /* asleep: stop it where it sleeps */
+            if (interrupt(p, 1000) != 0) return -1;
+            if (ptrace(PTRACE_GETREGS, p->tid, NULL, &p->regs) != 0) return -1;
+            return 1;
+        }
+        if (st >> 16 || WSTOPSIG(st) != SIGTRAP) note_stop(p, st);
+        if (ptrace(PTRACE_GETREGS, p->tid, NULL, &p->regs) != 0) return -1;
+    }
+    return 0;
+}
+
+static int save_fpu(pi_proc_t *p)
+{
+    if (!p->xs && !(p->xs = malloc(XSAVE_MAX))) return -1;
+    struct iovec v = { p->xs, XSAVE_MAX };
+    if (ptrace(PTRACE_GETREGSET, p->tid, (void *)(uintptr_t)NT_X86_XSTATE, &v) == 0) {
+        p->xs_len = v.iov_len;
+        return 0;
+    }
+    free(p->xs);
+    p->xs = NULL;
+    p->have_fp = ptrace(PTRACE_GETFPREGS, p->tid, NULL, &p->fp) == 0;
+    return p->have_fp ? 0 : -1;
+}
+
+/* Let the thread go and give it the signals held meanwhile. */
+static void release(pi_proc_t *p)
+{
+    ptrace(PTRACE_DETACH, p->tid, NULL, NULL);
+    for (int s = 1; s <= 64; s++)
+        if (p->held >> (s - 1) & 1) syscall(SYS_tgkill, p->pid, p->tid, s);
+    p->held = 0;
+}
+
+/* Try tid at tier (1..4, file comment). 0: stopped at a safe point, saved;
+ * 1: not now (let go); -1: cannot trace it at all. */
+static int try_thread(pi_proc_t *p, pid_t tid, int tier, double ms)
+{
+    p->tid = tid;
+    if (ptrace(PTRACE_SEIZE, tid, NULL, NULL) != 0) return errno == ESRCH ? 1 : -1;
+    if (interrupt(p, 1000) != 0) { release(p); return 1; }
+    if (ptrace(PTRACE_GETREGS, tid, NULL, &p->regs) != 0 || maps_read(p) != 0) { release(p); return 1; }
+    int ok = 0;
+    for (int round = 0; round < 2 && !ok; round++) {
+        long long nr = (long long)p->regs.orig_rax, ax = (long long)p->regs.rax;
+        int asleep = nr >= 0 && (restart_code(ax) || ax == -EINTR);
+        if (asleep) {
+            if (restartable_sleep(nr) && restart_code(ax)) ok = PI_AT_SYSCALL;
+            else if (nr == SYS_futex && restart_code(ax) && tier >= 2 && clean_way_up(p, p->regs.rsp)) ok = PI_AT_SYSCALL;
+            else if (eintr_sleep(nr) && tier >= 4) ok = PI_AT_SYSCALL;
+            break;   /* asleep somewhere else: not this thread */
+        }
+        if (tier < 3 || round) break;
+        int r = step_out(p, ms);
+        if (r == 0) ok = PI_AT_USER;
+        else if (r < 0) break;
+        /* r == 1: asleep on the way, judged in the next round */
+    }
+    if (!ok || save_fpu(p) != 0) { release(p); return 1; }
+    p->how = ok;
+    p->scratch_top = (p->regs.rsp - RED_ZONE - 64) & ~(uint64_t)15;
+    p->scratch_low = p->scratch_top;
+    return 0;
+}
+
+/* The tiers a thread may be tried at, from /proc/PID/task/TID/syscall
+ * (read without stopping it): its first tier. */
+static int first_tier(pid_t pid, pid_t tid)
+{
+    char fn[96], b[256];
+    snprintf(fn, sizeof fn, "/proc/%d/task/%d/syscall", (int)pid, (int)tid);
+    int fd = open(fn, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 3;
+    ssize_t n = read(fd, b, sizeof b - 1);
+    close(fd);
+    if (n <= 0) return 3;
+    b[n] = 0;
+    if (!strncmp(b, "running", 7)) return 3;
+    long nr = strtol(b, NULL, 10);
+    if (restartable_sleep(nr)) return 1;
+    if (nr == SYS_futex) return 2;
+    if (eintr_sleep(nr)) return 4;
+    return 3;
+}
+
+static int tids(pid_t pid, pid_t *out, int cap)
+{
+    char fn[64];
+    snprintf(fn, sizeof fn, "/proc/%d/task", (int)pid);
+    DIR *d = opendir(fn);
+    if (!d) return -1;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) && n < cap)
+        if (e->d_name[0] != '.') out[n++] = (pid_t)atoi(e->d_name);
+    closedir(d);
+    return n;
+}
+
+static int traced_by(pid_t pid)
+{
+    char fn[64], line[256];
+    snprintf(fn, sizeof fn, "/proc/%d/status", (int)pid);
+    FILE *f = fopen(fn, "r");
+    int t = 0;
+    if (!f) return 0;
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, "TracerPid:", 10)) t = atoi(line + 10);
+    fclose(f);
+    return t;
+}
+
+int pi_open(pid_t pid, int budget_ms, pi_proc_t **out, char *msg, size_t mcap)
+{
+    *out = NULL;
+    pi_proc_t *p = calloc(1, sizeof *p);
+    if (!p) return msgf(msg, mcap, PSC_ENOMEM, "out of memory");
+    p->pid = pid;
+    if (maps_read(p) != 0) {
+        free(p);
+        return msgf(msg, mcap, PSC_EIO, "cannot read /proc/%d/maps: %s", (int)pid, strerror(errno));
+    }
+    enum { MAXT = 4096 };
+    pid_t *t = malloc(MAXT * sizeof *t);
+    int *tier = malloc(MAXT * sizeof *tier);
+    if (!t || !tier) { free(t); free(tier); maps_free(p); free(p); return msgf(msg, mcap, PSC_ENOMEM, "out of memory"); }
+    double t0 = now_ms();
+    int rc = PSC_EIO, perm = 0, seen = 0;
+    for (int attempt = 0; now_ms() - t0 < budget_ms || !attempt; attempt++) {
+        if (attempt) { struct timespec d = { 0, 50 * 1000 * 1000 }; nanosleep(&d, NULL); }
+        int n = tids(pid, t, MAXT);
+        if (n <= 0) { msgf(msg, mcap, PSC_EIO, "pid %d: the process is gone", (int)pid); goto done; }
+        seen = 1;
+        for (int i = 0; i < n; i++) tier[i] = first_tier(pid, t[i]);
+        /* each tier in turn, every thread that may be tried at it */
+        for (int want = 1; want <= 4; want++)
+            for (int i = 0; i < n; i++) {
+                if (tier[i] > want) continue;
+                double left = budget_ms - (now_ms() - t0);
+                int r = try_thread(p, t[i], want, left < 300 ? (left > 20 ? left : 20) : 300);
+                if (r == 0) { rc = 0; goto done; }
+                if (r < 0) { perm = errno; goto denied; }
+            }
+    }
+    msgf(msg, mcap, PSC_EIO, "pid %d: no thread reached a safe point within %.1f s (every one inside "
+         "libc, the loader or a lock wait): no safe thread; try again", (int)pid, budget_ms / 1e3);
+    goto done;
+denied:
+    if (traced_by(pid))
+        msgf(msg, mcap, PSC_EIO, "pid %d is being traced already (by pid %d: a debugger?)", (int)pid, traced_by(pid));
+    else
+        msgf(msg, mcap, PSC_EIO, "no ptrace permission for pid %d: %s (/proc/sys/kernel/yama/ptrace_scope, "
+             "or a container without CAP_SYS_PTRACE)", (int)pid, strerror(perm));
+done:
+    (void)seen;
+    free(t);
+    free(tier);
+    if (rc != 0) { maps_free(p); free(p); return rc; }
+    *out = p;
+    return 0;
+}
+
+pid_t pi_tid(const pi_proc_t *p) { return p->tid; }
+int pi_how(const pi_proc_t *p) { return p->how; }
+
+int pi_call(pi_proc_t *p, uint64_t fn, const uint64_t *args, int n, int timeout_ms, uint64_t *ret,
+            char *msg, size_t mcap)
+{
+    if (n > 6 || !fn) return msgf(msg, mcap, PSC_EINVAL, "bad call");
+    struct user_regs_struct r = p->regs;
+    uint64_t sp = ((p->scratch_low - 256) & ~(uint64_t)15) - 8, zero = 0;
+    if (pi_write(p, sp, &zero, 8) != 0)   /* the return address: 0 */
+        return msgf(msg, mcap, PSC_EIO, "cannot write the stack of thread %d", (int)p->tid);
+    unsigned long long *reg[6] = { &r.rdi, &r.rsi, &r.rdx, &r.rcx, &r.r8, &r.r9 };
+    for (int i = 0; i < n; i++) *reg[i] = args[i];
+    r.rsp = sp;
+    r.rip = fn;
+    r.rax = 0;
+    r.orig_rax = (unsigned long long)-1;   /* no system call to restart on the way in */
+    if (ptrace(PTRACE_SETREGS, p->tid, NULL, &r) != 0 || ptrace(PTRACE_CONT, p->tid, NULL, NULL) != 0)
+        return msgf(msg, mcap, PSC_EIO, "cannot run thread %d: %s", (int)p->tid, strerror(errno));
+    double t0 = now_ms();
+    for (;;) {
+        int st, w = wait_stop(p->tid, timeout_ms - (now_ms() - t0), &st);
+        if (w < 0) return msgf(msg, mcap, PSC_EIO, "pid %d ended during the call", (int)p->pid);
+        if (w == 1)
+            return msgf(msg, mcap, PSC_EIO, "the call in thread %d did not return within %.0f s", (int)p->tid,
+                        timeout_ms / 1e3);
+        if (st >> 16 == 0 && WSTOPSIG(st) == SIGSEGV) {
+            if (ptrace(PTRACE_GETREGS, p->tid, NULL, &r) != 0) return msgf(msg, mcap, PSC_EIO, "thread %d gone", (int)p->tid);
+            if (r.rip == 0) break;   /* returned to our 0 */
+            hold(p, SIGSEGV);
+            return msgf(msg, mcap, PSC_EIO, "the call crashed in thread %d (SIGSEGV at pc %#llx)", (int)p->tid, r.rip);
+        }
+        note_stop(p, st);
+        if (ptrace(PTRACE_CONT, p->tid, NULL, NULL) != 0) return msgf(msg, mcap, PSC_EIO, "thread %d gone", (int)p->tid);
+    }
+    *ret = r.rax;
+    return 0;
+}
+
+void pi_close(pi_proc_t *p)
+{
+    if (!p) return;
+    /* as it was: a sleep interrupted with a restart code is restarted by
+     * the kernel as the thread leaves this stop (orig_rax kept) */
+    ptrace(PTRACE_SETREGS, p->tid, NULL, &p->regs);
+    if (p->xs) {
+        struct iovec v = { p->xs, p->xs_len };
+        ptrace(PTRACE_SETREGSET, p->tid, (void *)(uintptr_t)NT_X86_XSTATE, &v);
+    } else if (p->have_fp) {
+        ptrace(PTRACE_SETFPREGS, p->tid, NULL, &p->fp);
+    }
+    release(p);
+    free(p->xs);
+    maps_free(p);
+    free(p);
+}
+
+#else /* not x86_64 */
+
+struct pi_proc { int unused; };
+int pi_open(pid_t pid, int budget_ms, pi_proc_t **out, char *msg, size_t mcap)
+{
+    (void)pid; (void)budget_ms;
+    *out = NULL;
+    if (msg && mcap) snprintf(msg, mcap, "attach is supported on x86_64 only");
+    return PSC_EUNSUP;
+}
+pid_t pi_tid(const pi_proc_t *p) { (void)p; return 0; }
+int pi_how(const pi_proc_t *p) { (void)p; return 0; }
+uint64_t pi_libc_sym(pi_proc_t *p, const char *name) { (void)p; (void)name; return 0; }
+uint64_t pi_data_sym(pi_proc_t *p, const char *name) { (void)p; (void)name; return 0; }
+int pi_read_str(pi_proc_t *p, uint64_t addr, char *buf, size_t cap)
+{
+    if (!cap) return PSC_EIO;
+    size_t n = 0;
+    while (n + 1 < cap) {
+        char c[64];
+        size_t k = cap - 1 - n < sizeof c ? cap - 1 - n : sizeof c;
+        if (mem_read(p, addr + n, c, k) != 0) break;
+        size_t z = strnlen(c, k);
+        memcpy(buf + n, c, z);
+        n += z;
+        if (z < k) break;
+    }
+    buf[n] = 0;
+    return n ? 0 : PSC_EIO;
+}
+
+uint64_t pi_put_str(pi_proc_t *p, const char *s) { (void)p; (void)s; return 0; }
+int pi_read_str(pi_proc_t *p, uint64_t addr, char *buf, size_t cap) { (void)p; (void)addr; (void)buf; (void)cap; return PSC_EUNSUP; }
+int pi_call(pi_proc_t *p, uint64_t fn, const uint64_t *args, int n, int timeout_ms, uint64_t *ret,
+            char *msg, size_t mcap)
+{
+    (void)p; (void)fn; (void)args; (void)n; (void)timeout_ms; (void)ret; (void)msg; (void)mcap;
+    return PSC_EUNSUP;
+}
+int pi_write(pi_proc_t *p, uint64_t addr, const void *buf, size_t n) { (void)p; (void)addr; (void)buf; (void)n; return PSC_EUNSUP; }
+void pi_close(pi_proc_t *p) { (void)p; }
+
+#endif
