@@ -58,7 +58,8 @@ void cmd_attach_help(FILE *out)
           "  --duration SECONDS    stop after this long (default: until Ctrl-C or detach)\n"
           "  --stacks MODE         dwarf (default), fp or none\n"
           "\n"
-          "Refused: a process of another user, a static binary, no ptrace permission\n"
+          "Refused: a process of another user (root too: attach as that user), a static\n"
+          "binary, no ptrace permission\n"
           "(/proc/sys/kernel/yama/ptrace_scope), a process already traced.\n", out);
 }
 
@@ -144,7 +145,10 @@ static int refuse(long pid)
         cli_err("attach: pid %ld is this poolscope", pid);
         return 1;
     }
-    if (geteuid() != 0 && st.st_uid != geteuid()) {
+    /* root too: the tracer runs as the process's user, and could neither
+     * write the counters file into our private directory (so the window
+     * could not be stopped) nor, often, the trace */
+    if (st.st_uid != geteuid()) {
         cli_err("attach: pid %ld belongs to user %u, not to you (%u): attach as that user",
                 pid, (unsigned)st.st_uid, (unsigned)geteuid());
         return 1;

@@ -82,7 +82,9 @@ struct pi_proc {
     struct user_fpregs_struct fp;
     int have_fp;
     uint64_t scratch_top, scratch_low; /* strings go downward from top */
-    uint64_t held;                     /* signals that came during calls (bit sig-1) */
+    uint64_t mask;                     /* the thread's signal mask, as stopped */
+    int have_mask, stuck;              /* stuck: a call did not come back */
+    int deliver;                       /* a signal to hand over at release (0: none) */
     map_t *maps;
     size_t n_maps;
 };
@@ -365,21 +367,12 @@ static int wait_stop(pid_t tid, double ms, int *st)
     }
 }
 
-static void hold(pi_proc_t *p, int sig)
+/* glibc's own signals (SIGCANCEL, SIGSETXID: 32 and 33): a thread calling
+ * setuid waits, holding the loader's stack-cache lock, until every thread
+ * has run the SIGSETXID handler; ours must run it during the call too. */
+static int libc_internal_signal(int sig)
 {
-    if (sig > 0 && sig <= 64) p->held |= 1ull << (sig - 1);
-}
-
-/* After a stop that is not ours: a signal for the program (held, given
- * back at pi_close) or a group stop. The signal to resume with: always 0. */
-static void note_stop(pi_proc_t *p, int st)
-{
-    int sig = WSTOPSIG(st), ev = st >> 16;
-    if (ev == PTRACE_EVENT_STOP) {
-        if (sig == SIGSTOP || sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU) hold(p, sig);
-        return;
-    }
-    if (ev == 0 && sig != SIGTRAP) hold(p, sig);
+    return sig == 32 || sig == 33;
 }
 
 /* Stop a running or sleeping tid: 0 stopped, -1 gone or stuck. */
@@ -391,9 +384,9 @@ static int interrupt(pi_proc_t *p, double ms)
         int st, r = wait_stop(p->tid, ms - (now_ms() - t0), &st);
         if (r != 0) return -1;
         if (st >> 16 == PTRACE_EVENT_STOP) return 0;
-        /* a signal arrived first: hold it and take the interrupt next */
-        note_stop(p, st);
-        if (ptrace(PTRACE_CONT, p->tid, NULL, NULL) != 0) return -1;
+        /* a signal arrived first: it goes on to the program (its siginfo
+         * kept), and the interrupt stop follows */
+        if (ptrace(PTRACE_CONT, p->tid, NULL, (void *)(uintptr_t)(st >> 16 ? 0 : WSTOPSIG(st))) != 0) return -1;
     }
 }
 
@@ -429,46 +422,63 @@ static int restart_code(long long ax)
     return ax == -ERESTARTSYS_ || ax == -ERESTARTNOINTR_ || ax == -ERESTARTNOHAND_ || ax == -ERESTART_RESTARTBLOCK_;
 }
 
-/* Is the way from a futex sleep back to the program clean? Walking up
- * from the stack pointer, the first word that points into code outside
- * libc (the program's caller of pthread_cond_wait, pthread_join,
- * pthread_mutex_lock, sem_wait, ...) comes before any word that points into
- * the loader or into malloc, free or the dl* functions: a thread waiting
- * for a lock does not hold it, and one under malloc or the loader is seen.
- * A stale word in a libc frame can only make this say no. */
-typedef struct { uint64_t lo[64], hi[64]; int n; } ranges_t;
+/* Is the way from the stopped point back up the stack clean? No word of
+ * the 1 KiB above the stack pointer (the nearest few frames: farther up,
+ * stale words left in long-lived frames said no to threads that were
+ * fine) may point into the tracer (its own
+ * thread, or a hook) or into one of the libc functions below: those hold
+ * the loader's, malloc's, stdio's or another libc lock while they call
+ * down or wait (dl_iterate_phdr among them: the unwinder's way to the
+ * loader's lock). Words into the loader itself are no sign: every main
+ * thread's stack holds _dl_fini, passed to __libc_start_main, and a
+ * constructor run by dlopen may call dlopen again.
+ * With need_program, some word must point into the program's own code (a
+ * futex waiter called from the program waits for a lock, it does not hold
+ * one). Stale words in a frame can only make this say no. A signal
+ * handler run over the middle of malloc's internals is not seen (they are
+ * not in the dynamic symbol table): that is the one case left open. */
+typedef struct { uint64_t lo[96], hi[96]; int n; } ranges_t;
 static int range_cb(void *ctx, size_t which, uint64_t addr, uint64_t size)
 {
     (void)which;
     ranges_t *r = ctx;
-    if (size && r->n < 64) { r->lo[r->n] = addr; r->hi[r->n++] = addr + size; }
+    if (size && r->n < 96) { r->lo[r->n] = addr; r->hi[r->n++] = addr + size; }
     return 0;
 }
 
-static int clean_way_up(pi_proc_t *p, uint64_t sp)
+static int way_up_clean(pi_proc_t *p, uint64_t sp, int need_program)
 {
-    static const char *const bad[] = { "malloc", "free", "calloc", "realloc", "memalign", "posix_memalign",
-                                       "aligned_alloc", "valloc", "pvalloc", "dlopen", "dlmopen", "dlclose",
-                                       "dlsym", "dlvsym", "dladdr", "dladdr1", "dlinfo", "dl_iterate_phdr",
-                                       "__libc_dlopen_mode", "fork", "exit" };
+    static const char *const bad[] = {
+        "malloc", "free", "calloc", "realloc", "reallocarray", "memalign", "posix_memalign", "aligned_alloc",
+        "valloc", "pvalloc", "malloc_trim", "malloc_info", "malloc_stats", "mallinfo", "mallinfo2",
+        "dlopen", "dlmopen", "dlclose", "dlsym", "dlvsym", "dladdr", "dladdr1", "dlinfo", "dl_iterate_phdr",
+        "__libc_dlopen_mode", "fork", "vfork", "_Fork", "exit", "quick_exit", "abort",
+        "setuid", "setgid", "seteuid", "setegid", "setreuid", "setregid", "setresuid", "setresgid",
+        "setgroups", "fflush", "fclose", "fcloseall", "_IO_flush_all", "system", "popen", "pclose",
+        "syslog", "vsyslog", "openlog", "closelog", "pthread_create", "pthread_exit", "pthread_detach",
+        "__cxa_finalize", "__cxa_thread_atexit_impl", "getpwnam", "getpwuid", "getgrnam", "getaddrinfo",
+        "gethostbyname", "setlocale", "newlocale", "tzset", "localtime", "mktime" };
     ranges_t r = { .n = 0 };
     const map_t *libc = object_map(p, libc_names, 2);
     if (!libc) return 0;
     elf_scan(p, libc, 1, FUNC_TYPES, bad, sizeof bad / sizeof bad[0], range_cb, &r);
-    uint64_t w[256];
-    if (mem_read(p, sp, w, sizeof w) != 0) return 0;
-    for (size_t i = 0; i < 256; i++) {
+    uint64_t w[128];
+    size_t n = sizeof w;
+    for (size_t k = 0; k < p->n_maps; k++)   /* not past the stack's end */
+        if (sp >= p->maps[k].lo && sp < p->maps[k].hi && p->maps[k].hi - sp < n) n = p->maps[k].hi - sp;
+    if (n < 8 || mem_read(p, sp, w, n & ~(size_t)7) != 0) return 0;
+    int program = 0;
+    for (size_t i = 0; i < n / 8; i++) {
         const map_t *m = NULL;
         for (size_t k = 0; k < p->n_maps && !m; k++)
             if (w[i] >= p->maps[k].lo && w[i] < p->maps[k].hi && p->maps[k].x) m = &p->maps[k];
         if (!m) continue;
         for (int k = 0; k < r.n; k++)
             if (w[i] > r.lo[k] && w[i] <= r.hi[k]) return 0;
-        if (!unsafe_object(m->path)) return 1;   /* the program's own caller */
-        const char *b = base_name(m->path);
-        if (!strncmp(b, "ld-", 3) || !strncmp(b, "ld64", 4) || !strncmp(b, "libgcc_s", 8)) return 0;
+        if (!strncmp(base_name(m->path), "libpoolscope-preload", 20)) return 0;
+        if (!unsafe_object(m->path)) program = 1;
     }
-    return 0;
+    return program || !need_program;
 }
 
 /* Single-step the stopped tid out of libc, the loader, libgcc_s and the
@@ -489,7 +499,12 @@ static int step_out(pi_proc_t *p, double ms)
             if (ptrace(PTRACE_GETREGS, p->tid, NULL, &p->regs) != 0) return -1;
             return 1;
         }
-        if (st >> 16 || WSTOPSIG(st) != SIGTRAP) note_stop(p, st);
+        if (st >> 16 == 0 && WSTOPSIG(st) != SIGTRAP) {
+            /* a signal for the program: handed over as this thread is let
+             * go (its handler may be what runs next: not a safe point) */
+            p->deliver = WSTOPSIG(st);
+            return -1;
+        }
         if (ptrace(PTRACE_GETREGS, p->tid, NULL, &p->regs) != 0) return -1;
     }
     return 0;
@@ -509,21 +524,20 @@ static int save_fpu(pi_proc_t *p)
     return p->have_fp ? 0 : -1;
 }
 
-/* Let the thread go and give it the signals held meanwhile. */
+/* Let the thread go (with the signal that reached it while it was
+ * stepped, if any). */
 static void release(pi_proc_t *p)
 {
-    ptrace(PTRACE_DETACH, p->tid, NULL, NULL);
-    for (int s = 1; s <= 64; s++)
-        if (p->held >> (s - 1) & 1) syscall(SYS_tgkill, p->pid, p->tid, s);
-    p->held = 0;
+    ptrace(PTRACE_DETACH, p->tid, NULL, (void *)(uintptr_t)p->deliver);
+    p->deliver = 0;
 }
 
 /* Try tid at tier (1..4, file comment). 0: stopped at a safe point, saved;
  * 1: not now (let go); -1: cannot trace it at all. */
-static int try_thread(pi_proc_t *p, pid_t tid, int tier, double ms)
+static int try_thread(pi_proc_t *p, pid_t tid, int allow_eintr, double ms)
 {
     p->tid = tid;
-    if (ptrace(PTRACE_SEIZE, tid, NULL, NULL) != 0) return errno == ESRCH ? 1 : -1;
+    if (ptrace(PTRACE_SEIZE, tid, NULL, NULL) != 0) return errno == ESRCH || errno == EPERM ? 1 : -1;
     if (interrupt(p, 1000) != 0) { release(p); return 1; }
     if (ptrace(PTRACE_GETREGS, tid, NULL, &p->regs) != 0 || maps_read(p) != 0) { release(p); return 1; }
     int ok = 0;
@@ -531,42 +545,66 @@ static int try_thread(pi_proc_t *p, pid_t tid, int tier, double ms)
         long long nr = (long long)p->regs.orig_rax, ax = (long long)p->regs.rax;
         int asleep = nr >= 0 && (restart_code(ax) || ax == -EINTR);
         if (asleep) {
-            if (restartable_sleep(nr) && restart_code(ax)) ok = PI_AT_SYSCALL;
-            else if (nr == SYS_futex && restart_code(ax) && tier >= 2 && clean_way_up(p, p->regs.rsp)) ok = PI_AT_SYSCALL;
-            else if (eintr_sleep(nr) && tier >= 4) ok = PI_AT_SYSCALL;
-            break;   /* asleep somewhere else: not this thread */
+            if (restartable_sleep(nr) && restart_code(ax)) ok = way_up_clean(p, p->regs.rsp, 0);
+            else if (nr == SYS_futex && restart_code(ax)) ok = way_up_clean(p, p->regs.rsp, 1);
+            else if (eintr_sleep(nr) && allow_eintr) ok = way_up_clean(p, p->regs.rsp, 0);
+            ok = ok ? PI_AT_SYSCALL : 0;
+            break;   /* asleep anywhere else: not this thread */
         }
-        if (tier < 3 || round) break;
+        if (round) break;
         int r = step_out(p, ms);
-        if (r == 0) ok = PI_AT_USER;
-        else if (r < 0) break;
+        if (r == 0 && way_up_clean(p, p->regs.rsp, 0)) ok = PI_AT_USER;
+        else if (r != 1) break;
         /* r == 1: asleep on the way, judged in the next round */
     }
     if (!ok || save_fpu(p) != 0) { release(p); return 1; }
+    /* while the calls run, only what must reach the thread can: glibc's own
+     * signals and faults (SIGKILL and SIGSTOP cannot be blocked); the rest
+     * stay pending and come when the mask is given back */
+    uint64_t all = ~0ull;
+    static const int pass[] = { SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP, SIGSYS, 32, 33 };
+    for (size_t i = 0; i < sizeof pass / sizeof pass[0]; i++) all &= ~(1ull << (pass[i] - 1));
+    p->have_mask = ptrace(PTRACE_GETSIGMASK, tid, (void *)(uintptr_t)8, &p->mask) == 0;
+    if (!p->have_mask || ptrace(PTRACE_SETSIGMASK, tid, (void *)(uintptr_t)8, &all) != 0) {
+        p->have_mask = 0;
+        release(p);
+        return 1;
+    }
     p->how = ok;
     p->scratch_top = (p->regs.rsp - RED_ZONE - 64) & ~(uint64_t)15;
     p->scratch_low = p->scratch_top;
     return 0;
 }
 
-/* The tiers a thread may be tried at, from /proc/PID/task/TID/syscall
- * (read without stopping it): its first tier. */
-static int first_tier(pid_t pid, pid_t tid)
+static int read_small(const char *fn, char *b, size_t cap)
 {
-    char fn[96], b[256];
-    snprintf(fn, sizeof fn, "/proc/%d/task/%d/syscall", (int)pid, (int)tid);
     int fd = open(fn, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return 3;
-    ssize_t n = read(fd, b, sizeof b - 1);
+    if (fd < 0) return -1;
+    ssize_t n = read(fd, b, cap - 1);
     close(fd);
-    if (n <= 0) return 3;
+    if (n <= 0) return -1;
     b[n] = 0;
-    if (!strncmp(b, "running", 7)) return 3;
+    return 0;
+}
+
+/* The tier a thread is tried at (file comment), from /proc (read without
+ * stopping it); 0: not at all. A thread asleep in any other system call
+ * could not be used, and stopping it could cost it an EINTR; one in
+ * uninterruptible sleep (D) would not stop in time. */
+static int tier_of(pid_t pid, pid_t tid)
+{
+    char fn[96], b[512];
+    snprintf(fn, sizeof fn, "/proc/%d/task/%d/stat", (int)pid, (int)tid);
+    const char *st = read_small(fn, b, sizeof b) == 0 ? strrchr(b, ')') : NULL;
+    if (st && (st[2] == 'D' || st[2] == 'Z' || st[2] == 'X')) return 0;
+    snprintf(fn, sizeof fn, "/proc/%d/task/%d/syscall", (int)pid, (int)tid);
+    if (read_small(fn, b, sizeof b) != 0 || !strncmp(b, "running", 7)) return 3;
     long nr = strtol(b, NULL, 10);
+    if (nr < 0) return 3;   /* stopped outside a system call */
     if (restartable_sleep(nr)) return 1;
     if (nr == SYS_futex) return 2;
     if (eintr_sleep(nr)) return 4;
-    return 3;
+    return 0;
 }
 
 static int tids(pid_t pid, pid_t *out, int cap)
@@ -617,13 +655,13 @@ int pi_open(pid_t pid, int budget_ms, pi_proc_t **out, char *msg, size_t mcap)
         int n = tids(pid, t, MAXT);
         if (n <= 0) { msgf(msg, mcap, PSC_EIO, "pid %d: the process is gone", (int)pid); goto done; }
         seen = 1;
-        for (int i = 0; i < n; i++) tier[i] = first_tier(pid, t[i]);
-        /* each tier in turn, every thread that may be tried at it */
+        for (int i = 0; i < n; i++) tier[i] = tier_of(pid, t[i]);
+        /* the threads of each tier in turn */
         for (int want = 1; want <= 4; want++)
             for (int i = 0; i < n; i++) {
-                if (tier[i] > want) continue;
+                if (tier[i] != want) continue;
                 double left = budget_ms - (now_ms() - t0);
-                int r = try_thread(p, t[i], want, left < 300 ? (left > 20 ? left : 20) : 300);
+                int r = try_thread(p, t[i], want == 4, left < 100 ? (left > 20 ? left : 20) : 100);
                 if (r == 0) { rc = 0; goto done; }
                 if (r < 0) { perm = errno; goto denied; }
             }
@@ -669,17 +707,26 @@ int pi_call(pi_proc_t *p, uint64_t fn, const uint64_t *args, int n, int timeout_
     for (;;) {
         int st, w = wait_stop(p->tid, timeout_ms - (now_ms() - t0), &st);
         if (w < 0) return msgf(msg, mcap, PSC_EIO, "pid %d ended during the call", (int)p->pid);
-        if (w == 1)
-            return msgf(msg, mcap, PSC_EIO, "the call in thread %d did not return within %.0f s", (int)p->tid,
-                        timeout_ms / 1e3);
-        if (st >> 16 == 0 && WSTOPSIG(st) == SIGSEGV) {
+        if (w == 1) {
+            /* it runs on in our call (waiting on a lock?): its registers
+             * cannot be put back under it, and it is left as it is */
+            p->stuck = 1;
+            return msgf(msg, mcap, PSC_EIO, "the call in thread %d did not return within %.0f s: "
+                        "that thread may stay stuck in the loader", (int)p->tid, timeout_ms / 1e3);
+        }
+        int sig = WSTOPSIG(st);
+        if (st >> 16 == 0 && sig == SIGSEGV) {
             if (ptrace(PTRACE_GETREGS, p->tid, NULL, &r) != 0) return msgf(msg, mcap, PSC_EIO, "thread %d gone", (int)p->tid);
             if (r.rip == 0) break;   /* returned to our 0 */
-            hold(p, SIGSEGV);
-            return msgf(msg, mcap, PSC_EIO, "the call crashed in thread %d (SIGSEGV at pc %#llx)", (int)p->tid, r.rip);
         }
-        note_stop(p, st);
-        if (ptrace(PTRACE_CONT, p->tid, NULL, NULL) != 0) return msgf(msg, mcap, PSC_EIO, "thread %d gone", (int)p->tid);
+        if (st >> 16 == 0 && !libc_internal_signal(sig))   /* a fault: the others are blocked */
+            return msgf(msg, mcap, PSC_EIO, "the call crashed in thread %d (signal %d at pc %#llx); its "
+                        "registers are put back, but what the call had changed is not", (int)p->tid, sig, r.rip);
+        /* glibc's own signals go in now (their handlers are short and take
+         * no lock); a group stop is let pass: the thread enters it again
+         * when we let it go */
+        if (ptrace(PTRACE_CONT, p->tid, NULL, (void *)(uintptr_t)(st >> 16 ? 0 : sig)) != 0)
+            return msgf(msg, mcap, PSC_EIO, "thread %d gone", (int)p->tid);
     }
     *ret = r.rax;
     return 0;
@@ -688,9 +735,11 @@ int pi_call(pi_proc_t *p, uint64_t fn, const uint64_t *args, int n, int timeout_
 void pi_close(pi_proc_t *p)
 {
     if (!p) return;
+    if (p->stuck) goto out;   /* not stopped: nothing can be put back (pi_call) */
     /* as it was: a sleep interrupted with a restart code is restarted by
      * the kernel as the thread leaves this stop (orig_rax kept) */
     ptrace(PTRACE_SETREGS, p->tid, NULL, &p->regs);
+    if (p->have_mask) ptrace(PTRACE_SETSIGMASK, p->tid, (void *)(uintptr_t)8, &p->mask);
     if (p->xs) {
         struct iovec v = { p->xs, p->xs_len };
         ptrace(PTRACE_SETREGSET, p->tid, (void *)(uintptr_t)NT_X86_XSTATE, &v);
@@ -698,6 +747,7 @@ void pi_close(pi_proc_t *p)
         ptrace(PTRACE_SETFPREGS, p->tid, NULL, &p->fp);
     }
     release(p);
+out:
     free(p->xs);
     maps_free(p);
     free(p);

@@ -268,7 +268,15 @@ if [ "$(id -u)" = 0 ] && command -v setpriv > /dev/null; then
     chmod 755 "$T"
     setpriv --reuid=65534 --regid=65534 --clear-groups "$PS" attach $SLP -o "$T/y.pst" 2> "$T/user.err"; rc=$?
     kill $SLP; wait $SLP 2>/dev/null
-    check refuses_other_users_process sh -c "[ $rc -eq 2 ] && [ \$(wc -l < '$T/user.err') -eq 1 ] && grep -q 'belongs to user 0' '$T/user.err'"
+    check refuses_other_users_process sh -c "[ $rc -eq 2 ] && [ \$(wc -l < '$T/user.err') -eq 1 ] && grep -q 'belongs to user 0' '$T/user.err'"    # and root, a process of another user: the tracer would run as that user
+    # and could not write its counters file into our folder (a window that
+    # could not be stopped)
+    setpriv --reuid=65534 --regid=65534 --clear-groups sleep 30 &
+    NP=$!
+    sleep 0.2
+    "$PS" attach $NP -o "$T/z.pst" 2> "$T/root.err"; rc=$?
+    kill $NP; wait $NP 2>/dev/null
+    check root_refuses_other_users_process sh -c "[ $rc -eq 2 ] && [ \$(wc -l < '$T/root.err') -eq 1 ] && grep -q 'belongs to user 65534' '$T/root.err' && [ ! -e '$T/z.pst' ]"
 fi
 "$PS" detach 999999999 2> "$T/det.err"; rc=$?
 check detach_refuses_no_such_pid sh -c "[ $rc -eq 2 ] && grep -q 'no such process' '$T/det.err'"
