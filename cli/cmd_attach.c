@@ -169,7 +169,18 @@ static int refuse(long pid)
         cli_err("attach: cannot read /proc/%ld/maps: %s", pid, strerror(errno));
         return 1;
     }
-    char exe[PATH_MAX];
+    char exe[PATH_MAX], line[128];
+    snprintf(p, sizeof p, "/proc/%ld/status", pid);
+    int zombie = 0;
+    if ((f = fopen(p, "r"))) {
+        while (fgets(line, sizeof line, f))
+            if (!strncmp(line, "State:", 6)) zombie = strchr(line, 'Z') != NULL;
+        fclose(f);
+    }
+    if (zombie) {   /* its maps read empty, whether or not other threads run on */
+        cli_err("attach: pid %ld is a zombie (or its main thread has exited): nothing to load the tracer into", pid);
+        return 1;
+    }
     snprintf(p, sizeof p, "/proc/%ld/exe", pid);
     if (!ld && readlink(p, exe, sizeof exe) < 0 && errno == ENOENT) {   /* no program file: a kernel thread */
         cli_err("attach: pid %ld is a kernel thread, not a program", pid);

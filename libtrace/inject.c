@@ -767,23 +767,6 @@ pid_t pi_tid(const pi_proc_t *p) { (void)p; return 0; }
 int pi_how(const pi_proc_t *p) { (void)p; return 0; }
 uint64_t pi_libc_sym(pi_proc_t *p, const char *name) { (void)p; (void)name; return 0; }
 uint64_t pi_data_sym(pi_proc_t *p, const char *name) { (void)p; (void)name; return 0; }
-int pi_read_str(pi_proc_t *p, uint64_t addr, char *buf, size_t cap)
-{
-    if (!cap) return PSC_EIO;
-    size_t n = 0;
-    while (n + 1 < cap) {
-        char c[64];
-        size_t k = cap - 1 - n < sizeof c ? cap - 1 - n : sizeof c;
-        if (mem_read(p, addr + n, c, k) != 0) break;
-        size_t z = strnlen(c, k);
-        memcpy(buf + n, c, z);
-        n += z;
-        if (z < k) break;
-    }
-    buf[n] = 0;
-    return n ? 0 : PSC_EIO;
-}
-
 uint64_t pi_put_str(pi_proc_t *p, const char *s) { (void)p; (void)s; return 0; }
 int pi_read_str(pi_proc_t *p, uint64_t addr, char *buf, size_t cap) { (void)p; (void)addr; (void)buf; (void)cap; return PSC_EUNSUP; }
 int pi_call(pi_proc_t *p, uint64_t fn, const uint64_t *args, int n, int timeout_ms, uint64_t *ret,

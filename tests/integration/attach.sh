@@ -253,6 +253,16 @@ check refuses_missing_output_folder sh -c "[ $rc -eq 2 ] && [ \$(wc -l < '$T/nod
 # refusals, one line each
 "$PS" attach 999999999 -o "$T/x.pst" 2> "$T/nopid.err"; rc=$?
 check refuses_no_such_pid sh -c "[ $rc -eq 2 ] && [ \$(wc -l < '$T/nopid.err') -eq 1 ] && grep -q 'no such process' '$T/nopid.err' && [ ! -e '$T/x.pst' ]"
+# a process whose main thread has exited (its other thread runs on): its
+# maps read empty; said as such, not as a kernel thread
+printf '#include <pthread.h>\n#include <unistd.h>\nstatic void *run(void *a) { sleep(5); return a; }\nint main(void) { pthread_t t; pthread_create(&t, 0, run, 0); pthread_exit(0); }\n' > "$T/zl.c"
+if cc -pthread -o "$T/zl" "$T/zl.c" 2>/dev/null; then
+    "$T/zl" & ZP=$!
+    sleep 0.3
+    "$PS" attach $ZP -o "$T/x.pst" 2> "$T/zl.err"; rc=$?
+    kill $ZP 2>/dev/null; wait $ZP 2>/dev/null
+    check refuses_exited_main_thread sh -c "[ $rc -eq 2 ] && [ \$(wc -l < '$T/zl.err') -eq 1 ] && grep -q 'main thread has exited' '$T/zl.err' && [ ! -e '$T/x.pst' ]"
+fi
 cc -static -O2 -o "$T/static" "$ROOT/tests/progs/att_server.c" -pthread 2>/dev/null
 if [ -x "$T/static" ]; then
     "$T/static" 1 1 100000000 > /dev/null 2> "$T/static.err" &
