@@ -71,6 +71,8 @@ typedef struct map {
     uint64_t lo, hi, off;
     int x;              /* executable */
     char *path;         /* "" for anonymous */
+    unsigned long ino;
+    char dev[16];
 } map_t;
 
 struct pi_proc {
@@ -127,9 +129,9 @@ static int maps_read(pi_proc_t *p)
     size_t cap = 0, n = 0, room = 0;
     while (getline(&line, &cap, f) > 0) {
         unsigned long lo, hi, off, ino;
-        char perm[8];
+        char perm[8], dev[16];
         int pos = 0;
-        if (sscanf(line, "%lx-%lx %7s %lx %*s %lu %n", &lo, &hi, perm, &off, &ino, &pos) < 5) continue;
+        if (sscanf(line, "%lx-%lx %7s %lx %15s %lu %n", &lo, &hi, perm, &off, dev, &ino, &pos) < 6) continue;
         char *path = line + pos;
         path[strcspn(path, "\n")] = 0;
         if (n == room) {
@@ -138,7 +140,8 @@ static int maps_read(pi_proc_t *p)
             if (!m) break;
             p->maps = m;
         }
-        p->maps[n] = (map_t){ lo, hi, off, perm[2] == 'x', strdup(path) };
+        p->maps[n] = (map_t){ lo, hi, off, perm[2] == 'x', strdup(path), ino, "" };
+        snprintf(p->maps[n].dev, sizeof p->maps[n].dev, "%s", dev);
         if (!p->maps[n].path) break;
         n++;
         p->n_maps = n;
@@ -434,9 +437,11 @@ static int restart_code(long long ax)
  * constructor run by dlopen may call dlopen again.
  * With need_program, some word must point into the program's own code (a
  * futex waiter called from the program waits for a lock, it does not hold
- * one). Stale words in a frame can only make this say no. A signal
- * handler run over the middle of malloc's internals is not seen (they are
- * not in the dynamic symbol table): that is the one case left open. */
+ * one). Stale words in a frame can only make this say no. A thread
+ * running a signal handler over libc or the loader is refused too (the
+ * handler's return address, restorer_of, then the interrupted pc in the
+ * signal frame): it may have stopped malloc's internals, which are not in
+ * the dynamic symbol table. */
 typedef struct { uint64_t lo[96], hi[96]; int n; } ranges_t;
 static int range_cb(void *ctx, size_t which, uint64_t addr, uint64_t size)
 {
@@ -444,6 +449,69 @@ static int range_cb(void *ctx, size_t which, uint64_t addr, uint64_t size)
     ranges_t *r = ctx;
     if (size && r->n < 96) { r->lo[r->n] = addr; r->hi[r->n++] = addr + size; }
     return 0;
+}
+
+static void sig_noop(int s) { (void)s; }
+
+/* Where the process's libc returns from a signal handler (__restore_rt,
+ * not in the dynamic symbol table): the sa_restorer glibc gives a handler,
+ * read in our own process and moved to the process's libc when that is the
+ * same file (device and inode). 0 when unknown. A handler's return address
+ * on a stack means a signal frame there: whatever ran below it (malloc,
+ * the loader) is still in the middle. */
+static uint64_t restorer_of(const pi_proc_t *p, const map_t *libc)
+{
+    static uint64_t own;   /* our __restore_rt's offset in libc, +1 (0: not read yet) */
+    static char own_dev[16];
+    static unsigned long own_ino;
+    if (!own) {
+        struct sigaction sa, old, got;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = sig_noop;
+        int sig = SIGRTMAX;   /* not used by poolscope; put back at once */
+        if (sigaction(sig, &sa, &old) != 0) return 0;
+        int ok = sigaction(sig, &old, &got) == 0;
+        uint64_t r = ok ? (uint64_t)(uintptr_t)got.sa_restorer : 0;
+        pi_proc_t self = { .pid = getpid() };
+        if (r && maps_read(&self) == 0) {
+            for (size_t i = 0; i < self.n_maps; i++) {
+                const map_t *m = &self.maps[i];
+                if (r >= m->lo && r < m->hi) {
+                    for (size_t k = 0; k < self.n_maps; k++)   /* that object's first mapping */
+                        if (self.maps[k].ino == m->ino && !strcmp(self.maps[k].dev, m->dev) && !self.maps[k].off) {
+                            own = r - self.maps[k].lo + 1;
+                            snprintf(own_dev, sizeof own_dev, "%s", m->dev);
+                            own_ino = m->ino;
+                            break;
+                        }
+                    break;
+                }
+            }
+        }
+        maps_free(&self);
+        if (!own) own = 1;   /* unknown: 1 stands for none */
+    }
+    if (own == 1 || libc->ino != own_ino || strcmp(libc->dev, own_dev)) return 0;
+    (void)p;
+    return libc->lo + own - 1;
+}
+
+/* Is there a signal frame at uc (the word after a handler's return
+ * address), and did that signal interrupt libc or the loader? The saved
+ * rip and rsp of a real frame point into code and into a stack; a stale
+ * copy of the restorer (left by a sigaction call in a frame now reused)
+ * is followed by no such thing. */
+static int handler_over_unsafe(pi_proc_t *p, uint64_t uc)
+{
+    uint64_t u[22];   /* ucontext_t up to gregs[REG_RIP] */
+    if (mem_read(p, uc, u, sizeof u) != 0) return 0;
+    uint64_t rsp = u[5 + 15], rip = u[5 + 16];   /* gregs start at offset 40 */
+    int code = 0, stack = 0;
+    for (size_t k = 0; k < p->n_maps; k++) {
+        if (rip >= p->maps[k].lo && rip < p->maps[k].hi) code = p->maps[k].x;
+        if (rsp >= p->maps[k].lo && rsp < p->maps[k].hi) stack = 1;
+    }
+    return code && stack && unsafe_pc(p, rip);
 }
 
 static int way_up_clean(pi_proc_t *p, uint64_t sp, int need_program)
@@ -462,6 +530,7 @@ static int way_up_clean(pi_proc_t *p, uint64_t sp, int need_program)
     const map_t *libc = object_map(p, libc_names, 2);
     if (!libc) return 0;
     elf_scan(p, libc, 1, FUNC_TYPES, bad, sizeof bad / sizeof bad[0], range_cb, &r);
+    uint64_t restorer = restorer_of(p, libc);
     uint64_t w[128];
     size_t n = sizeof w;
     for (size_t k = 0; k < p->n_maps; k++)   /* not past the stack's end */
@@ -469,6 +538,7 @@ static int way_up_clean(pi_proc_t *p, uint64_t sp, int need_program)
     if (n < 8 || mem_read(p, sp, w, n & ~(size_t)7) != 0) return 0;
     int program = 0;
     for (size_t i = 0; i < n / 8; i++) {
+        if (restorer && w[i] == restorer && handler_over_unsafe(p, sp + 8 * i + 8)) return 0;
         const map_t *m = NULL;
         for (size_t k = 0; k < p->n_maps && !m; k++)
             if (w[i] >= p->maps[k].lo && w[i] < p->maps[k].hi && p->maps[k].x) m = &p->maps[k];
@@ -479,6 +549,17 @@ static int way_up_clean(pi_proc_t *p, uint64_t sp, int need_program)
         if (!unsafe_object(m->path)) program = 1;
     }
     return program || !need_program;
+}
+
+static int read_small(const char *fn, char *b, size_t cap);
+
+/* The state letter of /proc/PID/task/TID/stat (R, S, D, ...), 0 unknown. */
+static char task_state(pid_t pid, pid_t tid)
+{
+    char fn[96], b[512];
+    snprintf(fn, sizeof fn, "/proc/%d/task/%d/stat", (int)pid, (int)tid);
+    const char *st = read_small(fn, b, sizeof b) == 0 ? strrchr(b, ')') : NULL;
+    return st && st[1] ? st[2] : 0;
 }
 
 /* Single-step the stopped tid out of libc, the loader, libgcc_s and the
@@ -492,9 +573,14 @@ static int step_out(pi_proc_t *p, double ms)
         double left = ms - (now_ms() - t0);
         if (left <= 0) return -1;
         if (ptrace(PTRACE_SINGLESTEP, p->tid, NULL, NULL) != 0) return -1;
-        int st, r = wait_stop(p->tid, left < 20 ? left : 20, &st);
+        int st, r;
+        /* a step takes microseconds once the thread runs; on a busy
+         * machine it may wait for a CPU (state R) far longer than that,
+         * and only a thread that went to sleep (S) is stopped again */
+        while ((r = wait_stop(p->tid, left < 20 ? left : 20, &st)) == 1 && task_state(p->pid, p->tid) == 'R' &&
+               (left = ms - (now_ms() - t0)) > 0) {}
         if (r < 0) return -1;
-        if (r == 1) {   /* asleep: stop it where it sleeps */
+        if (r == 1) {   /* asleep (or out of time): stop it where it is */
             if (interrupt(p, 1000) != 0) return -1;
             if (ptrace(PTRACE_GETREGS, p->tid, NULL, &p->regs) != 0) return -1;
             return 1;
@@ -593,10 +679,8 @@ static int read_small(const char *fn, char *b, size_t cap)
  * uninterruptible sleep (D) would not stop in time. */
 static int tier_of(pid_t pid, pid_t tid)
 {
-    char fn[96], b[512];
-    snprintf(fn, sizeof fn, "/proc/%d/task/%d/stat", (int)pid, (int)tid);
-    const char *st = read_small(fn, b, sizeof b) == 0 ? strrchr(b, ')') : NULL;
-    if (st && (st[2] == 'D' || st[2] == 'Z' || st[2] == 'X')) return 0;
+    char fn[96], b[512], st = task_state(pid, tid);
+    if (st == 'D' || st == 'Z' || st == 'X') return 0;
     snprintf(fn, sizeof fn, "/proc/%d/task/%d/syscall", (int)pid, (int)tid);
     if (read_small(fn, b, sizeof b) != 0 || !strncmp(b, "running", 7)) return 3;
     long nr = strtol(b, NULL, 10);
@@ -661,7 +745,7 @@ int pi_open(pid_t pid, int budget_ms, pi_proc_t **out, char *msg, size_t mcap)
             for (int i = 0; i < n; i++) {
                 if (tier[i] != want) continue;
                 double left = budget_ms - (now_ms() - t0);
-                int r = try_thread(p, t[i], want == 4, left < 100 ? (left > 20 ? left : 20) : 100);
+                int r = try_thread(p, t[i], want == 4, left < 300 ? (left > 20 ? left : 20) : 300);
                 if (r == 0) { rc = 0; goto done; }
                 if (r < 0) { perm = errno; goto denied; }
             }

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -103,6 +104,19 @@ static long wait_for_setxid(void)
     } while (sh->rounds - from < 3 && (t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 < 2000);
     sh->called = sh->rounds - from;
     return sh->called;
+}
+
+/* Spins 8 ms of every 10 (SIGALRM each 10 ms): a thread stopped at an
+ * arbitrary instruction is inside this handler most of the time, and the
+ * handler may have interrupted malloc, holding its lock. */
+static void on_alrm(int s)
+{
+    (void)s;
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    do clock_gettime(CLOCK_MONOTONIC, &t);
+    while ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) < 8000000L);
+    sh->sig_count++;
 }
 
 static void on_usr1(int s)
@@ -228,6 +242,18 @@ static void child_setxid(void)
     if (pthread_create(&t, NULL, setxid_thread, NULL) != 0) _exit(3);
     child_sleeper();
     pthread_join(t, NULL);
+}
+
+static void child_handler(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_alrm;
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGALRM, &sa, NULL);
+    struct itimerval it = { { 0, 10000 }, { 0, 10000 } };
+    setitimer(ITIMER_REAL, &it, NULL);
+    child_allocator();
 }
 
 static void child_signal(void)
@@ -396,7 +422,7 @@ static void test_setxid_signal_reaches_the_thread_during_a_call(void **state)
     if (SANITIZED) skip();
     pid_t c = start(child_setxid);
     int in_sleeper = 0;
-    for (int i = 0; i < 12; i++) {
+    for (int i = 0; i < 40 && in_sleeper < 3; i++) {   /* (on a busy machine the sleeper is often awake) */
         pi_proc_t *p = open_child(c);
         if (pi_tid(p) == c) {   /* the sleeper (the other one may be taken too) */
             long n = (long)call(p, (void *)wait_for_setxid, NULL, 0);
@@ -414,6 +440,30 @@ static void test_setxid_signal_reaches_the_thread_during_a_call(void **state)
     finish(c);
     assert_true(in_sleeper > 0);
     assert_int_equal(sh->bad, 0);   /* (its sleeps see EINTR: SIGSETXID's handler, not us) */
+}
+
+/* A thread that spends most of its time in a signal handler run over a
+ * loop of malloc and free (so over malloc, holding its lock, nearly every
+ * time): never taken inside such a handler, so a call that allocates
+ * returns. */
+static void test_never_inside_a_handler_over_malloc(void **state)
+{
+    (void)state;
+    if (SANITIZED) skip();
+    pid_t c = start(child_handler);
+    for (int i = 0; i < 8; i++) {
+        pi_proc_t *p = open_child(c);
+        uint64_t m = pi_libc_sym(p, "malloc"), f = pi_libc_sym(p, "free"), blk = 0, ignored;
+        char msg[PI_MSG_MAX];
+        int rc = pi_call(p, m, (uint64_t[]){ 100000 }, 1, 5000, &blk, msg, sizeof msg);
+        if (rc != 0) fprintf(stderr, "pi_call: %s\n", msg);
+        assert_int_equal(rc, 0);
+        assert_int_equal(pi_call(p, f, (uint64_t[]){ blk }, 1, 5000, &ignored, msg, sizeof msg), 0);
+        pi_close(p);
+    }
+    finish(c);
+    assert_true(sh->sig_count > 10);
+    assert_int_equal(sh->bad, 0);
 }
 
 /* Symbols: the C library's, and a data symbol of the executable that is
@@ -476,6 +526,7 @@ int main(void)
         cmocka_unit_test_teardown(test_threads_waiting_in_futex, kill_child),
         cmocka_unit_test_teardown(test_signal_during_call_given_back_after, kill_child),
         cmocka_unit_test_teardown(test_setxid_signal_reaches_the_thread_during_a_call, kill_child),
+        cmocka_unit_test_teardown(test_never_inside_a_handler_over_malloc, kill_child),
         cmocka_unit_test_teardown(test_symbols_of_the_process, kill_child),
         cmocka_unit_test_teardown(test_no_such_process, kill_child),
     };
