@@ -203,8 +203,16 @@ static void elf_scan(const pi_proc_t *p, const map_t *m, int dyn_only, unsigned 
                      size_t nn, sym_cb cb, void *ctx)
 {
     char fn[PATH_MAX + 32];
-    snprintf(fn, sizeof fn, "/proc/%d/root%s", (int)p->pid, m->path);
+    /* the file the process mapped, even when it was replaced since (a
+     * libc upgraded under a running server: "... (deleted)"); map_files
+     * needs more privilege than the path, so the path comes second */
+    snprintf(fn, sizeof fn, "/proc/%d/map_files/%llx-%llx", (int)p->pid, (unsigned long long)m->lo,
+             (unsigned long long)m->hi);
     int fd = open(fn, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        snprintf(fn, sizeof fn, "/proc/%d/root%s", (int)p->pid, m->path);
+        fd = open(fn, O_RDONLY | O_CLOEXEC);
+    }
     if (fd < 0) fd = open(m->path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return;
     elf_version(EV_CURRENT);

@@ -215,6 +215,22 @@ PY
         [ '$(dumpv pool_acquire)' -gt 0 ] && [ '$(dumpv kvb_alloc)' -gt 0 ]"
 fi
 
+# a server whose libc was replaced while it ran (an upgrade: its maps say
+# "(deleted)"): attach reads the symbols of the file it mapped
+LIBC=$(ldd "$P/att_maps" | sed -n 's/.*libc\.so\.6 => \([^ ]*\).*/\1/p')
+if [ -f "$LIBC" ]; then
+    mkdir -p "$T/oldlib" && cp "$LIBC" "$T/oldlib/libc.so.6"
+    LD_LIBRARY_PATH="$T/oldlib" "$P/att_maps" "$T/dstop" > "$T/del.out" 2> "$T/del.err" &
+    DP=$!
+    wait_line "$T/del.err" '^ready' $DP
+    rm "$T/oldlib/libc.so.6"
+    grep -q 'oldlib/libc.so.6 (deleted)' /proc/$DP/maps; dl=$?
+    "$PS" attach $DP -o "$T/del.pst" --stacks none --duration 0.5 2> "$T/del.attach"; arc=$?
+    touch "$T/dstop"; wait $DP; drc=$?
+    check attach_after_libc_replaced sh -c "[ $dl -eq 0 ] && [ $arc -eq 0 ] && [ $drc -eq 0 ]" ||
+        sed 's/^/  /' "$T/del.attach"
+fi
+
 # mmap64 is recorded as mmap is: a window of tests/progs/att_maps holds as
 # many mmap calls as munmap calls (its rounds pair them), each size half
 "$P/att_maps" "$T/mstop" > "$T/maps.out" 2> "$T/maps.err" &
