@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "poolscope/error.h"
 #include "ctl.h"
 #include "inject.h"
 #include "launch.h"
@@ -213,6 +214,19 @@ static int refuse(long pid)
     return 0;
 }
 
+/* pi_call, waiting as long as the call takes: a thread let go in the
+ * middle of our call would crash the process when the call returns. Said
+ * once when it takes long (the loader busy in another thread, say). */
+static int call(pi_proc_t *p, uint64_t fn, const uint64_t *args, int n, uint64_t *ret, char *msg, size_t mcap)
+{
+    int rc = pi_call(p, fn, args, n, 10000, ret, msg, mcap);
+    if (rc == PSC_EBUSY) {
+        cli_err("attach: %s; waiting for it (leaving now would crash the process)", msg);
+        rc = pi_wait(p, 0, ret, msg, mcap);
+    }
+    return rc;
+}
+
 /* Load the tracer into pid and start a window (libtrace/inject.h picks
  * the thread and saves and restores it): dlopen the library, look up its
  * entry points with dlsym, call poolscope_attach_start. The library's
@@ -234,19 +248,19 @@ static int inject(long pid, const char *lib, const char *out, int stacks, const 
         snprintf(msg, mcap, "pid %ld: cannot write into the stack of thread %d", pid, (int)pi_tid(p));
         goto out;
     }
-    if (pi_call(p, dl, (uint64_t[]){ a_lib, RTLD_NOW }, 2, 30000, &h, msg, mcap) != 0) goto out;
+    if (call(p, dl, (uint64_t[]){ a_lib, RTLD_NOW }, 2, &h, msg, mcap) != 0) goto out;
     if (!h) {
         uint64_t e = 0;
         char why[256] = "";
-        if (err && pi_call(p, err, NULL, 0, 5000, &e, msg, mcap) == 0 && e) pi_read_str(p, e, why, sizeof why);
+        if (err && call(p, err, NULL, 0, &e, msg, mcap) == 0 && e) pi_read_str(p, e, why, sizeof why);
         snprintf(msg, mcap, "dlopen of the tracer failed in the process%s%s", why[0] ? ": " : "", why);
         goto out;
     }
-    if (pi_call(p, sym, (uint64_t[]){ h, a_start }, 2, 5000, &fn, msg, mcap) != 0 ||
-        pi_call(p, sym, (uint64_t[]){ h, a_api }, 2, 5000, &api, msg, mcap) != 0)
+    if (call(p, sym, (uint64_t[]){ h, a_start }, 2, &fn, msg, mcap) != 0 ||
+        call(p, sym, (uint64_t[]){ h, a_api }, 2, &api, msg, mcap) != 0)
         goto out;
     if (!fn) { snprintf(msg, mcap, "%.300s has no poolscope_attach_start", lib); goto out; }
-    if (pi_call(p, fn, (uint64_t[]){ a_out, (uint64_t)stacks, a_dir }, 3, 30000, &r, msg, mcap) != 0) goto out;
+    if (call(p, fn, (uint64_t[]){ a_out, (uint64_t)stacks, a_dir }, 3, &r, msg, mcap) != 0) goto out;
     rc = (int)(int32_t)r;
     /* pool and KV events go through the program's ps__api pointer (libtrace/
      * api.c), filled by a constructor that ran before we were loaded: point

@@ -85,7 +85,8 @@ struct pi_proc {
     int have_fp;
     uint64_t scratch_top, scratch_low; /* strings go downward from top */
     uint64_t mask;                     /* the thread's signal mask, as stopped */
-    int have_mask, stuck;              /* stuck: a call did not come back */
+    int have_mask, stuck;              /* stuck: the thread is gone, nothing to put back */
+    int in_call;                       /* a call under way (pi_wait) */
     int deliver;                       /* a signal to hand over at release (0: none) */
     map_t *maps;
     size_t n_maps;
@@ -440,7 +441,8 @@ static int restart_code(long long ax)
  * thread, or a hook) or into one of the libc functions below: those hold
  * the loader's, malloc's, stdio's or another libc lock while they call
  * down or wait (dl_iterate_phdr among them: the unwinder's way to the
- * loader's lock). Words into the loader itself are no sign: every main
+ * loader's lock); for a running thread (`running`), only the functions
+ * that call back into the program holding such a lock. Words into the loader itself are no sign: every main
  * thread's stack holds _dl_fini, passed to __libc_start_main, and a
  * constructor run by dlopen may call dlopen again.
  * With need_program, some word must point into the program's own code (a
@@ -522,7 +524,7 @@ static int handler_over_unsafe(pi_proc_t *p, uint64_t uc)
     return code && stack && unsafe_pc(p, rip);
 }
 
-static int way_up_clean(pi_proc_t *p, uint64_t sp, int need_program)
+static int way_up_clean(pi_proc_t *p, uint64_t sp, int need_program, int running)
 {
     static const char *const bad[] = {
         "malloc", "free", "calloc", "realloc", "reallocarray", "memalign", "posix_memalign", "aligned_alloc",
@@ -534,10 +536,16 @@ static int way_up_clean(pi_proc_t *p, uint64_t sp, int need_program)
         "syslog", "vsyslog", "openlog", "closelog", "pthread_create", "pthread_exit", "pthread_detach",
         "__cxa_finalize", "__cxa_thread_atexit_impl", "getpwnam", "getpwuid", "getgrnam", "getaddrinfo",
         "gethostbyname", "setlocale", "newlocale", "tzset", "localtime", "mktime" };
+    /* a running thread stepped out to the program's code: of those, only
+     * dl_iterate_phdr calls the program while it holds a lock dlopen takes
+     * (malloc, setuid and the rest call no program code), and the shorter
+     * list leaves fewer stale words to say no to a thread that is fine */
+    static const char *const calls_back[] = { "dl_iterate_phdr" };
     ranges_t r = { .n = 0 };
     const map_t *libc = object_map(p, libc_names, 2);
     if (!libc) return 0;
-    elf_scan(p, libc, 1, FUNC_TYPES, bad, sizeof bad / sizeof bad[0], range_cb, &r);
+    if (running) elf_scan(p, libc, 1, FUNC_TYPES, calls_back, 1, range_cb, &r);
+    else elf_scan(p, libc, 1, FUNC_TYPES, bad, sizeof bad / sizeof bad[0], range_cb, &r);
     uint64_t restorer = restorer_of(p, libc);
     uint64_t w[128];
     size_t n = sizeof w;
@@ -628,6 +636,32 @@ static void release(pi_proc_t *p)
 
 /* Try tid at tier (1..4, file comment). 0: stopped at a safe point, saved;
  * 1: not now (let go); -1: cannot trace it at all. */
+/* A sleep the kernel ended with EINTR because we stopped the thread (a
+ * socket read with a timeout, epoll_wait, ...): made to be issued again
+ * when the thread goes on, as if the stop had not happened (a timeout
+ * starts afresh). connect is not: issued twice it means something else.
+ * 1 when r was rewritten. */
+static int reissue(const pi_proc_t *p, struct user_regs_struct *r)
+{
+    long long nr = (long long)r->orig_rax;
+    if (nr < 0 || (long long)r->rax != -EINTR || nr == SYS_connect || !(restartable_sleep(nr) || eintr_sleep(nr)))
+        return 0;
+    unsigned char ins[2];   /* the syscall instruction it came from */
+    if (mem_read(p, r->rip - 2, ins, 2) != 0 || ins[0] != 0x0f || ins[1] != 0x05) return 0;
+    r->rax = r->orig_rax;
+    r->rip -= 2;
+    r->orig_rax = (unsigned long long)-1;   /* and the kernel restarts nothing on top */
+    return 1;
+}
+
+/* A thread not taken: let go, its sleep issued again if we cut it short. */
+static void let_go(pi_proc_t *p)
+{
+    struct user_regs_struct r;
+    if (ptrace(PTRACE_GETREGS, p->tid, NULL, &r) == 0 && reissue(p, &r)) ptrace(PTRACE_SETREGS, p->tid, NULL, &r);
+    release(p);
+}
+
 static int try_thread(pi_proc_t *p, pid_t tid, int allow_eintr, double ms)
 {
     p->tid = tid;
@@ -639,19 +673,20 @@ static int try_thread(pi_proc_t *p, pid_t tid, int allow_eintr, double ms)
         long long nr = (long long)p->regs.orig_rax, ax = (long long)p->regs.rax;
         int asleep = nr >= 0 && (restart_code(ax) || ax == -EINTR);
         if (asleep) {
-            if (restartable_sleep(nr) && restart_code(ax)) ok = way_up_clean(p, p->regs.rsp, 0);
-            else if (nr == SYS_futex && restart_code(ax)) ok = way_up_clean(p, p->regs.rsp, 1);
-            else if (eintr_sleep(nr) && allow_eintr) ok = way_up_clean(p, p->regs.rsp, 0);
+            if (restartable_sleep(nr) && (restart_code(ax) || nr != SYS_connect)) ok = way_up_clean(p, p->regs.rsp, 0, 0);
+            else if (nr == SYS_futex && restart_code(ax)) ok = way_up_clean(p, p->regs.rsp, 1, 0);
+            else if (eintr_sleep(nr) && allow_eintr) ok = way_up_clean(p, p->regs.rsp, 0, 0);
             ok = ok ? PI_AT_SYSCALL : 0;
+            if (ok) reissue(p, &p->regs);   /* (an EINTR of ours: the sleep is issued again at pi_close) */
             break;   /* asleep anywhere else: not this thread */
         }
         if (round) break;
         int r = step_out(p, ms);
-        if (r == 0 && way_up_clean(p, p->regs.rsp, 0)) ok = PI_AT_USER;
+        if (r == 0 && way_up_clean(p, p->regs.rsp, 0, 1)) ok = PI_AT_USER;
         else if (r != 1) break;
         /* r == 1: asleep on the way, judged in the next round */
     }
-    if (!ok || save_fpu(p) != 0) { release(p); return 1; }
+    if (!ok || save_fpu(p) != 0) { let_go(p); return 1; }
     /* while the calls run, only what must reach the thread can: glibc's own
      * signals and faults (SIGKILL and SIGSTOP cannot be blocked); the rest
      * stay pending and come when the mask is given back */
@@ -661,7 +696,7 @@ static int try_thread(pi_proc_t *p, pid_t tid, int allow_eintr, double ms)
     p->have_mask = ptrace(PTRACE_GETSIGMASK, tid, (void *)(uintptr_t)8, &p->mask) == 0;
     if (!p->have_mask || ptrace(PTRACE_SETSIGMASK, tid, (void *)(uintptr_t)8, &all) != 0) {
         p->have_mask = 0;
-        release(p);
+        let_go(p);
         return 1;
     }
     p->how = ok;
@@ -795,31 +830,44 @@ int pi_call(pi_proc_t *p, uint64_t fn, const uint64_t *args, int n, int timeout_
     r.orig_rax = (unsigned long long)-1;   /* no system call to restart on the way in */
     if (ptrace(PTRACE_SETREGS, p->tid, NULL, &r) != 0 || ptrace(PTRACE_CONT, p->tid, NULL, NULL) != 0)
         return msgf(msg, mcap, PSC_EIO, "cannot run thread %d: %s", (int)p->tid, strerror(errno));
+    p->in_call = 1;
+    return pi_wait(p, timeout_ms, ret, msg, mcap);
+}
+
+int pi_wait(pi_proc_t *p, int timeout_ms, uint64_t *ret, char *msg, size_t mcap)
+{
+    if (!p->in_call) return msgf(msg, mcap, PSC_EINVAL, "no call under way");
+    struct user_regs_struct r = p->regs;
     double t0 = now_ms();
     for (;;) {
-        int st, w = wait_stop(p->tid, timeout_ms - (now_ms() - t0), &st);
-        if (w < 0) return msgf(msg, mcap, PSC_EIO, "pid %d ended during the call", (int)p->pid);
-        if (w == 1) {
-            /* it runs on in our call (waiting on a lock?): its registers
-             * cannot be put back under it, and it is left as it is */
-            p->stuck = 1;
-            return msgf(msg, mcap, PSC_EIO, "the call in thread %d did not return within %.0f s: "
-                        "that thread may stay stuck in the loader", (int)p->tid, timeout_ms / 1e3);
+        int st, w = wait_stop(p->tid, timeout_ms > 0 ? timeout_ms - (now_ms() - t0) : 1e9, &st);
+        if (w < 0) {
+            p->in_call = 0;
+            p->stuck = 1;   /* nothing left to put back */
+            if (kill(p->pid, 0) != 0) return msgf(msg, mcap, PSC_EIO, "pid %d ended during the call", (int)p->pid);
+            return msgf(msg, mcap, PSC_EIO, "thread %d ended during the call (cancelled?); the process runs on",
+                        (int)p->tid);
         }
+        if (w == 1)   /* still in our call (the loader busy?): pi_wait again */
+            return msgf(msg, mcap, PSC_EBUSY, "the call in thread %d has not returned within %.0f s", (int)p->tid,
+                        timeout_ms / 1e3);
         int sig = WSTOPSIG(st);
         if (st >> 16 == 0 && sig == SIGSEGV) {
             if (ptrace(PTRACE_GETREGS, p->tid, NULL, &r) != 0) return msgf(msg, mcap, PSC_EIO, "thread %d gone", (int)p->tid);
             if (r.rip == 0) break;   /* returned to our 0 */
         }
-        if (st >> 16 == 0 && !libc_internal_signal(sig))   /* a fault: the others are blocked */
+        if (st >> 16 == 0 && !libc_internal_signal(sig)) {   /* a fault: the others are blocked */
+            p->in_call = 0;
             return msgf(msg, mcap, PSC_EIO, "the call crashed in thread %d (signal %d at pc %#llx); its "
                         "registers are put back, but what the call had changed is not", (int)p->tid, sig, r.rip);
+        }
         /* glibc's own signals go in now (their handlers are short and take
          * no lock); a group stop is let pass: the thread enters it again
          * when we let it go */
         if (ptrace(PTRACE_CONT, p->tid, NULL, (void *)(uintptr_t)(st >> 16 ? 0 : sig)) != 0)
             return msgf(msg, mcap, PSC_EIO, "thread %d gone", (int)p->tid);
     }
+    p->in_call = 0;
     *ret = r.rax;
     return 0;
 }
@@ -827,7 +875,15 @@ int pi_call(pi_proc_t *p, uint64_t fn, const uint64_t *args, int n, int timeout_
 void pi_close(pi_proc_t *p)
 {
     if (!p) return;
-    if (p->stuck) goto out;   /* not stopped: nothing can be put back (pi_call) */
+    if (p->stuck) goto out;   /* the thread is gone */
+    if (p->in_call) {
+        /* never let go of a thread in our call: it would return to 0 with
+         * no one to catch it. Wait (for ever, if need be) for it to end */
+        uint64_t ignored;
+        char m[8];
+        while (pi_wait(p, 0, &ignored, m, sizeof m) == PSC_EBUSY) {}
+        if (p->stuck) goto out;
+    }
     /* as it was: a sleep interrupted with a restart code is restarted by
      * the kernel as the thread leaves this stop (orig_rax kept) */
     ptrace(PTRACE_SETREGS, p->tid, NULL, &p->regs);
@@ -865,6 +921,11 @@ int pi_call(pi_proc_t *p, uint64_t fn, const uint64_t *args, int n, int timeout_
             char *msg, size_t mcap)
 {
     (void)p; (void)fn; (void)args; (void)n; (void)timeout_ms; (void)ret; (void)msg; (void)mcap;
+    return PSC_EUNSUP;
+}
+int pi_wait(pi_proc_t *p, int timeout_ms, uint64_t *ret, char *msg, size_t mcap)
+{
+    (void)p; (void)timeout_ms; (void)ret; (void)msg; (void)mcap;
     return PSC_EUNSUP;
 }
 int pi_write(pi_proc_t *p, uint64_t addr, const void *buf, size_t n) { (void)p; (void)addr; (void)buf; (void)n; return PSC_EUNSUP; }

@@ -64,11 +64,15 @@ uint64_t pi_put_str(pi_proc_t *p, const char *s);
 
 /* Call fn(args[0..n-1]) (n <= 6, integer or pointer arguments) in the
  * stopped thread, on its own stack below the scratch room, and wait for it
- * to return (at most timeout_ms). *ret is rax. Signals that reach the
- * thread meanwhile are held and raised again at pi_close. 0; PSC_EIO (the
- * call crashed, did not return in time, or the process ended). */
+ * to return (at most timeout_ms; 0 for ever). *ret is rax. The thread's
+ * signals are blocked meanwhile but for faults and glibc's own; the rest
+ * stay pending until pi_close. 0; PSC_EBUSY not returned yet (the call
+ * runs on: pi_wait again, and pi_close waits for it, since a thread let go
+ * in our call would crash the process when it returns); PSC_EIO the call
+ * crashed, or the thread or the process ended. */
 int pi_call(pi_proc_t *p, uint64_t fn, const uint64_t *args, int n, int timeout_ms, uint64_t *ret,
             char *msg, size_t mcap);
+int pi_wait(pi_proc_t *p, int timeout_ms, uint64_t *ret, char *msg, size_t mcap);
 
 /* Write n bytes at addr in the process (a pointer-sized aligned write is
  * one store). 0 or PSC_EIO. */

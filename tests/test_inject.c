@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -106,16 +107,17 @@ static long wait_for_setxid(void)
     return sh->called;
 }
 
-/* Spins 8 ms of every 10 (SIGALRM each 10 ms): a thread stopped at an
- * arbitrary instruction is inside this handler most of the time, and the
- * handler may have interrupted malloc, holding its lock. */
+/* Spins 4 ms of CPU time on each SIGPROF (every 10 ms of CPU time): a
+ * thread stopped at an arbitrary instruction is inside this handler about
+ * 40% of the time, loaded machine or not, and the handler has usually
+ * interrupted malloc, holding its lock. */
 static void on_alrm(int s)
 {
     (void)s;
     struct timespec t0, t;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    do clock_gettime(CLOCK_MONOTONIC, &t);
-    while ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) < 8000000L);
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
+    do clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    while ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) < 4000000L);
     sh->sig_count++;
 }
 
@@ -250,10 +252,33 @@ static void child_handler(void)
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_alrm;
     sa.sa_flags = SA_RESTART;
-    sigaction(SIGALRM, &sa, NULL);
+    sigaction(SIGPROF, &sa, NULL);
     struct itimerval it = { { 0, 10000 }, { 0, 10000 } };
-    setitimer(ITIMER_REAL, &it, NULL);
+    setitimer(ITIMER_PROF, &it, NULL);
     child_allocator();
+}
+
+/* A thread in recv on a socket with a receive timeout: stopped, the kernel
+ * ends that recv with EINTR (a timed socket sleep is not restarted). */
+static int sock[2];
+static void *receiver(void *arg)
+{
+    (void)arg;
+    struct timeval tv = { 30, 0 };
+    setsockopt(sock[0], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    char b;
+    sh->ready = 1;
+    ssize_t n = recv(sock[0], &b, 1, 0);
+    if (n != 1) sh->eintr = n < 0 ? errno : 1000;
+    sh->rounds = n;
+    return NULL;
+}
+
+static void child_recv(void)
+{
+    pthread_t t;
+    if (pthread_create(&t, NULL, receiver, NULL) != 0) _exit(3);
+    pthread_join(t, NULL);
 }
 
 static void child_signal(void)
@@ -451,7 +476,7 @@ static void test_never_inside_a_handler_over_malloc(void **state)
     (void)state;
     if (SANITIZED) skip();
     pid_t c = start(child_handler);
-    for (int i = 0; i < 8; i++) {
+    for (int i = 0; i < 12; i++) {
         pi_proc_t *p = open_child(c);
         uint64_t m = pi_libc_sym(p, "malloc"), f = pi_libc_sym(p, "free"), blk = 0, ignored;
         char msg[PI_MSG_MAX];
@@ -464,6 +489,29 @@ static void test_never_inside_a_handler_over_malloc(void **state)
     finish(c);
     assert_true(sh->sig_count > 10);
     assert_int_equal(sh->bad, 0);
+}
+
+/* Every thread asleep, one in a timed recv: whichever is taken, the recv
+ * returns the byte sent after the attach, never EINTR (a sleep our stop
+ * cut short is issued again). */
+static void test_timed_recv_not_cut_short(void **state)
+{
+    (void)state;
+    if (SANITIZED) skip();
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sock), 0);
+    pid_t c = start(child_recv);
+    pause_ms(50);
+    pi_proc_t *p = open_child(c);
+    assert_int_equal(pi_how(p), PI_AT_SYSCALL);
+    assert_int_equal(call(p, (void *)add3, (uint64_t[]){ 1, 1, 1 }, 3), 3);
+    pi_close(p);
+    pause_ms(50);
+    assert_int_equal(write(sock[1], "x", 1), 1);
+    finish(c);
+    close(sock[0]);
+    close(sock[1]);
+    assert_int_equal(sh->eintr, 0);
+    assert_int_equal(sh->rounds, 1);
 }
 
 /* Symbols: the C library's, and a data symbol of the executable that is
@@ -527,6 +575,7 @@ int main(void)
         cmocka_unit_test_teardown(test_signal_during_call_given_back_after, kill_child),
         cmocka_unit_test_teardown(test_setxid_signal_reaches_the_thread_during_a_call, kill_child),
         cmocka_unit_test_teardown(test_never_inside_a_handler_over_malloc, kill_child),
+        cmocka_unit_test_teardown(test_timed_recv_not_cut_short, kill_child),
         cmocka_unit_test_teardown(test_symbols_of_the_process, kill_child),
         cmocka_unit_test_teardown(test_no_such_process, kill_child),
     };
