@@ -14,17 +14,21 @@
  * (which holds the loader's lock through dl_iterate_phdr). Threads are
  * taken in this order:
  *   1. asleep in a system call neither the loader nor malloc makes
- *      (nanosleep, poll, select, accept, read, wait4, ...) and which the
- *      kernel restarts after a stop: the thread is interrupted, the call is
- *      made, and the system call restarts as if nothing happened;
- *   2. asleep in futex under pthread_cond_wait, pthread_join or sem_wait
- *      (a return address into one of them just above the stack pointer):
- *      a thread waiting there holds no lock of the loader or malloc;
+ *      (nanosleep, poll, select, accept, read, wait4, ...): the thread is
+ *      interrupted, the call is made, and the system call restarts as if
+ *      nothing happened (the kernel restarts most; one it ended with EINTR
+ *      because of our stop is issued again: reissue);
+ *   2. asleep in futex with the program's code among its nearest frames
+ *      (pthread_cond_wait, pthread_join, sem_wait, a mutex): a thread
+ *      waiting for a lock does not hold it;
  *   3. running: interrupted wherever it is, then single-stepped until its
  *      instruction pointer is outside libc, the loader, libgcc_s and the
- *      tracer (a thread inside malloc is let finish that call);
- *   4. asleep in epoll_wait or sigtimedwait: safe too, but the kernel does
- *      not restart those, so the program sees one EINTR (as under gdb).
+ *      tracer (a thread inside malloc is let finish that call), and not in
+ *      a signal handler run over one of those;
+ *   4. asleep in epoll_wait or sigtimedwait (issued again afterwards, its
+ *      timeout starting afresh: hence last).
+ * In 1, 2 and 4 no lock-holding libc function may be among the nearest
+ * frames either (way_up_clean).
  * Only that thread is stopped; the others run on, as when a program calls
  * dlopen itself. Everything the thread had is saved first (general
  * registers and the whole XSAVE area: at an arbitrary instruction its
