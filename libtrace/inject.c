@@ -91,6 +91,8 @@ struct pi_proc {
     uint64_t mask;                     /* the thread's signal mask, as stopped */
     int have_mask, stuck;              /* stuck: the thread is gone, nothing to put back */
     int in_call;                       /* a call under way (pi_wait) */
+    int trap_set, trap_sig;            /* where calls return to, and the fault that follows */
+    uint64_t trap;
     int deliver;                       /* a signal to hand over at release (0: none) */
     map_t *maps;
     size_t n_maps;
@@ -818,13 +820,50 @@ done:
 pid_t pi_tid(const pi_proc_t *p) { return p->tid; }
 int pi_how(const pi_proc_t *p) { return p->how; }
 
+/* Where a call returns to: address 0, whose fault (SIGSEGV) is caught
+ * before the program sees it. But the kernel resets an ignored signal to
+ * its default when it forces one, so a program that ignores SIGSEGV would
+ * lose that: for it, a ud2 instruction found in libc's code (SIGILL). */
+static uint64_t return_trap(pi_proc_t *p, int *sig)
+{
+    *sig = SIGSEGV;
+    char fn[64], line[256];
+    snprintf(fn, sizeof fn, "/proc/%d/status", (int)p->pid);
+    FILE *f = fopen(fn, "r");
+    unsigned long long ign = 0;
+    if (f) {
+        while (fgets(line, sizeof line, f))
+            if (!strncmp(line, "SigIgn:", 7)) ign = strtoull(line + 7, NULL, 16);
+        fclose(f);
+    }
+    if (!(ign >> (SIGSEGV - 1) & 1) || (ign >> (SIGILL - 1) & 1)) return 0;
+    for (size_t i = 0; i < p->n_maps; i++) {
+        const map_t *m = &p->maps[i];
+        if (!m->x || strncmp(base_name(m->path), "libc", 4)) continue;
+        unsigned char b[4096];
+        for (uint64_t a = m->lo; a + sizeof b <= m->hi; a += sizeof b - 1) {
+            if (mem_read(p, a, b, sizeof b) != 0) break;
+            for (size_t k = 0; k + 1 < sizeof b; k++)
+                if (b[k] == 0x0f && b[k + 1] == 0x0b) {
+                    *sig = SIGILL;
+                    return a + k;
+                }
+        }
+    }
+    return 0;
+}
+
 int pi_call(pi_proc_t *p, uint64_t fn, const uint64_t *args, int n, int timeout_ms, uint64_t *ret,
             char *msg, size_t mcap)
 {
     if (n > 6 || !fn) return msgf(msg, mcap, PSC_EINVAL, "bad call");
     struct user_regs_struct r = p->regs;
-    uint64_t sp = ((p->scratch_low - 256) & ~(uint64_t)15) - 8, zero = 0;
-    if (pi_write(p, sp, &zero, 8) != 0)   /* the return address: 0 */
+    if (!p->trap_set) {
+        p->trap_set = 1;
+        p->trap = return_trap(p, &p->trap_sig);
+    }
+    uint64_t sp = ((p->scratch_low - 256) & ~(uint64_t)15) - 8;
+    if (pi_write(p, sp, &p->trap, 8) != 0)   /* the return address */
         return msgf(msg, mcap, PSC_EIO, "cannot write the stack of thread %d", (int)p->tid);
     unsigned long long *reg[6] = { &r.rdi, &r.rsi, &r.rdx, &r.rcx, &r.r8, &r.r9 };
     for (int i = 0; i < n; i++) *reg[i] = args[i];
@@ -856,9 +895,9 @@ int pi_wait(pi_proc_t *p, int timeout_ms, uint64_t *ret, char *msg, size_t mcap)
             return msgf(msg, mcap, PSC_EBUSY, "the call in thread %d has not returned within %.0f s", (int)p->tid,
                         timeout_ms / 1e3);
         int sig = WSTOPSIG(st);
-        if (st >> 16 == 0 && sig == SIGSEGV) {
+        if (st >> 16 == 0 && sig == p->trap_sig) {
             if (ptrace(PTRACE_GETREGS, p->tid, NULL, &r) != 0) return msgf(msg, mcap, PSC_EIO, "thread %d gone", (int)p->tid);
-            if (r.rip == 0) break;   /* returned to our 0 */
+            if (r.rip == p->trap) break;   /* returned to our trap */
         }
         if (st >> 16 == 0 && !libc_internal_signal(sig)) {   /* a fault: the others are blocked */
             p->in_call = 0;

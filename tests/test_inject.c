@@ -281,6 +281,16 @@ static void child_recv(void)
     pthread_join(t, NULL);
 }
 
+/* Ignores SIGSEGV; says at the end whether it still does. */
+static void child_ignores_segv(void)
+{
+    signal(SIGSEGV, SIG_IGN);
+    child_sleeper();
+    struct sigaction now;
+    sigaction(SIGSEGV, NULL, &now);
+    sh->bad = now.sa_handler != SIG_IGN;
+}
+
 static void child_signal(void)
 {
     struct sigaction sa;
@@ -514,6 +524,20 @@ static void test_timed_recv_not_cut_short(void **state)
     assert_int_equal(sh->rounds, 1);
 }
 
+/* A program that ignores SIGSEGV still does after calls (they do not
+ * return through a SIGSEGV there: the kernel would reset it to default). */
+static void test_ignored_segv_stays_ignored(void **state)
+{
+    (void)state;
+    pid_t c = start(child_ignores_segv);
+    pi_proc_t *p = open_child(c);
+    assert_int_equal(call(p, (void *)add3, (uint64_t[]){ 2, 2, 2 }, 3), 6);
+    pi_close(p);
+    finish(c);
+    assert_int_equal(sh->called, 6);
+    assert_int_equal(sh->bad, 0);
+}
+
 /* Symbols: the C library's, and a data symbol of the executable that is
  * not exported (as a program's ps__api). */
 long inject_probe_global = 7;
@@ -576,6 +600,7 @@ int main(void)
         cmocka_unit_test_teardown(test_setxid_signal_reaches_the_thread_during_a_call, kill_child),
         cmocka_unit_test_teardown(test_never_inside_a_handler_over_malloc, kill_child),
         cmocka_unit_test_teardown(test_timed_recv_not_cut_short, kill_child),
+        cmocka_unit_test_teardown(test_ignored_segv_stays_ignored, kill_child),
         cmocka_unit_test_teardown(test_symbols_of_the_process, kill_child),
         cmocka_unit_test_teardown(test_no_such_process, kill_child),
     };
