@@ -438,7 +438,9 @@ int cmd_attach(int argc, char **argv)
             [4] = "the tracer could not set itself up in the process",
         };
         if (rc == 3) cli_err("attach: pid %ld: the tracer could not create %s in the process (can its user write there?)", pid, abs);
-        else cli_err("attach: pid %ld: %s", pid, rc > 0 && rc <= 4 ? why[rc] : msg);
+        else if (rc > 0 && rc <= 4) cli_err("attach: pid %ld: %s", pid, why[rc]);
+        else if (!strncmp(msg, "pid ", 4)) cli_err("attach: %s", msg);   /* names the pid itself */
+        else cli_err("attach: pid %ld: %s", pid, msg);
         cleanup(dir, lp);
         return CLI_USAGE;
     }

@@ -671,7 +671,7 @@ static void let_go(pi_proc_t *p)
 static int try_thread(pi_proc_t *p, pid_t tid, int allow_eintr, double ms)
 {
     p->tid = tid;
-    if (ptrace(PTRACE_SEIZE, tid, NULL, NULL) != 0) return errno == ESRCH || errno == EPERM ? 1 : -1;
+    if (ptrace(PTRACE_SEIZE, tid, NULL, NULL) != 0) return errno == ESRCH ? 1 : -1;
     if (interrupt(p, 1000) != 0) { release(p); return 1; }
     if (ptrace(PTRACE_GETREGS, tid, NULL, &p->regs) != 0 || maps_read(p) != 0) { release(p); return 1; }
     int ok = 0;
@@ -680,7 +680,8 @@ static int try_thread(pi_proc_t *p, pid_t tid, int allow_eintr, double ms)
         int asleep = nr >= 0 && (restart_code(ax) || ax == -EINTR);
         if (asleep) {
             if (restartable_sleep(nr) && (restart_code(ax) || nr != SYS_connect)) ok = way_up_clean(p, p->regs.rsp, 0, 0);
-            else if (nr == SYS_futex && restart_code(ax)) ok = way_up_clean(p, p->regs.rsp, 1, 0);
+            else if ((nr == SYS_futex || nr == SYS_restart_syscall) && restart_code(ax))
+                ok = way_up_clean(p, p->regs.rsp, 1, 0);
             else if (eintr_sleep(nr) && allow_eintr) ok = way_up_clean(p, p->regs.rsp, 0, 0);
             ok = ok ? PI_AT_SYSCALL : 0;
             if (ok) reissue(p, &p->regs);   /* (an EINTR of ours: the sleep is issued again at pi_close) */
@@ -735,7 +736,9 @@ static int tier_of(pid_t pid, pid_t tid)
     long nr = strtol(b, NULL, 10);
     if (nr < 0) return 3;   /* stopped outside a system call */
     if (restartable_sleep(nr)) return 1;
-    if (nr == SYS_futex) return 2;
+    /* restart_syscall: a timed sleep resumed after a stop (by a debugger,
+     * or an earlier attach): which one is not known, so judged as futex */
+    if (nr == SYS_futex || nr == SYS_restart_syscall) return 2;
     if (eintr_sleep(nr)) return 4;
     return 0;
 }
@@ -782,12 +785,12 @@ int pi_open(pid_t pid, int budget_ms, pi_proc_t **out, char *msg, size_t mcap)
     int *tier = malloc(MAXT * sizeof *tier);
     if (!t || !tier) { free(t); free(tier); maps_free(p); free(p); return msgf(msg, mcap, PSC_ENOMEM, "out of memory"); }
     double t0 = now_ms();
-    int rc = PSC_EIO, perm = 0, seen = 0;
+    int rc = PSC_EIO, perm = EPERM, seized = 0, refused = 0;
+    if (traced_by(pid)) goto denied;
     for (int attempt = 0; now_ms() - t0 < budget_ms || !attempt; attempt++) {
         if (attempt) { struct timespec d = { 0, 50 * 1000 * 1000 }; nanosleep(&d, NULL); }
         int n = tids(pid, t, MAXT);
         if (n <= 0) { msgf(msg, mcap, PSC_EIO, "pid %d: the process is gone", (int)pid); goto done; }
-        seen = 1;
         for (int i = 0; i < n; i++) tier[i] = tier_of(pid, t[i]);
         /* the threads of each tier in turn */
         for (int want = 1; want <= 4; want++)
@@ -796,8 +799,11 @@ int pi_open(pid_t pid, int budget_ms, pi_proc_t **out, char *msg, size_t mcap)
                 double left = budget_ms - (now_ms() - t0);
                 int r = try_thread(p, t[i], want == 4, left < 300 ? (left > 20 ? left : 20) : 300);
                 if (r == 0) { rc = 0; goto done; }
-                if (r < 0) { perm = errno; goto denied; }
+                /* refused: no permission, or traced by another (a thread
+                 * exiting refuses too: only all of them refusing counts) */
+                if (r < 0) { perm = errno; refused++; } else seized++;
             }
+        if (refused && !seized) goto denied;
     }
     msgf(msg, mcap, PSC_EIO, "pid %d: no thread reached a safe point within %.1f s (every one inside "
          "libc, the loader or a lock wait): no safe thread; try again", (int)pid, budget_ms / 1e3);
@@ -809,7 +815,6 @@ denied:
         msgf(msg, mcap, PSC_EIO, "no ptrace permission for pid %d: %s (/proc/sys/kernel/yama/ptrace_scope, "
              "or a container without CAP_SYS_PTRACE)", (int)pid, strerror(perm));
 done:
-    (void)seen;
     free(t);
     free(tier);
     if (rc != 0) { maps_free(p); free(p); return rc; }

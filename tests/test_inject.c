@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/ptrace.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/wait.h>
@@ -300,6 +301,18 @@ static void child_signal(void)
     child_sleeper();
 }
 
+static int traced(pid_t pid)
+{
+    char fn[64], line[256];
+    snprintf(fn, sizeof fn, "/proc/%d/status", (int)pid);
+    FILE *f = fopen(fn, "r");
+    int t = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, "TracerPid:", 10)) t = atoi(line + 10);
+    if (f) fclose(f);
+    return t;
+}
+
 static pid_t start(void (*fn)(void))
 {
     memset((void *)sh, 0, offsetof(shared_t, sem));
@@ -561,6 +574,28 @@ static void test_symbols_of_the_process(void **state)
     assert_int_equal(inject_probe_global, 7);   /* the child's copy was written, not ours */
 }
 
+/* A process another tracer holds (a debugger): refused as such, at once. */
+static void test_traced_by_another(void **state)
+{
+    (void)state;
+    pid_t c = start(child_sleeper);
+    pid_t t = fork();
+    if (t == 0) {
+        if (ptrace(PTRACE_SEIZE, c, NULL, NULL) != 0) _exit(1);
+        pause();
+        _exit(0);
+    }
+    for (int i = 0; i < 2000 && !traced(c); i++) pause_ms(1);
+    char msg[PI_MSG_MAX] = "";
+    pi_proc_t *p = NULL;
+    int rc = pi_open(c, 5000, &p, msg, sizeof msg);
+    kill(t, SIGKILL);
+    waitpid(t, NULL, 0);
+    assert_int_equal(rc, PSC_EIO);
+    assert_non_null(strstr(msg, "traced already"));
+    finish(c);
+}
+
 static void test_no_such_process(void **state)
 {
     (void)state;
@@ -602,6 +637,7 @@ int main(void)
         cmocka_unit_test_teardown(test_timed_recv_not_cut_short, kill_child),
         cmocka_unit_test_teardown(test_ignored_segv_stays_ignored, kill_child),
         cmocka_unit_test_teardown(test_symbols_of_the_process, kill_child),
+        cmocka_unit_test_teardown(test_traced_by_another, kill_child),
         cmocka_unit_test_teardown(test_no_such_process, kill_child),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
