@@ -79,6 +79,8 @@ typedef struct map {
     char dev[16];
 } map_t;
 
+typedef struct { uint64_t lo[96], hi[96]; int n; } ranges_t;   /* [lo, hi) code ranges */
+
 struct pi_proc {
     pid_t pid, tid;
     int how;
@@ -96,6 +98,8 @@ struct pi_proc {
     int deliver;                       /* a signal to hand over at release (0: none) */
     map_t *maps;
     size_t n_maps;
+    int ranges_read;                   /* the two below, from libc's symbols (way_up_clean) */
+    ranges_t lock_holders, calls_back;
 };
 
 static int msgf(char *msg, size_t cap, int rc, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
@@ -440,25 +444,6 @@ static int restart_code(long long ax)
     return ax == -ERESTARTSYS_ || ax == -ERESTARTNOINTR_ || ax == -ERESTARTNOHAND_ || ax == -ERESTART_RESTARTBLOCK_;
 }
 
-/* Is the way from the stopped point back up the stack clean? No word of
- * the 1 KiB above the stack pointer (the nearest few frames: farther up,
- * stale words left in long-lived frames said no to threads that were
- * fine) may point into the tracer (its own
- * thread, or a hook) or into one of the libc functions below: those hold
- * the loader's, malloc's, stdio's or another libc lock while they call
- * down or wait (dl_iterate_phdr among them: the unwinder's way to the
- * loader's lock); for a running thread (`running`), only the functions
- * that call back into the program holding such a lock. Words into the loader itself are no sign: every main
- * thread's stack holds _dl_fini, passed to __libc_start_main, and a
- * constructor run by dlopen may call dlopen again.
- * With need_program, some word must point into the program's own code (a
- * futex waiter called from the program waits for a lock, it does not hold
- * one). Stale words in a frame can only make this say no. A thread
- * running a signal handler over libc or the loader is refused too (the
- * handler's return address, restorer_of, then the interrupted pc in the
- * signal frame): it may have stopped malloc's internals, which are not in
- * the dynamic symbol table. */
-typedef struct { uint64_t lo[96], hi[96]; int n; } ranges_t;
 static int range_cb(void *ctx, size_t which, uint64_t addr, uint64_t size)
 {
     (void)which;
@@ -475,7 +460,7 @@ static void sig_noop(int s) { (void)s; }
  * same file (device and inode). 0 when unknown. A handler's return address
  * on a stack means a signal frame there: whatever ran below it (malloc,
  * the loader) is still in the middle. */
-static uint64_t restorer_of(const pi_proc_t *p, const map_t *libc)
+static uint64_t restorer_of(const map_t *libc)
 {
     static uint64_t own;   /* our __restore_rt's offset in libc, +1 (0: not read yet) */
     static char own_dev[16];
@@ -508,7 +493,6 @@ static uint64_t restorer_of(const pi_proc_t *p, const map_t *libc)
         if (!own) own = 1;   /* unknown: 1 stands for none */
     }
     if (own == 1 || libc->ino != own_ino || strcmp(libc->dev, own_dev)) return 0;
-    (void)p;
     return libc->lo + own - 1;
 }
 
@@ -530,6 +514,24 @@ static int handler_over_unsafe(pi_proc_t *p, uint64_t uc)
     return code && stack && unsafe_pc(p, rip);
 }
 
+/* Is the way from the stopped point back up the stack clean? No word of
+ * the 1 KiB above the stack pointer (the nearest few frames: farther up,
+ * stale words left in long-lived frames said no to threads that were fine)
+ * may point into the tracer (its own thread, or a hook) or into one of the
+ * libc functions below: those hold the loader's, malloc's, stdio's or
+ * another libc lock while they wait or call down (dl_iterate_phdr among
+ * them: the unwinder's way to the loader's lock). For a running thread
+ * (`running`), only the functions that call back into the program holding
+ * such a lock. Words into the loader itself are no sign: every main
+ * thread's stack holds _dl_fini, passed to __libc_start_main, and a
+ * constructor run by dlopen may call dlopen again. A thread running a
+ * signal handler over libc or the loader is refused too (the handler's
+ * return address, restorer_of, then the interrupted pc in the signal
+ * frame): it may have stopped malloc's internals, which are not in the
+ * dynamic symbol table. With need_program, some word must point into the
+ * program's own code (a futex waiter called from the program waits for a
+ * lock, it does not hold one); a stale word can satisfy that, where for
+ * the lists above it can only make the answer no. */
 static int way_up_clean(pi_proc_t *p, uint64_t sp, int need_program, int running)
 {
     static const char *const bad[] = {
@@ -547,12 +549,15 @@ static int way_up_clean(pi_proc_t *p, uint64_t sp, int need_program, int running
      * (malloc, setuid and the rest call no program code), and the shorter
      * list leaves fewer stale words to say no to a thread that is fine */
     static const char *const calls_back[] = { "dl_iterate_phdr" };
-    ranges_t r = { .n = 0 };
     const map_t *libc = object_map(p, libc_names, 2);
     if (!libc) return 0;
-    if (running) elf_scan(p, libc, 1, FUNC_TYPES, calls_back, 1, range_cb, &r);
-    else elf_scan(p, libc, 1, FUNC_TYPES, bad, sizeof bad / sizeof bad[0], range_cb, &r);
-    uint64_t restorer = restorer_of(p, libc);
+    if (!p->ranges_read) {   /* libc's symbols once per process, not per thread tried */
+        p->ranges_read = 1;
+        elf_scan(p, libc, 1, FUNC_TYPES, calls_back, 1, range_cb, &p->calls_back);
+        elf_scan(p, libc, 1, FUNC_TYPES, bad, sizeof bad / sizeof bad[0], range_cb, &p->lock_holders);
+    }
+    const ranges_t *r = running ? &p->calls_back : &p->lock_holders;
+    uint64_t restorer = restorer_of(libc);
     uint64_t w[128];
     size_t n = sizeof w;
     for (size_t k = 0; k < p->n_maps; k++)   /* not past the stack's end */
@@ -565,8 +570,8 @@ static int way_up_clean(pi_proc_t *p, uint64_t sp, int need_program, int running
         for (size_t k = 0; k < p->n_maps && !m; k++)
             if (w[i] >= p->maps[k].lo && w[i] < p->maps[k].hi && p->maps[k].x) m = &p->maps[k];
         if (!m) continue;
-        for (int k = 0; k < r.n; k++)
-            if (w[i] > r.lo[k] && w[i] <= r.hi[k]) return 0;
+        for (int k = 0; k < r->n; k++)
+            if (w[i] > r->lo[k] && w[i] <= r->hi[k]) return 0;
         if (!strncmp(base_name(m->path), "libpoolscope-preload", 20)) return 0;
         if (!unsafe_object(m->path)) program = 1;
     }
