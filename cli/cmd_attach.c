@@ -253,6 +253,8 @@ static int inject(long pid, const char *lib, const char *out, int stacks, const 
         uint64_t e = 0;
         char why[256] = "";
         if (err && call(p, err, NULL, 0, &e, msg, mcap) == 0 && e) pi_read_str(p, e, why, sizeof why);
+        for (char *c = why; *c; c++)   /* the process's text, bound for a terminal */
+            if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?';
         snprintf(msg, mcap, "dlopen of the tracer failed in the process%s%s", why[0] ? ": " : "", why);
         goto out;
     }
