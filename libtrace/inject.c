@@ -98,8 +98,8 @@ struct pi_proc {
     int deliver;                       /* a signal to hand over at release (0: none) */
     map_t *maps;
     size_t n_maps;
-    int ranges_read;                   /* the two below, from libc's symbols (way_up_clean) */
-    ranges_t lock_holders, calls_back;
+    int ranges_read;                   /* the three below, from libc's symbols (way_up_clean) */
+    ranges_t lock_holders, loader, calls_back;
 };
 
 static int msgf(char *msg, size_t cap, int rc, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
@@ -518,11 +518,15 @@ static int handler_over_unsafe(pi_proc_t *p, uint64_t uc)
  * the 1 KiB above the stack pointer (the nearest few frames: farther up,
  * stale words left in long-lived frames said no to threads that were fine)
  * may point into the tracer (its own thread, or a hook) or into one of the
- * libc functions below: those hold the loader's, malloc's, stdio's or
- * another libc lock while they wait or call down (dl_iterate_phdr among
- * them: the unwinder's way to the loader's lock). For a running thread
- * (`running`), only the functions that call back into the program holding
- * such a lock. Words into the loader itself are no sign: every main
+ * libc functions that hold a lock dlopen may need at that point. Which
+ * ones depends on where the thread is (`at`): waiting in futex (W_FUTEX),
+ * any function that waits for a lock while holding another (malloc,
+ * setuid, fflush, ...); asleep in another system call (W_SLEEP), only the
+ * loader's functions, since of the others none sleeps there holding
+ * malloc's or the loader's lock; running in the program's code (W_RUN),
+ * only dl_iterate_phdr, the one that calls the program holding the
+ * loader's lock (the unwinder's way there). The shorter the list, the
+ * fewer stale words say no to a thread that is fine. Words into the loader itself are no sign: every main
  * thread's stack holds _dl_fini, passed to __libc_start_main, and a
  * constructor run by dlopen may call dlopen again. A thread running a
  * signal handler over libc or the loader is refused too (the handler's
@@ -532,7 +536,8 @@ static int handler_over_unsafe(pi_proc_t *p, uint64_t uc)
  * program's own code (a futex waiter called from the program waits for a
  * lock, it does not hold one); a stale word can satisfy that, where for
  * the lists above it can only make the answer no. */
-static int way_up_clean(pi_proc_t *p, uint64_t sp, int need_program, int running)
+enum { W_FUTEX, W_SLEEP, W_RUN };
+static int way_up_clean(pi_proc_t *p, uint64_t sp, int need_program, int at)
 {
     static const char *const bad[] = {
         "malloc", "free", "calloc", "realloc", "reallocarray", "memalign", "posix_memalign", "aligned_alloc",
@@ -544,19 +549,16 @@ static int way_up_clean(pi_proc_t *p, uint64_t sp, int need_program, int running
         "syslog", "vsyslog", "openlog", "closelog", "pthread_create", "pthread_exit", "pthread_detach",
         "__cxa_finalize", "__cxa_thread_atexit_impl", "getpwnam", "getpwuid", "getgrnam", "getaddrinfo",
         "gethostbyname", "setlocale", "newlocale", "tzset", "localtime", "mktime" };
-    /* a running thread stepped out to the program's code: of those, only
-     * dl_iterate_phdr calls the program while it holds a lock dlopen takes
-     * (malloc, setuid and the rest call no program code), and the shorter
-     * list leaves fewer stale words to say no to a thread that is fine */
-    static const char *const calls_back[] = { "dl_iterate_phdr" };
+    static const char *const loader[] = { "dl_iterate_phdr", "dlopen", "dlmopen", "dlclose", "__libc_dlopen_mode" };
     const map_t *libc = object_map(p, libc_names, 2);
     if (!libc) return 0;
     if (!p->ranges_read) {   /* libc's symbols once per process, not per thread tried */
         p->ranges_read = 1;
-        elf_scan(p, libc, 1, FUNC_TYPES, calls_back, 1, range_cb, &p->calls_back);
+        elf_scan(p, libc, 1, FUNC_TYPES, loader, 1, range_cb, &p->calls_back);   /* dl_iterate_phdr */
+        elf_scan(p, libc, 1, FUNC_TYPES, loader, sizeof loader / sizeof loader[0], range_cb, &p->loader);
         elf_scan(p, libc, 1, FUNC_TYPES, bad, sizeof bad / sizeof bad[0], range_cb, &p->lock_holders);
     }
-    const ranges_t *r = running ? &p->calls_back : &p->lock_holders;
+    const ranges_t *r = at == W_RUN ? &p->calls_back : at == W_SLEEP ? &p->loader : &p->lock_holders;
     uint64_t restorer = restorer_of(libc);
     uint64_t w[128];
     size_t n = sizeof w;
@@ -684,17 +686,17 @@ static int try_thread(pi_proc_t *p, pid_t tid, int allow_eintr, double ms)
         long long nr = (long long)p->regs.orig_rax, ax = (long long)p->regs.rax;
         int asleep = nr >= 0 && (restart_code(ax) || ax == -EINTR);
         if (asleep) {
-            if (restartable_sleep(nr) && (restart_code(ax) || nr != SYS_connect)) ok = way_up_clean(p, p->regs.rsp, 0, 0);
+            if (restartable_sleep(nr) && (restart_code(ax) || nr != SYS_connect)) ok = way_up_clean(p, p->regs.rsp, 0, W_SLEEP);
             else if ((nr == SYS_futex || nr == SYS_restart_syscall) && restart_code(ax))
-                ok = way_up_clean(p, p->regs.rsp, 1, 0);
-            else if (eintr_sleep(nr) && allow_eintr) ok = way_up_clean(p, p->regs.rsp, 0, 0);
+                ok = way_up_clean(p, p->regs.rsp, 1, W_FUTEX);
+            else if (eintr_sleep(nr) && allow_eintr) ok = way_up_clean(p, p->regs.rsp, 0, W_SLEEP);
             ok = ok ? PI_AT_SYSCALL : 0;
             if (ok) reissue(p, &p->regs);   /* (an EINTR of ours: the sleep is issued again at pi_close) */
             break;   /* asleep anywhere else: not this thread */
         }
         if (round) break;
         int r = step_out(p, ms);
-        if (r == 0 && way_up_clean(p, p->regs.rsp, 0, 1)) ok = PI_AT_USER;
+        if (r == 0 && way_up_clean(p, p->regs.rsp, 0, W_RUN)) ok = PI_AT_USER;
         else if (r != 1) break;
         /* r == 1: asleep on the way, judged in the next round */
     }
