@@ -3,7 +3,7 @@
  * One scan. Its hook reads what the scan's model made of each event
  * (s->step): the operations name
  * each heap object, pool buffer and KV block with its stack, so a live
- * table per kind (key -> row, bytes) attributes frees to the row that
+ * table per kind (key -> row's id, bytes) attributes frees to the row that
  * allocated. Rows are (kind, pool, stack); each holds its totals and its
  * site buckets, in chunks allocated when first written (most rows allocate
  * in a few moments of the trace: all 1024 buckets of every row were 24 KiB
@@ -91,14 +91,24 @@ typedef struct row {
     uint64_t snap[P_N];          /* live at the latest peak of each kind (see the top) */
     uint32_t ep[P_N];
     cell_t **ch;                 /* CH_ROW chunks of CH_N site buckets, a NULL chunk all zeros;
-                                  * NULL once merged */
-    uint32_t into;               /* NO_ROW: a row of its own; else merged into that row (its
-                                  * kind's STACK_OVER row), which counts its live objects */
-    uint32_t refs;               /* merged: its objects still live (they name this row) */
+                                  * NULL while the slot is free */
+    uint32_t id;                 /* the id its objects name; in a free slot, the next free slot */
 } row_t;
 #define NO_ROW UINT32_MAX
 
-/* A live object: its row and its size, OBJ_BIG for 4 GiB or more (the
+/* What a live object names: an id, not a row. A row merged away (see
+ * rows_evict) gives its slot of 128 bytes back at once, while its objects,
+ * maybe long-lived, still name its id: 8 bytes saying which row counts
+ * them now. A Python program evicts hundreds of thousands of rows whose
+ * objects outlive them; kept as rows, they were the page's largest holder
+ * of memory after the live table. */
+typedef struct rid {
+    uint32_t row;                /* the row counting its objects; a free id: the next free id */
+    uint32_t refs;               /* RID_OWN: the row is its own; else its objects still live */
+} rid_t;
+#define RID_OWN UINT32_MAX
+
+/* A live object: its row's id (rid_t) and its size, OBJ_BIG for 4 GiB or more (the
  * size then in hb_t.big). 8 bytes, so 16 a slot of the live table, not 24:
  * that table, one slot per live object or more, is the page's largest own
  * holder of memory on a program with many small objects. */
@@ -118,12 +128,15 @@ typedef struct count {           /* sums over a bucket */
 typedef struct hb {
     const az_scan_t *scan;       /* the scan, for its model's pools (set by the hook and after it) */
     int err;                     /* PSC_ENOMEM seen: some objects were not attributed */
-    psc_map_t rowmap;            /* (kind, pool, stack) -> row index */
-    row_t *rows;
+    psc_map_t rowmap;            /* (kind, pool, stack) -> id of its row */
+    row_t *rows;                 /* slots, a free one's ch NULL */
     size_t n_rows, cap_rows;
     size_t n_cells;              /* rows holding cells (MAX_ROWS at most, the over rows aside) */
-    uint32_t free_row;           /* merged rows no live object names, for reuse (via into) */
-    uint32_t over[K_N];
+    uint32_t free_row;           /* free slots, chained by id */
+    rid_t *ids;
+    size_t n_ids, cap_ids;
+    uint32_t free_id;            /* ids no live object names, chained by row */
+    uint32_t over[K_N];          /* each kind's STACK_OVER row (a slot), UINT32_MAX before one */
     psc_map_t live[K_N];         /* key -> obj_t */
     psc_map_t big[K_N];          /* key -> uint64_t size, of the live objects of OBJ_BIG */
     uint64_t last_key[K_N];
@@ -244,17 +257,52 @@ static uint64_t row_key(int kind, uint32_t pool, uint32_t stack)
     return ((uint64_t)(kind + 1) << 60) ^ ((uint64_t)(pool & 0xfffffffu) << 32) ^ stack;
 }
 
-static uint32_t row_new(hb_t *h, int kind, uint32_t pool, uint32_t stack)
+/* A free id; NO_ROW out of memory. */
+static uint32_t id_new(hb_t *h)
+{
+    if (h->free_id != NO_ROW) {
+        uint32_t id = h->free_id;
+        h->free_id = h->ids[id].row;
+        return id;
+    }
+    if (h->n_ids == h->cap_ids) {
+        size_t n = h->cap_ids ? h->cap_ids * 2 : 64;
+        rid_t *a = n < NO_ROW ? realloc(h->ids, n * sizeof *a) : NULL;
+        if (!a) return NO_ROW;
+        h->ids = a;
+        h->cap_ids = n;
+    }
+    return (uint32_t)h->n_ids++;
+}
+
+static void id_free(hb_t *h, uint32_t id)
+{
+    h->ids[id] = (rid_t){ h->free_id, 0 };
+    h->free_id = id;
+}
+
+/* Slot ix given back: its cells freed, chained on the free list. */
+static void row_free(hb_t *h, uint32_t ix)
+{
+    row_t *r = &h->rows[ix];
+    cells_free(r);
+    h->n_cells--;
+    r->id = h->free_row;
+    h->free_row = ix;
+}
+
+/* A new row with id id in a free slot: the slot, or NO_ROW out of memory. */
+static uint32_t row_new(hb_t *h, int kind, uint32_t pool, uint32_t stack, uint32_t id)
 {
     uint32_t ix;
     if (h->free_row != NO_ROW) {
         ix = h->free_row;
-        h->free_row = h->rows[ix].into;
+        h->free_row = h->rows[ix].id;
     } else {
         if (h->n_rows == h->cap_rows) {
             size_t n = h->cap_rows ? h->cap_rows * 2 : 64;
             row_t *a = realloc(h->rows, n * sizeof *a);
-            if (!a) return UINT32_MAX;
+            if (!a) return NO_ROW;
             h->rows = a;
             h->cap_rows = n;
         }
@@ -263,18 +311,19 @@ static uint32_t row_new(hb_t *h, int kind, uint32_t pool, uint32_t stack)
     row_t *r = &h->rows[ix];
     cell_t **ch = calloc(CH_ROW, sizeof *ch);
     if (!ch) {
-        if (ix != h->n_rows) { r->into = h->free_row; h->free_row = ix; }   /* back on the list */
-        return UINT32_MAX;
+        if (ix != h->n_rows) { r->id = h->free_row; h->free_row = ix; }   /* back on the list */
+        return NO_ROW;
     }
     memset(r, 0, sizeof *r);
     r->ch = ch;
     r->kind = (uint8_t)kind;
     r->pool = pool;
     r->stack = stack;
-    r->into = NO_ROW;
+    r->id = id;
     memcpy(r->ep, h->E, sizeof r->ep);   /* held nothing at the latest peaks */
     if (ix == h->n_rows) h->n_rows++;
     h->n_cells++;
+    h->ids[id] = (rid_t){ ix, RID_OWN };
     return ix;
 }
 
@@ -288,7 +337,7 @@ static int by_bytes(const void *a, const void *b)
     uint32_t i = *(const uint32_t *)a, k = *(const uint32_t *)b;
     const row_t *x = &evict_rows[i], *y = &evict_rows[k];
     if (x->bytes != y->bytes) return x->bytes < y->bytes ? -1 : 1;
-    return i < k ? -1 : i > k;
+    return x->id < y->id ? -1 : x->id > y->id;
 }
 
 /* All MAX_ROWS rows in use: the EVICT_ROWS that allocated least so far
@@ -311,9 +360,14 @@ static int rows_evict(hb_t *h)
     int rc = 0;
     for (size_t i = 0; i < n && i < EVICT_ROWS; i++) {
         int kind = h->rows[c[i]].kind;
-        if (h->over[kind] == UINT32_MAX && (h->over[kind] = row_new(h, kind, 0, STACK_OVER)) == UINT32_MAX) {
-            rc = -1;                          /* (row_new may move the rows: indices here) */
-            break;
+        if (h->over[kind] == UINT32_MAX) {   /* (row_new may move the rows: indices here) */
+            uint32_t id = id_new(h);
+            if (id == NO_ROW || (h->over[kind] = row_new(h, kind, 0, STACK_OVER, id)) == NO_ROW) {
+                if (id != NO_ROW) id_free(h, id);
+                h->over[kind] = UINT32_MAX;
+                rc = -1;
+                break;
+            }
         }
         row_t *r = &h->rows[c[i]], *o = &h->rows[h->over[kind]];
         row_touch(h, r);
@@ -322,15 +376,10 @@ static int rows_evict(hb_t *h)
             rc = -1;
             break;
         }
-        cells_free(r);
-        h->n_cells--;
         psc_map_del(&h->rowmap, row_key(r->kind, r->pool, r->stack));
-        r->refs = (uint32_t)r->live_n;
-        r->into = h->over[kind];
-        if (!r->refs) {                       /* nothing names it: reusable */
-            r->into = h->free_row;
-            h->free_row = c[i];
-        }
+        if (r->live_n) h->ids[r->id] = (rid_t){ h->over[kind], (uint32_t)r->live_n };
+        else id_free(h, r->id);               /* nothing names it: reusable */
+        row_free(h, c[i]);
     }
     free(c);
     return rc;
@@ -341,31 +390,27 @@ static uint32_t row_of(hb_t *h, int kind, uint32_t pool, uint32_t stack)
     uint64_t key = row_key(kind, pool, stack);
     uint32_t *ix = psc_map_get_sz(&h->rowmap, key, sizeof(uint32_t));
     if (ix) return *ix;
-    if (h->n_cells >= MAX_ROWS + K_N && rows_evict(h)) return UINT32_MAX;
-    uint32_t r = row_new(h, kind, pool, stack);
-    if (r == UINT32_MAX) return r;
+    if (h->n_cells >= MAX_ROWS + K_N && rows_evict(h)) return NO_ROW;
+    uint32_t id = id_new(h);
+    if (id == NO_ROW) return NO_ROW;
+    uint32_t r = row_new(h, kind, pool, stack, id);
+    if (r == NO_ROW) { id_free(h, id); return NO_ROW; }
     if (!(ix = psc_map_put_sz(&h->rowmap, key, NULL, sizeof(uint32_t)))) {
-        row_t *x = &h->rows[r];
-        cells_free(x);
-        h->n_cells--;
-        x->into = h->free_row;
-        h->free_row = r;
-        return UINT32_MAX;
+        row_free(h, r);
+        id_free(h, id);
+        return NO_ROW;
     }
-    *ix = r;
-    return r;
+    *ix = id;
+    return id;
 }
 
-/* The row that counts an object of row ri: ri, or the row it was merged
- * into (ri given back for reuse once no object names it). */
-static row_t *row_live(hb_t *h, uint32_t ri)
+/* The row that counts an object of id: its own, or the row it was merged
+ * into (the id given back for reuse once no object names it). */
+static row_t *row_live(hb_t *h, uint32_t id)
 {
-    row_t *r = &h->rows[ri];
-    if (!r->ch && r->into != NO_ROW) {
-        uint32_t into = r->into;
-        if (r->refs && !--r->refs) { r->into = h->free_row; h->free_row = ri; }
-        r = &h->rows[into];
-    }
+    rid_t *d = &h->ids[id];
+    row_t *r = &h->rows[d->row];
+    if (d->refs != RID_OWN && !--d->refs) id_free(h, id);
     return r;
 }
 
@@ -408,9 +453,9 @@ static void obj_alloc(hb_t *h, int kind, uint32_t pool, uint32_t stack, uint64_t
     obj_t *ob = psc_map_put_sz(&h->live[kind], key, &is_new, sizeof(obj_t));
     if (!ob) { h->err = PSC_ENOMEM; return; }
     if (!is_new) obj_gone(h, kind, key, ob, b);   /* allocated again at a live key: the old one is gone */
-    uint32_t ri = row_of(h, kind, pool, stack);
-    if (ri == UINT32_MAX) { psc_map_erase_sz(&h->live[kind], ob, sizeof(obj_t)); h->err = PSC_ENOMEM; return; }
-    row_t *r = &h->rows[ri];
+    uint32_t id = row_of(h, kind, pool, stack);
+    if (id == NO_ROW) { psc_map_erase_sz(&h->live[kind], ob, sizeof(obj_t)); h->err = PSC_ENOMEM; return; }
+    row_t *r = &h->rows[h->ids[id].row];
     cell_t *c = cell_at(r, b);
     uint64_t *big = NULL;
     if (!c || (bytes >= OBJ_BIG && !(big = psc_map_put_sz(&h->big[kind], key, NULL, sizeof(uint64_t))))) {
@@ -434,7 +479,7 @@ static void obj_alloc(hb_t *h, int kind, uint32_t pool, uint32_t stack, uint64_t
     r->live += bytes;
     r->live_n++;
     if (r->live > r->max_live) r->max_live = r->live;
-    ob->row = ri;
+    ob->row = id;
     ob->bytes = big ? OBJ_BIG : (uint32_t)bytes;
     h->last_key[kind] = key;
     h->last_valid[kind] = 1;
@@ -517,7 +562,7 @@ static int hb_init(hb_t *h)
 {
     memset(h, 0, sizeof *h);
     for (int k = 0; k < K_N; k++) h->over[k] = UINT32_MAX;
-    h->free_row = NO_ROW;
+    h->free_row = h->free_id = NO_ROW;
     h->shift = 10;               /* 1 us buckets to start with */
     h->g = calloc(TL_N, sizeof *h->g);
     h->c = calloc(TL_N, sizeof *h->c);
@@ -532,6 +577,7 @@ static void hb_free(hb_t *h)
 {
     for (size_t r = 0; r < h->n_rows; r++) cells_free(&h->rows[r]);
     free(h->rows);
+    free(h->ids);
     psc_map_free(&h->rowmap);
     for (int k = 0; k < K_N; k++) { psc_map_free(&h->live[k]); psc_map_free(&h->big[k]); }
     free(h->g);

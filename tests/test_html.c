@@ -415,12 +415,130 @@ static void test_objects_of_4_gib_and_more(void **st)
     az_json_free(d);
 }
 
+/* ---- rows merged while reading ---------------------------------------------- */
+
+/* Past MAX_ROWS rows (html.c: 4096) the page merges the quarter of its
+ * rows that allocated least into "(small stacks, merged while reading)";
+ * objects still live name their stack's row after that. The trace: n
+ * stacks, stack i allocating size_of(i) bytes once at T0 + i ns, so each
+ * merge takes the oldest rows left (the smallest). FREE_EVEN: then the
+ * objects of the even stacks freed in order; FREE_AT_ONCE: each freed
+ * right after it was allocated. */
+#define MERGED_N 12000
+enum { FREE_NONE, FREE_EVEN, FREE_AT_ONCE };
+static void write_merging(const char *path, int n, int how)
+{
+    int err = 0;
+    pst_writer_cfg_t cfg = { .pid = 79, .exe = "/html/merge", .stacks = PST_STACKS_FP, .depth = 8 };
+    pst_writer_t *w = pst_writer_open(path, &cfg, &err);
+    assert_non_null(w);
+    uint64_t t = T0;
+    for (int i = 0; i < n; i++) {
+        uint64_t fr[2] = { 0x401000 + 16 * (uint64_t)i, 0x402000 };
+        uint32_t s = pst_writer_stack(w, fr, 2);
+        pst_writer_time(w, t++);
+        pst_event_t ev;
+        memset(&ev, 0, sizeof ev);
+        ev.type = PST_EV_MALLOC;
+        ev.stack = s;
+        ev.f[0] = 0x10000000 + 0x1000 * (uint64_t)i;
+        ev.f[1] = size_of(i);
+        assert_int_equal(pst_writer_event(w, 1, &ev), 0);
+        if (how == FREE_AT_ONCE) PST_EMIT(w, 1, PST_EV_FREE, ev.f[0]);
+    }
+    for (int i = 0; how == FREE_EVEN && i < n; i += 2) {
+        pst_writer_time(w, t++);
+        PST_EMIT(w, 1, PST_EV_FREE, 0x10000000 + 0x1000 * (uint64_t)i);
+    }
+    assert_int_equal(pst_writer_close(w), 0);
+}
+
+/* Every object freed is taken off the row that counts it: its own row if
+ * its stack still has one, else the merged row, which counts stacks
+ * 0 .. m-1 (m its calls: the smallest were merged). Expected from that
+ * rule and the trace, each row apart, with the sums over all rows. */
+static void test_rows_merged_while_reading_count_their_objects(void **st)
+{
+    (void)st;
+    char trace[300], page[300];
+    snprintf(trace, sizeof trace, "%s/m.pst", dir);
+    snprintf(page, sizeof page, "%s/m.html", dir);
+    write_merging(trace, MERGED_N, FREE_EVEN);
+    html_of(trace, page);
+    az_jdoc_t *d = page_data(page);
+    const az_jv_t *sites = az_json_get(az_json_root(d), "sites");
+    assert_non_null(sites);
+    uint64_t calls = 0, live = 0, live_n = 0, want_live = 0;
+    int merged = 0, own = 0;
+    for (int i = 1; i < MERGED_N; i += 2) want_live += size_of(i);
+    for (const az_jv_t *r = sites->child; r; r = r->next) {
+        const char *label = az_json_get(r, "label") ? az_json_get(r, "label")->str : "";
+        uint64_t c = az_json_get(r, "calls")->u, b = az_json_get(r, "bytes")->u, l = az_json_get(r, "live")->u,
+                 ln = az_json_get(r, "live_n")->u;
+        calls += c;
+        live += l;
+        live_n += ln;
+        if (!strcmp(label, "(small stacks, merged while reading)")) {
+            uint64_t m = c, wb = 0, wl = 0;
+            for (uint64_t i = 0; i < m; i++) {
+                wb += size_of((int)i);
+                if (i % 2) wl += size_of((int)i);
+            }
+            assert_true(m >= 1024);          /* at least one merge */
+            assert_int_equal(b, wb);
+            assert_int_equal(l, wl);
+            assert_int_equal(ln, m / 2);
+            merged++;
+        } else if (c == 1) {                 /* a stack's own row: its size names it */
+            int i = (int)(b / 16) - 1;
+            assert_int_equal(b, size_of(i));
+            assert_int_equal(l, i % 2 ? size_of(i) : 0);
+            assert_int_equal(ln, i % 2);
+            own++;
+        }
+    }
+    assert_int_equal(merged, 1);
+    assert_true(own > 1000);
+    assert_int_equal(calls, MERGED_N);
+    assert_int_equal(live, want_live);
+    assert_int_equal(live_n, MERGED_N / 2);
+    az_json_free(d);
+}
+
+/* A merged row whose objects are still live costs an id (8 bytes), not
+ * a row (128 bytes: the counters and the buckets' chunk pointers). Two
+ * traces of the same stacks and sizes, the objects of one all live to the
+ * end, those of the other each freed at once: what the first costs more
+ * is what a live object costs the reader's scan and the page (their
+ * live tables, twice that while a table grows), and its merged row's
+ * holder: 204 bytes an object with ids, 327 with rows (120 more: a row
+ * less an id), the bound between. */
+static void test_merged_rows_cost_no_row_each(void **st)
+{
+    (void)st;
+    char a[300], b[300], page[300];
+    snprintf(a, sizeof a, "%s/ma.pst", dir);
+    snprintf(b, sizeof b, "%s/mb.pst", dir);
+    snprintf(page, sizeof page, "%s/mp.html", dir);
+    write_merging(a, MERGED_N * 2, FREE_AT_ONCE);
+    write_merging(b, MERGED_N * 2, FREE_NONE);
+    html_of(a, page);                        /* once before counting: what stays allocated for good */
+    size_t pa = html_peak(a, page), pb = html_peak(b, page);
+    double per = ((double)pb - (double)pa) / (MERGED_N * 2);
+    print_message("peak: %d stacks, objects freed at once %zu B, all live %zu B: %.0f B a live object more\n",
+                  MERGED_N * 2, pa, pb, per);
+    assert_true(pb > pa);
+    assert_true(per < 260);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_row_of_one_bucket_does_not_hold_the_timeline),
         cmocka_unit_test(test_site_buckets_are_those_of_the_events),
         cmocka_unit_test(test_objects_of_4_gib_and_more),
+        cmocka_unit_test(test_rows_merged_while_reading_count_their_objects),
+        cmocka_unit_test(test_merged_rows_cost_no_row_each),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
