@@ -520,15 +520,37 @@ uint8_t *pst_put_meta_string(uint8_t *p, uint32_t id, const char *s, size_t len)
     return p + len;
 }
 
+/* The inner frames of a STACK or STACK_TAIL record: the first as it is,
+ * the rest as zigzag deltas from the one before. */
+static uint8_t *put_frames(uint8_t *p, const uint64_t *frames, uint32_t n)
+{
+    if (n) p = pst_put_varint(p, frames[0]);
+    for (uint32_t i = 1; i < n; i++)
+        p = pst_put_zigzag(p, (int64_t)(frames[i] - frames[i - 1]));
+    return p;
+}
+
 uint8_t *pst_put_meta_stack(uint8_t *p, uint32_t id, const uint64_t *frames, uint32_t depth)
 {
     *p++ = PST_META_STACK;
     p = pst_put_varint(p, id);
     p = pst_put_varint(p, depth);
-    if (depth) p = pst_put_varint(p, frames[0]);
-    for (uint32_t i = 1; i < depth; i++)
-        p = pst_put_zigzag(p, (int64_t)(frames[i] - frames[i - 1]));
-    return p;
+    return put_frames(p, frames, depth);
+}
+
+uint8_t *pst_put_meta_stack_near(uint8_t *p, uint32_t id, const uint64_t *frames, uint32_t depth, uint32_t ref,
+                                 const uint64_t *ref_frames, uint32_t ref_depth)
+{
+    uint32_t k = 0;
+    if (ref)
+        while (k < depth && k < ref_depth && frames[depth - 1 - k] == ref_frames[ref_depth - 1 - k]) k++;
+    if (k < PST_TAIL_MIN) return pst_put_meta_stack(p, id, frames, depth);
+    *p++ = PST_META_STACK_TAIL;
+    p = pst_put_varint(p, id);
+    p = pst_put_varint(p, depth);
+    p = pst_put_zigzag(p, (int64_t)id - (int64_t)ref);   /* mostly 1: the stack defined last */
+    p = pst_put_varint(p, k);
+    return put_frames(p, frames, depth - k);
 }
 
 uint8_t *pst_put_meta_module(uint8_t *p, int map, uint64_t ts, uint64_t base, uint64_t size,

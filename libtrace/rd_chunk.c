@@ -286,6 +286,24 @@ static uint32_t rd_stack_leaf(pst_reader_t *r, const uint64_t *f, uint32_t n)
     return node;
 }
 
+/* The innermost node of frames f[0..m) (innermost first) under node up,
+ * their nodes made when new; 0 out of memory (or m == 0 and up == 0). */
+static uint32_t rd_stack_under(pst_reader_t *r, uint32_t up, const uint64_t *f, uint32_t m)
+{
+    for (uint32_t k = m; k-- > 0;) {
+        uint32_t c = r->nodes[up].last;
+        if (c && r->nodes[c].pc == f[k]) {
+            up = c;
+            continue;
+        }
+        uint32_t node = node_intern(r, up, f[k]);
+        if (!node) return 0;
+        r->nodes[up].last = node;
+        up = node;
+    }
+    return up;
+}
+
 /* 1 ok, 0 malformed, negative error */
 static int rd_parse_meta(pst_reader_t *r, const uint8_t *p, const uint8_t *end)
 {
@@ -310,6 +328,29 @@ static int rd_parse_meta(pst_reader_t *r, const uint8_t *p, const uint8_t *end)
             RD_GROW(r->stacks, r->n_stacks, r->cap_stacks, 64);
             uint32_t leaf = rd_stack_leaf(r, f, (uint32_t)n);
             if (n && !leaf) return PSC_ENOMEM;
+            if (rd_map_put(&r->stack_ids, id, r->n_stacks)) return PSC_ENOMEM;
+            r->stacks[r->n_stacks++] = (rd_stack_t){ leaf, (uint32_t)n };
+        } else if (kind == PST_META_STACK_TAIL) {   /* minor 9 */
+            uint64_t back, k, ri;
+            if (!(p = pst_get_varint(p, end, &id)) || !(p = pst_get_varint(p, end, &n)) ||
+                !(p = pst_get_varint(p, end, &back)) || !(p = pst_get_varint(p, end, &k)))
+                return 0;
+            uint64_t ref = id - (uint64_t)pst_unzigzag(back);   /* (mod 2^64: a wrong one is no id) */
+            if (n > RD_MAX_STACK_DEPTH || k > n || n - k > (uint64_t)(end - p)) return 0;
+            uint64_t *f = r->parse_f;
+            for (uint64_t i = 0; i < n - k; i++) {
+                if (!(p = pst_get_varint(p, end, &v))) return 0;
+                f[i] = i ? f[i - 1] + (uint64_t)pst_unzigzag(v) : v;
+            }
+            /* the outer k frames: stack ref's, defined before; in the
+             * tree, its node k levels from the root */
+            if (!rd_map_get(&r->stack_ids, ref, &ri) || r->stacks[ri].depth < k) return 0;
+            if (rd_map_get(&r->stack_ids, id, NULL)) continue;   /* first definition wins */
+            RD_GROW(r->stacks, r->n_stacks, r->cap_stacks, 64);
+            uint32_t up = r->stacks[ri].leaf;
+            for (uint32_t u = r->stacks[ri].depth; u > k; u--) up = r->nodes[up].up;
+            uint32_t leaf = rd_stack_under(r, up, f, (uint32_t)(n - k));
+            if (n > k && !leaf) return PSC_ENOMEM;
             if (rd_map_put(&r->stack_ids, id, r->n_stacks)) return PSC_ENOMEM;
             r->stacks[r->n_stacks++] = (rd_stack_t){ leaf, (uint32_t)n };
         } else if (kind == PST_META_MODULE) {

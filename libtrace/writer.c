@@ -66,6 +66,8 @@ struct pst_writer {
     ZSTD_CCtx *cctx;
     wbuf_t   zbuf;         /* a compressed payload */
     wbuf_t   cols, ctmp;   /* an EVENTS payload in column form, before compression; its scratch */
+    uint32_t prev_id, prev_depth;         /* minor 9: the stack defined last, which the next */
+    uint64_t prev_fr[PST_MAX_DEPTH];      /* may name as its outer frames (STACK_TAIL) */
 };
 
 /* ---- small helpers ---------------------------------------------------- */
@@ -360,9 +362,17 @@ uint32_t pst_writer_stack(pst_writer_t *w, const uint64_t *frames, uint32_t dept
     int is_new;
     uint32_t id = itab_intern(w, &w->stacks, frames, depth * sizeof *frames, &is_new);
     if (!id || !is_new) return id;
-    uint8_t *p = reserve(w, &w->meta, 1 + PST_VARINT_MAX * (2 + (size_t)depth));
+    uint8_t *p = reserve(w, &w->meta, 1 + PST_VARINT_MAX * (4 + (size_t)depth));
     if (!p) return 0;
-    w->meta.len += (size_t)(pst_put_meta_stack(p, id, frames, depth) - p);
+    if (w->minor >= 9) {
+        w->meta.len += (size_t)(pst_put_meta_stack_near(p, id, frames, depth, w->prev_id, w->prev_fr,
+                                                        w->prev_depth) - p);
+        if (depth) memcpy(w->prev_fr, frames, depth * sizeof *frames);
+        w->prev_depth = depth;
+        w->prev_id = id;
+    } else {
+        w->meta.len += (size_t)(pst_put_meta_stack(p, id, frames, depth) - p);
+    }
     if (w->meta.len >= w->chunk_bytes && flush_meta(w)) return 0;
     return id;
 }

@@ -430,7 +430,7 @@ static void test_file_header_has_magic_version_and_fields(void **state)
     assert_memory_equal(buf, "PSTRACE\0", 8);
     assert_int_equal(buf[8] | buf[9] << 8, PST_MAJOR);
     assert_int_equal(buf[10] | buf[11] << 8, PST_MINOR);
-    assert_int_equal(PST_MINOR, 8);   /* bumped on purpose with each format change (FORMAT.md, "Versioning") */
+    assert_int_equal(PST_MINOR, 9);   /* bumped on purpose with each format change (FORMAT.md, "Versioning") */
     uint32_t tlv = (uint32_t)(buf[12] | buf[13] << 8 | buf[14] << 16 | (uint32_t)buf[15] << 24);
     assert_int_equal(tlv + PST_FILE_HDR_FIXED, n);
     /* walk the TLVs: find EXE and ARGV, no PARENT_PID (0), no HOST (NULL) */
@@ -496,6 +496,42 @@ static void test_meta_records_have_documented_shape(void **state)
     assert_memory_equal(p - 4, bid, 4);
     p = pst_put_end(buf, 100, 2, 3);
     assert_memory_equal(buf, "\x64\x02\x03", 3);
+}
+
+/* STACK_TAIL (minor 9): a stack sharing at least two outer frames with
+ * stack ref is its id, depth, zigzag(id - ref), the count shared, then
+ * only its own inner frames, coded as STACK codes them; sharing fewer, it
+ * is a STACK record. */
+static void test_stack_tail_records_have_documented_shape(void **state)
+{
+    (void)state;
+    uint8_t buf[256];
+    const uint64_t ref[4] = { 0x401100, 0x402200, 0x403300, 0x404400 };   /* innermost first */
+    const uint64_t fr[5] = { 0x405500, 0x405400, 0x402250, 0x403300, 0x404400 };
+    uint8_t *p = pst_put_meta_stack_near(buf, 9, fr, 5, 8, ref, 4);
+    assert_int_equal(buf[0], PST_META_STACK_TAIL);
+    assert_int_equal(PST_META_STACK_TAIL, 4);
+    const uint8_t *q = buf + 1;
+    uint64_t v = 0;
+    q = pst_get_varint(q, p, &v); assert_int_equal(v, 9);                /* id */
+    q = pst_get_varint(q, p, &v); assert_int_equal(v, 5);                /* depth */
+    q = pst_get_varint(q, p, &v); assert_int_equal(pst_unzigzag(v), 1);  /* id - ref */
+    q = pst_get_varint(q, p, &v); assert_int_equal(v, 2);                /* the two outer frames shared */
+    q = pst_get_varint(q, p, &v); assert_int_equal(v, 0x405500);
+    q = pst_get_varint(q, p, &v); assert_int_equal(pst_unzigzag(v), -0x100);
+    q = pst_get_varint(q, p, &v); assert_int_equal(0x405400 + pst_unzigzag(v), 0x402250);
+    assert_ptr_equal(q, p);
+    /* one outer frame in common, or no ref: the whole stack */
+    const uint64_t one[3] = { 0x401100, 0x402200, 0x404400 };
+    uint8_t full[256];
+    p = pst_put_meta_stack_near(buf, 10, one, 3, 9, fr, 5);
+    uint8_t *e = pst_put_meta_stack(full, 10, one, 3);
+    assert_int_equal(p - buf, e - full);
+    assert_memory_equal(buf, full, (size_t)(e - full));
+    p = pst_put_meta_stack_near(buf, 9, fr, 5, 0, ref, 4);
+    e = pst_put_meta_stack(full, 9, fr, 5);
+    assert_int_equal(p - buf, e - full);
+    assert_memory_equal(buf, full, (size_t)(e - full));
 }
 
 /* ---- the documentation ---------------------------------------------------- */
@@ -678,6 +714,7 @@ int main(void)
         cmocka_unit_test(test_file_header_has_magic_version_and_fields),
         cmocka_unit_test(test_chunk_header_round_trips_with_crc),
         cmocka_unit_test(test_meta_records_have_documented_shape),
+        cmocka_unit_test(test_stack_tail_records_have_documented_shape),
         cmocka_unit_test(test_format_md_names_every_event_type),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

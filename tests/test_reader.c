@@ -214,6 +214,146 @@ static void test_shared_outer_frames_are_kept_once(void **state)
     free(m.p);
 }
 
+/* Minor 9: a stack that shares two or more outer frames with the stack
+ * defined before it is written as its new inner frames and that stack's
+ * id (STACK_TAIL). Stacks made from the one before (an outer part kept,
+ * new inner frames; some wholly new, some a shorter outer part only, some
+ * defined again), written at minor 9 and at minor 8 (every stack whole):
+ * each id reads back as the frames given, in both files, and the minor-9
+ * file is the smaller by the frames shared (a quarter or more here). */
+static uint64_t rnd_state = 88172645463325252ull;
+static uint64_t rnd(void)
+{
+    rnd_state ^= rnd_state << 13;
+    rnd_state ^= rnd_state >> 7;
+    rnd_state ^= rnd_state << 17;
+    return rnd_state;
+}
+
+static void test_stacks_coded_as_tails_read_back_as_written(void **state)
+{
+    (void)state;
+    enum { N = 3000, D = PST_MAX_DEPTH };
+    static uint64_t given[N + 1][D];
+    static uint32_t given_n[N + 1];
+    size_t len[2];
+    for (int pass = 0; pass < 2; pass++) {
+        rnd_state = 88172645463325252ull;
+        pst_writer_cfg_t cfg = base_cfg;
+        cfg.depth = D;
+        cfg.minor = pass ? 8 : PST_MINOR;
+        membuf_t m;
+        pst_writer_t *w = mem_writer(&m, &cfg);
+        uint64_t cur[D];
+        uint32_t n = 0, ids = 0, tails = 0;
+        for (int i = 0; i < N; i++) {
+            uint64_t how = rnd() % 10;
+            uint32_t keep = how == 0 ? 0 : n ? (uint32_t)(rnd() % (n + 1)) : 0;   /* outer frames kept */
+            uint32_t add = how == 1 ? 0 : (uint32_t)(rnd() % 24);
+            if (keep + add == 0) add = 1;
+            if (keep + add > D) add = D - keep;
+            uint64_t next[D];
+            for (uint32_t k = 0; k < add; k++) next[k] = 0x400000 + (rnd() % 4096) * 16;
+            memcpy(next + add, cur + n - keep, keep * sizeof *cur);
+            if (how == 2 && i > 10) {        /* a stack defined before, again */
+                uint32_t again = 1 + (uint32_t)(rnd() % ids);
+                assert_int_equal(pst_writer_stack(w, given[again], given_n[again]), again);
+                continue;
+            }
+            n = keep + add;
+            memcpy(cur, next, n * sizeof *cur);
+            uint32_t id = pst_writer_stack(w, cur, n);
+            assert_true(id >= 1 && id <= ids + 1);
+            if (id == ids + 1) {
+                ids++;
+                memcpy(given[id], cur, n * sizeof *cur);
+                given_n[id] = n;
+                tails += keep >= PST_TAIL_MIN;
+            }
+        }
+        assert_true(tails > N / 2);
+        PST_EMIT(w, 1, PST_EV_MALLOC, 0x1000, 8);
+        assert_int_equal(pst_writer_close(w), 0);
+        mem_done(&m);
+        len[pass] = m.len;
+        int err = 0;
+        pst_reader_t *r = pst_open_mem(m.p, m.len, &err);
+        assert_non_null(r);
+        pst_event_t ev;
+        while (pst_next(r, &ev) > 0) {}
+        assert_false(pst_status(r)->corrupt);
+        assert_int_equal(pst_stack_count(r), ids);
+        for (uint32_t id = 1; id <= ids; id++) {
+            uint32_t depth = 0;
+            const uint64_t *f = pst_stack(r, id, &depth);
+            assert_non_null(f);
+            assert_int_equal(depth, given_n[id]);
+            for (uint32_t k = 0; k < depth; k++)
+                if (f[k] != given[id][k]) fail_msg("minor %u: stack %u frame %u: %#llx, want %#llx", cfg.minor, id, k,
+                                                   (unsigned long long)f[k], (unsigned long long)given[id][k]);
+        }
+        pst_close(r);
+        free(m.p);
+    }
+    print_message("%d stacks: %zu bytes at minor 9, %zu at minor 8\n", N, len[0], len[1]);
+    assert_true(len[0] * 4 < len[1] * 3);   /* here 94 KB against 149 KB */
+}
+
+/* A STACK_TAIL that names no stack defined before, or more shared frames
+ * than that stack has, is damage: the reader reports the META chunk
+ * corrupt instead of guessing the outer frames. */
+static void test_stack_tail_without_its_stack_is_corrupt(void **state)
+{
+    (void)state;
+    const uint64_t ref[3] = { 0x401000, 0x402000, 0x403000 }, fr[3] = { 0x409000, 0x402000, 0x403000 };
+    for (int how = 0; how < 3; how++) {
+        membuf_t m;
+        pst_writer_cfg_t cfg = base_cfg;
+        cfg.minor = PST_MINOR;
+        pst_writer_t *w = mem_writer(&m, &cfg);
+        assert_int_equal(pst_writer_stack(w, ref, 3), 1);
+        pst_writer_flush(w);
+        uint8_t rec[64], *e = rec;
+        if (how == 0) {                  /* names stack 1: fine */
+            e = pst_put_meta_stack_near(rec, 2, fr, 3, 1, ref, 3);
+        } else if (how == 1) {           /* names stack 5, never defined */
+            e = pst_put_meta_stack_near(rec, 2, fr, 3, 5, ref, 3);
+        } else {                         /* stack 1 has 3 frames, 4 claimed */
+            *e++ = PST_META_STACK_TAIL;
+            e = pst_put_varint(e, 2);
+            e = pst_put_varint(e, 5);
+            e = pst_put_zigzag(e, 1);
+            e = pst_put_varint(e, 4);
+            e = pst_put_varint(e, 0x409000);
+        }
+        assert_int_equal(rec[0], PST_META_STACK_TAIL);
+        assert_int_equal(pst_writer_raw_chunk(w, PST_CHUNK_META, 0, rec, (size_t)(e - rec)), 0);
+        pst_writer_close(w);
+        mem_done(&m);
+        int err = 0;
+        pst_reader_t *r = pst_open_mem(m.p, m.len, &err);
+        assert_non_null(r);
+        pst_event_t ev;
+        while (pst_next(r, &ev) > 0) {}
+        const pst_status_t *st = pst_status(r);
+        if (how == 0) {
+            assert_false(st->corrupt);
+            uint32_t depth = 0;
+            const uint64_t *f = pst_stack(r, 2, &depth);
+            assert_non_null(f);
+            assert_int_equal(depth, 3);
+            assert_memory_equal(f, fr, sizeof fr);
+        } else {
+            assert_true(st->corrupt);
+            assert_string_equal(st->corrupt_reason, "malformed meta record");
+            uint32_t depth = 0;
+            assert_null(pst_stack(r, 2, &depth));
+        }
+        pst_close(r);
+        free(m.p);
+    }
+}
+
 static void test_file_reader_matches_memory_reader_across_read_blocks(void **state)
 {
     (void)state;
@@ -2011,6 +2151,8 @@ int main(void)
         cmocka_unit_test(test_sync_chunks_bound_the_queue_behind_a_quiet_thread),
         cmocka_unit_test(test_golden_trace_decodes_to_expected_listing_and_writer_reproduces_it),
         cmocka_unit_test(test_shared_outer_frames_are_kept_once),
+        cmocka_unit_test(test_stacks_coded_as_tails_read_back_as_written),
+        cmocka_unit_test(test_stack_tail_without_its_stack_is_corrupt),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -68,7 +68,7 @@ extern "C" {
 
 #define PST_MAGIC        "PSTRACE"   /* 8 bytes with its NUL */
 #define PST_MAJOR        1
-#define PST_MINOR        8   /* 1: SYNC chunks; 2: a time per event (the tick), SYNC and END fields below;
+#define PST_MINOR        9   /* 1: SYNC chunks; 2: a time per event (the tick), SYNC and END fields below;
                                 3: VER records (an address's version, for exact cross-thread order);
                                 4: MPROTECT and MMAP_NAME events (reservations vs committed memory,
                                    names of file mappings);
@@ -79,7 +79,9 @@ extern "C" {
                                    stack ids in columns of their own);
                                 7: Python frames in stacks (PST_PYFRAME below);
                                 8: CYC records (the cycle counter: the order of different threads'
-                                   events within one tick). Readers read every minor of PST_MAJOR. */
+                                   events within one tick);
+                                9: STACK_TAIL records (a stack as the new inner frames of one
+                                   defined before). Readers read every minor of PST_MAJOR. */
 #define PST_FILE_HDR_FIXED 16        /* magic + major + minor + tlv_len */
 #define PST_CHUNK_HDR    16
 #define PST_MAX_CHUNK    (16u << 20) /* readers reject longer payloads as corrupt */
@@ -172,6 +174,9 @@ enum pst_meta {
     PST_META_STRING = 1,  /* id, len, bytes                                   */
     PST_META_STACK  = 2,  /* id, depth, frame[0] raw, frame[i] zigzag(f[i]-f[i-1]); innermost first */
     PST_META_MODULE = 3,  /* op (1 map, 0 unmap), ts, base, size, path len+bytes, build-id len+bytes */
+    PST_META_STACK_TAIL = 4,  /* minor 9: id, depth, zigzag(id - ref), shared, then the depth -
+                               * shared inner frames as STACK codes them; the outer `shared`
+                               * frames are those of stack ref, defined before */
 };
 /* String and stack ids start at 1; 0 means "none". */
 
@@ -646,6 +651,14 @@ void pst_inflate_done(pst_inflate_t *z);
  * module 1+PST_VARINT_MAX*6+path_len+bid_len. */
 uint8_t *pst_put_meta_string(uint8_t *p, uint32_t id, const char *s, size_t len);
 uint8_t *pst_put_meta_stack(uint8_t *p, uint32_t id, const uint64_t *frames, uint32_t depth);
+/* Stack id (frames[0..depth), innermost first) as STACK_TAIL when it
+ * shares at least PST_TAIL_MIN outermost frames with stack ref
+ * (ref_frames[0..ref_depth)), else as STACK: a writer's new stacks mostly
+ * leave the previous one's outer frames as they were. At most
+ * 1 + PST_VARINT_MAX * (4 + depth) bytes. */
+#define PST_TAIL_MIN 2
+uint8_t *pst_put_meta_stack_near(uint8_t *p, uint32_t id, const uint64_t *frames, uint32_t depth, uint32_t ref,
+                                 const uint64_t *ref_frames, uint32_t ref_depth);
 uint8_t *pst_put_meta_module(uint8_t *p, int map, uint64_t ts, uint64_t base, uint64_t size,
                              const char *path, size_t path_len,
                              const uint8_t *build_id, size_t bid_len);

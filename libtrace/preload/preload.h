@@ -209,6 +209,8 @@ typedef struct ps_mod { uint64_t base, size; uint64_t key; } ps_mod_t;
 #define PS_UR_SLOTS (1u << 13)   /* dwarf rule cache slots (cfi.c: UR_SLOTS) */
 typedef struct ps_stk {
     ps_table_t stab, strtab;
+    uint32_t prev_id, prev_depth;         /* stab.lock: the stack defined last in META, whose */
+    uint64_t prev_fr[PST_MAX_DEPTH];      /* outer frames the next may name (STACK_TAIL) */
     pthread_mutex_t modlock;
     ps_mod_t *mods, *cur;        /* mapped on first scan */
     size_t n_mods, n_cur;
@@ -423,7 +425,7 @@ int ps_write_chunk_locked(uint8_t kind, uint32_t stream, struct iovec *iov, int 
 int ps_write_end_locked(void);          /* wlock held */
 uint64_t ps_file_off_locked(void);
 void ps_truncate_locked(uint64_t off);
-void ps_meta_append(const void *p, size_t n); /* mlock held by caller */
+int ps_meta_append(const void *p, size_t n);  /* mlock held by caller; -1: not appended */
 void ps_meta_lock(void);
 void ps_meta_unlock(void);
 

@@ -312,6 +312,7 @@ void ps_tables_reset(void)
 {
     tab_reset(&ps_g.stk.stab);
     tab_reset(&ps_g.stk.strtab);
+    ps_g.stk.prev_id = 0;
     ps_modules_reset();
     ps_py_reset();
 }
@@ -506,11 +507,19 @@ uint32_t ps_stack_id(ps_thr_t *t)
         id = tab_find(&ps_g.stk.stab, h);
         if (!id) {
             id = ++ps_g.stk.stab.next_id;
-            uint8_t rec[1 + PST_VARINT_MAX * (2 + PST_MAX_DEPTH)];
-            uint8_t *e = pst_put_meta_stack(rec, id, w->fr, (uint32_t)n);
+            /* as the new inner frames of the stack defined before it when
+             * they share their outer ones (STACK_TAIL): a third of the
+             * bytes of a Python program's stacks. Named only if its record
+             * is in META: a reference is never to a record not written. */
+            ps_stk_t *k = &ps_g.stk;
+            uint8_t rec[1 + PST_VARINT_MAX * (4 + PST_MAX_DEPTH)];
+            uint8_t *e = pst_put_meta_stack_near(rec, id, w->fr, (uint32_t)n, k->prev_id, k->prev_fr, k->prev_depth);
             ps_meta_lock();
-            ps_meta_append(rec, (size_t)(e - rec));
+            int lost = ps_meta_append(rec, (size_t)(e - rec));
             ps_meta_unlock();
+            k->prev_id = lost ? 0 : id;
+            k->prev_depth = (uint32_t)n;
+            memcpy(k->prev_fr, w->fr, (size_t)n * sizeof *w->fr);
             tab_put(&ps_g.stk.stab, h, id);
         }
         pthread_mutex_unlock(&ps_g.stk.stab.lock);

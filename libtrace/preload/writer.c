@@ -193,13 +193,13 @@ int ps_write_chunk_locked(uint8_t kind, uint32_t stream, struct iovec *iov, int 
 void ps_meta_lock(void) { pthread_mutex_lock(&ps_g.mlock); }
 void ps_meta_unlock(void) { pthread_mutex_unlock(&ps_g.mlock); }
 
-void ps_meta_append(const void *p, size_t n)
+int ps_meta_append(const void *p, size_t n)
 {
     if (ps_g.meta_len + n > ps_g.meta_cap) {
         size_t cap = ps_g.meta_cap ? ps_g.meta_cap * 2 : (256u << 10);
         while (cap < ps_g.meta_len + n) cap *= 2;
         uint8_t *m = ps_sys_mmap(cap);
-        if (!m) return;   /* definitions cannot be lost silently: see below */
+        if (!m) return -1;   /* definitions cannot be lost silently: see below */
         if (ps_g.meta_len) memcpy(m, ps_g.meta, ps_g.meta_len);
         ps_sys_munmap(ps_g.meta, ps_g.meta_cap);
         ps_g.meta = m;
@@ -207,6 +207,7 @@ void ps_meta_append(const void *p, size_t n)
     }
     memcpy(ps_g.meta + ps_g.meta_len, p, n);
     ps_g.meta_len += n;
+    return 0;
 }
 
 uint64_t ps_file_off_locked(void) { return ps_g.file_off; }

@@ -7,6 +7,10 @@
  *   pstcols FILE      prints key=value lines:
  *     events_chunks column_chunks plain_zstd_chunks round_trip_bad flusher_bad
  *     raw_events_max (payload bytes of the longest uncompressed EVENTS chunk)
+ *     col_events col_counts col_values col_stacks col_rest: the compressed
+ *     chunks' columns, each compressed alone at the flusher's level, summed
+ *     (what each part of the events costs in the file, about: zstd over the
+ *     whole form shares its tables; bench-trace-size.sh prints them)
  * Exit 0 when both bad counts are 0; 1 otherwise; 2 if the file is unusable.
  */
 #include <stdint.h>
@@ -18,6 +22,40 @@
 
 #include "columns.h"
 #include "poolscope/format.h"
+
+#define Z_LEVEL 3   /* the flusher's (PS_Z_LEVEL, libtrace/preload/preload.h) */
+
+/* n bytes at p compressed alone at the flusher's level: their size. */
+static uint64_t zsize(const uint8_t *p, size_t n)
+{
+    static uint8_t out[ZSTD_COMPRESSBOUND(PST_MAX_CHUNK)];
+    if (!n) return 0;
+    size_t z = ZSTD_compress(out, sizeof out, p, n, Z_LEVEL);
+    return ZSTD_isError(z) ? n : z;
+}
+
+/* The columns of column form f[0..n) (FORMAT.md "Columns"), each
+ * compressed alone, added to col: events, counts, values, stacks, the
+ * header and tail. */
+static void col_sizes(const uint8_t *f, size_t n, uint64_t col[5])
+{
+    const uint8_t *p = f, *end = f + n;
+    uint64_t off, ev, nts, w, cnt, stk;
+    if (!(p = pst_get_varint(p, end, &off)) || p >= end) return;
+    p++;   /* the mark */
+    if (!(p = pst_get_varint(p, end, &ev)) || !(p = pst_get_varint(p, end, &nts)) ||
+        !(p = pst_get_varint(p, end, &w)) || !(p = pst_get_varint(p, end, &cnt)) ||
+        !(p = pst_get_varint(p, end, &stk)))
+        return;
+    uint64_t len[4] = { ev, cnt, w * nts, stk }, at = (uint64_t)(p - f);
+    col[4] += at;
+    for (int k = 0; k < 4; k++) {
+        if (len[k] > n - at) return;
+        col[k] += zsize(f + at, (size_t)len[k]);
+        at += len[k];
+    }
+    col[4] += zsize(f + at, (size_t)(n - at));
+}
 
 int main(int argc, char **argv)
 {
@@ -31,7 +69,7 @@ int main(int argc, char **argv)
     if (sz < PST_FILE_HDR_FIXED || fread(d, 1, (size_t)sz, f) != (size_t)sz) { fprintf(stderr, "short file\n"); return 2; }
     fclose(f);
     size_t pos = PST_FILE_HDR_FIXED + (d[12] | d[13] << 8 | d[14] << 16 | (size_t)d[15] << 24);
-    uint64_t chunks = 0, cols = 0, plain = 0, rt_bad = 0, fl_bad = 0, raw_max = 0;
+    uint64_t chunks = 0, cols = 0, plain = 0, rt_bad = 0, fl_bad = 0, raw_max = 0, col[5] = { 0 };
     pst_inflate_t z = { 0 };
     uint8_t *s = malloc(PST_COLS_BOUND(PST_MAX_CHUNK)), *j = malloc(PST_MAX_CHUNK), *raw = malloc(PST_MAX_CHUNK);
     uint8_t *t = malloc(PST_COLS_TMP(PST_MAX_CHUNK));
@@ -59,12 +97,15 @@ int main(int argc, char **argv)
         if (!pst_cols_is_split(raw, got)) { plain++; continue; }
         cols++;
         if (sl != got || memcmp(s, raw, got)) fl_bad++;
+        col_sizes(raw, got, col);
     }
     pst_inflate_done(&z);
     printf("events_chunks=%llu\ncolumn_chunks=%llu\nplain_zstd_chunks=%llu\nround_trip_bad=%llu\nflusher_bad=%llu\n"
-           "raw_events_max=%llu\n",
+           "raw_events_max=%llu\ncol_events=%llu\ncol_counts=%llu\ncol_values=%llu\ncol_stacks=%llu\ncol_rest=%llu\n",
            (unsigned long long)chunks, (unsigned long long)cols, (unsigned long long)plain,
-           (unsigned long long)rt_bad, (unsigned long long)fl_bad, (unsigned long long)raw_max);
+           (unsigned long long)rt_bad, (unsigned long long)fl_bad, (unsigned long long)raw_max,
+           (unsigned long long)col[0], (unsigned long long)col[1], (unsigned long long)col[2],
+           (unsigned long long)col[3], (unsigned long long)col[4]);
     free(s); free(t); free(j); free(raw); free(d);
     return rt_bad || fl_bad;
 }
