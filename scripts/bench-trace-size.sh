@@ -9,16 +9,23 @@
 # Programs: (a) python3 filling a dict of 2,000,000 str keys with
 # PYTHONMALLOC=malloc (every object a malloc call: ~12 M events); (b) a
 # PyTorch CPU forward loop (Debian python3-torch: 3 Linear layers, batch 32,
-# 200 forwards; the import dominates). BENCH_QUICK=1: 200,000 keys, 20
-# forwards. A program or heaptrack that is missing is a row saying so.
+# 200 forwards; the import dominates); (c) tests/progs/churn at 6, 30 and
+# 90 M calls, recorded by poolscope with `--stacks none` (heaptrack has no
+# such mode: its own stacks). BENCH_QUICK=1: 200,000 keys, 20 forwards,
+# 0.6 M calls. A program or heaptrack that is missing is a row saying so.
+# Then where our bytes go, from tests/progs/pstcols: the stack table
+# (META chunks) and the events, split into their columns, each compressed
+# alone as the flusher compresses (about what each costs in the file).
 set -u
 BUILD=${BUILD:-build}
 PS=$BUILD/bin/poolscope
 PY=${PY:-/usr/bin/python3}
 W=$(mktemp -d "${TMPDIR:-/tmp}/bench-size.XXXXXX")
 trap 'rm -rf "$W"' EXIT
-n=2000000; f=200
-[ "${BENCH_QUICK:-0}" = 1 ] && { n=200000; f=20; }
+n=2000000; f=200; churns="6000000 30000000 90000000"
+[ "${BENCH_QUICK:-0}" = 1 ] && { n=200000; f=20; churns=600000; }
+COLS=$BUILD/tests/progs/pstcols
+: > "$W/parts"
 cat > "$W/dict.py" <<EOF
 d = {}
 for i in range($n):
@@ -42,10 +49,19 @@ now() { date +%s%N; }
 
 echo "## trace size"
 echo
-echo "Trace bytes with dwarf stacks, poolscope (\`record --stacks dwarf\`) and heaptrack (\`heaptrack -o\`, its .zst) on the same program in one run; report: \`poolscope report\` on the trace. Programs: python3 filling a dict of $n str keys with PYTHONMALLOC=malloc; a PyTorch CPU forward loop ($f forwards of a 3-layer MLP, batch 32; the import dominates)."
+echo "Trace bytes, poolscope and heaptrack (\`heaptrack -o\`, its .zst) on the same program in one run; report: \`poolscope report\` on the trace. Programs: python3 filling a dict of $n str keys with PYTHONMALLOC=malloc and a PyTorch CPU forward loop ($f forwards of a 3-layer MLP, batch 32; the import dominates), both \`record --stacks dwarf\`; tests/progs/churn (N malloc+free calls), \`record --stacks none\`."
 echo
 echo "| program | events | poolscope MB | heaptrack MB | poolscope / heaptrack | report s |"
 echo "|---|---:|---:|---:|---:|---:|"
+kb() { awk -v b="$1" 'BEGIN { printf "%.1f", b / 1024 }'; }
+# parts NAME TRACE: a row of where TRACE's bytes go, kept for the table after
+parts() {
+    [ -x "$COLS" ] || return 0
+    "$COLS" "$2" > "$W/cols" 2>/dev/null
+    v() { sed -n "s/^$1=//p" "$W/cols"; }
+    [ -n "$(v file_meta)" ] || return 0
+    echo "| $1 | $(kb "$(wc -c < "$2")") | $(kb "$(v file_meta)") | $(kb "$(v file_events)") | $(kb "$(v col_events)") | $(kb $(( $(v col_counts) + $(v col_values) ))) | $(kb "$(v col_stacks)") |" >> "$W/parts"
+}
 row() { # name env script
     name=$1; envv=$2; script=$3
     if ! "$PY" -c 'import sys' 2>/dev/null; then echo "| $name | python3 missing | | | | |"; return; fi
@@ -54,6 +70,7 @@ row() { # name env script
     env $envv "$PS" record --stacks dwarf -o "$W/t.pst" -- "$PY" "$script" >/dev/null 2>"$W/rec.err" ||
         { echo "| $name | record failed | | | | |"; return; }
     pb=$(wc -c < "$W/t.pst")
+    parts "$name" "$W/t.pst"
     t0=$(now); "$PS" report "$W/t.pst" >"$W/rep.txt" 2>&1; t1=$(now)
     ev=$(sed -n 's/^  events *\([0-9,]*[0-9]\).*/\1/p' "$W/rep.txt" | head -1)
     hb=""
@@ -70,3 +87,33 @@ row() { # name env script
 }
 row dict PYTHONMALLOC=malloc "$W/dict.py"
 row torch PYTHONMALLOC=pymalloc "$W/torch_fwd.py"
+CHURN=$BUILD/tests/progs/churn
+for c in $churns; do
+    name="churn $(awk -v c="$c" 'BEGIN { printf "%g M", c / 1e6 }')"
+    rm -f "$W/t.pst" "$W"/ht.*
+    "$PS" record --stacks none -o "$W/t.pst" -- "$CHURN" "$c" >/dev/null 2>"$W/rec.err" ||
+        { echo "| $name | record failed | | | | |"; continue; }
+    pb=$(wc -c < "$W/t.pst")
+    parts "$name" "$W/t.pst"
+    t0=$(now); "$PS" report "$W/t.pst" >"$W/rep.txt" 2>&1; t1=$(now)
+    ev=$(sed -n 's/^  events *\([0-9,]*[0-9]\).*/\1/p' "$W/rep.txt" | head -1)
+    hb=""
+    if command -v heaptrack >/dev/null 2>&1; then
+        heaptrack -o "$W/ht" "$CHURN" "$c" >/dev/null 2>&1
+        h=$(ls "$W"/ht*.zst 2>/dev/null | head -1)
+        [ -n "$h" ] && hb=$(wc -c < "$h")
+    fi
+    if [ -n "$hb" ]; then
+        echo "| $name | $ev | $(mb "$pb") | $(mb "$hb") | $(awk -v a="$pb" -v b="$hb" 'BEGIN { printf "%.2f", a / b }') | $(secs "$t0" "$t1") |"
+    else
+        echo "| $name | $ev | $(mb "$pb") | (heaptrack missing) | | $(secs "$t0" "$t1") |"
+    fi
+done
+if [ -s "$W/parts" ]; then
+    echo
+    echo "Where our bytes go (\`tests/progs/pstcols\`), KiB: the stack table (META chunks, with the strings and modules) and the EVENTS chunks; then the events' columns (libtrace/FORMAT.md \"Columns\"), each compressed alone as the flusher compresses: the event records (addresses, sizes, types), the times (TS counts and values), the stack ids. Compressed together, the columns cost a little less than their sum."
+    echo
+    echo "| program | trace | stack table | events | event records | times | stack ids |"
+    echo "|---|---:|---:|---:|---:|---:|---:|"
+    cat "$W/parts"
+fi

@@ -11,6 +11,7 @@
  *     chunks' columns, each compressed alone at the flusher's level, summed
  *     (what each part of the events costs in the file, about: zstd over the
  *     whole form shares its tables; bench-trace-size.sh prints them)
+ *     file_events file_meta: bytes of the EVENTS and META chunks, headers in
  * Exit 0 when both bad counts are 0; 1 otherwise; 2 if the file is unusable.
  */
 #include <stdint.h>
@@ -69,7 +70,7 @@ int main(int argc, char **argv)
     if (sz < PST_FILE_HDR_FIXED || fread(d, 1, (size_t)sz, f) != (size_t)sz) { fprintf(stderr, "short file\n"); return 2; }
     fclose(f);
     size_t pos = PST_FILE_HDR_FIXED + (d[12] | d[13] << 8 | d[14] << 16 | (size_t)d[15] << 24);
-    uint64_t chunks = 0, cols = 0, plain = 0, rt_bad = 0, fl_bad = 0, raw_max = 0, col[5] = { 0 };
+    uint64_t chunks = 0, cols = 0, plain = 0, rt_bad = 0, fl_bad = 0, raw_max = 0, col[5] = { 0 }, fev = 0, fmeta = 0;
     pst_inflate_t z = { 0 };
     uint8_t *s = malloc(PST_COLS_BOUND(PST_MAX_CHUNK)), *j = malloc(PST_MAX_CHUNK), *raw = malloc(PST_MAX_CHUNK);
     uint8_t *t = malloc(PST_COLS_TMP(PST_MAX_CHUNK));
@@ -79,7 +80,9 @@ int main(int argc, char **argv)
         if (pos + PST_CHUNK_HDR + h.len > (size_t)sz) break;
         const uint8_t *pl = d + pos + PST_CHUNK_HDR;
         pos += PST_CHUNK_HDR + h.len;
+        if (h.kind == PST_CHUNK_META) fmeta += PST_CHUNK_HDR + h.len;
         if (h.kind != PST_CHUNK_EVENTS) continue;
+        fev += PST_CHUNK_HDR + h.len;
         const uint8_t *p;
         size_t n;
         if (pst_chunk_inflate(&z, &h, pl, &p, &n)) { fprintf(stderr, "undecodable chunk\n"); return 2; }
@@ -101,11 +104,12 @@ int main(int argc, char **argv)
     }
     pst_inflate_done(&z);
     printf("events_chunks=%llu\ncolumn_chunks=%llu\nplain_zstd_chunks=%llu\nround_trip_bad=%llu\nflusher_bad=%llu\n"
-           "raw_events_max=%llu\ncol_events=%llu\ncol_counts=%llu\ncol_values=%llu\ncol_stacks=%llu\ncol_rest=%llu\n",
+           "raw_events_max=%llu\ncol_events=%llu\ncol_counts=%llu\ncol_values=%llu\ncol_stacks=%llu\ncol_rest=%llu\nfile_events=%llu\nfile_meta=%llu\n",
            (unsigned long long)chunks, (unsigned long long)cols, (unsigned long long)plain,
            (unsigned long long)rt_bad, (unsigned long long)fl_bad, (unsigned long long)raw_max,
            (unsigned long long)col[0], (unsigned long long)col[1], (unsigned long long)col[2],
-           (unsigned long long)col[3], (unsigned long long)col[4]);
+           (unsigned long long)col[3], (unsigned long long)col[4], (unsigned long long)fev,
+           (unsigned long long)fmeta);
     free(s); free(t); free(j); free(raw); free(d);
     return rt_bad || fl_bad;
 }
