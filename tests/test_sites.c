@@ -222,6 +222,70 @@ static void test_rows_of_many_stacks_with_one_label(void **st)
     free(buf);
 }
 
+/* A label is made from the innermost frames first (sites.c, LABEL_FRAMES:
+ * 24 recorded frames), and from the whole stack when it reaches past them.
+ * Three stacks whose labels need frames deeper than that, with the labels
+ * the rules give (a Python line names a stack that runs Python, by
+ * "function (file:line)", its callers the Python frames above it;
+ * skipped frames first left out): 30 native frames inside a Python line;
+ * 30 Python frames skipped by a user pattern; a Python line whose Python
+ * caller is 30 native frames further out. */
+static void test_labels_reach_past_the_innermost_frames(void **st)
+{
+    (void)st;
+    pst_writer_cfg_t cfg = { .pid = 7, .ppid = 1, .start_real_ns = 1, .start_mono_ns = 1,
+                             .stacks = PST_STACKS_DWARF, .depth = 128, .page_size = 4096, .exe = "/x",
+                             .argv = (const char *const[]){ "x", NULL }, .tool = "test_sites", .host = "h" };
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *fp = open_memstream(&buf, &len);
+    assert_non_null(fp);
+    int err = 0;
+    pst_writer_t *w = pst_writer_open_fp(fp, &cfg, &err);
+    assert_non_null(w);
+    uint64_t inner = PST_PYFRAME(pst_writer_string(w, "inner\n/src/m.py"), 7);
+    uint64_t outer = PST_PYFRAME(pst_writer_string(w, "outer\n/src/m.py"), 3);
+    uint64_t site = PST_PYFRAME(pst_writer_string(w, "real_site\n/src/m.py"), 5);
+    uint64_t caller = PST_PYFRAME(pst_writer_string(w, "caller\n/src/m.py"), 9);
+    uint64_t leaf = PST_PYFRAME(pst_writer_string(w, "leaf\n/src/m.py"), 2);
+    uint64_t top = PST_PYFRAME(pst_writer_string(w, "top\n/src/m.py"), 1);
+    uint64_t a[32], b[32], c[32];
+    for (int i = 0; i < 30; i++) {
+        a[i] = 0x401000 + 16 * (uint64_t)i;   /* no module: frames of their own, never skipped */
+        char name[32];
+        snprintf(name, sizeof name, "wrap_%d\n/src/w.py", i);
+        b[i] = PST_PYFRAME(pst_writer_string(w, name), 1);
+        c[i + 1] = 0x402000 + 16 * (uint64_t)i;
+    }
+    a[30] = inner; a[31] = outer;
+    b[30] = site; b[31] = caller;
+    c[0] = leaf; c[31] = top;
+    uint32_t ids[3] = { pst_writer_stack(w, a, 32), pst_writer_stack(w, b, 32), pst_writer_stack(w, c, 32) };
+    pst_writer_time(w, 1000);
+    for (int i = 0; i < 3; i++) {
+        pst_event_t ev = { .type = PST_EV_MALLOC, .stack = ids[i], .f = { 0x10000000 + 64 * (uint64_t)i, 48 } };
+        assert_int_equal(pst_writer_event(w, 1, &ev), 0);
+    }
+    assert_int_equal(pst_writer_close(w), 0);
+    fclose(fp);
+    az_scan_t *s = NULL;
+    char msg[256];
+    assert_int_equal(az_scan_mem(buf, len, "deep.pst", NULL, &s, msg, sizeof msg), 0);
+    az_sym_t *sym = az_sym_open(s->r);
+    assert_non_null(sym);
+    const char *pats[] = { "wrap_*" };
+    az_sv_opts_t o = { .skip = pats, .n_skip = 1 };
+    az_sv_t *v = az_sv_create(s, sym, &o);
+    assert_non_null(v);
+    const char *want[3] = { "inner (m.py:7) < outer (m.py:3)", "real_site (m.py:5) < caller (m.py:9)",
+                            "leaf (m.py:2) < top (m.py:1)" };
+    for (int i = 0; i < 3; i++) assert_string_equal(az_sv_label(v, ids[i], NULL), want[i]);
+    az_sv_destroy(v);
+    az_sym_destroy(sym);
+    az_scan_free(s);
+    free(buf);
+}
+
 /* ---- the address rule on this very executable ------------------------------- */
 
 static uint64_t ra;
@@ -290,6 +354,7 @@ int main(void)
         cmocka_unit_test(test_wrapper_patterns_run_once_per_text),
         cmocka_unit_test(test_rows_of_many_stacks_with_one_label),
         cmocka_unit_test(test_return_address_names_the_call_line),
+        cmocka_unit_test(test_labels_reach_past_the_innermost_frames),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
