@@ -10,10 +10,10 @@
 #                                scripts/bench-NAME.sh: engine, report, analysis,
 #                                tracer, trace-size, ...), the section it prints
 #                                replaced in place in bench/results.md
-#   sh scripts/bench.sh summary  only the "## Issue 15 table" at the top,
+#   sh scripts/bench.sh summary  only the "## Issue 31 table" at the top,
 #                                regenerated from the sections of the file
 #
-# The results open with "## Issue 15 table": every row of issue 15's table
+# The results open with "## Issue 31 table": every row of issue 31's table
 # (heaptrack's figure, ours, the goal), each cell taken from a measured
 # section of the same file by the awk program in summary() below — never
 # typed by hand. A figure whose section or row is missing reads "not
@@ -25,7 +25,7 @@ out=bench/results.md
 tmp=$(mktemp); trap 'rm -f "$tmp" "$tmp".*' EXIT
 quick=""; [ "${BENCH_QUICK:-0}" = 1 ] && quick=--quick
 
-# summary FILE: the "## Issue 15 table" section from the sections of FILE.
+# summary FILE: the "## Issue 31 table" section from the sections of FILE.
 # Tables are read by heading: a cell is found by its section (## heading),
 # the first cell of its row (the row's label; the analysis tables' rows by
 # "tool @ size") and its column's header, so reordered columns or added rows
@@ -86,43 +86,88 @@ summary() {
         a = get("analysis", t " @ " big, "peak RSS MiB"); b = get("analysis", t " @ " sz[1], "peak RSS MiB")
         return (a == "" ? "-" : a) (nsz > 1 ? " (" (b == "" ? "-" : b) ")" : "")
     }
-    function mb_row(lab,   p, h, r) {
+    # the many-stacks section: its line "Bytes: our trace A MB, ...; the sql database C MB = Dx our trace."
+    /^Bytes: our trace / && sec == "many stacks" { bytes_line = $0 }
+    function ratio(a, b) { return (a == "" || b == "" || num(b) == 0) ? "-" : sprintf("%.2fx", num(a) / num(b)) }
+    # the report wall time over the heaptrack_print wall time, at each size
+    function ratios(   i, s, w, a, b) {
+        s = ""; w = "wall s, median (min-max) or 1 run"
+        for (i = 1; i <= nsz; i++) {
+            a = get("analysis", "poolscope report @ " sz[i], w); b = get("analysis", "heaptrack_print @ " sz[i], w)
+            s = s (i > 1 ? " / " : "") ratio(a, b)
+        }
+        return s
+    }
+    function mb_cell(lab,   p, h, r) {
         p = get("trace size", lab, "poolscope MB"); h = get("trace size", lab, "heaptrack MB")
         if (p == "") return "| " nm("trace size") " |"
         r = get("trace size", lab, "poolscope / heaptrack")
         return "| " (h == "" ? "-" : h " MB") " | " p " MB" (r == "" ? "" : " = " r "x heaptrack") " |"
+    }
+    # the churn rows of the trace size section: "h / h / h | p / p / p (r / r / r)"
+    function churn_row(   k, l, n, h, p, r, lab) {
+        n = 0; h = p = r = ""
+        for (k = 1; k <= nrows["trace size"]; k++) {
+            l = rows["trace size", k]
+            if (index(l, "churn ") != 1 || index(l, " @ ")) continue
+            n++
+            h = h (n > 1 ? " / " : "") get("trace size", l, "heaptrack MB")
+            p = p (n > 1 ? " / " : "") get("trace size", l, "poolscope MB")
+            r = r (n > 1 ? " / " : "") get("trace size", l, "poolscope / heaptrack")
+            lab = lab (n > 1 ? " / " : "") substr(l, 7)
+        }
+        if (!n) return "| trace bytes, churn, `--stacks none` | | " nm("trace size") " |"
+        return "| trace bytes, churn " lab " calls, `--stacks none` (ours; heaptrack its own stacks) | " h " MB | " p " MB (" r "x) |"
     }
     END {
         sizes()
         szl = ""; for (i = 1; i <= nsz; i++) szl = szl (i > 1 ? " / " : "") num(sz[i])
         big = nsz ? sz[nsz] : ""
         once = ""; for (i = 1; i <= nsz; i++) if (sz[i] in onerun) once = once (once == "" ? "" : ", ") sz[i]
-        print "## Issue 15 table"
+        print "## Issue 31 table"
         print ""
-        print "Every row of issue 15'"'"'s table, filled from the sections below (the same run of `make bench`; `sh scripts/bench.sh summary` regenerates it from this file). Analysis rows: the \"analysis\" section'"'"'s wall-clock medians" (once == "" ? "" : " (1 run at " once ": no median)") ", M events per wall second, on tests/progs/stress (4 threads, cross-thread frees, fp stacks) at " (nsz ? szl " M events" : "(no analysis section in this file)") "; the issue'"'"'s own report figures were per CPU-second, given here in brackets."
+        print "Every row of issue 31'"'"'s table, filled from the sections below (`sh scripts/bench.sh summary` regenerates it from this file; each section says when and how it was measured). Analysis rows: the \"analysis\" section'"'"'s wall-clock medians" (once == "" ? "" : " (1 run at " once ": no median)") " on tests/progs/stress (4 threads, cross-thread frees, fp stacks) at " (nsz ? szl " M events" : "(no analysis section in this file)") ". Many-stacks rows: the \"many stacks\" section (PyTorch CPU inference, dwarf with Python frames), medians of its rounds."
         print ""
         print "| figure | heaptrack | poolscope now | goal |"
         print "|---|---|---|---|"
-        print "| trace bytes, PyTorch CPU run, dwarf stacks " mb_row("torch") " <= heaptrack'"'"'s |"
-        print "| trace bytes, python3 dict workload, dwarf " mb_row("dict") " <= heaptrack'"'"'s |"
         if (nsz) {
-            print "| report, M events/s (" szl " M-event cross-thread churn) | heaptrack_print " series("heaptrack_print", "M events/s") " [per CPU s: " series("heaptrack_print", "M events/CPU s") "] | " series("poolscope report", "M events/s") " [per CPU s: " series("poolscope report", "M events/CPU s") "] | >= 10 |"
-            print "| replay, all default policies, M events/s | - | " series("poolscope replay", "M events/s") " | >= 10 end to end |"
-            db = get("analysis", big, "DB / trace"); dbe = get("analysis", big, "DB bytes/event")
-            print "| sql, M events/s; database bytes per event | - | " series("poolscope sql", "M events/s") "; " (dbe == "" ? "-" : dbe " B = " db "x the trace") " (at " big ")" " | >= 1; <= 3x the trace |"
-            print "| export folded, M events/s (issue: a llama.cpp dwarf trace; here the same churn) | - | " series("poolscope export folded", "M events/s") " | >= 5 |"
-            print "| analysis peak RSS MiB at " big " events" (nsz > 1 ? " (at " sz[1] ")" : "") " | heaptrack_print " rss("heaptrack_print") " | report " rss("poolscope report") ", replay " rss("poolscope replay") ", sql " rss("poolscope sql") ", export " rss("poolscope export folded") " | <= 64 MiB, flat |"
+            print "| `report` time / `heaptrack_print` time, each on its own trace (" szl " M events) | 1.00x | " ratios() " | <= 0.5x |"
+            print "| analysis peak RSS MiB at " big " events" (nsz > 1 ? " (at " sz[1] ")" : "") " | heaptrack_print " rss("heaptrack_print") " | report " rss("poolscope report") ", replay " rss("poolscope replay") ", sql " rss("poolscope sql") ", export " rss("poolscope export folded") " | <= heaptrack_print'"'"'s, flat |"
         } else {
-            for (i = 0; i < 5; i++) print "| " (i == 0 ? "report" : i == 1 ? "replay" : i == 2 ? "sql" : i == 3 ? "export folded" : "analysis peak RSS") " | | " nm("analysis") " | |"
+            print "| `report` time / `heaptrack_print` time | | " nm("analysis") " | <= 0.5x |"
+            print "| analysis peak RSS | | " nm("analysis") " | <= heaptrack_print'"'"'s, flat |"
+        }
+        m = "many stacks"
+        hw = get(m, "heaptrack_print", "wall s"); hr = get(m, "heaptrack_print", "peak RSS MiB")
+        if (hw == "") {
+            print "| many distinct stacks: report, folded, sql | | " nm(m) " | |"
+        } else {
+            rw = get(m, "poolscope report", "/ heaptrack_print"); rr = get(m, "poolscope report", "peak RSS MiB")
+            fw = get(m, "poolscope export --format folded", "/ heaptrack_print"); fr = get(m, "poolscope export --format folded", "peak RSS MiB")
+            hf = get(m, "heaptrack_print -F", "wall s")
+            print "| many distinct stacks: `report` / `heaptrack_print` time; peak RSS | " hw " s; " hr " MiB | " rw "; " rr " MiB | <= 0.5x; <= heaptrack_print'"'"'s |"
+            print "| many distinct stacks: `export --format folded` / `heaptrack_print -F` time; peak RSS | " hf " s; " hr " MiB | " fw "; " fr " MiB | <= 0.5x; <= heaptrack_print'"'"'s |"
+            db = bytes_line; sub(/.*= /, "", db); sub(/ our trace.*/, "", db)
+            print "| many distinct stacks: `sql` database / our trace | - | " (bytes_line == "" ? "-" : db) " | <= 5x |"
+            hm = get(m, "poolscope html", "peak RSS MiB")
+            print "| `html` peak RSS (issue: a llama.cpp dwarf trace; here the PyTorch one) | report " rr " MiB | " (hm == "" ? "-" : hm " MiB") " | <= report'"'"'s |"
+        }
+        if (nsz) {
+            print "| `replay`, all default policies, M events/s | - | " series("poolscope replay", "M events/s") " | >= 6 |"
+            dbe = get("analysis", big, "DB bytes/event")
+            print "| `sql`, M events/s; database bytes per event (at " big ") | - | " series("poolscope sql", "M events/s") "; " (dbe == "" ? "-" : dbe " B") " | >= 6; <= 10 B |"
+        } else {
+            print "| `replay` | | " nm("analysis") " | >= 6 |"
+            print "| `sql` | | " nm("analysis") " | >= 6; <= 10 B |"
         }
         t = "tracer overhead"
         tn = get(t, "poolscope record --stacks none", "slowdown")
         tw = get(t, "poolscope record --stacks none, whole command", "slowdown")
         th = get(t, "heaptrack", "slowdown")
-        print "| tracer, churn malloc+free, preload alone, `--stacks none` | " (th == "" ? "-" : th " (whole heaptrack)") " | " (tn == "" ? nm(t) : tn (tw == "" ? "" : " (whole `record`: " tw ")")) " | <= 1.5x |"
-        e = "engine"; er = "read into 2 MiB pages (the default)"
-        eg = get(e, er, "effective GB/s"); ev = get(e, er, "vs read, same memory"); ep = get(e, er, "vs 2 MiB-page read")
-        print "| refengine batch-1 decode, 1 thread, weights beyond the cache (1B shape) | llama2.c: not measured by make bench | " (eg == "" ? nm(e) : eg " GB/s = " ev " of read bandwidth, same memory (" ep " of the 2 MiB-page read)") " | >= 80% |"
+        print "| tracer, churn, `--stacks none`, whole `record` | " (th == "" ? "-" : th " (whole heaptrack)") " | " (tw == "" ? nm(t) : tw (tn == "" ? "" : " (preload alone: " tn ")")) " | <= 1.5x |"
+        print "| trace bytes, python3 dict workload, dwarf " mb_cell("dict") " <= heaptrack'"'"'s |"
+        print churn_row() " <= heaptrack'"'"'s |"
+        print "| trace bytes, PyTorch CPU forward loop, dwarf (not a goal of the issue) " mb_cell("torch") " - |"
     }' "$1"
 }
 
@@ -145,7 +190,7 @@ put_section() {
 put_summary() {
     [ -f "$out" ] || return 0
     summary "$out" >"$tmp.sum"
-    awk -v sec="## Issue 15 table" '$0 == sec { skip = 1; next } skip && /^## / { skip = 0 } !skip { print }' \
+    awk -v sec="## Issue 31 table" '$0 == sec { skip = 1; next } skip && /^## / { skip = 0 } !skip { print }' \
         "$out" >"$tmp.rest"
     awk -v sum="$tmp.sum" '
         !done && /^## / { while ((getline l < sum) > 0) print l; print ""; done = 1 }

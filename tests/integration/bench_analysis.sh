@@ -1,5 +1,5 @@
 # bench_analysis.sh — scripts/bench-analysis.sh at tiny sizes, and the
-# Issue 15 table that scripts/bench.sh builds from its section: the largest
+# Issue 31 table that scripts/bench.sh builds from its section: the largest
 # size is measured ROUNDS_BIG times (default 1) and says "1 run" rather than
 # passing for a median, the others ROUNDS times with (min-max); the summary's
 # RSS row takes the largest and the smallest size's figures from the section
