@@ -163,6 +163,20 @@ static void test_wrapper_patterns_run_once_per_text(void **st)
     az_sv_destroy(v);
 }
 
+/* A writer into memory (*buf, *len once *fp is closed). */
+static pst_writer_t *mem_writer(FILE **fp, char **buf, size_t *len, uint32_t stacks, uint32_t depth)
+{
+    pst_writer_cfg_t cfg = { .pid = 7, .ppid = 1, .start_real_ns = 1, .start_mono_ns = 1,
+                             .stacks = stacks, .depth = depth, .page_size = 4096, .exe = "/x",
+                             .argv = (const char *const[]){ "x", NULL }, .tool = "test_sites", .host = "h" };
+    *fp = open_memstream(buf, len);
+    assert_non_null(*fp);
+    int err = 0;
+    pst_writer_t *w = pst_writer_open_fp(*fp, &cfg, &err);
+    assert_non_null(w);
+    return w;
+}
+
 /* Many stacks, one label: a row holds what its stacks share, not a record
  * per stack. 50,000 stacks (one malloc each) have the same two innermost
  * frames and differ further out, so site rows give one row of 50,000
@@ -174,16 +188,10 @@ static void test_rows_of_many_stacks_with_one_label(void **st)
 {
     (void)st;
     enum { N = 50000 };
-    pst_writer_cfg_t cfg = { .pid = 7, .ppid = 1, .start_real_ns = 1, .start_mono_ns = 1,
-                             .stacks = PST_STACKS_FP, .depth = 8, .page_size = 4096, .exe = "/x",
-                             .argv = (const char *const[]){ "x", NULL }, .tool = "test_sites", .host = "h" };
     char *buf = NULL;
     size_t len = 0;
-    FILE *fp = open_memstream(&buf, &len);
-    assert_non_null(fp);
-    int err = 0;
-    pst_writer_t *w = pst_writer_open_fp(fp, &cfg, &err);
-    assert_non_null(w);
+    FILE *fp = NULL;
+    pst_writer_t *w = mem_writer(&fp, &buf, &len, PST_STACKS_FP, 8);
     pst_writer_time(w, 1000);
     for (uint32_t i = 0; i < N; i++) {
         uint64_t fr[4] = { 0x401000, 0x402000, 0x500000 + 16 * (uint64_t)i, 0x403000 };
@@ -233,16 +241,10 @@ static void test_rows_of_many_stacks_with_one_label(void **st)
 static void test_labels_reach_past_the_innermost_frames(void **st)
 {
     (void)st;
-    pst_writer_cfg_t cfg = { .pid = 7, .ppid = 1, .start_real_ns = 1, .start_mono_ns = 1,
-                             .stacks = PST_STACKS_DWARF, .depth = 128, .page_size = 4096, .exe = "/x",
-                             .argv = (const char *const[]){ "x", NULL }, .tool = "test_sites", .host = "h" };
     char *buf = NULL;
     size_t len = 0;
-    FILE *fp = open_memstream(&buf, &len);
-    assert_non_null(fp);
-    int err = 0;
-    pst_writer_t *w = pst_writer_open_fp(fp, &cfg, &err);
-    assert_non_null(w);
+    FILE *fp = NULL;
+    pst_writer_t *w = mem_writer(&fp, &buf, &len, PST_STACKS_DWARF, 128);
     uint64_t inner = PST_PYFRAME(pst_writer_string(w, "inner\n/src/m.py"), 7);
     uint64_t outer = PST_PYFRAME(pst_writer_string(w, "outer\n/src/m.py"), 3);
     uint64_t site = PST_PYFRAME(pst_writer_string(w, "real_site\n/src/m.py"), 5);
