@@ -62,12 +62,12 @@ parts() {
     [ -n "$(v file_meta)" ] || return 0
     echo "| $1 | $(kb "$(wc -c < "$2")") | $(kb "$(v file_meta)") | $(kb "$(v file_events)") | $(kb "$(v col_events)") | $(kb $(( $(v col_counts) + $(v col_values) ))) | $(kb "$(v col_stacks)") |" >> "$W/parts"
 }
-row() { # name env script
-    name=$1; envv=$2; script=$3
-    if ! "$PY" -c 'import sys' 2>/dev/null; then echo "| $name | python3 missing | | | | |"; return; fi
-    if [ "$name" = torch ] && ! "$PY" -c 'import torch' 2>/dev/null; then echo "| $name | torch missing | | | | |"; return; fi
+# row NAME STACKS ENV CMD...: CMD recorded by poolscope (--stacks STACKS)
+# and by heaptrack, both with the variables ENV ("" for none)
+row() {
+    name=$1; stacks=$2; envv=$3; shift 3
     rm -f "$W/t.pst" "$W"/ht.*
-    env $envv "$PS" record --stacks dwarf -o "$W/t.pst" -- "$PY" "$script" >/dev/null 2>"$W/rec.err" ||
+    env $envv "$PS" record --stacks "$stacks" -o "$W/t.pst" -- "$@" >/dev/null 2>"$W/rec.err" ||
         { echo "| $name | record failed | | | | |"; return; }
     pb=$(wc -c < "$W/t.pst")
     parts "$name" "$W/t.pst"
@@ -75,7 +75,7 @@ row() { # name env script
     ev=$(sed -n 's/^  events *\([0-9,]*[0-9]\).*/\1/p' "$W/rep.txt" | head -1)
     hb=""
     if command -v heaptrack >/dev/null 2>&1; then
-        env $envv heaptrack -o "$W/ht" "$PY" "$script" >/dev/null 2>&1
+        env $envv heaptrack -o "$W/ht" "$@" >/dev/null 2>&1
         h=$(ls "$W"/ht*.zst 2>/dev/null | head -1)
         [ -n "$h" ] && hb=$(wc -c < "$h")
     fi
@@ -85,29 +85,15 @@ row() { # name env script
         echo "| $name | $ev | $(mb "$pb") | (heaptrack missing) | | $(secs "$t0" "$t1") |"
     fi
 }
-row dict PYTHONMALLOC=malloc "$W/dict.py"
-row torch PYTHONMALLOC=pymalloc "$W/torch_fwd.py"
-CHURN=$BUILD/tests/progs/churn
+pyrow() { # name env script
+    if ! "$PY" -c 'import sys' 2>/dev/null; then echo "| $1 | python3 missing | | | | |"; return; fi
+    if [ "$1" = torch ] && ! "$PY" -c 'import torch' 2>/dev/null; then echo "| $1 | torch missing | | | | |"; return; fi
+    row "$1" dwarf "$2" "$PY" "$3"
+}
+pyrow dict PYTHONMALLOC=malloc "$W/dict.py"
+pyrow torch PYTHONMALLOC=pymalloc "$W/torch_fwd.py"
 for c in $churns; do
-    name="churn $(awk -v c="$c" 'BEGIN { printf "%g M", c / 1e6 }')"
-    rm -f "$W/t.pst" "$W"/ht.*
-    "$PS" record --stacks none -o "$W/t.pst" -- "$CHURN" "$c" >/dev/null 2>"$W/rec.err" ||
-        { echo "| $name | record failed | | | | |"; continue; }
-    pb=$(wc -c < "$W/t.pst")
-    parts "$name" "$W/t.pst"
-    t0=$(now); "$PS" report "$W/t.pst" >"$W/rep.txt" 2>&1; t1=$(now)
-    ev=$(sed -n 's/^  events *\([0-9,]*[0-9]\).*/\1/p' "$W/rep.txt" | head -1)
-    hb=""
-    if command -v heaptrack >/dev/null 2>&1; then
-        heaptrack -o "$W/ht" "$CHURN" "$c" >/dev/null 2>&1
-        h=$(ls "$W"/ht*.zst 2>/dev/null | head -1)
-        [ -n "$h" ] && hb=$(wc -c < "$h")
-    fi
-    if [ -n "$hb" ]; then
-        echo "| $name | $ev | $(mb "$pb") | $(mb "$hb") | $(awk -v a="$pb" -v b="$hb" 'BEGIN { printf "%.2f", a / b }') | $(secs "$t0" "$t1") |"
-    else
-        echo "| $name | $ev | $(mb "$pb") | (heaptrack missing) | | $(secs "$t0" "$t1") |"
-    fi
+    row "churn $(awk -v c="$c" 'BEGIN { printf "%g M", c / 1e6 }')" none "" "$BUILD/tests/progs/churn" "$c"
 done
 if [ -s "$W/parts" ]; then
     echo
