@@ -167,6 +167,22 @@ static uint64_t t_alloc(int i) { return T0 + (uint64_t)i * GAP; }
 static uint64_t t_free(int k) { return T0 + (uint64_t)(N_STACKS + k) * GAP; }
 static uint64_t size_of(int i) { return 16 * (uint64_t)(i + 1); }
 
+/* Allocation i (size_of(i) bytes at 0x10000000 + 0x1000 i) at time t,
+ * from stack k (its innermost frame 0x401000 + 16 k). */
+static void alloc_at(pst_writer_t *w, int k, int i, uint64_t t)
+{
+    uint64_t fr[2] = { 0x401000 + 16 * (uint64_t)k, 0x402000 };
+    uint32_t s = pst_writer_stack(w, fr, 2);
+    pst_writer_time(w, t);
+    pst_event_t ev;
+    memset(&ev, 0, sizeof ev);
+    ev.type = PST_EV_MALLOC;
+    ev.stack = s;
+    ev.f[0] = 0x10000000 + 0x1000 * (uint64_t)i;
+    ev.f[1] = size_of(i);
+    assert_int_equal(pst_writer_event(w, 1, &ev), 0);
+}
+
 /* one_stack: every allocation from the same stack (one row). */
 static void write_trace(const char *path, int one_stack)
 {
@@ -174,18 +190,7 @@ static void write_trace(const char *path, int one_stack)
     pst_writer_cfg_t cfg = { .pid = 77, .exe = "/html/prog", .stacks = PST_STACKS_FP, .depth = 8 };
     pst_writer_t *w = pst_writer_open(path, &cfg, &err);
     assert_non_null(w);
-    for (int i = 0; i < N_STACKS; i++) {
-        uint64_t fr[2] = { 0x401000 + 16 * (uint64_t)(one_stack ? 0 : i), 0x402000 };
-        uint32_t s = pst_writer_stack(w, fr, 2);
-        pst_writer_time(w, t_alloc(i));
-        pst_event_t ev;
-        memset(&ev, 0, sizeof ev);
-        ev.type = PST_EV_MALLOC;
-        ev.stack = s;
-        ev.f[0] = 0x10000000 + 0x1000 * (uint64_t)i;
-        ev.f[1] = size_of(i);
-        assert_int_equal(pst_writer_event(w, 1, &ev), 0);
-    }
+    for (int i = 0; i < N_STACKS; i++) alloc_at(w, one_stack ? 0 : i, i, t_alloc(i));
     for (int k = 0; k < FREED; k++) {
         pst_writer_time(w, t_free(k));
         PST_EMIT(w, 1, PST_EV_FREE, 0x10000000 + 0x1000 * (uint64_t)k);
@@ -434,17 +439,8 @@ static void write_merging(const char *path, int n, int how)
     assert_non_null(w);
     uint64_t t = T0;
     for (int i = 0; i < n; i++) {
-        uint64_t fr[2] = { 0x401000 + 16 * (uint64_t)i, 0x402000 };
-        uint32_t s = pst_writer_stack(w, fr, 2);
-        pst_writer_time(w, t++);
-        pst_event_t ev;
-        memset(&ev, 0, sizeof ev);
-        ev.type = PST_EV_MALLOC;
-        ev.stack = s;
-        ev.f[0] = 0x10000000 + 0x1000 * (uint64_t)i;
-        ev.f[1] = size_of(i);
-        assert_int_equal(pst_writer_event(w, 1, &ev), 0);
-        if (how == FREE_AT_ONCE) PST_EMIT(w, 1, PST_EV_FREE, ev.f[0]);
+        alloc_at(w, i, i, t++);
+        if (how == FREE_AT_ONCE) PST_EMIT(w, 1, PST_EV_FREE, 0x10000000 + 0x1000 * (uint64_t)i);
     }
     for (int i = 0; how == FREE_EVEN && i < n; i += 2) {
         pst_writer_time(w, t++);
