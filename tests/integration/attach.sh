@@ -205,14 +205,17 @@ PY
     check engine_tensor_events_in_window sh -c "n=\$('$DUMP' '$T/eng.pst' | sed -n 's/^tensor_acquire=//p'); [ \"\${n:-0}\" -gt 0 ]"
     # its pools were made before the attach: each is named at its first
     # event in the window, and every tensor the engine acquired there came
-    # from the buffer pool (--alloc pool: one pool acquire per tensor)
+    # from the buffer pool (--alloc pool: one pool acquire per tensor, just
+    # before its tensor event; an edge of the window may fall between the
+    # two, so the counts may differ by one: seen once in 25 windows, the
+    # last event a pool acquire whose tensor event came after the stop)
     "$DUMP" "$T/eng.pst" > "$T/eng.dump"
     "$PS" report "$T/eng.pst" > "$T/eng.report" 2>&1
     dumpv() { sed -n "s/^$1=//p" "$T/eng.dump"; }
     check engine_pools_made_before_attach_named sh -c "[ '$(dumpv pool_create)' = 1 ] && [ '$(dumpv kvb_create)' = 1 ] &&
         grep -q 'refengine.transient' '$T/eng.report' && grep -q 'refengine.kv' '$T/eng.report'"
-    check engine_pool_acquires_equal_tensor_acquires sh -c "[ '$(dumpv pool_acquire)' = '$(dumpv tensor_acquire)' ] &&
-        [ '$(dumpv pool_acquire)' -gt 0 ] && [ '$(dumpv kvb_alloc)' -gt 0 ]"
+    check engine_pool_acquires_equal_tensor_acquires sh -c "d=\$(( $(dumpv pool_acquire) - $(dumpv tensor_acquire) )) &&
+        [ \$d -ge -1 ] && [ \$d -le 1 ] && [ '$(dumpv pool_acquire)' -gt 0 ] && [ '$(dumpv kvb_alloc)' -gt 0 ]"
 fi
 
 # a server whose libc was replaced while it ran (an upgrade: its maps say
