@@ -117,7 +117,7 @@ static int meta_string(const uint8_t *p, const uint8_t *end, uint64_t id, char *
                 return -1;
             for (uint64_t i = 0; i < n; i++)
                 if (!(p = pst_get_varint(p, end, &v))) return -1;
-        } else if (kind == PST_META_STACK_TAIL) {   /* id, depth, ref, shared, depth - shared frames */
+        } else if (kind == PST_META_STACK_TAIL) {   /* id, depth, id - ref, shared, depth - shared frames */
             uint64_t k;
             if (!(p = pst_get_varint(p, end, &a)) || !(p = pst_get_varint(p, end, &n)) ||
                 !(p = pst_get_varint(p, end, &v)) || !(p = pst_get_varint(p, end, &k)) || k > n ||

@@ -253,6 +253,29 @@ static uint32_t node_intern(pst_reader_t *r, uint32_t up, uint64_t pc)
     return r->n_nodes++;
 }
 
+/* The innermost node of frames f[0..m) (innermost first) under node up,
+ * their nodes made when new, each written to path[] outermost first when
+ * path is not NULL; 0 out of memory (or m == 0 and up == 0). The child
+ * taken last under a node is tried before the table: a stack that leaves
+ * the previous one mostly rejoins a path walked before (a quarter of a
+ * PyTorch trace's frames get here). */
+static uint32_t rd_stack_under(pst_reader_t *r, uint32_t up, const uint64_t *f, uint32_t m, uint32_t *path)
+{
+    for (uint32_t k = m; k-- > 0;) {
+        uint32_t c = r->nodes[up].last;
+        if (c && r->nodes[c].pc == f[k]) {
+            up = c;
+        } else {
+            uint32_t node = node_intern(r, up, f[k]);
+            if (!node) return 0;
+            r->nodes[up].last = node;
+            up = node;
+        }
+        if (path) *path++ = up;
+    }
+    return up;
+}
+
 /* The innermost node of stack f[0..n) (innermost first), its nodes made
  * when new; 0 for an empty stack or out of memory. The previous stack's
  * path is walked first: consecutive stacks mostly share their outer
@@ -269,39 +292,23 @@ static uint32_t rd_stack_leaf(pst_reader_t *r, const uint64_t *f, uint32_t n)
     }
     uint32_t node = 0, k = 0;
     while (k < n && k < r->n_path && r->nodes[r->path[k]].pc == f[n - 1 - k]) node = r->path[k++];
-    /* past it, the child taken last under a node is tried before the
-     * table: a stack that leaves the previous one mostly rejoins a path
-     * walked before (a quarter of a PyTorch trace's frames get here) */
-    for (; k < n; k++) {
-        uint32_t up = node, c = r->nodes[up].last;
-        if (c && r->nodes[c].pc == f[n - 1 - k]) {
-            node = c;
-        } else {
-            if (!(node = node_intern(r, up, f[n - 1 - k]))) { r->n_path = 0; return 0; }
-            r->nodes[up].last = node;
-        }
-        r->path[k] = node;
-    }
+    if (k < n && !(node = rd_stack_under(r, node, f, n - k, r->path + k))) { r->n_path = 0; return 0; }
     r->n_path = n;
     return node;
 }
 
-/* The innermost node of frames f[0..m) (innermost first) under node up,
- * their nodes made when new; 0 out of memory (or m == 0 and up == 0). */
-static uint32_t rd_stack_under(pst_reader_t *r, uint32_t up, const uint64_t *f, uint32_t m)
+/* n frames at *pp into f, innermost first: the first as it is, the rest
+ * as zigzag deltas (format.c, put_frames). 0 when one is cut short. */
+static int rd_get_frames(const uint8_t **pp, const uint8_t *end, uint64_t *f, uint64_t n)
 {
-    for (uint32_t k = m; k-- > 0;) {
-        uint32_t c = r->nodes[up].last;
-        if (c && r->nodes[c].pc == f[k]) {
-            up = c;
-            continue;
-        }
-        uint32_t node = node_intern(r, up, f[k]);
-        if (!node) return 0;
-        r->nodes[up].last = node;
-        up = node;
+    const uint8_t *p = *pp;
+    uint64_t v;
+    for (uint64_t i = 0; i < n; i++) {
+        if (!(p = pst_get_varint(p, end, &v))) return 0;
+        f[i] = i ? f[i - 1] + (uint64_t)pst_unzigzag(v) : v;
     }
-    return up;
+    *pp = p;
+    return 1;
 }
 
 /* 1 ok, 0 malformed, negative error */
@@ -309,7 +316,7 @@ static int rd_parse_meta(pst_reader_t *r, const uint8_t *p, const uint8_t *end)
 {
     while (p < end) {
         unsigned kind = *p++;
-        uint64_t id, n, v;
+        uint64_t id, n;
         if (kind == PST_META_STRING) {
             if (!(p = pst_get_varint(p, end, &id)) || !(p = pst_get_varint(p, end, &n))) return 0;
             if (n > (uint64_t)(end - p)) return 0;
@@ -320,10 +327,7 @@ static int rd_parse_meta(pst_reader_t *r, const uint8_t *p, const uint8_t *end)
             if (!(p = pst_get_varint(p, end, &id)) || !(p = pst_get_varint(p, end, &n))) return 0;
             if (n > RD_MAX_STACK_DEPTH || n > (uint64_t)(end - p)) return 0;
             uint64_t *f = r->parse_f;
-            for (uint64_t i = 0; i < n; i++) {
-                if (!(p = pst_get_varint(p, end, &v))) return 0;
-                f[i] = i ? f[i - 1] + (uint64_t)pst_unzigzag(v) : v;
-            }
+            if (!rd_get_frames(&p, end, f, n)) return 0;
             if (rd_map_get(&r->stack_ids, id, NULL)) continue;   /* first definition wins */
             RD_GROW(r->stacks, r->n_stacks, r->cap_stacks, 64);
             uint32_t leaf = rd_stack_leaf(r, f, (uint32_t)n);
@@ -338,10 +342,7 @@ static int rd_parse_meta(pst_reader_t *r, const uint8_t *p, const uint8_t *end)
             uint64_t ref = id - (uint64_t)pst_unzigzag(back);   /* (mod 2^64: a wrong one is no id) */
             if (n > RD_MAX_STACK_DEPTH || k > n || n - k > (uint64_t)(end - p)) return 0;
             uint64_t *f = r->parse_f;
-            for (uint64_t i = 0; i < n - k; i++) {
-                if (!(p = pst_get_varint(p, end, &v))) return 0;
-                f[i] = i ? f[i - 1] + (uint64_t)pst_unzigzag(v) : v;
-            }
+            if (!rd_get_frames(&p, end, f, n - k)) return 0;
             /* the outer k frames: stack ref's, defined before; in the
              * tree, its node k levels from the root */
             if (!rd_map_get(&r->stack_ids, ref, &ri) || r->stacks[ri].depth < k) return 0;
@@ -349,7 +350,7 @@ static int rd_parse_meta(pst_reader_t *r, const uint8_t *p, const uint8_t *end)
             RD_GROW(r->stacks, r->n_stacks, r->cap_stacks, 64);
             uint32_t up = r->stacks[ri].leaf;
             for (uint32_t u = r->stacks[ri].depth; u > k; u--) up = r->nodes[up].up;
-            uint32_t leaf = rd_stack_under(r, up, f, (uint32_t)(n - k));
+            uint32_t leaf = rd_stack_under(r, up, f, (uint32_t)(n - k), NULL);
             if (n > k && !leaf) return PSC_ENOMEM;
             if (rd_map_put(&r->stack_ids, id, r->n_stacks)) return PSC_ENOMEM;
             r->stacks[r->n_stacks++] = (rd_stack_t){ leaf, (uint32_t)n };
